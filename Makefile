@@ -1,0 +1,68 @@
+# ioa: the two commands are `make run` and `make test`.
+#
+#   make            build the nginx module (build/ngx_http_ioa_module.so)
+#   make run        install what is missing, build, start Redis + nginx on
+#                   127.0.0.1:$(IOA_PORT) and run the demo; Ctrl-C or
+#                   `make stop` ends it
+#   make stop       stop what `make run` started
+#   make test       install what is missing, build, run every test (prove)
+#   make deps       only install the Debian packages
+#   make clean
+
+SHELL      := /bin/bash
+REPO       := $(CURDIR)
+BUILD      := $(REPO)/build
+NGX_SRC    := /usr/share/nginx/src
+MODULE     := $(BUILD)/ngx_http_ioa_module.so
+IOA_PORT   ?= 7788
+IOA_REDIS_PORT ?= 7789
+
+DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
+    libcurl4-openssl-dev redis-server libssl-dev zlib1g-dev make gcc \
+    libtest-base-perl libtest-longstring-perl liblist-moreutils-perl \
+    libtext-diff-perl libwww-perl liburi-perl libipc-run-perl \
+    libprotocol-websocket-perl curl nghttp2-client python3
+
+MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
+    $(wildcard redis-scripts/*.lua) config
+
+.PHONY: all deps run stop test clean
+
+all: $(MODULE)
+
+# Installs only what is missing, so a second run costs one dpkg query.
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	  done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# Debian's nginx-dev ships configure and headers but no top-level Makefile
+# target for modules, so configure into our build directory and build only
+# the modules there.  Nothing is written into /usr/share/nginx/src.
+$(MODULE): $(MODULE_SRCS)
+	@mkdir -p $(BUILD)
+	cd $(NGX_SRC) && bash -c '. ./conf_flags; ./configure \
+	    --with-cc-opt="-g -O2 -fPIC -Wall -Werror" --with-ld-opt="-fPIC" \
+	    "$${NGX_CONF_FLAGS[@]}" --add-dynamic-module=$(REPO) \
+	    --builddir=$(BUILD)/nginx' > $(BUILD)/configure.log 2>&1 \
+	  || { cat $(BUILD)/configure.log; exit 1; }
+	$(MAKE) -s -f $(BUILD)/nginx/Makefile -C $(NGX_SRC) modules
+	cp $(BUILD)/nginx/ngx_http_ioa_module.so $(MODULE)
+
+run: deps $(MODULE)
+	IOA_PORT=$(IOA_PORT) IOA_REDIS_PORT=$(IOA_REDIS_PORT) bash scripts/run.sh
+
+stop:
+	bash scripts/stop.sh
+
+test: deps $(MODULE)
+	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/
+
+clean:
+	rm -rf $(BUILD) t/servroot*

@@ -1,0 +1,363 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * Shared types of ngx_http_ioa_module.
+ *
+ * The module is a set of small parts that meet in this header:
+ *
+ *   ngx_ioa_module.c         directives, configuration, worker start/stop,
+ *                            the ioa_api content handler that dispatches
+ *                            IoA's endpoints;
+ *   ngx_ioa_ws.c             WebSocket handshake and connection life cycle
+ *                            (read loop, send queue, pings, close);
+ *   ngx_ioa_ws_frame.c       RFC 6455 frame codec and UTF-8 validation,
+ *                            free of I/O so it can be fuzzed alone;
+ *   ngx_ioa_envelope.c       IoA AgentMessage parse/validate/normalise;
+ *   ngx_ioa_json.c           JSON helpers for REST bodies and answers;
+ *   ngx_ioa_redis_adapter.c  hiredis async <-> nginx event loop glue;
+ *   ngx_ioa_redis.c          the per-worker Redis client: connections,
+ *                            reconnects, timeouts, scripts, pub/sub;
+ *   ngx_ioa_room.c           rooms and routing: per-worker subscriptions,
+ *                            catch-up from the room Stream, fan-out;
+ *   ngx_ioa_registry.c       /register, /retrieve_assistant, ... presence;
+ *   ngx_ioa_rest.c           request bodies, JSON answers, /teamup,
+ *                            /fetch_chat_record, /health_check;
+ *   ngx_ioa_sse.c            the HTTP transport: POST an envelope, receive
+ *                            an SSE inbox (HTTP/1.1 and HTTP/2).
+ *
+ * A "client" is anything that receives room traffic: a WebSocket agent, an
+ * SSE inbox or an observer feed.  Rooms hold links to clients; a link keeps
+ * the client's position in that room's Stream, which is what makes resume
+ * exact.  Messages are reference counted and framed once per transport.
+ */
+
+
+#ifndef _NGX_IOA_H_INCLUDED_
+#define _NGX_IOA_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+#include <ngx_sha1.h>
+
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+
+#include "ngx_ioa_json.h"
+#include "ngx_ioa_envelope.h"
+
+
+#define NGX_IOA_VERSION              "0.1.0"
+
+/* nginx 1.22 has no name for it */
+#define NGX_HTTP_UPGRADE_REQUIRED    426
+
+/* largest WebSocket frame header we write: 2 + 8 bytes, server frames are
+ * never masked */
+#define NGX_IOA_WS_HEADER_MAX        10
+
+
+typedef struct {
+    ngx_str_t                 redis_host;     /* numeric, resolved at
+                                                 configuration time */
+    in_port_t                 redis_port;
+    ngx_msec_t                redis_connect_timeout;
+    ngx_msec_t                redis_timeout;
+    ngx_msec_t                redis_backoff_max;
+    ngx_str_t                 redis_prefix;
+
+    ngx_str_t                 name_pattern;
+    ngx_regex_t              *name_regex;
+
+    ngx_uint_t                room_log_maxlen;
+    ngx_msec_t                presence_ttl;
+
+    ngx_flag_t                used;           /* some location has ioa_api */
+
+    /* key bases built once from the prefix */
+    ngx_str_t                 reg_base;       /* "<prefix>{reg}:" */
+    ngx_str_t                 events_channel; /* "<prefix>{reg}:events" */
+    ngx_str_t                 feed_pattern;   /* "<prefix>{room:*}:ch" */
+} ngx_ioa_main_conf_t;
+
+
+typedef struct {
+    ngx_flag_t                api;
+    size_t                    max_message_size;
+    size_t                    send_queue_limit;
+    ngx_msec_t                ping_interval;
+    ngx_uint_t                max_json_depth;
+    ngx_uint_t                catchup_batch;
+} ngx_ioa_loc_conf_t;
+
+
+/* a Redis Stream id */
+typedef struct {
+    uint64_t                  ms;
+    uint64_t                  seq;
+} ngx_ioa_sid_t;
+
+
+/* One envelope as delivered: {"id":"<sid>",...}.  Framed once per transport
+ * and shared by every recipient on this worker. */
+typedef struct {
+    ngx_uint_t                refs;
+    ngx_ioa_sid_t             sid;
+    ngx_str_t                 comm_id;
+    ngx_str_t                 sender;        /* JSON-escaped, no quotes */
+
+    u_char                   *payload;       /* the JSON text */
+    size_t                    payload_len;
+
+    u_char                   *ws;            /* frame header + payload */
+    size_t                    ws_len;
+
+    u_char                   *sse;           /* "id: ...\ndata: ...\n\n" */
+    size_t                    sse_len;
+
+    ngx_uint_t                feed:1;        /* observer copy */
+} ngx_ioa_msg_t;
+
+
+typedef struct ngx_ioa_client_s  ngx_ioa_client_t;
+typedef struct ngx_ioa_room_s    ngx_ioa_room_t;
+typedef struct ngx_ioa_link_s    ngx_ioa_link_t;
+
+
+typedef enum {
+    NGX_IOA_CLIENT_AGENT = 0,
+    NGX_IOA_CLIENT_OBSERVER
+} ngx_ioa_client_kind_e;
+
+
+typedef struct {
+    /* queue one message; NGX_ERROR means the client was closed */
+    ngx_int_t               (*send)(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m);
+    /* queue a control frame (error, ack, hello) built in a pool */
+    ngx_int_t               (*send_text)(ngx_ioa_client_t *cl, ngx_str_t *s);
+    /* close with a WebSocket status code and reason */
+    void                    (*close)(ngx_ioa_client_t *cl, ngx_uint_t code,
+                                     const char *reason);
+} ngx_ioa_transport_t;
+
+
+struct ngx_ioa_client_s {
+    ngx_str_t                 name;          /* identity */
+    ngx_str_t                 name_json;     /* JSON-escaped identity */
+    ngx_ioa_client_kind_e     kind;
+    ngx_ioa_transport_t      *transport;
+    void                     *data;          /* transport state */
+    ngx_pool_t               *pool;
+    ngx_log_t                *log;
+    ngx_ioa_loc_conf_t       *lcf;
+
+    ngx_queue_t               agent_q;       /* in the agent's client list */
+    ngx_queue_t               links;         /* ngx_ioa_link_t.client_q */
+
+    /* resume request: per room positions, and one for every room */
+    ngx_array_t              *resume;        /* of ngx_ioa_resume_t */
+    ngx_ioa_sid_t             since;
+    ngx_uint_t                has_since:1;
+    ngx_uint_t                echo:1;
+    ngx_uint_t                acks:1;
+    ngx_uint_t                rooms_loaded:1;
+    ngx_uint_t                closed:1;
+
+    void                     *rooms_req;     /* pending SMEMBERS */
+    ngx_queue_t               posts;         /* envelopes awaiting Redis */
+    ngx_queue_t               wait_q;        /* waiting for Redis */
+};
+
+
+typedef struct {
+    ngx_str_t                 comm_id;
+    ngx_ioa_sid_t             sid;
+} ngx_ioa_resume_t;
+
+
+typedef enum {
+    NGX_IOA_LINK_WAIT_SUB = 0,   /* room subscription not confirmed yet */
+    NGX_IOA_LINK_CATCHING,       /* reading the Stream, live traffic held */
+    NGX_IOA_LINK_LIVE            /* caught up, live traffic delivered */
+} ngx_ioa_link_state_e;
+
+
+typedef enum {
+    NGX_IOA_START_AFTER = 0,     /* after link->last */
+    NGX_IOA_START_END            /* after whatever the Stream holds now */
+} ngx_ioa_link_start_e;
+
+
+struct ngx_ioa_link_s {
+    ngx_queue_t               client_q;
+    ngx_queue_t               room_q;
+    ngx_ioa_client_t         *client;
+    ngx_ioa_room_t           *room;
+    ngx_ioa_sid_t             last;          /* last id delivered */
+    ngx_ioa_link_state_e      state;
+    ngx_ioa_link_start_e      start;
+
+    ngx_ioa_msg_t           **held;          /* live traffic while catching */
+    ngx_uint_t                nheld;
+    ngx_uint_t                held_cap;
+    size_t                    held_bytes;
+
+    void                     *req;           /* pending catch-up command */
+};
+
+
+typedef enum {
+    NGX_IOA_SUB_NONE = 0,
+    NGX_IOA_SUB_PENDING,
+    NGX_IOA_SUB_ACTIVE,
+    NGX_IOA_SUB_LEAVING
+} ngx_ioa_sub_state_e;
+
+
+struct ngx_ioa_room_s {
+    ngx_str_node_t            sn;            /* key: comm_id */
+    ngx_queue_t               links;
+    ngx_uint_t                nlinks;
+    ngx_ioa_sub_state_e       sub;
+    ngx_str_t                 channel;
+    ngx_str_t                 log_key;
+    ngx_msec_t                idle_since;
+    ngx_queue_t               idle_q;
+};
+
+
+/* ngx_ioa_module.c */
+extern ngx_module_t  ngx_http_ioa_module;
+
+ngx_ioa_main_conf_t *ngx_ioa_main_conf(void);
+ngx_int_t ngx_ioa_valid_name(ngx_str_t *name);
+int64_t ngx_ioa_now_ms(void);
+
+
+/* ngx_ioa_redis.c */
+typedef void (*ngx_ioa_redis_handler_pt)(redisReply *reply, void *data);
+
+typedef struct ngx_ioa_redis_req_s  ngx_ioa_redis_req_t;
+
+typedef enum {
+    NGX_IOA_SCRIPT_POST = 0,
+    NGX_IOA_SCRIPT_REGISTER,
+    NGX_IOA_SCRIPT_RETRIEVE,
+    NGX_IOA_SCRIPT_QUERY,
+    NGX_IOA_SCRIPT_LIST_AGENTS,
+    NGX_IOA_SCRIPT_TEAMUP_MEMBERS,
+    NGX_IOA_SCRIPT_ROOM_CREATE,
+    NGX_IOA_SCRIPT_ROOM_RECORD,
+    NGX_IOA_SCRIPT_PRESENCE,
+    NGX_IOA_SCRIPT_N
+} ngx_ioa_script_e;
+
+ngx_int_t ngx_ioa_redis_init_process(ngx_cycle_t *cycle);
+void ngx_ioa_redis_exit_process(ngx_cycle_t *cycle);
+ngx_uint_t ngx_ioa_redis_ready(void);
+ngx_uint_t ngx_ioa_redis_sub_ready(void);
+ngx_ioa_redis_req_t *ngx_ioa_redis_command(ngx_ioa_redis_handler_pt handler,
+    void *data, int argc, const char **argv, const size_t *argvlen);
+ngx_ioa_redis_req_t *ngx_ioa_redis_script(ngx_ioa_script_e script,
+    ngx_ioa_redis_handler_pt handler, void *data, int nkeys, int argc,
+    const char **argv, const size_t *argvlen);
+void ngx_ioa_redis_cancel(ngx_ioa_redis_req_t *req);
+ngx_int_t ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern);
+ngx_int_t ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern);
+ngx_int_t ngx_ioa_redis_error(redisReply *reply, ngx_str_t *code,
+    ngx_str_t *text);
+
+
+/* ngx_ioa_redis_adapter.c */
+ngx_int_t ngx_ioa_redis_attach(redisAsyncContext *ac, ngx_log_t *log);
+
+
+/* ngx_ioa_room.c */
+ngx_int_t ngx_ioa_room_init_process(ngx_cycle_t *cycle);
+void ngx_ioa_room_exit_process(ngx_cycle_t *cycle);
+ngx_int_t ngx_ioa_client_attach(ngx_ioa_client_t *cl);
+void ngx_ioa_client_detach(ngx_ioa_client_t *cl);
+void ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len);
+ngx_ioa_redis_req_t *ngx_ioa_post_send(ngx_str_t *name,
+    ngx_ioa_envelope_t *env, ngx_ioa_redis_handler_pt handler, void *data);
+ngx_uint_t ngx_ioa_post_result(redisReply *reply, ngx_str_t *name,
+    ngx_str_t *comm_id, ngx_ioa_error_t *err);
+void ngx_ioa_room_on_sub_ready(void);
+void ngx_ioa_room_on_sub_lost(void);
+void ngx_ioa_room_on_cmd_ready(void);
+void ngx_ioa_room_on_message(ngx_str_t *channel, ngx_str_t *data,
+    ngx_uint_t pattern);
+void ngx_ioa_room_on_subscribed(ngx_str_t *channel, ngx_uint_t pattern);
+void ngx_ioa_room_on_unsubscribed(ngx_str_t *channel, ngx_uint_t pattern);
+ngx_int_t ngx_ioa_client_parse_resume(ngx_ioa_client_t *cl, ngx_str_t *vec,
+    ngx_ioa_error_t *err);
+void ngx_ioa_msg_release(ngx_ioa_msg_t *m);
+ngx_int_t ngx_ioa_msg_sse(ngx_ioa_msg_t *m);
+void ngx_ioa_client_error(ngx_ioa_client_t *cl, ngx_ioa_error_t *err,
+    ngx_str_t *comm_id);
+u_char *ngx_ioa_client_position(ngx_ioa_client_t *cl, u_char *p,
+    u_char *last);
+size_t ngx_ioa_client_position_len(ngx_ioa_client_t *cl);
+ngx_int_t ngx_ioa_parse_sid(u_char *p, size_t len, ngx_ioa_sid_t *sid);
+u_char *ngx_ioa_sid_print(u_char *p, ngx_ioa_sid_t *sid);
+ngx_str_t *ngx_ioa_room_key(ngx_pool_t *pool, ngx_str_t *comm_id,
+    const char *suffix, ngx_str_t *key);
+ngx_uint_t ngx_ioa_local_clients(void);
+
+
+/* ngx_ioa_ws.c */
+ngx_int_t ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
+    ngx_ioa_client_kind_e kind);
+
+
+/* ngx_ioa_registry.c */
+ngx_int_t ngx_ioa_register_handler(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_retrieve_handler(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_query_handler(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_list_agents_handler(ngx_http_request_t *r);
+void ngx_ioa_presence_set(ngx_str_t *names, ngx_uint_t n,
+    ngx_uint_t online);
+
+
+/* ngx_ioa_rest.c */
+typedef void (*ngx_ioa_body_handler_pt)(ngx_http_request_t *r,
+    ngx_str_t *body);
+typedef void (*ngx_ioa_rest_handler_pt)(ngx_http_request_t *r,
+    redisReply *reply);
+
+ngx_int_t ngx_ioa_read_body(ngx_http_request_t *r,
+    ngx_ioa_body_handler_pt handler);
+yajl_val ngx_ioa_body_json(ngx_http_request_t *r, ngx_str_t *body);
+ngx_int_t ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_str_t *json);
+ngx_int_t ngx_ioa_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_ioa_error_t *err);
+ngx_int_t ngx_ioa_send_jbuf(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_ioa_jbuf_t *b);
+ngx_int_t ngx_ioa_send_unavailable(ngx_http_request_t *r);
+void ngx_ioa_finish(ngx_http_request_t *r, ngx_int_t rc);
+void ngx_ioa_rest_set_data(ngx_http_request_t *r, void *data);
+void *ngx_ioa_rest_get_data(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_rest_script(ngx_http_request_t *r, ngx_ioa_script_e script,
+    ngx_ioa_rest_handler_pt handler, int nkeys, int argc, const char **argv,
+    const size_t *argvlen);
+ngx_int_t ngx_ioa_rest_command(ngx_http_request_t *r,
+    ngx_ioa_rest_handler_pt handler, int argc, const char **argv,
+    const size_t *argvlen);
+ngx_int_t ngx_ioa_rest_redis_failed(ngx_http_request_t *r,
+    redisReply *reply);
+ngx_int_t ngx_ioa_teamup_handler(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_fetch_record_handler(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_health_handler(ngx_http_request_t *r);
+
+
+/* ngx_ioa_sse.c */
+ngx_int_t ngx_ioa_agent_post_handler(ngx_http_request_t *r,
+    ngx_str_t *name);
+ngx_int_t ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
+    ngx_ioa_client_kind_e kind);
+
+
+#endif /* _NGX_IOA_H_INCLUDED_ */

@@ -1,0 +1,674 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * Module definition: directives, configuration, worker start and stop, and
+ * the ioa_api content handler.
+ *
+ * ioa_api serves IoA's endpoints below the location it is placed in, so
+ * "location / { ioa_api; }" gives IoA clients the paths they expect
+ * (/ws/{agent_name}, /register, ...) and "location /ioa/ { ioa_api; }" the
+ * same paths under /ioa/.  One handler with a fixed path table was chosen
+ * over one directive per endpoint: IoA clients hard-code the paths, so an
+ * operator never has a reason to rename them one by one, and a single
+ * directive cannot be half configured.
+ *
+ * Everything that talks to Redis starts in init_process: each worker owns
+ * its own command and pub/sub connections (see ngx_ioa_redis.c), so nothing
+ * is shared between workers and no IPC is needed.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_ioa.h"
+
+
+static ngx_int_t ngx_ioa_api_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_ioa_path_arg(ngx_str_t *rest, const char *prefix,
+    const char *suffix, ngx_str_t *arg);
+static ngx_int_t ngx_ioa_method(ngx_http_request_t *r, ngx_uint_t methods);
+static void *ngx_ioa_create_main_conf(ngx_conf_t *cf);
+static char *ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf);
+static void *ngx_ioa_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child);
+static char *ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_ioa_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static ngx_int_t ngx_ioa_init_process(ngx_cycle_t *cycle);
+static void ngx_ioa_exit_process(ngx_cycle_t *cycle);
+
+
+static ngx_conf_num_bounds_t  ngx_ioa_depth_bounds = {
+    ngx_conf_check_num_bounds, 2, 1000
+};
+
+static ngx_conf_num_bounds_t  ngx_ioa_batch_bounds = {
+    ngx_conf_check_num_bounds, 1, 10000
+};
+
+
+static ngx_command_t  ngx_http_ioa_commands[] = {
+
+    { ngx_string("ioa_api"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_ioa_api,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("ioa_redis"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_ioa_redis,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("ioa_redis_connect_timeout"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, redis_connect_timeout),
+      NULL },
+
+    { ngx_string("ioa_redis_timeout"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, redis_timeout),
+      NULL },
+
+    { ngx_string("ioa_redis_backoff_max"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, redis_backoff_max),
+      NULL },
+
+    { ngx_string("ioa_redis_prefix"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, redis_prefix),
+      NULL },
+
+    { ngx_string("ioa_agent_name_pattern"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, name_pattern),
+      NULL },
+
+    { ngx_string("ioa_room_log_maxlen"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, room_log_maxlen),
+      NULL },
+
+    { ngx_string("ioa_presence_ttl"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, presence_ttl),
+      NULL },
+
+    { ngx_string("ioa_max_message_size"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, max_message_size),
+      NULL },
+
+    { ngx_string("ioa_send_queue_limit"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, send_queue_limit),
+      NULL },
+
+    { ngx_string("ioa_ping_interval"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, ping_interval),
+      NULL },
+
+    { ngx_string("ioa_max_json_depth"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, max_json_depth),
+      &ngx_ioa_depth_bounds },
+
+    { ngx_string("ioa_catchup_batch"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, catchup_batch),
+      &ngx_ioa_batch_bounds },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_http_ioa_module_ctx = {
+    NULL,                                  /* preconfiguration */
+    NULL,                                  /* postconfiguration */
+
+    ngx_ioa_create_main_conf,              /* create main configuration */
+    ngx_ioa_init_main_conf,                /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    ngx_ioa_create_loc_conf,               /* create location configuration */
+    ngx_ioa_merge_loc_conf                 /* merge location configuration */
+};
+
+
+ngx_module_t  ngx_http_ioa_module = {
+    NGX_MODULE_V1,
+    &ngx_http_ioa_module_ctx,              /* module context */
+    ngx_http_ioa_commands,                 /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    ngx_ioa_init_process,                  /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    ngx_ioa_exit_process,                  /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+/* the main configuration of the running cycle, for code without a request */
+static ngx_ioa_main_conf_t  *ngx_ioa_mcf;
+
+
+#define NGX_IOA_GET   0x01
+#define NGX_IOA_POST  0x02
+
+
+static ngx_int_t
+ngx_ioa_api_handler(ngx_http_request_t *r)
+{
+    ngx_str_t                  rest, arg;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    rest = r->uri;
+
+    /* paths are relative to a prefix location; an exact or regex location
+     * sees the whole URI */
+
+    if (!clcf->exact_match
+#if (NGX_PCRE)
+        && clcf->regex == NULL
+#endif
+        && clcf->name.len > 1
+        && rest.len >= clcf->name.len
+        && ngx_strncmp(rest.data, clcf->name.data, clcf->name.len) == 0)
+    {
+        rest.data += clcf->name.len - 1;
+        rest.len -= clcf->name.len - 1;
+
+        if (clcf->name.data[clcf->name.len - 1] != '/') {
+            rest.data++;
+            rest.len--;
+        }
+    }
+
+#define ngx_ioa_path_is(s)                                                    \
+    (rest.len == sizeof(s) - 1 && ngx_strncmp(rest.data, s, rest.len) == 0)
+
+    if (ngx_ioa_path_arg(&rest, "/ws/", NULL, &arg) == NGX_OK) {
+        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
+               ? NGX_HTTP_NOT_ALLOWED
+               : ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_AGENT);
+    }
+
+    if (ngx_ioa_path_is("/chatlist_ws")) {
+        arg.len = 0;
+        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
+               ? NGX_HTTP_NOT_ALLOWED
+               : ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_OBSERVER);
+    }
+
+    if (ngx_ioa_path_is("/chatlist")) {
+        arg.len = 0;
+        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
+               ? NGX_HTTP_NOT_ALLOWED
+               : ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_OBSERVER);
+    }
+
+    if (ngx_ioa_path_arg(&rest, "/agents/", "/messages", &arg) == NGX_OK) {
+        return ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK
+               ? NGX_HTTP_NOT_ALLOWED
+               : ngx_ioa_agent_post_handler(r, &arg);
+    }
+
+    if (ngx_ioa_path_arg(&rest, "/agents/", "/inbox", &arg) == NGX_OK) {
+        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
+               ? NGX_HTTP_NOT_ALLOWED
+               : ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_AGENT);
+    }
+
+    if (ngx_ioa_path_is("/health_check")) {
+        return ngx_ioa_method(r, NGX_IOA_GET|NGX_IOA_POST) != NGX_OK
+               ? NGX_HTTP_NOT_ALLOWED : ngx_ioa_health_handler(r);
+    }
+
+    if (ngx_ioa_path_is("/list_all_agents")) {
+        return ngx_ioa_method(r, NGX_IOA_GET|NGX_IOA_POST) != NGX_OK
+               ? NGX_HTTP_NOT_ALLOWED : ngx_ioa_list_agents_handler(r);
+    }
+
+    if (ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK) {
+        if (ngx_ioa_path_is("/register")
+            || ngx_ioa_path_is("/retrieve_assistant")
+            || ngx_ioa_path_is("/query_assistant")
+            || ngx_ioa_path_is("/teamup")
+            || ngx_ioa_path_is("/fetch_chat_record"))
+        {
+            return NGX_HTTP_NOT_ALLOWED;
+        }
+
+    } else if (ngx_ioa_path_is("/register")) {
+        return ngx_ioa_register_handler(r);
+
+    } else if (ngx_ioa_path_is("/retrieve_assistant")) {
+        return ngx_ioa_retrieve_handler(r);
+
+    } else if (ngx_ioa_path_is("/query_assistant")) {
+        return ngx_ioa_query_handler(r);
+
+    } else if (ngx_ioa_path_is("/teamup")) {
+        return ngx_ioa_teamup_handler(r);
+
+    } else if (ngx_ioa_path_is("/fetch_chat_record")) {
+        return ngx_ioa_fetch_record_handler(r);
+    }
+
+#undef ngx_ioa_path_is
+
+    {
+        ngx_ioa_error_t  err;
+
+        ngx_ioa_error_set(&err, "unknown_endpoint", NULL,
+                          "no ioa endpoint at \"%V\"", &r->uri);
+        return ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err);
+    }
+}
+
+
+/* "/agents/Alice/inbox" with prefix "/agents/" and suffix "/inbox" gives
+ * "Alice"; the argument may not contain '/' */
+
+static ngx_int_t
+ngx_ioa_path_arg(ngx_str_t *rest, const char *prefix, const char *suffix,
+    ngx_str_t *arg)
+{
+    size_t  plen, slen;
+
+    plen = ngx_strlen(prefix);
+    slen = suffix ? ngx_strlen(suffix) : 0;
+
+    if (rest->len <= plen + slen
+        || ngx_strncmp(rest->data, prefix, plen) != 0
+        || (slen && ngx_strncmp(rest->data + rest->len - slen, suffix, slen)
+                    != 0))
+    {
+        return NGX_DECLINED;
+    }
+
+    arg->data = rest->data + plen;
+    arg->len = rest->len - plen - slen;
+
+    if (ngx_strlchr(arg->data, arg->data + arg->len, '/') != NULL) {
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_method(ngx_http_request_t *r, ngx_uint_t methods)
+{
+    if ((methods & NGX_IOA_GET) && (r->method & NGX_HTTP_GET)) {
+        return NGX_OK;
+    }
+
+    if ((methods & NGX_IOA_POST) && (r->method & NGX_HTTP_POST)) {
+        return NGX_OK;
+    }
+
+    return NGX_DECLINED;
+}
+
+
+ngx_ioa_main_conf_t *
+ngx_ioa_main_conf(void)
+{
+    return ngx_ioa_mcf;
+}
+
+
+ngx_int_t
+ngx_ioa_valid_name(ngx_str_t *name)
+{
+    ngx_int_t  rc;
+
+    if (name->len == 0 || name->len > 256) {
+        return NGX_DECLINED;
+    }
+
+    rc = ngx_regex_exec(ngx_ioa_mcf->name_regex, name, NULL, 0);
+
+    return rc >= 0 ? NGX_OK : NGX_DECLINED;
+}
+
+
+int64_t
+ngx_ioa_now_ms(void)
+{
+    ngx_time_t  *tp;
+
+    tp = ngx_timeofday();
+
+    return (int64_t) tp->sec * 1000 + tp->msec;
+}
+
+
+static void *
+ngx_ioa_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_pcalloc(cf->pool, sizeof(ngx_ioa_main_conf_t));
+    if (mcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     mcf->redis_host = { 0, NULL };
+     *     mcf->redis_prefix = { 0, NULL };
+     *     mcf->name_pattern = { 0, NULL };
+     *     mcf->used = 0;
+     */
+
+    mcf->redis_connect_timeout = NGX_CONF_UNSET_MSEC;
+    mcf->redis_timeout = NGX_CONF_UNSET_MSEC;
+    mcf->redis_backoff_max = NGX_CONF_UNSET_MSEC;
+    mcf->room_log_maxlen = NGX_CONF_UNSET_UINT;
+    mcf->presence_ttl = NGX_CONF_UNSET_MSEC;
+
+    return mcf;
+}
+
+
+static char *
+ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_ioa_main_conf_t *mcf = conf;
+
+    u_char               errstr[NGX_MAX_CONF_ERRSTR];
+    ngx_regex_compile_t  rc;
+
+    if (mcf->redis_host.len == 0) {
+        ngx_str_set(&mcf->redis_host, "127.0.0.1");
+        mcf->redis_port = 6379;
+    }
+
+    ngx_conf_init_msec_value(mcf->redis_connect_timeout, 1000);
+    ngx_conf_init_msec_value(mcf->redis_timeout, 3000);
+    ngx_conf_init_msec_value(mcf->redis_backoff_max, 5000);
+    ngx_conf_init_uint_value(mcf->room_log_maxlen, 0);
+    ngx_conf_init_msec_value(mcf->presence_ttl, 30000);
+
+    if (mcf->redis_prefix.data == NULL) {
+        ngx_str_set(&mcf->redis_prefix, "ioa:");
+    }
+
+    if (ngx_strlchr(mcf->redis_prefix.data,
+                    mcf->redis_prefix.data + mcf->redis_prefix.len, '{')
+        != NULL)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"ioa_redis_prefix\" must not contain \"{\": "
+                           "ioa adds its own Redis Cluster hash tags");
+        return NGX_CONF_ERROR;
+    }
+
+    if (mcf->name_pattern.data == NULL) {
+        /* IoA's own agents have names like "Open Interpreter" */
+        ngx_str_set(&mcf->name_pattern,
+                    "^[A-Za-z0-9][A-Za-z0-9 _.@:+-]{0,63}$");
+    }
+
+    ngx_memzero(&rc, sizeof(ngx_regex_compile_t));
+
+    rc.pattern = mcf->name_pattern;
+    rc.pool = cf->pool;
+    rc.err.len = NGX_MAX_CONF_ERRSTR;
+    rc.err.data = errstr;
+
+    if (ngx_regex_compile(&rc) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"ioa_agent_name_pattern\": %V", &rc.err);
+        return NGX_CONF_ERROR;
+    }
+
+    mcf->name_regex = rc.regex;
+
+    mcf->reg_base.len = mcf->redis_prefix.len + sizeof("{reg}:") - 1;
+    mcf->reg_base.data = ngx_pnalloc(cf->pool, mcf->reg_base.len);
+    if (mcf->reg_base.data == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_sprintf(mcf->reg_base.data, "%V{reg}:", &mcf->redis_prefix);
+
+    mcf->events_channel.len = mcf->reg_base.len + sizeof("events") - 1;
+    mcf->events_channel.data = ngx_pnalloc(cf->pool, mcf->events_channel.len);
+    if (mcf->events_channel.data == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_sprintf(mcf->events_channel.data, "%Vevents", &mcf->reg_base);
+
+    mcf->feed_pattern.len = mcf->redis_prefix.len + sizeof("{room:*}:ch") - 1;
+    mcf->feed_pattern.data = ngx_pnalloc(cf->pool, mcf->feed_pattern.len);
+    if (mcf->feed_pattern.data == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_sprintf(mcf->feed_pattern.data, "%V{room:*}:ch", &mcf->redis_prefix);
+
+    ngx_ioa_mcf = mcf;
+
+    return NGX_CONF_OK;
+}
+
+
+static void *
+ngx_ioa_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_ioa_loc_conf_t  *lcf;
+
+    lcf = ngx_pcalloc(cf->pool, sizeof(ngx_ioa_loc_conf_t));
+    if (lcf == NULL) {
+        return NULL;
+    }
+
+    lcf->api = NGX_CONF_UNSET;
+    lcf->max_message_size = NGX_CONF_UNSET_SIZE;
+    lcf->send_queue_limit = NGX_CONF_UNSET_SIZE;
+    lcf->ping_interval = NGX_CONF_UNSET_MSEC;
+    lcf->max_json_depth = NGX_CONF_UNSET_UINT;
+    lcf->catchup_batch = NGX_CONF_UNSET_UINT;
+
+    return lcf;
+}
+
+
+static char *
+ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_ioa_loc_conf_t *prev = parent;
+    ngx_ioa_loc_conf_t *conf = child;
+
+    ngx_conf_merge_value(conf->api, prev->api, 0);
+    ngx_conf_merge_size_value(conf->max_message_size,
+                              prev->max_message_size, 64 * 1024);
+    ngx_conf_merge_size_value(conf->send_queue_limit,
+                              prev->send_queue_limit, 1024 * 1024);
+    ngx_conf_merge_msec_value(conf->ping_interval, prev->ping_interval,
+                              30000);
+    ngx_conf_merge_uint_value(conf->max_json_depth, prev->max_json_depth, 32);
+    ngx_conf_merge_uint_value(conf->catchup_batch, prev->catchup_batch, 256);
+
+    if (conf->max_message_size < 125) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"ioa_max_message_size\" must be at least 125");
+        return NGX_CONF_ERROR;
+    }
+
+    if (conf->send_queue_limit < conf->max_message_size) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"ioa_send_queue_limit\" must not be less than "
+                           "\"ioa_max_message_size\"");
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_ioa_main_conf_t *mcf = conf;
+
+    u_char              *p;
+    ngx_str_t           *value;
+    ngx_url_t            u;
+    struct sockaddr_in  *sin;
+
+    if (mcf->redis_host.len) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    ngx_memzero(&u, sizeof(ngx_url_t));
+
+    u.url = value[1];
+    u.default_port = 6379;
+    u.no_resolve = 0;
+
+    /* hiredis 0.14 resolves names with a blocking call, so resolve here,
+     * at configuration time, and hand it a numeric address */
+
+    if (ngx_parse_url(cf->pool, &u) != NGX_OK) {
+        if (u.err) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "%s in \"ioa_redis\" address \"%V\"",
+                               u.err, &u.url);
+        }
+
+        return NGX_CONF_ERROR;
+    }
+
+    if (u.naddrs == 0 || u.addrs[0].sockaddr->sa_family != AF_INET) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"ioa_redis\" needs an IPv4 address or a name "
+                           "that resolves to one, not \"%V\"", &u.url);
+        return NGX_CONF_ERROR;
+    }
+
+    sin = (struct sockaddr_in *) u.addrs[0].sockaddr;
+
+    p = ngx_pnalloc(cf->pool, NGX_INET_ADDRSTRLEN + 1);
+    if (p == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    mcf->redis_host.len = ngx_inet_ntop(AF_INET, &sin->sin_addr, p,
+                                        NGX_INET_ADDRSTRLEN);
+    p[mcf->redis_host.len] = '\0';
+    mcf->redis_host.data = p;
+    mcf->redis_port = ntohs(sin->sin_port);
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_ioa_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_ioa_loc_conf_t *lcf = conf;
+
+    ngx_ioa_main_conf_t       *mcf;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    if (lcf->api != NGX_CONF_UNSET) {
+        return "is duplicate";
+    }
+
+    lcf->api = 1;
+
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_ioa_module);
+    mcf->used = 1;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_ioa_api_handler;
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_init_process(ngx_cycle_t *cycle)
+{
+    ngx_ioa_main_conf_t  *mcf;
+
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return NGX_OK;
+    }
+
+    mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ioa_module);
+
+    if (mcf == NULL || !mcf->used) {
+        return NGX_OK;
+    }
+
+    ngx_ioa_mcf = mcf;
+
+    if (ngx_ioa_room_init_process(cycle) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    return ngx_ioa_redis_init_process(cycle);
+}
+
+
+static void
+ngx_ioa_exit_process(ngx_cycle_t *cycle)
+{
+    if (ngx_ioa_mcf == NULL || !ngx_ioa_mcf->used) {
+        return;
+    }
+
+    ngx_ioa_room_exit_process(cycle);
+    ngx_ioa_redis_exit_process(cycle);
+}

@@ -1,0 +1,169 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * hiredis async <-> nginx event loop.
+ *
+ * hiredis 0.14 ships adapters for libevent, libev and others but not for
+ * nginx, so this file is one: it wraps the socket hiredis opened in an
+ * ngx_connection_t and maps hiredis' five hooks onto nginx events.
+ *
+ * Events are registered level-triggered.  nginx normally uses edge-triggered
+ * epoll for connections, but hiredis reads at most 16 KiB per call
+ * (REDIS_READER_MAX_BUF) and cannot be told to read until EAGAIN, so with an
+ * edge trigger a burst of pub/sub traffic larger than that would sit in the
+ * kernel until the next packet.  Level triggering costs one extra epoll
+ * wakeup per burst and removes the problem entirely.
+ *
+ * hiredis owns the file descriptor: the cleanup hook only unhooks the
+ * events and frees the ngx_connection_t, hiredis closes the socket itself
+ * right after.  Cleanup may run inside one of our handlers (a read that
+ * finds EOF frees the context), so handlers never touch the connection after
+ * calling into hiredis.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_ioa.h"
+
+
+static void ngx_ioa_redis_read_handler(ngx_event_t *ev);
+static void ngx_ioa_redis_write_handler(ngx_event_t *ev);
+static void ngx_ioa_redis_add_read(void *data);
+static void ngx_ioa_redis_del_read(void *data);
+static void ngx_ioa_redis_add_write(void *data);
+static void ngx_ioa_redis_del_write(void *data);
+static void ngx_ioa_redis_cleanup(void *data);
+
+
+ngx_int_t
+ngx_ioa_redis_attach(redisAsyncContext *ac, ngx_log_t *log)
+{
+    ngx_connection_t  *c;
+
+    if (ac->ev.data != NULL) {
+        return NGX_ERROR;
+    }
+
+    c = ngx_get_connection(ac->c.fd, log);
+    if (c == NULL) {
+        return NGX_ERROR;
+    }
+
+    c->data = ac;
+    c->read->handler = ngx_ioa_redis_read_handler;
+    c->write->handler = ngx_ioa_redis_write_handler;
+    c->read->log = log;
+    c->write->log = log;
+
+    ac->ev.data = c;
+    ac->ev.addRead = ngx_ioa_redis_add_read;
+    ac->ev.delRead = ngx_ioa_redis_del_read;
+    ac->ev.addWrite = ngx_ioa_redis_add_write;
+    ac->ev.delWrite = ngx_ioa_redis_del_write;
+    ac->ev.cleanup = ngx_ioa_redis_cleanup;
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_ioa_redis_read_handler(ngx_event_t *ev)
+{
+    ngx_connection_t  *c;
+
+    c = ev->data;
+
+    redisAsyncHandleRead(c->data);
+}
+
+
+static void
+ngx_ioa_redis_write_handler(ngx_event_t *ev)
+{
+    ngx_connection_t  *c;
+
+    c = ev->data;
+
+    redisAsyncHandleWrite(c->data);
+}
+
+
+static void
+ngx_ioa_redis_add_read(void *data)
+{
+    ngx_connection_t *c = data;
+
+    if (!c->read->active) {
+        (void) ngx_add_event(c->read, NGX_READ_EVENT, NGX_LEVEL_EVENT);
+    }
+}
+
+
+static void
+ngx_ioa_redis_del_read(void *data)
+{
+    ngx_connection_t *c = data;
+
+    if (c->read->active) {
+        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
+    }
+}
+
+
+static void
+ngx_ioa_redis_add_write(void *data)
+{
+    ngx_connection_t *c = data;
+
+    if (!c->write->active) {
+        (void) ngx_add_event(c->write, NGX_WRITE_EVENT, NGX_LEVEL_EVENT);
+    }
+}
+
+
+static void
+ngx_ioa_redis_del_write(void *data)
+{
+    ngx_connection_t *c = data;
+
+    if (c->write->active) {
+        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
+    }
+}
+
+
+static void
+ngx_ioa_redis_cleanup(void *data)
+{
+    ngx_connection_t *c = data;
+
+    redisAsyncContext  *ac;
+
+    ac = c->data;
+    ac->ev.data = NULL;
+
+    if (c->read->active) {
+        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
+    }
+
+    if (c->write->active) {
+        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
+    }
+
+    if (c->read->posted) {
+        ngx_delete_posted_event(c->read);
+    }
+
+    if (c->write->posted) {
+        ngx_delete_posted_event(c->write);
+    }
+
+    ngx_free_connection(c);
+
+    /* hiredis closes the descriptor; a free connection has none */
+    c->fd = (ngx_socket_t) -1;
+}

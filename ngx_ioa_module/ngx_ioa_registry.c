@@ -1,0 +1,946 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * The agent registry: /register, /retrieve_assistant, /query_assistant,
+ * /list_all_agents, and the presence heartbeat behind "online".
+ *
+ * All state is in Redis under one hash tag ({reg}), maintained by
+ * redis-scripts/register.lua, retrieve.lua, query.lua, list_agents.lua and
+ * presence.lua.  Discovery ranks agents with BM25 over an inverted index of
+ * their descriptions and tags that register.lua keeps exact on every
+ * (re-)registration; the tokenizer lives in the scripts so that indexing and
+ * querying can never disagree.  This file validates input (names through
+ * the configured PCRE2 pattern before they become Redis keys), calls the
+ * scripts and writes IoA's JSON shapes, with our extra fields (tags, online,
+ * score, speaks_protocol) added where IoA's models ignore unknown fields.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_ioa.h"
+
+
+#define NGX_IOA_DESC_MAX       8192
+#define NGX_IOA_TAGS_MAX       32
+#define NGX_IOA_QUERIES_MAX    16
+#define NGX_IOA_RETRIEVE_MAX   50
+
+
+typedef struct {
+    ngx_uint_t                single;     /* query_assistant with a string */
+} ngx_ioa_registry_ctx_t;
+
+
+static void ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body);
+static void ngx_ioa_register_done(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body);
+static void ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body);
+static void ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f,
+    ngx_uint_t created, ngx_uint_t score);
+static ngx_int_t ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix,
+    ngx_str_t *name, ngx_str_t *key);
+static void ngx_ioa_presence_done(redisReply *reply, void *data);
+static ngx_int_t ngx_ioa_invalid(ngx_http_request_t *r, const char *field,
+    const char *text);
+
+
+static ngx_str_t  ngx_ioa_agent_types[] = {
+    ngx_string("Human Assistant"),
+    ngx_string("Thing Assistant"),
+    ngx_null_string
+};
+
+
+/*
+ * POST /register {"name","type","desc"} as IoA, plus optional "tags"
+ * (capability tags, indexed with the description) and "speaks_protocol"
+ * (true: the agent runs its own conversation turns).  Re-registering
+ * updates the entry; IoA ignored a changed description.
+ */
+
+ngx_int_t
+ngx_ioa_register_handler(ngx_http_request_t *r)
+{
+    return ngx_ioa_read_body(r, ngx_ioa_register_body);
+}
+
+
+static void
+ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
+{
+    u_char                now[NGX_INT64_LEN], created[32];
+    size_t                i;
+    time_t                sec;
+    yajl_val              doc, v, tags, proto;
+    ngx_tm_t              tm;
+    ngx_str_t             name, type, desc, s, tags_json, *t;
+    const char           *argv[11];
+    size_t                argvlen[11];
+    ngx_ioa_jbuf_t        b;
+    ngx_str_t             agent_key, agents_key, stats_key;
+    ngx_ioa_main_conf_t  *mcf;
+
+    doc = ngx_ioa_body_json(r, body);
+    if (doc == NULL) {
+        return;
+    }
+
+    if (!YAJL_IS_OBJECT(doc)) {
+        ngx_ioa_finish(r, ngx_ioa_invalid(r, NULL,
+                                          "the body must be a JSON object"));
+        return;
+    }
+
+    v = ngx_ioa_json_get(doc, "name");
+
+    if (v == NULL || ngx_ioa_json_string(v, &name) != NGX_OK
+        || ngx_ioa_valid_name(&name) != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_invalid(r, "name",
+                       "\"name\" must be a string matching "
+                       "ioa_agent_name_pattern"));
+        return;
+    }
+
+    v = ngx_ioa_json_get(doc, "type");
+
+    if (v == NULL || ngx_ioa_json_string(v, &type) != NGX_OK) {
+        goto bad_type;
+    }
+
+    for (t = ngx_ioa_agent_types; t->len; t++) {
+        if (t->len == type.len && ngx_strncmp(t->data, type.data, type.len)
+                                  == 0)
+        {
+            break;
+        }
+    }
+
+    if (t->len == 0) {
+        goto bad_type;
+    }
+
+    v = ngx_ioa_json_get(doc, "desc");
+
+    if (v == NULL || ngx_ioa_json_string(v, &desc) != NGX_OK
+        || desc.len > NGX_IOA_DESC_MAX)
+    {
+        ngx_ioa_finish(r, ngx_ioa_invalid(r, "desc",
+                       "\"desc\" must be a string of at most 8192 bytes"));
+        return;
+    }
+
+    /* tags: re-serialised by us, so the script gets a clean JSON array */
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 64) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_jbuf_byte(&b, '[');
+
+    tags = ngx_ioa_json_get(doc, "tags");
+
+    if (tags && !YAJL_IS_NULL(tags)) {
+        if (!YAJL_IS_ARRAY(tags) || tags->u.array.len > NGX_IOA_TAGS_MAX) {
+            goto bad_tags;
+        }
+
+        for (i = 0; i < tags->u.array.len; i++) {
+            if (ngx_ioa_json_string(tags->u.array.values[i], &s) != NGX_OK
+                || s.len == 0 || s.len > 64)
+            {
+                goto bad_tags;
+            }
+
+            if (i) {
+                ngx_ioa_jbuf_byte(&b, ',');
+            }
+
+            ngx_ioa_jbuf_str(&b, &s);
+        }
+    }
+
+    ngx_ioa_jbuf_byte(&b, ']');
+
+    if (ngx_ioa_jbuf_done(&b, &tags_json) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    proto = ngx_ioa_json_get(doc, "speaks_protocol");
+
+    if (proto && !YAJL_IS_TRUE(proto) && !YAJL_IS_FALSE(proto)
+        && !YAJL_IS_NULL(proto))
+    {
+        ngx_ioa_finish(r, ngx_ioa_invalid(r, "speaks_protocol",
+                       "\"speaks_protocol\" must be true or false"));
+        return;
+    }
+
+    if (ngx_ioa_reg_key(r, "agent:", &name, &agent_key) != NGX_OK
+        || ngx_ioa_reg_key(r, "agents", NULL, &agents_key) != NGX_OK
+        || ngx_ioa_reg_key(r, "stats", NULL, &stats_key) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    /* IoA's created_at format, "%Y-%m-%d-%H-%M-%S", in UTC */
+    sec = ngx_time();
+    ngx_gmtime(sec, &tm);
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = (const char *) agent_key.data;
+    argvlen[0] = agent_key.len;
+    argv[1] = (const char *) agents_key.data;
+    argvlen[1] = agents_key.len;
+    argv[2] = (const char *) stats_key.data;
+    argvlen[2] = stats_key.len;
+    argv[3] = (const char *) mcf->reg_base.data;
+    argvlen[3] = mcf->reg_base.len;
+    argv[4] = (const char *) name.data;
+    argvlen[4] = name.len;
+    argv[5] = (const char *) type.data;
+    argvlen[5] = type.len;
+    argv[6] = desc.len ? (const char *) desc.data : "";
+    argvlen[6] = desc.len;
+    argv[7] = (const char *) tags_json.data;
+    argvlen[7] = tags_json.len;
+    argv[8] = (proto && YAJL_IS_TRUE(proto)) ? "1" : "0";
+    argvlen[8] = 1;
+    argv[9] = (const char *) now;
+    argvlen[9] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[10] = (const char *) created;
+    argvlen[10] = ngx_sprintf(created, "%4d-%02d-%02d-%02d-%02d-%02d",
+                              tm.ngx_tm_year, tm.ngx_tm_mon, tm.ngx_tm_mday,
+                              tm.ngx_tm_hour, tm.ngx_tm_min, tm.ngx_tm_sec)
+                  - created;
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_REGISTER, ngx_ioa_register_done,
+                            3, 11, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+
+    return;
+
+bad_type:
+
+    ngx_ioa_finish(r, ngx_ioa_invalid(r, "type",
+                   "\"type\" must be \"Human Assistant\" or "
+                   "\"Thing Assistant\""));
+    return;
+
+bad_tags:
+
+    ngx_ioa_finish(r, ngx_ioa_invalid(r, "tags",
+                   "\"tags\" must be an array of at most 32 non-empty "
+                   "strings of at most 64 bytes"));
+}
+
+
+static void
+ngx_ioa_register_done(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_str_t       s;
+    ngx_ioa_jbuf_t  b;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != 2)
+    {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 128) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_jbuf_literal(&b, "{\"status\":");
+    s.data = (u_char *) reply->element[0]->str;
+    s.len = reply->element[0]->len;
+    ngx_ioa_jbuf_str(&b, &s);
+    ngx_ioa_jbuf_literal(&b, ",\"created_at\":");
+    s.data = (u_char *) reply->element[1]->str;
+    s.len = reply->element[1]->len;
+    ngx_ioa_jbuf_str(&b, &s);
+    ngx_ioa_jbuf_byte(&b, '}');
+
+    ngx_ioa_finish(r, ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &b));
+}
+
+
+/*
+ * POST /retrieve_assistant {"sender","capabilities":[..]} as IoA, plus
+ * optional "online_only" (default false) and "limit" per capability
+ * (default 3, IoA's top-k).  The sender is left out of its own results.
+ */
+
+ngx_int_t
+ngx_ioa_retrieve_handler(ngx_http_request_t *r)
+{
+    return ngx_ioa_read_body(r, ngx_ioa_retrieve_body);
+}
+
+
+static void
+ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
+{
+    u_char                now[NGX_INT64_LEN], limit[NGX_INT_T_LEN];
+    size_t                i, n;
+    int64_t               lim;
+    yajl_val              doc, caps, v;
+    ngx_str_t             sender, s, stats_key, online_key;
+    const char           *argv[7 + NGX_IOA_QUERIES_MAX];
+    size_t                argvlen[7 + NGX_IOA_QUERIES_MAX];
+    ngx_ioa_main_conf_t  *mcf;
+
+    doc = ngx_ioa_body_json(r, body);
+    if (doc == NULL) {
+        return;
+    }
+
+    if (!YAJL_IS_OBJECT(doc)) {
+        ngx_ioa_finish(r, ngx_ioa_invalid(r, NULL,
+                                          "the body must be a JSON object"));
+        return;
+    }
+
+    sender.len = 0;
+    sender.data = (u_char *) "";
+
+    v = ngx_ioa_json_get(doc, "sender");
+
+    if (v && !YAJL_IS_NULL(v) && ngx_ioa_json_string(v, &sender) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_invalid(r, "sender",
+                                          "\"sender\" must be a string"));
+        return;
+    }
+
+    caps = ngx_ioa_json_get(doc, "capabilities");
+
+    if (caps == NULL || !YAJL_IS_ARRAY(caps) || caps->u.array.len == 0
+        || caps->u.array.len > NGX_IOA_QUERIES_MAX)
+    {
+        ngx_ioa_finish(r, ngx_ioa_invalid(r, "capabilities",
+                       "\"capabilities\" must be an array of 1 to 16 "
+                       "strings"));
+        return;
+    }
+
+    lim = 3;
+
+    v = ngx_ioa_json_get(doc, "limit");
+
+    if (v && !YAJL_IS_NULL(v)) {
+        if (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 1
+            || YAJL_GET_INTEGER(v) > NGX_IOA_RETRIEVE_MAX)
+        {
+            ngx_ioa_finish(r, ngx_ioa_invalid(r, "limit",
+                           "\"limit\" must be an integer from 1 to 50"));
+            return;
+        }
+
+        lim = YAJL_GET_INTEGER(v);
+    }
+
+    v = ngx_ioa_json_get(doc, "online_only");
+
+    if (v && !YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v) && !YAJL_IS_NULL(v)) {
+        ngx_ioa_finish(r, ngx_ioa_invalid(r, "online_only",
+                       "\"online_only\" must be true or false"));
+        return;
+    }
+
+    mcf = ngx_ioa_main_conf();
+
+    if (ngx_ioa_reg_key(r, "stats", NULL, &stats_key) != NGX_OK
+        || ngx_ioa_reg_key(r, "online", NULL, &online_key) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    argv[0] = (const char *) stats_key.data;
+    argvlen[0] = stats_key.len;
+    argv[1] = (const char *) online_key.data;
+    argvlen[1] = online_key.len;
+    argv[2] = (const char *) mcf->reg_base.data;
+    argvlen[2] = mcf->reg_base.len;
+    argv[3] = (const char *) now;
+    argvlen[3] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[4] = (const char *) limit;
+    argvlen[4] = ngx_sprintf(limit, "%L", lim) - limit;
+    argv[5] = (v && YAJL_IS_TRUE(v)) ? "1" : "0";
+    argvlen[5] = 1;
+    argv[6] = (const char *) sender.data;
+    argvlen[6] = sender.len;
+
+    n = 7;
+
+    for (i = 0; i < caps->u.array.len; i++) {
+        if (ngx_ioa_json_string(caps->u.array.values[i], &s) != NGX_OK
+            || s.len > 1024)
+        {
+            ngx_ioa_finish(r, ngx_ioa_invalid(r, "capabilities",
+                           "every capability must be a string of at most "
+                           "1024 bytes"));
+            return;
+        }
+
+        argv[n] = s.len ? (const char *) s.data : "";
+        argvlen[n] = s.len;
+        n++;
+    }
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_RETRIEVE, ngx_ioa_retrieve_done,
+                            2, n, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+static void
+ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t          i;
+    ngx_ioa_jbuf_t  b;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements % 7)
+    {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 256 + reply->elements * 64)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_jbuf_byte(&b, '[');
+
+    /* name, type, desc, tags_json, score, online, protocol */
+
+    for (i = 0; i < reply->elements; i += 7) {
+        if (i) {
+            ngx_ioa_jbuf_byte(&b, ',');
+        }
+
+        ngx_ioa_agent_json(&b, &reply->element[i], 0, 1);
+    }
+
+    ngx_ioa_jbuf_byte(&b, ']');
+
+    ngx_ioa_finish(r, ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &b));
+}
+
+
+/*
+ * POST /query_assistant {"name": "<name>" | ["<name>",..]}: the agent (or a
+ * list in the same order).  Unknown names are a 404 naming them; IoA's own
+ * server probably answered those with a 500.
+ */
+
+ngx_int_t
+ngx_ioa_query_handler(ngx_http_request_t *r)
+{
+    return ngx_ioa_read_body(r, ngx_ioa_query_body);
+}
+
+
+static void
+ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
+{
+    u_char                   now[NGX_INT64_LEN];
+    size_t                   i, n;
+    yajl_val                 doc, v;
+    ngx_str_t                s, online_key;
+    const char             **argv;
+    size_t                  *argvlen;
+    ngx_ioa_main_conf_t     *mcf;
+    ngx_ioa_registry_ctx_t  *rctx;
+
+    doc = ngx_ioa_body_json(r, body);
+    if (doc == NULL) {
+        return;
+    }
+
+    v = YAJL_IS_OBJECT(doc) ? ngx_ioa_json_get(doc, "name") : NULL;
+
+    if (v == NULL || (!YAJL_IS_STRING(v) && !YAJL_IS_ARRAY(v))
+        || (YAJL_IS_ARRAY(v)
+            && (v->u.array.len == 0 || v->u.array.len > 1000)))
+    {
+        ngx_ioa_finish(r, ngx_ioa_invalid(r, "name",
+                       "\"name\" must be an agent name or a list of 1 to "
+                       "1000 names"));
+        return;
+    }
+
+    rctx = ngx_pcalloc(r->pool, sizeof(ngx_ioa_registry_ctx_t));
+    if (rctx == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    rctx->single = YAJL_IS_STRING(v);
+    n = rctx->single ? 1 : v->u.array.len;
+
+    argv = ngx_palloc(r->pool, (n + 3) * sizeof(char *));
+    argvlen = ngx_palloc(r->pool, (n + 3) * sizeof(size_t));
+
+    if (argv == NULL || argvlen == NULL
+        || ngx_ioa_reg_key(r, "online", NULL, &online_key) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = (const char *) online_key.data;
+    argvlen[0] = online_key.len;
+    argv[1] = (const char *) mcf->reg_base.data;
+    argvlen[1] = mcf->reg_base.len;
+    argv[2] = (const char *) now;
+    argvlen[2] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+
+    for (i = 0; i < n; i++) {
+        if (ngx_ioa_json_string(rctx->single ? v : v->u.array.values[i], &s)
+            != NGX_OK
+            || ngx_ioa_valid_name(&s) != NGX_OK)
+        {
+            ngx_ioa_finish(r, ngx_ioa_invalid(r, "name",
+                           "every name must match ioa_agent_name_pattern"));
+            return;
+        }
+
+        argv[i + 3] = (const char *) s.data;
+        argvlen[i + 3] = s.len;
+    }
+
+    ngx_ioa_rest_set_data(r, rctx);
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_QUERY, ngx_ioa_query_done,
+                            1, n + 3, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+static void
+ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t                   i, n;
+    ngx_uint_t               single, unknown, first;
+    ngx_str_t                list;
+    ngx_ioa_jbuf_t           b, missing;
+    ngx_ioa_error_t          err;
+    ngx_ioa_registry_ctx_t  *rctx;
+
+    rctx = ngx_ioa_rest_get_data(r);
+    single = rctx->single;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements % 8)
+    {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 256 + reply->elements * 64) != NGX_OK
+        || ngx_ioa_jbuf_init(&missing, r->pool, 64) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    n = reply->elements / 8;
+    unknown = 0;
+    first = 1;
+
+    if (!single) {
+        ngx_ioa_jbuf_byte(&b, '[');
+    }
+
+    /* found, name, type, desc, tags_json, created_at, online, protocol */
+
+    for (i = 0; i < n; i++) {
+        if (reply->element[i * 8]->str[0] != '1') {
+            if (unknown++) {
+                ngx_ioa_jbuf_literal(&missing, ", ");
+            }
+
+            ngx_ioa_jbuf_raw(&missing, (u_char *) reply->element[i * 8 + 1]->str,
+                             reply->element[i * 8 + 1]->len);
+            continue;
+        }
+
+        if (!first) {
+            ngx_ioa_jbuf_byte(&b, ',');
+        }
+
+        first = 0;
+        ngx_ioa_agent_json(&b, &reply->element[i * 8 + 1], 1, 0);
+    }
+
+    if (unknown) {
+        if (ngx_ioa_jbuf_done(&missing, &list) != NGX_OK) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        ngx_ioa_error_set(&err, "unknown_agent", "name",
+                          "not registered: %V", &list);
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+        return;
+    }
+
+    if (!single) {
+        ngx_ioa_jbuf_byte(&b, ']');
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &b));
+}
+
+
+/* GET|POST /list_all_agents[?offset=N&limit=M]: IoA's dump of the registry
+ * with "key" = name, oldest first; at most 10000 per call */
+
+ngx_int_t
+ngx_ioa_list_agents_handler(ngx_http_request_t *r)
+{
+    u_char                now[NGX_INT64_LEN];
+    ngx_int_t             offset, limit;
+    ngx_str_t             v, agents_key, online_key;
+    const char           *argv[6];
+    size_t                argvlen[6];
+    ngx_ioa_main_conf_t  *mcf;
+
+    offset = 0;
+    limit = 10000;
+
+    if (ngx_http_arg(r, (u_char *) "offset", 6, &v) == NGX_OK) {
+        offset = ngx_atoi(v.data, v.len);
+
+        if (offset == NGX_ERROR) {
+            return ngx_ioa_invalid(r, "offset",
+                                   "\"offset\" must be a number");
+        }
+    }
+
+    if (ngx_http_arg(r, (u_char *) "limit", 5, &v) == NGX_OK) {
+        limit = ngx_atoi(v.data, v.len);
+
+        if (limit == NGX_ERROR || limit > 10000) {
+            return ngx_ioa_invalid(r, "limit",
+                                   "\"limit\" must be a number up to 10000");
+        }
+    }
+
+    if (ngx_ioa_reg_key(r, "agents", NULL, &agents_key) != NGX_OK
+        || ngx_ioa_reg_key(r, "online", NULL, &online_key) != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = (const char *) agents_key.data;
+    argvlen[0] = agents_key.len;
+    argv[1] = (const char *) online_key.data;
+    argvlen[1] = online_key.len;
+    argv[2] = (const char *) mcf->reg_base.data;
+    argvlen[2] = mcf->reg_base.len;
+    argv[3] = (const char *) now;
+    argvlen[3] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[4] = (const char *) ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+    argv[5] = (const char *) ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+
+    if (argv[4] == NULL || argv[5] == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    argvlen[4] = ngx_sprintf((u_char *) argv[4], "%i", offset)
+                 - (u_char *) argv[4];
+    argvlen[5] = ngx_sprintf((u_char *) argv[5], "%i", limit)
+                 - (u_char *) argv[5];
+
+    if (ngx_http_discard_request_body(r) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_LIST_AGENTS, ngx_ioa_list_done,
+                            2, 6, argv, argvlen)
+        != NGX_OK)
+    {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t          i;
+    ngx_ioa_jbuf_t  b;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements < 1 || (reply->elements - 1) % 7)
+    {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 256 + reply->elements * 64) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_jbuf_byte(&b, '[');
+
+    /* name, type, desc, tags_json, created_at, online, protocol */
+
+    for (i = 1; i < reply->elements; i += 7) {
+        if (i > 1) {
+            ngx_ioa_jbuf_byte(&b, ',');
+        }
+
+        ngx_ioa_jbuf_literal(&b, "{\"key\":");
+        {
+            ngx_str_t  s;
+
+            s.data = (u_char *) reply->element[i]->str;
+            s.len = reply->element[i]->len;
+            ngx_ioa_jbuf_str(&b, &s);
+        }
+
+        ngx_ioa_jbuf_byte(&b, ',');
+
+        /* the rest of the object, without its opening brace */
+        {
+            u_char  *mark;
+
+            mark = b.pos;
+            ngx_ioa_agent_json(&b, &reply->element[i], 1, 0);
+
+            if (!b.failed && b.pos > mark) {
+                ngx_memmove(mark, mark + 1, b.pos - mark - 1);
+                b.pos--;
+            }
+        }
+    }
+
+    ngx_ioa_jbuf_byte(&b, ']');
+
+    ngx_ioa_finish(r, ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &b));
+}
+
+
+/*
+ * One agent as IoA's AgentInfo plus ours:
+ * {"name","type","desc","tags":[..],"online":bool,"speaks_protocol":bool,
+ *  "created_at" | "score"}.  f points at name, type, desc, tags_json, then
+ * created_at or score, online, protocol.
+ */
+
+static void
+ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f, ngx_uint_t created,
+    ngx_uint_t score)
+{
+    ngx_str_t  s;
+
+#define ngx_ioa_field(i)                                                      \
+    s.data = (u_char *) f[i]->str; s.len = f[i]->len
+
+    ngx_ioa_jbuf_literal(b, "{\"name\":");
+    ngx_ioa_field(0);
+    ngx_ioa_jbuf_str(b, &s);
+
+    ngx_ioa_jbuf_literal(b, ",\"type\":");
+    ngx_ioa_field(1);
+    ngx_ioa_jbuf_str(b, &s);
+
+    ngx_ioa_jbuf_literal(b, ",\"desc\":");
+    ngx_ioa_field(2);
+    ngx_ioa_jbuf_str(b, &s);
+
+    /* tags_json was written by us at registration: a JSON array */
+    ngx_ioa_jbuf_literal(b, ",\"tags\":");
+    ngx_ioa_field(3);
+
+    if (s.len) {
+        ngx_ioa_jbuf_raw(b, s.data, s.len);
+
+    } else {
+        ngx_ioa_jbuf_literal(b, "[]");
+    }
+
+    if (created) {
+        ngx_ioa_jbuf_literal(b, ",\"created_at\":");
+        ngx_ioa_field(4);
+        ngx_ioa_jbuf_str(b, &s);
+    }
+
+    if (score) {
+        ngx_ioa_jbuf_literal(b, ",\"score\":");
+        ngx_ioa_field(4);
+        ngx_ioa_jbuf_raw(b, s.data, s.len);
+    }
+
+    ngx_ioa_jbuf_literal(b, ",\"online\":");
+    ngx_ioa_field(5);
+
+    if (s.len && s.data[0] == '1') {
+        ngx_ioa_jbuf_literal(b, "true");
+
+    } else {
+        ngx_ioa_jbuf_literal(b, "false");
+    }
+
+    ngx_ioa_jbuf_literal(b, ",\"speaks_protocol\":");
+    ngx_ioa_field(6);
+
+    if (s.len && s.data[0] == '1') {
+        ngx_ioa_jbuf_literal(b, "true}");
+
+    } else {
+        ngx_ioa_jbuf_literal(b, "false}");
+    }
+
+#undef ngx_ioa_field
+}
+
+
+static ngx_int_t
+ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix, ngx_str_t *name,
+    ngx_str_t *key)
+{
+    size_t                len;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    len = mcf->reg_base.len + ngx_strlen(suffix) + (name ? name->len : 0);
+
+    key->data = ngx_pnalloc(r->pool, len);
+    if (key->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    key->len = ngx_sprintf(key->data, "%V%s%V", &mcf->reg_base, suffix,
+                           name ? name : &mcf->reg_base) - key->data;
+
+    if (name == NULL) {
+        key->len -= mcf->reg_base.len;
+    }
+
+    return NGX_OK;
+}
+
+
+/* marks names online until now + ioa_presence_ttl, or offline; the tick in
+ * ngx_ioa_room.c repeats it for every connected agent, so an instance that
+ * dies lets its agents expire instead of leaving them online forever */
+
+void
+ngx_ioa_presence_set(ngx_str_t *names, ngx_uint_t n, ngx_uint_t online)
+{
+    u_char                key[256], expiry[NGX_INT64_LEN];
+    ngx_uint_t            i;
+    const char          **argv;
+    size_t               *argvlen;
+    ngx_ioa_main_conf_t  *mcf;
+
+    if (!ngx_ioa_redis_ready()) {
+        return;
+    }
+
+    argv = ngx_alloc((n + 2) * sizeof(char *), ngx_cycle->log);
+    argvlen = ngx_alloc((n + 2) * sizeof(size_t), ngx_cycle->log);
+
+    if (argv == NULL || argvlen == NULL) {
+        goto done;
+    }
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = (const char *) key;
+    argvlen[0] = ngx_snprintf(key, sizeof(key), "%Vonline", &mcf->reg_base)
+                 - key;
+    argv[1] = (const char *) expiry;
+
+    if (online) {
+        argvlen[1] = ngx_sprintf(expiry, "%L",
+                                 ngx_ioa_now_ms() + mcf->presence_ttl)
+                     - expiry;
+
+    } else {
+        expiry[0] = '0';
+        argvlen[1] = 1;
+    }
+
+    for (i = 0; i < n; i++) {
+        argv[i + 2] = (const char *) names[i].data;
+        argvlen[i + 2] = names[i].len;
+    }
+
+    (void) ngx_ioa_redis_script(NGX_IOA_SCRIPT_PRESENCE,
+                                ngx_ioa_presence_done, NULL, 1, n + 2, argv,
+                                argvlen);
+
+done:
+
+    if (argv) {
+        ngx_free(argv);
+    }
+
+    if (argvlen) {
+        ngx_free(argvlen);
+    }
+}
+
+
+static void
+ngx_ioa_presence_done(redisReply *reply, void *data)
+{
+    if (reply && reply->type == REDIS_REPLY_ERROR) {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                      "ioa: presence update failed: %*s",
+                      reply->len, reply->str);
+    }
+}
+
+
+static ngx_int_t
+ngx_ioa_invalid(ngx_http_request_t *r, const char *field, const char *text)
+{
+    ngx_ioa_error_t  err;
+
+    ngx_ioa_error_set(&err, "invalid_request", field, "%s", text);
+
+    return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+}

@@ -1,0 +1,1222 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * The REST side: request bodies, JSON answers, Redis calls made on behalf of
+ * a request, and the room endpoints /teamup, /fetch_chat_record and
+ * /health_check.  Registry endpoints are in ngx_ioa_registry.c.
+ *
+ * Every answer is JSON, errors included: {"op":"error","code":...,
+ * "message":...,"field":...}, the same object an agent gets as an error
+ * frame, so one client-side parser handles both.
+ *
+ * A request waiting for Redis holds one request reference and is finished
+ * exactly once, by the reply handler.  Redis always answers or times out
+ * (ngx_ioa_redis.c), so no request waits forever; a request cleanup cancels
+ * the call if nginx drops the request first (an HTTP/2 stream reset).
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <sys/random.h>
+
+#include "ngx_ioa.h"
+
+
+typedef struct {
+    ngx_http_request_t       *request;
+    ngx_ioa_redis_req_t      *req;
+    ngx_ioa_rest_handler_pt   handler;
+    ngx_ioa_body_handler_pt   body_handler;
+    void                     *data;        /* per-endpoint state */
+} ngx_ioa_rest_ctx_t;
+
+
+typedef struct {
+    ngx_str_t                 comm_id;
+    ngx_str_t                 team_name;
+    ngx_uint_t                has_team_name;
+    ngx_str_t                 creator;
+    ngx_array_t               members;     /* of ngx_str_t */
+} ngx_ioa_teamup_t;
+
+
+typedef struct {
+    ngx_array_t               ids;         /* of ngx_str_t */
+    ngx_uint_t                next;
+    ngx_uint_t                all;
+    ngx_ioa_jbuf_t            out;
+} ngx_ioa_record_t;
+
+
+static ngx_ioa_rest_ctx_t *ngx_ioa_rest_ctx(ngx_http_request_t *r);
+static void ngx_ioa_body_read(ngx_http_request_t *r);
+static void ngx_ioa_rest_reply(redisReply *reply, void *data);
+static void ngx_ioa_rest_cleanup(void *data);
+static void ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body);
+static void ngx_ioa_teamup_members_done(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_teamup_room_done(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_teamup_published(ngx_http_request_t *r,
+    redisReply *reply);
+static ngx_int_t ngx_ioa_teamup_event(ngx_http_request_t *r,
+    ngx_ioa_teamup_t *t, ngx_uint_t event, ngx_str_t *out);
+static void ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body);
+static void ngx_ioa_record_list_done(ngx_http_request_t *r,
+    redisReply *reply);
+static ngx_int_t ngx_ioa_record_next(ngx_http_request_t *r);
+static void ngx_ioa_record_done(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_record_continue(ngx_http_request_t *r);
+
+
+/* request plumbing */
+
+static ngx_ioa_rest_ctx_t *
+ngx_ioa_rest_ctx(ngx_http_request_t *r)
+{
+    ngx_ioa_rest_ctx_t      *ctx;
+    ngx_http_cleanup_t      *cln;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    if (ctx) {
+        return ctx;
+    }
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_ioa_rest_ctx_t));
+    if (ctx == NULL) {
+        return NULL;
+    }
+
+    cln = ngx_http_cleanup_add(r, 0);
+    if (cln == NULL) {
+        return NULL;
+    }
+
+    cln->handler = ngx_ioa_rest_cleanup;
+    cln->data = ctx;
+
+    ctx->request = r;
+    ngx_http_set_ctx(r, ctx, ngx_http_ioa_module);
+
+    return ctx;
+}
+
+
+ngx_int_t
+ngx_ioa_read_body(ngx_http_request_t *r, ngx_ioa_body_handler_pt handler)
+{
+    ngx_int_t            rc;
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_ioa_rest_ctx(r);
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->body_handler = handler;
+
+    /* bodies are small JSON documents: keep them in memory */
+    r->request_body_in_single_buf = 1;
+
+    rc = ngx_http_read_client_request_body(r, ngx_ioa_body_read);
+
+    if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
+        return rc;
+    }
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_ioa_body_read(ngx_http_request_t *r)
+{
+    size_t               len;
+    u_char              *p;
+    ngx_str_t            body;
+    ngx_buf_t           *b;
+    ngx_chain_t         *cl;
+    ngx_ioa_error_t      err;
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+
+    body.len = 0;
+    body.data = (u_char *) "";
+
+    if (r->request_body && r->request_body->temp_file) {
+        ngx_ioa_error_set(&err, "body_too_large", NULL,
+                          "the request body does not fit in "
+                          "client_body_buffer_size");
+        ngx_ioa_finish(r, ngx_ioa_send_error(r,
+                                  NGX_HTTP_REQUEST_ENTITY_TOO_LARGE, &err));
+        return;
+    }
+
+    if (r->request_body && r->request_body->bufs) {
+        len = 0;
+
+        for (cl = r->request_body->bufs; cl; cl = cl->next) {
+            len += ngx_buf_size(cl->buf);
+        }
+
+        if (r->request_body->bufs->next == NULL) {
+            b = r->request_body->bufs->buf;
+            body.data = b->pos;
+            body.len = len;
+
+        } else {
+            body.data = ngx_pnalloc(r->pool, len);
+            if (body.data == NULL) {
+                ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+                return;
+            }
+
+            p = body.data;
+
+            for (cl = r->request_body->bufs; cl; cl = cl->next) {
+                p = ngx_cpymem(p, cl->buf->pos, ngx_buf_size(cl->buf));
+            }
+
+            body.len = len;
+        }
+    }
+
+    ctx->body_handler(r, &body);
+}
+
+
+/* parses a JSON body; on failure answers 400 and returns NULL */
+
+yajl_val
+ngx_ioa_body_json(ngx_http_request_t *r, ngx_str_t *body)
+{
+    yajl_val             v;
+    ngx_ioa_error_t      err;
+    ngx_ioa_loc_conf_t  *lcf;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+
+    v = ngx_ioa_json_parse(r->pool, body->data, body->len,
+                           lcf->max_json_depth, &err);
+
+    if (v == NULL) {
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+    }
+
+    return v;
+}
+
+
+ngx_int_t
+ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status, ngx_str_t *json)
+{
+    ngx_int_t    rc;
+    ngx_buf_t   *b;
+    ngx_chain_t  out;
+
+    /* a body that is not read must still be discarded for keepalive */
+    if (ngx_http_discard_request_body(r) != NGX_OK) {
+        r->keepalive = 0;
+    }
+
+    r->headers_out.status = status;
+    r->headers_out.content_length_n = json->len + 1;
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+
+    if (status >= NGX_HTTP_SPECIAL_RESPONSE) {
+        /* not an nginx error page: our own JSON body follows */
+        r->err_status = 0;
+    }
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    b = ngx_create_temp_buf(r->pool, json->len + 1);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    b->last = ngx_cpymem(b->last, json->data, json->len);
+    *b->last++ = '\n';
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+ngx_int_t
+ngx_ioa_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_ioa_error_t *err)
+{
+    ngx_str_t  out;
+
+    if (ngx_ioa_error_json(r->pool, err, NULL, &out) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_ioa_send_json(r, status, &out);
+}
+
+
+ngx_int_t
+ngx_ioa_send_jbuf(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_ioa_jbuf_t *b)
+{
+    ngx_str_t  out;
+
+    if (ngx_ioa_jbuf_done(b, &out) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_ioa_send_json(r, status, &out);
+}
+
+
+ngx_int_t
+ngx_ioa_send_unavailable(ngx_http_request_t *r)
+{
+    ngx_ioa_error_t   err;
+    ngx_table_elt_t  *h;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h) {
+        h->hash = 1;
+        ngx_str_set(&h->key, "Retry-After");
+        ngx_str_set(&h->value, "1");
+    }
+
+    ngx_ioa_error_set(&err, "redis_unavailable", NULL,
+                      "the hub cannot reach Redis right now; nothing was "
+                      "changed, retry shortly");
+
+    return ngx_ioa_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, &err);
+}
+
+
+void
+ngx_ioa_finish(ngx_http_request_t *r, ngx_int_t rc)
+{
+    ngx_http_finalize_request(r, rc);
+}
+
+
+void
+ngx_ioa_rest_set_data(ngx_http_request_t *r, void *data)
+{
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_ioa_rest_ctx(r);
+    if (ctx) {
+        ctx->data = data;
+    }
+}
+
+
+void *
+ngx_ioa_rest_get_data(ngx_http_request_t *r)
+{
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+
+    return ctx ? ctx->data : NULL;
+}
+
+
+/* Redis on behalf of a request */
+
+ngx_int_t
+ngx_ioa_rest_script(ngx_http_request_t *r, ngx_ioa_script_e script,
+    ngx_ioa_rest_handler_pt handler, int nkeys, int argc, const char **argv,
+    const size_t *argvlen)
+{
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_ioa_rest_ctx(r);
+    if (ctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ctx->handler = handler;
+    ctx->req = ngx_ioa_redis_script(script, ngx_ioa_rest_reply, ctx, nkeys,
+                                    argc, argv, argvlen);
+
+    return ctx->req ? NGX_OK : NGX_DECLINED;
+}
+
+
+ngx_int_t
+ngx_ioa_rest_command(ngx_http_request_t *r, ngx_ioa_rest_handler_pt handler,
+    int argc, const char **argv, const size_t *argvlen)
+{
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_ioa_rest_ctx(r);
+    if (ctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ctx->handler = handler;
+    ctx->req = ngx_ioa_redis_command(ngx_ioa_rest_reply, ctx, argc, argv,
+                                     argvlen);
+
+    return ctx->req ? NGX_OK : NGX_DECLINED;
+}
+
+
+static void
+ngx_ioa_rest_reply(redisReply *reply, void *data)
+{
+    ngx_ioa_rest_ctx_t *ctx = data;
+
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
+
+    ctx->req = NULL;
+    r = ctx->request;
+    c = r->connection;
+
+    ctx->handler(r, reply);
+
+    /* the handler may have finished the request; like nginx's own
+     * upstream code, run what it posted */
+    ngx_http_run_posted_requests(c);
+}
+
+
+static void
+ngx_ioa_rest_cleanup(void *data)
+{
+    ngx_ioa_rest_ctx_t *ctx = data;
+
+    if (ctx->req) {
+        ngx_ioa_redis_cancel(ctx->req);
+        ctx->req = NULL;
+    }
+}
+
+
+/* answers a failed Redis call: 503 when Redis is away, otherwise the
+ * script's own refusal as a 400-class error */
+
+ngx_int_t
+ngx_ioa_rest_redis_failed(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_str_t        code, text;
+    ngx_ioa_error_t  err;
+
+    if (reply == NULL) {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    (void) ngx_ioa_redis_error(reply, &code, &text);
+
+    ngx_ioa_error_set(&err, "redis_error", NULL, "Redis: %V %V",
+                      &code, &text);
+
+    return ngx_ioa_send_error(r, NGX_HTTP_INTERNAL_SERVER_ERROR, &err);
+}
+
+
+/* GET|POST /health_check: IoA answers "ok"; we do so only while Redis is
+ * reachable, so a load balancer stops sending to an instance that cannot
+ * do anything useful */
+
+ngx_int_t
+ngx_ioa_health_handler(ngx_http_request_t *r)
+{
+    ngx_str_t  ok = ngx_string("\"ok\"");
+
+    if (!ngx_ioa_redis_ready()) {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    return ngx_ioa_send_json(r, NGX_HTTP_OK, &ok);
+}
+
+
+/*
+ * POST /teamup {"sender":..,"agent_names":[..],"team_name":..}
+ *
+ * Three steps: record the room in every member's room set (refused as a
+ * whole if any name is unknown: IoA drops unknown names silently, which
+ * leaves a caller talking to a team it does not have), create the room, and
+ * publish a teamup event so that workers with members online start reading
+ * the room at once.
+ */
+
+ngx_int_t
+ngx_ioa_teamup_handler(ngx_http_request_t *r)
+{
+    return ngx_ioa_read_body(r, ngx_ioa_teamup_body);
+}
+
+
+static void
+ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
+{
+    u_char                rnd[16], *hex;
+    size_t                i, j, n;
+    yajl_val              doc, sender, names, team, v;
+    ngx_str_t             s, *m;
+    ngx_ioa_error_t       err;
+    ngx_ioa_teamup_t     *t;
+    ngx_ioa_rest_ctx_t   *ctx;
+    const char          **argv;
+    size_t               *argvlen;
+    ngx_ioa_main_conf_t  *mcf;
+
+    doc = ngx_ioa_body_json(r, body);
+    if (doc == NULL) {
+        return;
+    }
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    mcf = ngx_ioa_main_conf();
+
+    t = ngx_pcalloc(r->pool, sizeof(ngx_ioa_teamup_t));
+    if (t == NULL
+        || ngx_array_init(&t->members, r->pool, 8, sizeof(ngx_str_t))
+           != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ctx->data = t;
+
+    sender = ngx_ioa_json_get(doc, "sender");
+    names = ngx_ioa_json_get(doc, "agent_names");
+    team = ngx_ioa_json_get(doc, "team_name");
+
+    if (!YAJL_IS_OBJECT(doc)
+        || sender == NULL || ngx_ioa_json_string(sender, &t->creator) != NGX_OK
+        || ngx_ioa_valid_name(&t->creator) != NGX_OK)
+    {
+        ngx_ioa_error_set(&err, "invalid_request", "sender",
+                          "\"sender\" must be a registered agent name");
+        goto invalid;
+    }
+
+    if (names == NULL || !YAJL_IS_ARRAY(names)) {
+        ngx_ioa_error_set(&err, "invalid_request", "agent_names",
+                          "\"agent_names\" must be an array of agent names");
+        goto invalid;
+    }
+
+    if (team && !YAJL_IS_NULL(team)) {
+        if (ngx_ioa_json_string(team, &t->team_name) != NGX_OK
+            || t->team_name.len > 256)
+        {
+            ngx_ioa_error_set(&err, "invalid_request", "team_name",
+                              "\"team_name\" must be a string of at most "
+                              "256 bytes, or null");
+            goto invalid;
+        }
+
+        t->has_team_name = 1;
+    }
+
+    /* members: agent_names then the sender, without duplicates, in IoA's
+     * order */
+
+    for (i = 0; i <= names->u.array.len; i++) {
+
+        if (i < names->u.array.len) {
+            v = names->u.array.values[i];
+
+            if (ngx_ioa_json_string(v, &s) != NGX_OK
+                || ngx_ioa_valid_name(&s) != NGX_OK)
+            {
+                ngx_ioa_error_set(&err, "invalid_request", "agent_names",
+                                  "\"agent_names\"[%uz] is not a valid "
+                                  "agent name", i);
+                goto invalid;
+            }
+
+        } else {
+            s = t->creator;
+        }
+
+        m = t->members.elts;
+
+        for (j = 0; j < t->members.nelts; j++) {
+            if (m[j].len == s.len && ngx_strncmp(m[j].data, s.data, s.len) == 0)
+            {
+                break;
+            }
+        }
+
+        if (j < t->members.nelts) {
+            continue;
+        }
+
+        m = ngx_array_push(&t->members);
+        if (m == NULL) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        *m = s;
+    }
+
+    if (t->members.nelts > 1000) {
+        ngx_ioa_error_set(&err, "invalid_request", "agent_names",
+                          "a team has at most 1000 members");
+        goto invalid;
+    }
+
+    /* comm_id: 128 random bits in hex, like IoA's uuid4().hex */
+
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    rnd[6] = (rnd[6] & 0x0f) | 0x40;
+    rnd[8] = (rnd[8] & 0x3f) | 0x80;
+
+    hex = ngx_pnalloc(r->pool, 32);
+    if (hex == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_hex_dump(hex, rnd, sizeof(rnd));
+    t->comm_id.data = hex;
+    t->comm_id.len = 32;
+
+    n = t->members.nelts;
+
+    argv = ngx_palloc(r->pool, (n + 3) * sizeof(char *));
+    argvlen = ngx_palloc(r->pool, (n + 3) * sizeof(size_t));
+    s.data = ngx_pnalloc(r->pool, mcf->reg_base.len + sizeof("agents"));
+
+    if (argv == NULL || argvlen == NULL || s.data == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    s.len = ngx_sprintf(s.data, "%Vagents", &mcf->reg_base) - s.data;
+
+    argv[0] = (const char *) s.data;
+    argvlen[0] = s.len;
+    argv[1] = (const char *) mcf->reg_base.data;
+    argvlen[1] = mcf->reg_base.len;
+    argv[2] = (const char *) t->comm_id.data;
+    argvlen[2] = t->comm_id.len;
+
+    m = t->members.elts;
+
+    for (i = 0; i < n; i++) {
+        argv[i + 3] = (const char *) m[i].data;
+        argvlen[i + 3] = m[i].len;
+    }
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_TEAMUP_MEMBERS,
+                            ngx_ioa_teamup_members_done, 1, n + 3, argv,
+                            argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+
+    return;
+
+invalid:
+
+    ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+}
+
+
+static void
+ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
+{
+    u_char               *p;
+    size_t                i, n;
+    ngx_str_t             code, text, *m, meta, members;
+    ngx_ioa_error_t       err;
+    ngx_ioa_teamup_t     *t;
+    ngx_ioa_rest_ctx_t   *ctx;
+    const char          **argv;
+    size_t               *argvlen;
+    u_char                now[NGX_INT64_LEN];
+    ngx_ioa_main_conf_t  *mcf;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    t = ctx->data;
+    mcf = ngx_ioa_main_conf();
+
+    if (ngx_ioa_redis_error(reply, &code, &text) != NGX_OK) {
+
+        if (reply && code.len == 13
+            && ngx_strncmp(code.data, "UNKNOWN_AGENT", 13) == 0)
+        {
+            ngx_ioa_error_set(&err, "unknown_agent", "agent_names",
+                              "%V; register them with /register first",
+                              &text);
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
+                                                 &err));
+            return;
+        }
+
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    n = t->members.nelts;
+
+    argv = ngx_palloc(r->pool, (n + 6) * sizeof(char *));
+    argvlen = ngx_palloc(r->pool, (n + 6) * sizeof(size_t));
+
+    meta.len = mcf->redis_prefix.len + sizeof("{room:}:members") - 1
+               + t->comm_id.len;
+    meta.data = ngx_pnalloc(r->pool, 2 * meta.len);
+
+    if (argv == NULL || argvlen == NULL || meta.data == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    p = ngx_sprintf(meta.data, "%V{room:%V}:meta", &mcf->redis_prefix,
+                    &t->comm_id);
+    meta.len = p - meta.data;
+
+    members.data = p;
+    members.len = ngx_sprintf(p, "%V{room:%V}:members", &mcf->redis_prefix,
+                              &t->comm_id) - p;
+
+    argv[0] = (const char *) meta.data;
+    argvlen[0] = meta.len;
+    argv[1] = (const char *) members.data;
+    argvlen[1] = members.len;
+    argv[2] = (const char *) t->comm_id.data;
+    argvlen[2] = t->comm_id.len;
+    argv[3] = (const char *) t->team_name.data;
+    argvlen[3] = t->team_name.len;
+    argv[4] = (const char *) t->creator.data;
+    argvlen[4] = t->creator.len;
+    argv[5] = (const char *) now;
+    argvlen[5] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+
+    if (argv[3] == NULL) {
+        argv[3] = "";
+    }
+
+    m = t->members.elts;
+
+    for (i = 0; i < n; i++) {
+        argv[i + 6] = (const char *) m[i].data;
+        argvlen[i + 6] = m[i].len;
+    }
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_CREATE,
+                            ngx_ioa_teamup_room_done, 2, n + 6, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+static void
+ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
+{
+    u_char                now[NGX_INT64_LEN];
+    ngx_str_t             code, text, event, index;
+    const char           *argv[4];
+    size_t                argvlen[4];
+    ngx_ioa_teamup_t     *t;
+    ngx_ioa_rest_ctx_t   *ctx;
+    ngx_ioa_main_conf_t  *mcf;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    t = ctx->data;
+    mcf = ngx_ioa_main_conf();
+
+    if (ngx_ioa_redis_error(reply, &code, &text) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    /* the room index, for /fetch_chat_record without a comm_id; not
+     * waited for, the event below is on the same connection after it */
+
+    index.data = ngx_pnalloc(r->pool, mcf->reg_base.len + sizeof("roomlist"));
+    if (index.data == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    index.len = ngx_sprintf(index.data, "%Vroomlist", &mcf->reg_base)
+                - index.data;
+
+    argv[0] = "ZADD";
+    argvlen[0] = 4;
+    argv[1] = (const char *) index.data;
+    argvlen[1] = index.len;
+    argv[2] = (const char *) now;
+    argvlen[2] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[3] = (const char *) t->comm_id.data;
+    argvlen[3] = t->comm_id.len;
+
+    (void) ngx_ioa_redis_command(NULL, NULL, 4, argv, argvlen);
+
+    if (ngx_ioa_teamup_event(r, t, 1, &event) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    argv[0] = "PUBLISH";
+    argvlen[0] = 7;
+    argv[1] = (const char *) mcf->events_channel.data;
+    argvlen[1] = mcf->events_channel.len;
+    argv[2] = (const char *) event.data;
+    argvlen[2] = event.len;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_teamup_published, 3, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+static void
+ngx_ioa_teamup_published(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_str_t            out;
+    ngx_ioa_teamup_t    *t;
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    t = ctx->data;
+
+    /* the room exists even if the event was lost: members' workers find it
+     * in their room sets on the next resubscribe, so answer success */
+
+    if (ngx_ioa_teamup_event(r, t, 0, &out) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_OK, &out));
+}
+
+
+/* {"comm_id":..,"agent_names":[..],"team_name":..}: the answer to /teamup
+ * and, with the creator, the teamup event */
+
+static ngx_int_t
+ngx_ioa_teamup_event(ngx_http_request_t *r, ngx_ioa_teamup_t *t,
+    ngx_uint_t event, ngx_str_t *out)
+{
+    ngx_uint_t       i;
+    ngx_str_t       *m;
+    ngx_ioa_jbuf_t   b;
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 256) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ngx_ioa_jbuf_literal(&b, "{\"comm_id\":");
+    ngx_ioa_jbuf_str(&b, &t->comm_id);
+    ngx_ioa_jbuf_literal(&b, ",\"agent_names\":[");
+
+    m = t->members.elts;
+
+    for (i = 0; i < t->members.nelts; i++) {
+        if (i) {
+            ngx_ioa_jbuf_byte(&b, ',');
+        }
+
+        ngx_ioa_jbuf_str(&b, &m[i]);
+    }
+
+    ngx_ioa_jbuf_literal(&b, "],\"team_name\":");
+
+    if (t->has_team_name) {
+        ngx_ioa_jbuf_str(&b, &t->team_name);
+
+    } else {
+        ngx_ioa_jbuf_literal(&b, "null");
+    }
+
+    if (event) {
+        ngx_ioa_jbuf_literal(&b, ",\"sender\":");
+        ngx_ioa_jbuf_str(&b, &t->creator);
+    }
+
+    ngx_ioa_jbuf_byte(&b, '}');
+
+    return ngx_ioa_jbuf_done(&b, out);
+}
+
+
+/*
+ * POST /fetch_chat_record {"comm_id": "<id>" | ["<id>",..] | null}
+ *
+ * {"<comm_id>": {"comm_id","agent_names","team_name","chat_record":[..]}}
+ * with every envelope carrying its server-assigned "id".  Rooms are read
+ * one after another with room_record.lua; null means every room, from the
+ * room index (newest 1000).
+ */
+
+ngx_int_t
+ngx_ioa_fetch_record_handler(ngx_http_request_t *r)
+{
+    return ngx_ioa_read_body(r, ngx_ioa_record_body);
+}
+
+
+static void
+ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
+{
+    size_t                i;
+    yajl_val              doc, id, v;
+    ngx_str_t             s, *p, index;
+    const char           *argv[6];
+    size_t                argvlen[6];
+    ngx_ioa_error_t       err;
+    ngx_ioa_record_t     *rec;
+    ngx_ioa_rest_ctx_t   *ctx;
+    ngx_ioa_main_conf_t  *mcf;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+
+    rec = ngx_pcalloc(r->pool, sizeof(ngx_ioa_record_t));
+    if (rec == NULL
+        || ngx_array_init(&rec->ids, r->pool, 4, sizeof(ngx_str_t)) != NGX_OK
+        || ngx_ioa_jbuf_init(&rec->out, r->pool, 4096) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ctx->data = rec;
+
+    id = NULL;
+
+    if (body->len) {
+        doc = ngx_ioa_body_json(r, body);
+        if (doc == NULL) {
+            return;
+        }
+
+        if (!YAJL_IS_OBJECT(doc)) {
+            goto invalid;
+        }
+
+        id = ngx_ioa_json_get(doc, "comm_id");
+    }
+
+    if (id == NULL || YAJL_IS_NULL(id)) {
+        rec->all = 1;
+
+        mcf = ngx_ioa_main_conf();
+
+        index.data = ngx_pnalloc(r->pool,
+                                 mcf->reg_base.len + sizeof("roomlist"));
+        if (index.data == NULL) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        index.len = ngx_sprintf(index.data, "%Vroomlist", &mcf->reg_base)
+                    - index.data;
+
+        argv[0] = "ZREVRANGE";
+        argvlen[0] = 9;
+        argv[1] = (const char *) index.data;
+        argvlen[1] = index.len;
+        argv[2] = "0";
+        argvlen[2] = 1;
+        argv[3] = "999";
+        argvlen[3] = 3;
+
+        if (ngx_ioa_rest_command(r, ngx_ioa_record_list_done, 4, argv,
+                                 argvlen)
+            != NGX_OK)
+        {
+            ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+        }
+
+        return;
+    }
+
+    if (YAJL_IS_STRING(id)) {
+        if (ngx_ioa_json_string(id, &s) != NGX_OK || s.len == 0) {
+            goto invalid;
+        }
+
+        p = ngx_array_push(&rec->ids);
+        if (p == NULL) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        *p = s;
+
+    } else if (YAJL_IS_ARRAY(id)) {
+        for (i = 0; i < id->u.array.len; i++) {
+            v = id->u.array.values[i];
+
+            if (ngx_ioa_json_string(v, &s) != NGX_OK || s.len == 0) {
+                goto invalid;
+            }
+
+            p = ngx_array_push(&rec->ids);
+            if (p == NULL) {
+                ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+                return;
+            }
+
+            *p = s;
+        }
+
+    } else {
+        goto invalid;
+    }
+
+    ngx_ioa_jbuf_byte(&rec->out, '{');
+
+    ngx_ioa_record_continue(r);
+    return;
+
+invalid:
+
+    ngx_ioa_error_set(&err, "invalid_request", "comm_id",
+                      "\"comm_id\" must be a room id, a list of room ids, "
+                      "or null for every room");
+    ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+}
+
+
+static void
+ngx_ioa_record_list_done(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t               i;
+    ngx_str_t           *p;
+    ngx_ioa_record_t    *rec;
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    rec = ctx->data;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    for (i = 0; i < reply->elements; i++) {
+        p = ngx_array_push(&rec->ids);
+        if (p == NULL) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        p->len = reply->element[i]->len;
+        p->data = ngx_pnalloc(r->pool, p->len);
+        if (p->data == NULL) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        ngx_memcpy(p->data, reply->element[i]->str, p->len);
+    }
+
+    ngx_ioa_jbuf_byte(&rec->out, '{');
+
+    ngx_ioa_record_continue(r);
+}
+
+
+/* reads the next room; NGX_DONE while Redis works, else the final rc */
+
+static ngx_int_t
+ngx_ioa_record_next(ngx_http_request_t *r)
+{
+    u_char                *p;
+    ngx_str_t             *id, keys;
+    const char            *argv[5];
+    size_t                 argvlen[5];
+    ngx_ioa_record_t      *rec;
+    ngx_ioa_rest_ctx_t    *ctx;
+    ngx_ioa_main_conf_t   *mcf;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    rec = ctx->data;
+
+    if (rec->next == rec->ids.nelts) {
+        ngx_ioa_jbuf_byte(&rec->out, '}');
+        return ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &rec->out);
+    }
+
+    id = (ngx_str_t *) rec->ids.elts + rec->next;
+    mcf = ngx_ioa_main_conf();
+
+    keys.len = 3 * (mcf->redis_prefix.len + sizeof("{room:}:members") - 1
+                    + id->len);
+    keys.data = ngx_pnalloc(r->pool, keys.len);
+    if (keys.data == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    p = keys.data;
+
+    argv[0] = (const char *) p;
+    p = ngx_sprintf(p, "%V{room:%V}:meta", &mcf->redis_prefix, id);
+    argvlen[0] = p - (u_char *) argv[0];
+
+    argv[1] = (const char *) p;
+    p = ngx_sprintf(p, "%V{room:%V}:members", &mcf->redis_prefix, id);
+    argvlen[1] = p - (u_char *) argv[1];
+
+    argv[2] = (const char *) p;
+    p = ngx_sprintf(p, "%V{room:%V}:log", &mcf->redis_prefix, id);
+    argvlen[2] = p - (u_char *) argv[2];
+
+    argv[3] = "-";
+    argvlen[3] = 1;
+    argv[4] = "0";
+    argvlen[4] = 1;
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_RECORD,
+                            ngx_ioa_record_done, 3, 5, argv, argvlen)
+        != NGX_OK)
+    {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    /* the request is finished by ngx_ioa_record_done */
+    return NGX_DONE;
+}
+
+
+static void
+ngx_ioa_record_continue(ngx_http_request_t *r)
+{
+    ngx_int_t  rc;
+
+    rc = ngx_ioa_record_next(r);
+
+    if (rc != NGX_DONE) {
+        ngx_ioa_finish(r, rc);
+    }
+}
+
+
+static void
+ngx_ioa_record_done(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t               i;
+    ngx_str_t            s, *id;
+    redisReply          *members, *log, *e;
+    ngx_ioa_error_t      err;
+    ngx_ioa_record_t    *rec;
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    rec = ctx->data;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != 6
+        || reply->element[4]->type != REDIS_REPLY_ARRAY
+        || reply->element[5]->type != REDIS_REPLY_ARRAY)
+    {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    id = (ngx_str_t *) rec->ids.elts + rec->next;
+    rec->next++;
+
+    if (reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[0]->str[0] != '1')
+    {
+        if (rec->all) {
+            /* gone since it was listed */
+            ngx_ioa_record_continue(r);
+            return;
+        }
+
+        ngx_ioa_error_set(&err, "unknown_room", "comm_id",
+                          "there is no room \"%V\"", id);
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+        return;
+    }
+
+    if (rec->next > 1 && rec->out.pos > rec->out.start + 1) {
+        ngx_ioa_jbuf_byte(&rec->out, ',');
+    }
+
+    ngx_ioa_jbuf_str(&rec->out, id);
+    ngx_ioa_jbuf_literal(&rec->out, ":{\"comm_id\":");
+    ngx_ioa_jbuf_str(&rec->out, id);
+    ngx_ioa_jbuf_literal(&rec->out, ",\"agent_names\":[");
+
+    members = reply->element[4];
+
+    for (i = 0; i < members->elements; i++) {
+        if (i) {
+            ngx_ioa_jbuf_byte(&rec->out, ',');
+        }
+
+        s.data = (u_char *) members->element[i]->str;
+        s.len = members->element[i]->len;
+        ngx_ioa_jbuf_str(&rec->out, &s);
+    }
+
+    ngx_ioa_jbuf_literal(&rec->out, "],\"team_name\":");
+
+    if (reply->element[1]->type == REDIS_REPLY_STRING
+        && reply->element[1]->len)
+    {
+        s.data = (u_char *) reply->element[1]->str;
+        s.len = reply->element[1]->len;
+        ngx_ioa_jbuf_str(&rec->out, &s);
+
+    } else {
+        ngx_ioa_jbuf_literal(&rec->out, "null");
+    }
+
+    ngx_ioa_jbuf_literal(&rec->out, ",\"chat_record\":[");
+
+    log = reply->element[5];
+
+    for (i = 0; i + 1 < log->elements; i += 2) {
+        e = log->element[i + 1];
+
+        if (e->type != REDIS_REPLY_STRING || e->len < 2) {
+            continue;
+        }
+
+        if (i) {
+            ngx_ioa_jbuf_byte(&rec->out, ',');
+        }
+
+        ngx_ioa_jbuf_literal(&rec->out, "{\"id\":\"");
+        ngx_ioa_jbuf_raw(&rec->out, (u_char *) log->element[i]->str,
+                         log->element[i]->len);
+        ngx_ioa_jbuf_literal(&rec->out, "\",");
+        ngx_ioa_jbuf_raw(&rec->out, (u_char *) e->str + 1, e->len - 1);
+    }
+
+    ngx_ioa_jbuf_literal(&rec->out, "]}");
+
+    ngx_ioa_record_continue(r);
+}

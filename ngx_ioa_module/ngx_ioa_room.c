@@ -1,0 +1,2110 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * Rooms and routing inside one nginx worker.
+ *
+ * Every envelope is appended to its room's Stream and published on the
+ * room's channel by one Lua script (redis-scripts/post.lua), so a published
+ * envelope is always already in the Stream.  A worker subscribes to the
+ * channels of the rooms its local clients are in and fans each envelope out
+ * to them; the Stream is what makes delivery exact:
+ *
+ *   - each (client, room) pair is a link holding the last id delivered;
+ *   - a link starts in WAIT_SUB until the worker's subscription to the room
+ *     is confirmed, then CATCHING: it reads the Stream after its last id
+ *     (XRANGE, in batches) while live traffic for it is held back, then
+ *     releases what was held with ids above the last one and goes LIVE;
+ *   - because the subscription was confirmed before the read was sent,
+ *     every envelope is either in what the read returns or arrives live
+ *     after it: together they have no gap, and the id filter removes the
+ *     overlap, so there is no duplicate either.
+ *
+ * The same path serves resume (a client reconnecting with the ids it last
+ * saw), rooms created while a client is connected (start from the Stream's
+ * beginning, so the first envelope of a new room is never missed), and the
+ * loss of the pub/sub connection (every link falls back to WAIT_SUB and
+ * catches up from its last id after the resubscribe).
+ *
+ * Subscriptions are reference counted by links.  A room without links is
+ * unsubscribed after a grace period rather than at once: hiredis 0.14 drops
+ * its callback for a channel when an UNSUBSCRIBE reply arrives, so a
+ * SUBSCRIBE sent while an UNSUBSCRIBE is in flight would silently lose the
+ * channel.  A room in LEAVING therefore waits for the unsubscribe reply
+ * before it subscribes again.
+ *
+ * Messages are built once per worker (ngx_ioa_msg_t, reference counted):
+ * the WebSocket frame header is written right in front of the JSON, so one
+ * buffer is the frame every recipient's socket sends.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+#include <ngx_http.h>
+
+#include "ngx_ioa.h"
+#include "ngx_ioa_ws_frame.h"
+
+
+#define NGX_IOA_KEY_MAX          320
+#define NGX_IOA_ROOM_IDLE        30000
+#define NGX_IOA_TICK             5000
+
+
+typedef struct {
+    ngx_str_node_t            sn;
+    ngx_queue_t               clients;
+    ngx_uint_t                n;
+    ngx_uint_t                loaded;     /* name bytes follow */
+} ngx_ioa_agent_t;
+
+
+typedef struct {
+    ngx_queue_t               q;
+    ngx_ioa_client_t         *client;
+    ngx_ioa_redis_req_t      *req;
+    ngx_str_t                 comm_id;
+    u_char                    data[64];
+} ngx_ioa_post_t;
+
+
+static ngx_ioa_room_t *ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create);
+static void ngx_ioa_room_free(ngx_ioa_room_t *room);
+static void ngx_ioa_room_subscribe(ngx_ioa_room_t *room);
+static ngx_int_t ngx_ioa_link(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
+    ngx_ioa_link_start_e start, ngx_ioa_sid_t *after);
+static void ngx_ioa_link_free(ngx_ioa_link_t *lk);
+static void ngx_ioa_link_catchup(ngx_ioa_link_t *lk);
+static void ngx_ioa_link_catchup_reply(redisReply *reply, void *data);
+static void ngx_ioa_link_live(ngx_ioa_link_t *lk);
+static void ngx_ioa_link_release_held(ngx_ioa_link_t *lk);
+static ngx_int_t ngx_ioa_link_deliver(ngx_ioa_link_t *lk, ngx_ioa_msg_t *m);
+static ngx_int_t ngx_ioa_link_hold(ngx_ioa_link_t *lk, ngx_ioa_msg_t *m);
+static void ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl);
+static void ngx_ioa_client_rooms_reply(redisReply *reply, void *data);
+static void ngx_ioa_client_control(ngx_ioa_client_t *cl,
+    ngx_ioa_envelope_t *env, ngx_pool_t *pool);
+static void ngx_ioa_post_reply(redisReply *reply, void *data);
+static ngx_ioa_msg_t *ngx_ioa_msg_create(ngx_str_t *comm_id, ngx_str_t *sid,
+    ngx_str_t *json, ngx_uint_t feed);
+static void ngx_ioa_room_on_event(ngx_str_t *data);
+static void ngx_ioa_room_tick(ngx_event_t *ev);
+static void ngx_ioa_room_presence(void);
+static ngx_int_t ngx_ioa_comm_id_from_channel(ngx_str_t *channel,
+    ngx_str_t *comm_id);
+static ngx_int_t ngx_ioa_sid_cmp(ngx_ioa_sid_t *a, ngx_ioa_sid_t *b);
+static ngx_ioa_agent_t *ngx_ioa_agent_get(ngx_str_t *name,
+    ngx_uint_t create);
+
+
+static ngx_rbtree_t        ngx_ioa_rooms;
+static ngx_rbtree_node_t   ngx_ioa_rooms_sentinel;
+static ngx_rbtree_t        ngx_ioa_agents;
+static ngx_rbtree_node_t   ngx_ioa_agents_sentinel;
+
+static ngx_queue_t         ngx_ioa_idle_rooms;
+static ngx_queue_t         ngx_ioa_observers;
+static ngx_uint_t          ngx_ioa_nobservers;
+static ngx_uint_t          ngx_ioa_nclients;
+static ngx_ioa_sub_state_e ngx_ioa_feed_sub;
+
+/* links and clients waiting for the command connection */
+static ngx_array_t        *ngx_ioa_wait_links;
+static ngx_queue_t         ngx_ioa_wait_clients;
+
+static ngx_event_t         ngx_ioa_tick_ev;
+
+
+ngx_int_t
+ngx_ioa_room_init_process(ngx_cycle_t *cycle)
+{
+    ngx_rbtree_init(&ngx_ioa_rooms, &ngx_ioa_rooms_sentinel,
+                    ngx_str_rbtree_insert_value);
+    ngx_rbtree_init(&ngx_ioa_agents, &ngx_ioa_agents_sentinel,
+                    ngx_str_rbtree_insert_value);
+
+    ngx_queue_init(&ngx_ioa_idle_rooms);
+    ngx_queue_init(&ngx_ioa_observers);
+    ngx_queue_init(&ngx_ioa_wait_clients);
+
+    ngx_ioa_wait_links = ngx_array_create(cycle->pool, 16,
+                                          sizeof(ngx_ioa_link_t *));
+    if (ngx_ioa_wait_links == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_ioa_tick_ev.handler = ngx_ioa_room_tick;
+    ngx_ioa_tick_ev.log = cycle->log;
+    ngx_ioa_tick_ev.data = NULL;
+    ngx_ioa_tick_ev.cancelable = 1;
+
+    ngx_add_timer(&ngx_ioa_tick_ev, NGX_IOA_TICK);
+
+    return NGX_OK;
+}
+
+
+void
+ngx_ioa_room_exit_process(ngx_cycle_t *cycle)
+{
+    if (ngx_ioa_tick_ev.timer_set) {
+        ngx_del_timer(&ngx_ioa_tick_ev);
+    }
+}
+
+
+ngx_uint_t
+ngx_ioa_local_clients(void)
+{
+    return ngx_ioa_nclients;
+}
+
+
+/* clients */
+
+ngx_int_t
+ngx_ioa_client_attach(ngx_ioa_client_t *cl)
+{
+    ngx_ioa_agent_t  *a;
+
+    ngx_ioa_nclients++;
+
+    if (cl->kind == NGX_IOA_CLIENT_OBSERVER) {
+        ngx_queue_insert_tail(&ngx_ioa_observers, &cl->agent_q);
+
+        if (ngx_ioa_nobservers++ == 0 && ngx_ioa_feed_sub == NGX_IOA_SUB_NONE
+            && ngx_ioa_redis_subscribe(&ngx_ioa_main_conf()->feed_pattern, 1)
+               == NGX_OK)
+        {
+            ngx_ioa_feed_sub = NGX_IOA_SUB_PENDING;
+        }
+
+        return NGX_OK;
+    }
+
+    cl->name_json.len = ngx_ioa_json_str_len(&cl->name) - 2;
+    cl->name_json.data = ngx_pnalloc(cl->pool, cl->name_json.len + 2);
+    if (cl->name_json.data == NULL) {
+        return NGX_ERROR;
+    }
+
+    (void) ngx_ioa_json_str(cl->name_json.data, &cl->name);
+    ngx_memmove(cl->name_json.data, cl->name_json.data + 1,
+                cl->name_json.len);
+
+    a = ngx_ioa_agent_get(&cl->name, 1);
+    if (a == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_queue_insert_tail(&a->clients, &cl->agent_q);
+
+    if (a->n++ == 0) {
+        ngx_ioa_presence_set(&cl->name, 1, 1);
+    }
+
+    ngx_ioa_client_load_rooms(cl);
+
+    return NGX_OK;
+}
+
+
+void
+ngx_ioa_client_detach(ngx_ioa_client_t *cl)
+{
+    ngx_queue_t      *q;
+    ngx_ioa_link_t   *lk;
+    ngx_ioa_post_t   *post;
+    ngx_ioa_agent_t  *a;
+
+    if (cl->closed) {
+        return;
+    }
+
+    cl->closed = 1;
+    ngx_ioa_nclients--;
+
+    if (cl->rooms_req) {
+        ngx_ioa_redis_cancel(cl->rooms_req);
+        cl->rooms_req = NULL;
+    }
+
+    if (cl->posts.next) {
+        while (!ngx_queue_empty(&cl->posts)) {
+            q = ngx_queue_head(&cl->posts);
+            ngx_queue_remove(q);
+            post = ngx_queue_data(q, ngx_ioa_post_t, q);
+            ngx_ioa_redis_cancel(post->req);
+            ngx_free(post);
+        }
+    }
+
+    if (cl->wait_q.next) {
+        ngx_queue_remove(&cl->wait_q);
+        cl->wait_q.next = NULL;
+    }
+
+    while (!ngx_queue_empty(&cl->links)) {
+        q = ngx_queue_head(&cl->links);
+        lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
+        ngx_ioa_link_free(lk);
+    }
+
+    ngx_queue_remove(&cl->agent_q);
+
+    if (cl->kind == NGX_IOA_CLIENT_OBSERVER) {
+        if (--ngx_ioa_nobservers == 0
+            && ngx_ioa_feed_sub == NGX_IOA_SUB_ACTIVE
+            && ngx_ioa_redis_unsubscribe(&ngx_ioa_main_conf()->feed_pattern,
+                                         1)
+               == NGX_OK)
+        {
+            ngx_ioa_feed_sub = NGX_IOA_SUB_LEAVING;
+        }
+
+        return;
+    }
+
+    a = ngx_ioa_agent_get(&cl->name, 0);
+
+    if (a && --a->n == 0) {
+        ngx_ioa_presence_set(&cl->name, 1, 0);
+        ngx_rbtree_delete(&ngx_ioa_agents, &a->sn.node);
+        ngx_free(a);
+    }
+}
+
+
+static ngx_ioa_agent_t *
+ngx_ioa_agent_get(ngx_str_t *name, ngx_uint_t create)
+{
+    uint32_t          hash;
+    ngx_ioa_agent_t  *a;
+
+    hash = ngx_crc32_short(name->data, name->len);
+
+    a = (ngx_ioa_agent_t *) ngx_str_rbtree_lookup(&ngx_ioa_agents, name,
+                                                  hash);
+    if (a || !create) {
+        return a;
+    }
+
+    a = ngx_alloc(sizeof(ngx_ioa_agent_t) + name->len, ngx_cycle->log);
+    if (a == NULL) {
+        return NULL;
+    }
+
+    ngx_memzero(a, sizeof(ngx_ioa_agent_t));
+
+    a->sn.str.data = (u_char *) (a + 1);
+    a->sn.str.len = name->len;
+    ngx_memcpy(a->sn.str.data, name->data, name->len);
+    a->sn.node.key = hash;
+
+    ngx_queue_init(&a->clients);
+    ngx_rbtree_insert(&ngx_ioa_agents, &a->sn.node);
+
+    return a;
+}
+
+
+/* the rooms an agent is in live in Redis (<prefix>{reg}:rooms:<name>) */
+
+static void
+ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl)
+{
+    u_char                key[NGX_IOA_KEY_MAX];
+    const char           *argv[2];
+    size_t                argvlen[2];
+    ngx_ioa_main_conf_t  *mcf;
+
+    if (cl->rooms_req || cl->closed) {
+        return;
+    }
+
+    if (!ngx_ioa_redis_ready()) {
+        if (cl->wait_q.next == NULL) {
+            ngx_queue_insert_tail(&ngx_ioa_wait_clients, &cl->wait_q);
+        }
+
+        return;
+    }
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = "SMEMBERS";
+    argvlen[0] = sizeof("SMEMBERS") - 1;
+    argv[1] = (const char *) key;
+    argvlen[1] = ngx_snprintf(key, sizeof(key), "%Vrooms:%V",
+                              &mcf->reg_base, &cl->name) - key;
+
+    cl->rooms_req = ngx_ioa_redis_command(ngx_ioa_client_rooms_reply, cl,
+                                          2, argv, argvlen);
+
+    if (cl->rooms_req == NULL && cl->wait_q.next == NULL) {
+        ngx_queue_insert_tail(&ngx_ioa_wait_clients, &cl->wait_q);
+    }
+}
+
+
+static void
+ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
+{
+    ngx_ioa_client_t *cl = data;
+
+    size_t             i;
+    ngx_str_t          comm_id;
+    ngx_uint_t         j, first;
+    ngx_ioa_sid_t     *after;
+    ngx_ioa_resume_t  *res;
+    ngx_ioa_link_start_e  start;
+
+    cl->rooms_req = NULL;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        /* Redis went away; retried when the command connection is back */
+        if (cl->wait_q.next == NULL) {
+            ngx_queue_insert_tail(&ngx_ioa_wait_clients, &cl->wait_q);
+        }
+
+        return;
+    }
+
+    first = !cl->rooms_loaded;
+    cl->rooms_loaded = 1;
+
+    for (i = 0; i < reply->elements; i++) {
+
+        if (reply->element[i]->type != REDIS_REPLY_STRING) {
+            continue;
+        }
+
+        comm_id.data = (u_char *) reply->element[i]->str;
+        comm_id.len = reply->element[i]->len;
+
+        /*
+         * A room found on the first load starts where the client asked
+         * (resume) or at the Stream's current end; a room found on a later
+         * load was created while the client was connected and its teamup
+         * event was missed, so it is read from the beginning.
+         */
+
+        start = NGX_IOA_START_AFTER;
+        after = NULL;
+
+        if (first) {
+            start = NGX_IOA_START_END;
+
+            if (cl->has_since) {
+                start = NGX_IOA_START_AFTER;
+                after = &cl->since;
+            }
+
+            if (cl->resume) {
+                res = cl->resume->elts;
+
+                for (j = 0; j < cl->resume->nelts; j++) {
+                    if (res[j].comm_id.len == comm_id.len
+                        && ngx_strncmp(res[j].comm_id.data, comm_id.data,
+                                       comm_id.len) == 0)
+                    {
+                        start = NGX_IOA_START_AFTER;
+                        after = &res[j].sid;
+                        break;
+                    }
+                }
+            }
+        }
+
+        if (ngx_ioa_link(cl, &comm_id, start, after) != NGX_OK) {
+            cl->transport->close(cl, NGX_IOA_WS_INTERNAL, "out of memory");
+            return;
+        }
+    }
+}
+
+
+/* links */
+
+static ngx_int_t
+ngx_ioa_link(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
+    ngx_ioa_link_start_e start, ngx_ioa_sid_t *after)
+{
+    ngx_queue_t     *q;
+    ngx_ioa_link_t  *lk;
+    ngx_ioa_room_t  *room;
+
+    for (q = ngx_queue_head(&cl->links);
+         q != ngx_queue_sentinel(&cl->links);
+         q = ngx_queue_next(q))
+    {
+        lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
+
+        if (lk->room->sn.str.len == comm_id->len
+            && ngx_strncmp(lk->room->sn.str.data, comm_id->data,
+                           comm_id->len) == 0)
+        {
+            return NGX_OK;
+        }
+    }
+
+    room = ngx_ioa_room_get(comm_id, 1);
+    if (room == NULL) {
+        return NGX_ERROR;
+    }
+
+    lk = ngx_pcalloc(cl->pool, sizeof(ngx_ioa_link_t));
+    if (lk == NULL) {
+        return NGX_ERROR;
+    }
+
+    lk->client = cl;
+    lk->room = room;
+    lk->start = start;
+
+    if (after) {
+        lk->last = *after;
+    }
+
+    ngx_queue_insert_tail(&cl->links, &lk->client_q);
+    ngx_queue_insert_tail(&room->links, &lk->room_q);
+
+    if (room->nlinks++ == 0 && room->idle_q.next) {
+        ngx_queue_remove(&room->idle_q);
+        room->idle_q.next = NULL;
+    }
+
+    lk->state = NGX_IOA_LINK_WAIT_SUB;
+
+    if (room->sub == NGX_IOA_SUB_ACTIVE) {
+        ngx_ioa_link_catchup(lk);
+
+    } else if (room->sub == NGX_IOA_SUB_NONE) {
+        ngx_ioa_room_subscribe(room);
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_ioa_link_free(ngx_ioa_link_t *lk)
+{
+    ngx_uint_t        i;
+    ngx_ioa_link_t  **w;
+    ngx_ioa_room_t   *room;
+
+    if (lk->req) {
+        ngx_ioa_redis_cancel(lk->req);
+        lk->req = NULL;
+    }
+
+    w = ngx_ioa_wait_links->elts;
+
+    for (i = 0; i < ngx_ioa_wait_links->nelts; i++) {
+        if (w[i] == lk) {
+            w[i] = NULL;
+        }
+    }
+
+    ngx_ioa_link_release_held(lk);
+
+    if (lk->held) {
+        ngx_free(lk->held);
+        lk->held = NULL;
+    }
+
+    ngx_queue_remove(&lk->client_q);
+    ngx_queue_remove(&lk->room_q);
+
+    room = lk->room;
+
+    if (--room->nlinks == 0) {
+        room->idle_since = ngx_current_msec;
+        ngx_queue_insert_tail(&ngx_ioa_idle_rooms, &room->idle_q);
+    }
+}
+
+
+static void
+ngx_ioa_link_catchup(ngx_ioa_link_t *lk)
+{
+    u_char            start[NGX_INT64_LEN * 2 + 4], count[NGX_INT_T_LEN];
+    const char       *argv[6];
+    size_t            argvlen[6];
+    ngx_ioa_link_t  **w;
+
+    if (lk->req) {
+        ngx_ioa_redis_cancel(lk->req);
+        lk->req = NULL;
+    }
+
+    lk->state = NGX_IOA_LINK_CATCHING;
+
+    argv[1] = (const char *) lk->room->log_key.data;
+    argvlen[1] = lk->room->log_key.len;
+
+    if (lk->start == NGX_IOA_START_END) {
+        argv[0] = "XREVRANGE";
+        argvlen[0] = sizeof("XREVRANGE") - 1;
+        argv[2] = "+";
+        argvlen[2] = 1;
+        argv[3] = "-";
+        argvlen[3] = 1;
+        argv[4] = "COUNT";
+        argvlen[4] = 5;
+        argv[5] = "1";
+        argvlen[5] = 1;
+
+    } else {
+        argv[0] = "XRANGE";
+        argvlen[0] = sizeof("XRANGE") - 1;
+        start[0] = '(';
+        argv[2] = (const char *) start;
+        argvlen[2] = ngx_ioa_sid_print(start + 1, &lk->last) - start;
+        argv[3] = "+";
+        argvlen[3] = 1;
+        argv[4] = "COUNT";
+        argvlen[4] = 5;
+        argv[5] = (const char *) count;
+        argvlen[5] = ngx_sprintf(count, "%ui", lk->client->lcf->catchup_batch)
+                     - count;
+    }
+
+    lk->req = ngx_ioa_redis_command(ngx_ioa_link_catchup_reply, lk,
+                                    6, argv, argvlen);
+
+    if (lk->req == NULL) {
+        w = ngx_array_push(ngx_ioa_wait_links);
+        if (w == NULL) {
+            lk->client->transport->close(lk->client, NGX_IOA_WS_INTERNAL,
+                                         "out of memory");
+            return;
+        }
+
+        *w = lk;
+    }
+}
+
+
+static void
+ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
+{
+    ngx_ioa_link_t *lk = data;
+
+    size_t             i;
+    ngx_str_t          sid, json, comm_id;
+    redisReply        *e, *f;
+    ngx_ioa_msg_t     *m;
+    ngx_ioa_client_t  *cl;
+    ngx_ioa_link_t   **w;
+
+    lk->req = NULL;
+    cl = lk->client;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+
+        if (reply && reply->type == REDIS_REPLY_ERROR) {
+            ngx_log_error(NGX_LOG_ERR, cl->log, 0,
+                          "ioa: reading room \"%V\" failed: %*s",
+                          &lk->room->sn.str, reply->len, reply->str);
+        }
+
+        /* try again when the command connection is back */
+        w = ngx_array_push(ngx_ioa_wait_links);
+        if (w) {
+            *w = lk;
+        }
+
+        return;
+    }
+
+    if (lk->room->sub != NGX_IOA_SUB_ACTIVE) {
+        /* the subscription was lost meanwhile: start over after it is
+         * restored, or live traffic could slip between read and resubscribe */
+        lk->state = NGX_IOA_LINK_WAIT_SUB;
+        return;
+    }
+
+    if (lk->start == NGX_IOA_START_END) {
+        if (reply->elements == 1
+            && reply->element[0]->type == REDIS_REPLY_ARRAY
+            && reply->element[0]->elements == 2
+            && reply->element[0]->element[0]->type == REDIS_REPLY_STRING)
+        {
+            e = reply->element[0]->element[0];
+            (void) ngx_ioa_parse_sid((u_char *) e->str, e->len, &lk->last);
+        }
+
+        lk->start = NGX_IOA_START_AFTER;
+        ngx_ioa_link_live(lk);
+        return;
+    }
+
+    comm_id = lk->room->sn.str;
+
+    for (i = 0; i < reply->elements; i++) {
+        e = reply->element[i];
+
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2
+            || e->element[0]->type != REDIS_REPLY_STRING
+            || e->element[1]->type != REDIS_REPLY_ARRAY
+            || e->element[1]->elements != 2)
+        {
+            continue;
+        }
+
+        f = e->element[1]->element[1];
+
+        if (f->type != REDIS_REPLY_STRING) {
+            continue;
+        }
+
+        sid.data = (u_char *) e->element[0]->str;
+        sid.len = e->element[0]->len;
+        json.data = (u_char *) f->str;
+        json.len = f->len;
+
+        m = ngx_ioa_msg_create(&comm_id, &sid, &json, 0);
+        if (m == NULL) {
+            cl->transport->close(cl, NGX_IOA_WS_INTERNAL, "out of memory");
+            return;
+        }
+
+        m->refs++;
+        (void) ngx_ioa_link_deliver(lk, m);
+        ngx_ioa_msg_release(m);
+
+        if (cl->closed) {
+            return;
+        }
+    }
+
+    if (reply->elements >= lk->client->lcf->catchup_batch) {
+        /* more to read */
+        ngx_ioa_link_catchup(lk);
+        return;
+    }
+
+    ngx_ioa_link_live(lk);
+}
+
+
+static void
+ngx_ioa_link_live(ngx_ioa_link_t *lk)
+{
+    ngx_uint_t      i;
+    ngx_ioa_msg_t  *m;
+
+    lk->state = NGX_IOA_LINK_LIVE;
+
+    for (i = 0; i < lk->nheld && !lk->client->closed; i++) {
+        m = lk->held[i];
+
+        if (ngx_ioa_sid_cmp(&m->sid, &lk->last) > 0) {
+            (void) ngx_ioa_link_deliver(lk, m);
+        }
+    }
+
+    if (!lk->client->closed) {
+        ngx_ioa_link_release_held(lk);
+    }
+}
+
+
+static void
+ngx_ioa_link_release_held(ngx_ioa_link_t *lk)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < lk->nheld; i++) {
+        ngx_ioa_msg_release(lk->held[i]);
+    }
+
+    lk->nheld = 0;
+    lk->held_bytes = 0;
+}
+
+
+static ngx_int_t
+ngx_ioa_link_hold(ngx_ioa_link_t *lk, ngx_ioa_msg_t *m)
+{
+    ngx_uint_t        cap;
+    ngx_ioa_msg_t   **held;
+    ngx_ioa_client_t *cl;
+
+    cl = lk->client;
+
+    if (lk->held_bytes + m->payload_len > cl->lcf->send_queue_limit) {
+        cl->transport->close(cl, NGX_IOA_WS_POLICY,
+                             "send queue limit exceeded while catching up; "
+                             "reconnect and resume");
+        return NGX_ERROR;
+    }
+
+    if (lk->nheld == lk->held_cap) {
+        cap = lk->held_cap ? lk->held_cap * 2 : 16;
+
+        held = ngx_alloc(cap * sizeof(ngx_ioa_msg_t *), cl->log);
+        if (held == NULL) {
+            cl->transport->close(cl, NGX_IOA_WS_INTERNAL, "out of memory");
+            return NGX_ERROR;
+        }
+
+        if (lk->held) {
+            ngx_memcpy(held, lk->held, lk->nheld * sizeof(ngx_ioa_msg_t *));
+            ngx_free(lk->held);
+        }
+
+        lk->held = held;
+        lk->held_cap = cap;
+    }
+
+    m->refs++;
+    lk->held[lk->nheld++] = m;
+    lk->held_bytes += m->payload_len;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_link_deliver(ngx_ioa_link_t *lk, ngx_ioa_msg_t *m)
+{
+    ngx_ioa_client_t  *cl;
+
+    cl = lk->client;
+
+    if (ngx_ioa_sid_cmp(&m->sid, &lk->last) <= 0) {
+        return NGX_OK;
+    }
+
+    lk->last = m->sid;
+
+    /* with echo off the agent learns the id of its own envelope from the
+     * ack it got when posting */
+
+    if (!cl->echo
+        && m->sender.len == cl->name_json.len
+        && ngx_strncmp(m->sender.data, cl->name_json.data, m->sender.len)
+           == 0)
+    {
+        return NGX_OK;
+    }
+
+    return cl->transport->send(cl, m);
+}
+
+
+/* rooms */
+
+static ngx_ioa_room_t *
+ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create)
+{
+    size_t                len;
+    u_char               *p;
+    uint32_t              hash;
+    ngx_ioa_room_t       *room;
+    ngx_ioa_main_conf_t  *mcf;
+
+    hash = ngx_crc32_short(comm_id->data, comm_id->len);
+
+    room = (ngx_ioa_room_t *) ngx_str_rbtree_lookup(&ngx_ioa_rooms, comm_id,
+                                                    hash);
+    if (room || !create) {
+        return room;
+    }
+
+    mcf = ngx_ioa_main_conf();
+
+    /* comm_id, "<prefix>{room:<id>}:ch", "<prefix>{room:<id>}:log" */
+    len = comm_id->len
+          + 2 * (mcf->redis_prefix.len + sizeof("{room:}:log") - 1
+                 + comm_id->len);
+
+    room = ngx_alloc(sizeof(ngx_ioa_room_t) + len, ngx_cycle->log);
+    if (room == NULL) {
+        return NULL;
+    }
+
+    ngx_memzero(room, sizeof(ngx_ioa_room_t));
+
+    p = (u_char *) (room + 1);
+
+    room->sn.str.data = p;
+    room->sn.str.len = comm_id->len;
+    p = ngx_cpymem(p, comm_id->data, comm_id->len);
+
+    room->channel.data = p;
+    p = ngx_sprintf(p, "%V{room:%V}:ch", &mcf->redis_prefix, comm_id);
+    room->channel.len = p - room->channel.data;
+
+    room->log_key.data = p;
+    p = ngx_sprintf(p, "%V{room:%V}:log", &mcf->redis_prefix, comm_id);
+    room->log_key.len = p - room->log_key.data;
+
+    room->sn.node.key = hash;
+    ngx_queue_init(&room->links);
+    room->sub = NGX_IOA_SUB_NONE;
+
+    ngx_rbtree_insert(&ngx_ioa_rooms, &room->sn.node);
+
+    return room;
+}
+
+
+static void
+ngx_ioa_room_free(ngx_ioa_room_t *room)
+{
+    if (room->idle_q.next) {
+        ngx_queue_remove(&room->idle_q);
+    }
+
+    ngx_rbtree_delete(&ngx_ioa_rooms, &room->sn.node);
+    ngx_free(room);
+}
+
+
+static void
+ngx_ioa_room_subscribe(ngx_ioa_room_t *room)
+{
+    if (ngx_ioa_redis_subscribe(&room->channel, 0) == NGX_OK) {
+        room->sub = NGX_IOA_SUB_PENDING;
+    }
+
+    /* otherwise it stays NONE and is subscribed when pub/sub is back */
+}
+
+
+void
+ngx_ioa_room_on_subscribed(ngx_str_t *channel, ngx_uint_t pattern)
+{
+    ngx_str_t        comm_id;
+    ngx_queue_t     *q;
+    ngx_ioa_link_t  *lk;
+    ngx_ioa_room_t  *room;
+
+    if (pattern) {
+        if (ngx_ioa_feed_sub == NGX_IOA_SUB_PENDING) {
+            ngx_ioa_feed_sub = NGX_IOA_SUB_ACTIVE;
+        }
+
+        return;
+    }
+
+    if (ngx_ioa_comm_id_from_channel(channel, &comm_id) != NGX_OK) {
+        return;
+    }
+
+    room = ngx_ioa_room_get(&comm_id, 0);
+
+    if (room == NULL || room->sub != NGX_IOA_SUB_PENDING) {
+        return;
+    }
+
+    room->sub = NGX_IOA_SUB_ACTIVE;
+
+    for (q = ngx_queue_head(&room->links);
+         q != ngx_queue_sentinel(&room->links);
+         q = ngx_queue_next(q))
+    {
+        lk = ngx_queue_data(q, ngx_ioa_link_t, room_q);
+
+        if (lk->state == NGX_IOA_LINK_WAIT_SUB) {
+            ngx_ioa_link_catchup(lk);
+        }
+    }
+}
+
+
+void
+ngx_ioa_room_on_unsubscribed(ngx_str_t *channel, ngx_uint_t pattern)
+{
+    ngx_str_t        comm_id;
+    ngx_ioa_room_t  *room;
+
+    if (pattern) {
+        if (ngx_ioa_feed_sub == NGX_IOA_SUB_LEAVING) {
+            ngx_ioa_feed_sub = NGX_IOA_SUB_NONE;
+
+            if (ngx_ioa_nobservers
+                && ngx_ioa_redis_subscribe(
+                       &ngx_ioa_main_conf()->feed_pattern, 1) == NGX_OK)
+            {
+                ngx_ioa_feed_sub = NGX_IOA_SUB_PENDING;
+            }
+        }
+
+        return;
+    }
+
+    if (ngx_ioa_comm_id_from_channel(channel, &comm_id) != NGX_OK) {
+        return;
+    }
+
+    room = ngx_ioa_room_get(&comm_id, 0);
+
+    if (room == NULL || room->sub != NGX_IOA_SUB_LEAVING) {
+        return;
+    }
+
+    room->sub = NGX_IOA_SUB_NONE;
+
+    if (room->nlinks == 0) {
+        ngx_ioa_room_free(room);
+        return;
+    }
+
+    ngx_ioa_room_subscribe(room);
+}
+
+
+void
+ngx_ioa_room_on_message(ngx_str_t *channel, ngx_str_t *data,
+    ngx_uint_t pattern)
+{
+    u_char            *sp;
+    ngx_str_t          comm_id, sid, json;
+    ngx_queue_t       *q, *next;
+    ngx_ioa_msg_t     *m;
+    ngx_ioa_link_t    *lk;
+    ngx_ioa_room_t    *room;
+    ngx_ioa_client_t  *cl;
+
+    if (channel->len == ngx_ioa_main_conf()->events_channel.len
+        && ngx_strncmp(channel->data, ngx_ioa_main_conf()->events_channel.data,
+                       channel->len) == 0)
+    {
+        ngx_ioa_room_on_event(data);
+        return;
+    }
+
+    if (ngx_ioa_comm_id_from_channel(channel, &comm_id) != NGX_OK) {
+        return;
+    }
+
+    /* "<id> <envelope json>", as post.lua publishes it */
+
+    sp = ngx_strlchr(data->data, data->data + data->len, ' ');
+    if (sp == NULL) {
+        return;
+    }
+
+    sid.data = data->data;
+    sid.len = sp - data->data;
+    json.data = sp + 1;
+    json.len = data->data + data->len - json.data;
+
+    if (pattern) {
+        if (ngx_queue_empty(&ngx_ioa_observers)) {
+            return;
+        }
+
+        m = ngx_ioa_msg_create(&comm_id, &sid, &json, 1);
+        if (m == NULL) {
+            return;
+        }
+
+        m->refs++;
+
+        for (q = ngx_queue_head(&ngx_ioa_observers);
+             q != ngx_queue_sentinel(&ngx_ioa_observers);
+             q = next)
+        {
+            next = ngx_queue_next(q);
+            cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+            (void) cl->transport->send(cl, m);
+        }
+
+        ngx_ioa_msg_release(m);
+        return;
+    }
+
+    room = ngx_ioa_room_get(&comm_id, 0);
+
+    if (room == NULL || room->nlinks == 0) {
+        return;
+    }
+
+    m = ngx_ioa_msg_create(&comm_id, &sid, &json, 0);
+    if (m == NULL) {
+        return;
+    }
+
+    m->refs++;
+
+    for (q = ngx_queue_head(&room->links);
+         q != ngx_queue_sentinel(&room->links);
+         q = next)
+    {
+        /* delivering may close a client, which unlinks it */
+        next = ngx_queue_next(q);
+        lk = ngx_queue_data(q, ngx_ioa_link_t, room_q);
+
+        if (lk->state == NGX_IOA_LINK_LIVE) {
+            (void) ngx_ioa_link_deliver(lk, m);
+
+        } else {
+            (void) ngx_ioa_link_hold(lk, m);
+        }
+    }
+
+    ngx_ioa_msg_release(m);
+}
+
+
+/*
+ * A teamup event: {"comm_id":"...","agent_names":[...],"team_name":...}.
+ * Local members start reading the new room from its beginning, and
+ * observers see it as IoA's frontend does ("frontend_type":"teamup").
+ */
+
+static void
+ngx_ioa_room_on_event(ngx_str_t *data)
+{
+    size_t             i;
+    yajl_val           ev, id, names, v;
+    ngx_str_t          comm_id, name, s;
+    ngx_pool_t        *pool;
+    ngx_queue_t       *q, *next;
+    ngx_ioa_sid_t      zero;
+    ngx_ioa_agent_t   *a;
+    ngx_ioa_error_t    err;
+    ngx_ioa_client_t  *cl;
+
+    pool = ngx_create_pool(1024, ngx_cycle->log);
+    if (pool == NULL) {
+        return;
+    }
+
+    ev = ngx_ioa_json_parse(pool, data->data, data->len, 8, &err);
+
+    if (ev == NULL || !YAJL_IS_OBJECT(ev)) {
+        goto done;
+    }
+
+    id = ngx_ioa_json_get(ev, "comm_id");
+    names = ngx_ioa_json_get(ev, "agent_names");
+
+    if (id == NULL || !YAJL_IS_STRING(id)
+        || names == NULL || !YAJL_IS_ARRAY(names))
+    {
+        goto done;
+    }
+
+    if (ngx_ioa_json_string(id, &comm_id) != NGX_OK) {
+        goto done;
+    }
+
+    zero.ms = 0;
+    zero.seq = 0;
+
+    for (i = 0; i < names->u.array.len; i++) {
+        v = names->u.array.values[i];
+
+        if (ngx_ioa_json_string(v, &name) != NGX_OK) {
+            continue;
+        }
+
+        a = ngx_ioa_agent_get(&name, 0);
+        if (a == NULL) {
+            continue;
+        }
+
+        for (q = ngx_queue_head(&a->clients);
+             q != ngx_queue_sentinel(&a->clients);
+             q = next)
+        {
+            next = ngx_queue_next(q);
+            cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+
+            if (ngx_ioa_link(cl, &comm_id, NGX_IOA_START_AFTER, &zero)
+                != NGX_OK)
+            {
+                cl->transport->close(cl, NGX_IOA_WS_INTERNAL,
+                                     "out of memory");
+            }
+        }
+    }
+
+    if (ngx_queue_empty(&ngx_ioa_observers)) {
+        goto done;
+    }
+
+    /* {"frontend_type":"teamup", <the event's members>} */
+
+    s.len = sizeof("{\"frontend_type\":\"teamup\",") - 1 + data->len - 1;
+    s.data = ngx_pnalloc(pool, s.len);
+    if (s.data == NULL) {
+        goto done;
+    }
+
+    ngx_sprintf(s.data, "{\"frontend_type\":\"teamup\",%*s",
+                data->len - 1, data->data + 1);
+
+    for (q = ngx_queue_head(&ngx_ioa_observers);
+         q != ngx_queue_sentinel(&ngx_ioa_observers);
+         q = next)
+    {
+        next = ngx_queue_next(q);
+        cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+        (void) cl->transport->send_text(cl, &s);
+    }
+
+done:
+
+    ngx_destroy_pool(pool);
+}
+
+
+/* connection state changes reported by ngx_ioa_redis.c */
+
+void
+ngx_ioa_room_on_sub_ready(void)
+{
+    ngx_rbtree_node_t    *node, *root, *sentinel;
+    ngx_ioa_room_t       *room;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    (void) ngx_ioa_redis_subscribe(&mcf->events_channel, 0);
+
+    if (ngx_ioa_nobservers
+        && ngx_ioa_redis_subscribe(&mcf->feed_pattern, 1) == NGX_OK)
+    {
+        ngx_ioa_feed_sub = NGX_IOA_SUB_PENDING;
+    }
+
+    root = ngx_ioa_rooms.root;
+    sentinel = ngx_ioa_rooms.sentinel;
+
+    if (root == sentinel) {
+        goto reload;
+    }
+
+    for (node = ngx_rbtree_min(root, sentinel);
+         node;
+         node = ngx_rbtree_next(&ngx_ioa_rooms, node))
+    {
+        room = (ngx_ioa_room_t *) node;
+
+        if (room->sub == NGX_IOA_SUB_NONE && room->nlinks) {
+            ngx_ioa_room_subscribe(room);
+        }
+    }
+
+reload:
+
+    /* teamup events published while we were not subscribed are lost;
+     * the agents' room sets in Redis are not */
+
+    {
+        ngx_queue_t       *q;
+        ngx_ioa_agent_t   *a;
+        ngx_ioa_client_t  *cl;
+
+        root = ngx_ioa_agents.root;
+        sentinel = ngx_ioa_agents.sentinel;
+
+        if (root == sentinel) {
+            return;
+        }
+
+        for (node = ngx_rbtree_min(root, sentinel);
+             node;
+             node = ngx_rbtree_next(&ngx_ioa_agents, node))
+        {
+            a = (ngx_ioa_agent_t *) node;
+
+            for (q = ngx_queue_head(&a->clients);
+                 q != ngx_queue_sentinel(&a->clients);
+                 q = ngx_queue_next(q))
+            {
+                cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+
+                if (cl->rooms_loaded) {
+                    ngx_ioa_client_load_rooms(cl);
+                }
+            }
+        }
+    }
+}
+
+
+void
+ngx_ioa_room_on_sub_lost(void)
+{
+    ngx_queue_t        *q;
+    ngx_ioa_link_t     *lk;
+    ngx_ioa_room_t     *room;
+    ngx_rbtree_node_t  *node, *next, *root, *sentinel;
+
+    ngx_ioa_feed_sub = NGX_IOA_SUB_NONE;
+
+    root = ngx_ioa_rooms.root;
+    sentinel = ngx_ioa_rooms.sentinel;
+
+    if (root == sentinel) {
+        return;
+    }
+
+    for (node = ngx_rbtree_min(root, sentinel); node; node = next) {
+        next = ngx_rbtree_next(&ngx_ioa_rooms, node);
+        room = (ngx_ioa_room_t *) node;
+
+        room->sub = NGX_IOA_SUB_NONE;
+
+        if (room->nlinks == 0) {
+            ngx_ioa_room_free(room);
+            continue;
+        }
+
+        for (q = ngx_queue_head(&room->links);
+             q != ngx_queue_sentinel(&room->links);
+             q = ngx_queue_next(q))
+        {
+            lk = ngx_queue_data(q, ngx_ioa_link_t, room_q);
+
+            if (lk->req) {
+                ngx_ioa_redis_cancel(lk->req);
+                lk->req = NULL;
+            }
+
+            ngx_ioa_link_release_held(lk);
+            lk->state = NGX_IOA_LINK_WAIT_SUB;
+        }
+    }
+}
+
+
+void
+ngx_ioa_room_on_cmd_ready(void)
+{
+    ngx_uint_t         i, n;
+    ngx_queue_t       *q;
+    ngx_ioa_link_t   **w, *lk;
+    ngx_ioa_client_t  *cl;
+
+    while (!ngx_queue_empty(&ngx_ioa_wait_clients)) {
+        q = ngx_queue_head(&ngx_ioa_wait_clients);
+        ngx_queue_remove(q);
+        cl = ngx_queue_data(q, ngx_ioa_client_t, wait_q);
+        cl->wait_q.next = NULL;
+        ngx_ioa_client_load_rooms(cl);
+    }
+
+    /* catch-ups retried here may queue themselves again if the connection
+     * drops once more, so take the list as it is now */
+
+    n = ngx_ioa_wait_links->nelts;
+
+    for (i = 0; i < n; i++) {
+        w = ngx_ioa_wait_links->elts;
+        lk = w[i];
+        w[i] = NULL;
+
+        if (lk == NULL || lk->client->closed) {
+            continue;
+        }
+
+        if (lk->room->sub == NGX_IOA_SUB_ACTIVE) {
+            ngx_ioa_link_catchup(lk);
+
+        } else {
+            lk->state = NGX_IOA_LINK_WAIT_SUB;
+        }
+    }
+
+    w = ngx_ioa_wait_links->elts;
+
+    for (i = n; i < ngx_ioa_wait_links->nelts; i++) {
+        w[i - n] = w[i];
+    }
+
+    ngx_ioa_wait_links->nelts -= n;
+}
+
+
+/* periodic: presence heartbeat and unsubscribing from idle rooms */
+
+static void
+ngx_ioa_room_tick(ngx_event_t *ev)
+{
+    ngx_queue_t     *q;
+    ngx_ioa_room_t  *room;
+
+    ngx_ioa_room_presence();
+
+    while (!ngx_queue_empty(&ngx_ioa_idle_rooms)) {
+        q = ngx_queue_head(&ngx_ioa_idle_rooms);
+        room = ngx_queue_data(q, ngx_ioa_room_t, idle_q);
+
+        if (ngx_current_msec - room->idle_since < NGX_IOA_ROOM_IDLE) {
+            break;
+        }
+
+        ngx_queue_remove(q);
+        room->idle_q.next = NULL;
+
+        switch (room->sub) {
+
+        case NGX_IOA_SUB_ACTIVE:
+            if (ngx_ioa_redis_unsubscribe(&room->channel, 0) == NGX_OK) {
+                room->sub = NGX_IOA_SUB_LEAVING;
+                break;
+            }
+
+            ngx_ioa_room_free(room);
+            break;
+
+        case NGX_IOA_SUB_NONE:
+            ngx_ioa_room_free(room);
+            break;
+
+        default:
+            /* a (un)subscribe is in flight: look again later */
+            room->idle_since = ngx_current_msec;
+            ngx_queue_insert_tail(&ngx_ioa_idle_rooms, &room->idle_q);
+            goto next;
+        }
+    }
+
+next:
+
+    if (!ngx_exiting) {
+        ngx_add_timer(ev, NGX_IOA_TICK);
+    }
+}
+
+
+/* the heartbeat that keeps this worker's agents "online" in the registry */
+
+static void
+ngx_ioa_room_presence(void)
+{
+    ngx_uint_t          n;
+    ngx_str_t           names[256];
+    ngx_ioa_agent_t    *a;
+    ngx_rbtree_node_t  *node, *root, *sentinel;
+
+    root = ngx_ioa_agents.root;
+    sentinel = ngx_ioa_agents.sentinel;
+
+    if (root == sentinel || !ngx_ioa_redis_ready()) {
+        return;
+    }
+
+    n = 0;
+
+    for (node = ngx_rbtree_min(root, sentinel);
+         node;
+         node = ngx_rbtree_next(&ngx_ioa_agents, node))
+    {
+        a = (ngx_ioa_agent_t *) node;
+        names[n++] = a->sn.str;
+
+        if (n == 256) {
+            ngx_ioa_presence_set(names, n, 1);
+            n = 0;
+        }
+    }
+
+    if (n) {
+        ngx_ioa_presence_set(names, n, 1);
+    }
+}
+
+
+/* "<comm_id>:<id>,..." for every room the client is in: its exact position,
+ * used as the SSE event id so that Last-Event-ID resumes every room */
+
+size_t
+ngx_ioa_client_position_len(ngx_ioa_client_t *cl)
+{
+    size_t           len;
+    ngx_queue_t     *q;
+    ngx_ioa_link_t  *lk;
+
+    len = 0;
+
+    for (q = ngx_queue_head(&cl->links);
+         q != ngx_queue_sentinel(&cl->links);
+         q = ngx_queue_next(q))
+    {
+        lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
+        len += lk->room->sn.str.len + 2 + 2 * NGX_INT64_LEN + 1;
+    }
+
+    return len;
+}
+
+
+u_char *
+ngx_ioa_client_position(ngx_ioa_client_t *cl, u_char *p, u_char *last)
+{
+    u_char          *start;
+    ngx_queue_t     *q;
+    ngx_ioa_link_t  *lk;
+
+    start = p;
+
+    for (q = ngx_queue_head(&cl->links);
+         q != ngx_queue_sentinel(&cl->links);
+         q = ngx_queue_next(q))
+    {
+        lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
+
+        if (lk->last.ms == 0 && lk->last.seq == 0) {
+            continue;
+        }
+
+        if (p != start) {
+            *p++ = ',';
+        }
+
+        p = ngx_slprintf(p, last, "%V:%uL-%uL", &lk->room->sn.str,
+                         lk->last.ms, lk->last.seq);
+    }
+
+    return p;
+}
+
+
+/* the agent side: an envelope or a control frame from a client */
+
+void
+ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
+{
+    ngx_int_t            rc;
+    ngx_pool_t          *pool;
+    ngx_ioa_post_t      *post;
+    ngx_ioa_error_t      err;
+    ngx_ioa_envelope_t   env;
+
+    pool = ngx_create_pool(4096, cl->log);
+    if (pool == NULL) {
+        return;
+    }
+
+    rc = ngx_ioa_envelope_parse(pool, data, len, &cl->name,
+                                cl->lcf->max_json_depth, ngx_ioa_now_ms(),
+                                &env, &err);
+
+    if (rc != NGX_OK) {
+        ngx_ioa_client_error(cl, &err, NULL);
+        goto done;
+    }
+
+    if (env.is_control) {
+        ngx_ioa_client_control(cl, &env, pool);
+        goto done;
+    }
+
+    post = ngx_alloc(sizeof(ngx_ioa_post_t), cl->log);
+    if (post == NULL) {
+        goto done;
+    }
+
+    post->client = cl;
+    post->comm_id.len = ngx_min(env.comm_id.len, sizeof(post->data));
+    post->comm_id.data = post->data;
+    ngx_memcpy(post->data, env.comm_id.data, post->comm_id.len);
+
+    post->req = ngx_ioa_post_send(&cl->name, &env, ngx_ioa_post_reply, post);
+
+    if (post->req == NULL) {
+        ngx_free(post);
+        ngx_ioa_error_set(&err, "redis_unavailable", NULL,
+                          "the hub cannot reach Redis; the envelope was "
+                          "not stored, send it again later");
+        ngx_ioa_client_error(cl, &err, &env.comm_id);
+        goto done;
+    }
+
+    if (cl->posts.next == NULL) {
+        ngx_queue_init(&cl->posts);
+    }
+
+    ngx_queue_insert_tail(&cl->posts, &post->q);
+
+done:
+
+    ngx_destroy_pool(pool);
+}
+
+
+/* runs post.lua: membership check, append to the room's Stream and publish,
+ * in one step inside Redis */
+
+ngx_ioa_redis_req_t *
+ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
+    ngx_ioa_redis_handler_pt handler, void *data)
+{
+    u_char                members[NGX_IOA_KEY_MAX], log[NGX_IOA_KEY_MAX];
+    u_char                channel[NGX_IOA_KEY_MAX], maxlen[NGX_INT_T_LEN];
+    const char           *argv[6];
+    size_t                argvlen[6];
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = (const char *) members;
+    argvlen[0] = ngx_snprintf(members, sizeof(members), "%V{room:%V}:members",
+                              &mcf->redis_prefix, &env->comm_id) - members;
+    argv[1] = (const char *) log;
+    argvlen[1] = ngx_snprintf(log, sizeof(log), "%V{room:%V}:log",
+                              &mcf->redis_prefix, &env->comm_id) - log;
+    argv[2] = (const char *) name->data;
+    argvlen[2] = name->len;
+    argv[3] = (const char *) env->json.data;
+    argvlen[3] = env->json.len;
+    argv[4] = (const char *) maxlen;
+    argvlen[4] = ngx_sprintf(maxlen, "%ui", mcf->room_log_maxlen) - maxlen;
+    argv[5] = (const char *) channel;
+    argvlen[5] = ngx_snprintf(channel, sizeof(channel), "%V{room:%V}:ch",
+                              &mcf->redis_prefix, &env->comm_id) - channel;
+
+    return ngx_ioa_redis_script(NGX_IOA_SCRIPT_POST, handler, data, 2, 6,
+                                argv, argvlen);
+}
+
+
+/* maps post.lua's answer to an HTTP status and, unless 200, an error */
+
+ngx_uint_t
+ngx_ioa_post_result(redisReply *reply, ngx_str_t *name, ngx_str_t *comm_id,
+    ngx_ioa_error_t *err)
+{
+    ngx_str_t  code, text;
+
+    if (ngx_ioa_redis_error(reply, &code, &text) == NGX_OK) {
+        return NGX_HTTP_OK;
+    }
+
+    if (reply == NULL) {
+        ngx_ioa_error_set(err, "redis_unavailable", NULL,
+                          "Redis did not confirm the envelope; it may or "
+                          "may not be stored: resume from your last id "
+                          "before sending it again");
+        return NGX_HTTP_SERVICE_UNAVAILABLE;
+    }
+
+    if (code.len == 9 && ngx_strncmp(code.data, "NOTMEMBER", 9) == 0) {
+        ngx_ioa_error_set(err, "not_member", "comm_id",
+                          "\"%V\" is not a member of room \"%V\"; the "
+                          "envelope was not stored", name, comm_id);
+        return NGX_HTTP_FORBIDDEN;
+    }
+
+    if (code.len == 6 && ngx_strncmp(code.data, "NOROOM", 6) == 0) {
+        ngx_ioa_error_set(err, "unknown_room", "comm_id",
+                          "there is no room \"%V\"; create one with "
+                          "/teamup", comm_id);
+        return NGX_HTTP_NOT_FOUND;
+    }
+
+    ngx_ioa_error_set(err, "redis_error", NULL,
+                      "Redis refused the envelope: %V %V", &code, &text);
+
+    return NGX_HTTP_INTERNAL_SERVER_ERROR;
+}
+
+
+static void
+ngx_ioa_post_reply(redisReply *reply, void *data)
+{
+    ngx_ioa_post_t *post = data;
+
+    u_char            *p, buf[256];
+    ngx_str_t          s;
+    ngx_ioa_error_t    err;
+    ngx_ioa_client_t  *cl;
+
+    cl = post->client;
+    ngx_queue_remove(&post->q);
+
+    if (ngx_ioa_post_result(reply, &cl->name, &post->comm_id, &err)
+        != NGX_HTTP_OK)
+    {
+        ngx_ioa_client_error(cl, &err, &post->comm_id);
+        ngx_free(post);
+        return;
+    }
+
+    if (cl->acks && reply->type == REDIS_REPLY_STRING) {
+        p = ngx_snprintf(buf, sizeof(buf),
+                         "{\"op\":\"ack\",\"comm_id\":\"%V\",\"id\":\"%*s\"}",
+                         &post->comm_id, reply->len, reply->str);
+        s.data = buf;
+        s.len = p - buf;
+        (void) cl->transport->send_text(cl, &s);
+    }
+
+    ngx_free(post);
+}
+
+
+/*
+ * Control frames from a client: {"op":"resume","rooms":{"<comm_id>":"<id>"}}
+ * re-reads those rooms after the given ids (the first-frame alternative to
+ * the resume= query argument), {"op":"resume","since":"<id>"} all rooms.
+ */
+
+static void
+ngx_ioa_client_control(ngx_ioa_client_t *cl, ngx_ioa_envelope_t *env,
+    ngx_pool_t *pool)
+{
+    size_t            i;
+    yajl_val          doc, rooms, since, v;
+    ngx_str_t         comm_id, str;
+    ngx_queue_t      *q;
+    ngx_ioa_sid_t     sid;
+    ngx_ioa_link_t   *lk;
+    ngx_ioa_error_t   err;
+
+    if (env->op.len != 6 || ngx_strncmp(env->op.data, "resume", 6) != 0) {
+        ngx_ioa_error_set(&err, "unknown_op", "op",
+                          "unknown control op \"%V\"; known: resume",
+                          &env->op);
+        ngx_ioa_client_error(cl, &err, NULL);
+        return;
+    }
+
+    doc = ngx_ioa_json_parse(pool, env->json.data, env->json.len,
+                             cl->lcf->max_json_depth, &err);
+    if (doc == NULL) {
+        ngx_ioa_client_error(cl, &err, NULL);
+        return;
+    }
+
+    rooms = ngx_ioa_json_get(doc, "rooms");
+    since = ngx_ioa_json_get(doc, "since");
+
+    if (since && YAJL_IS_STRING(since)) {
+        if (ngx_ioa_json_string(since, &str) != NGX_OK
+            || ngx_ioa_parse_sid(str.data, str.len, &sid) != NGX_OK)
+        {
+            goto bad;
+        }
+
+        for (q = ngx_queue_head(&cl->links);
+             q != ngx_queue_sentinel(&cl->links);
+             q = ngx_queue_next(q))
+        {
+            lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
+            lk->last = sid;
+            lk->start = NGX_IOA_START_AFTER;
+
+            if (lk->state != NGX_IOA_LINK_WAIT_SUB) {
+                ngx_ioa_link_catchup(lk);
+            }
+        }
+
+        cl->since = sid;
+        cl->has_since = 1;
+
+    } else if (since) {
+        goto bad;
+    }
+
+    if (rooms == NULL) {
+        return;
+    }
+
+    if (!YAJL_IS_OBJECT(rooms)) {
+        goto bad;
+    }
+
+    for (i = 0; i < rooms->u.object.len; i++) {
+        v = rooms->u.object.values[i];
+
+        comm_id.data = (u_char *) rooms->u.object.keys[i];
+        comm_id.len = ngx_strlen(comm_id.data);
+
+        if (ngx_ioa_json_string(v, &str) != NGX_OK
+            || ngx_ioa_parse_sid(str.data, str.len, &sid) != NGX_OK)
+        {
+            goto bad;
+        }
+
+        for (q = ngx_queue_head(&cl->links);
+             q != ngx_queue_sentinel(&cl->links);
+             q = ngx_queue_next(q))
+        {
+            lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
+
+            if (lk->room->sn.str.len != comm_id.len
+                || ngx_strncmp(lk->room->sn.str.data, comm_id.data,
+                               comm_id.len) != 0)
+            {
+                continue;
+            }
+
+            lk->last = sid;
+            lk->start = NGX_IOA_START_AFTER;
+
+            if (lk->state != NGX_IOA_LINK_WAIT_SUB) {
+                ngx_ioa_link_catchup(lk);
+            }
+
+            break;
+        }
+
+        if (q == ngx_queue_sentinel(&cl->links)) {
+            if (!cl->rooms_loaded) {
+                /* the room list is still loading: remember the request */
+                if (cl->resume == NULL) {
+                    cl->resume = ngx_array_create(cl->pool, 4,
+                                                  sizeof(ngx_ioa_resume_t));
+                    if (cl->resume == NULL) {
+                        return;
+                    }
+                }
+
+                {
+                    ngx_ioa_resume_t  *res;
+
+                    res = ngx_array_push(cl->resume);
+                    if (res == NULL) {
+                        return;
+                    }
+
+                    res->comm_id.data = ngx_pstrdup(cl->pool, &comm_id);
+                    res->comm_id.len = comm_id.len;
+                    res->sid = sid;
+                }
+
+                continue;
+            }
+
+            ngx_ioa_error_set(&err, "not_member", "rooms",
+                              "\"%V\" is not a member of room \"%V\"",
+                              &cl->name, &comm_id);
+            ngx_ioa_client_error(cl, &err, &comm_id);
+        }
+    }
+
+    return;
+
+bad:
+
+    ngx_ioa_error_set(&err, "bad_resume", "rooms",
+                      "resume takes {\"rooms\":{\"<comm_id>\":\"<id>\"}} "
+                      "and/or {\"since\":\"<id>\"} with Stream ids such as "
+                      "1700000000000-0");
+    ngx_ioa_client_error(cl, &err, NULL);
+}
+
+
+void
+ngx_ioa_client_error(ngx_ioa_client_t *cl, ngx_ioa_error_t *err,
+    ngx_str_t *comm_id)
+{
+    ngx_str_t    out;
+    ngx_pool_t  *pool;
+
+    pool = ngx_create_pool(1024, cl->log);
+    if (pool == NULL) {
+        return;
+    }
+
+    if (ngx_ioa_error_json(pool, err, comm_id, &out) == NGX_OK) {
+        (void) cl->transport->send_text(cl, &out);
+    }
+
+    ngx_destroy_pool(pool);
+}
+
+
+/* "<comm_id>:<id>,<comm_id>:<id>" (the resume= argument and the SSE
+ * Last-Event-ID) */
+
+ngx_int_t
+ngx_ioa_client_parse_resume(ngx_ioa_client_t *cl, ngx_str_t *vec,
+    ngx_ioa_error_t *err)
+{
+    u_char            *p, *last, *item, *colon;
+    ngx_ioa_resume_t  *res;
+
+    if (cl->resume == NULL) {
+        cl->resume = ngx_array_create(cl->pool, 4, sizeof(ngx_ioa_resume_t));
+        if (cl->resume == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    p = vec->data;
+    last = p + vec->len;
+
+    while (p < last) {
+        item = p;
+
+        while (p < last && *p != ',') {
+            p++;
+        }
+
+        colon = ngx_strlchr(item, p, ':');
+
+        if (colon == NULL || colon == item) {
+            goto bad;
+        }
+
+        res = ngx_array_push(cl->resume);
+        if (res == NULL) {
+            return NGX_ERROR;
+        }
+
+        res->comm_id.len = colon - item;
+        res->comm_id.data = ngx_pnalloc(cl->pool, res->comm_id.len);
+        if (res->comm_id.data == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_memcpy(res->comm_id.data, item, res->comm_id.len);
+
+        if (ngx_ioa_parse_sid(colon + 1, p - colon - 1, &res->sid) != NGX_OK) {
+            goto bad;
+        }
+
+        if (p < last) {
+            p++;
+        }
+    }
+
+    return NGX_OK;
+
+bad:
+
+    ngx_ioa_error_set(err, "bad_option", "resume",
+                      "\"resume\" must look like <comm_id>:<id>,"
+                      "<comm_id>:<id> with Stream ids such as "
+                      "1700000000000-0");
+    return NGX_ERROR;
+}
+
+
+/* messages */
+
+static ngx_ioa_msg_t *
+ngx_ioa_msg_create(ngx_str_t *comm_id, ngx_str_t *sid, ngx_str_t *json,
+    ngx_uint_t feed)
+{
+    size_t          plen, hlen;
+    u_char         *p, *s, *last;
+    ngx_ioa_msg_t  *m;
+
+    static u_char   sender[] = "{\"sender\":\"";
+    static u_char   fe[] = "\"frontend_type\":\"message\",";
+
+    if (json->len < 2 || json->data[0] != '{' || sid->len > 41) {
+        return NULL;
+    }
+
+    /* {"id":"<sid>",["frontend_type":"message",]<rest of the envelope> */
+
+    plen = sizeof("{\"id\":\"\",") - 1 + sid->len + json->len - 1
+           + (feed ? sizeof(fe) - 1 : 0);
+
+    hlen = ngx_ioa_ws_frame_header_len(plen);
+
+    m = ngx_alloc(sizeof(ngx_ioa_msg_t) + hlen + plen + comm_id->len,
+                  ngx_cycle->log);
+    if (m == NULL) {
+        return NULL;
+    }
+
+    ngx_memzero(m, sizeof(ngx_ioa_msg_t));
+
+    if (ngx_ioa_parse_sid(sid->data, sid->len, &m->sid) != NGX_OK) {
+        ngx_free(m);
+        return NULL;
+    }
+
+    m->feed = feed;
+    m->ws = (u_char *) (m + 1);
+    m->ws_len = hlen + plen;
+
+    p = ngx_ioa_ws_frame_header(m->ws, NGX_IOA_WS_TEXT, plen);
+
+    m->payload = p;
+    m->payload_len = plen;
+
+    p = ngx_cpymem(p, "{\"id\":\"", sizeof("{\"id\":\"") - 1);
+    p = ngx_cpymem(p, sid->data, sid->len);
+    *p++ = '"';
+    *p++ = ',';
+
+    if (feed) {
+        p = ngx_cpymem(p, fe, sizeof(fe) - 1);
+    }
+
+    s = p;
+    p = ngx_cpymem(p, json->data + 1, json->len - 1);
+
+    m->comm_id.data = p;
+    m->comm_id.len = comm_id->len;
+    ngx_memcpy(p, comm_id->data, comm_id->len);
+
+    /* the sender, still JSON-escaped, for the echo check: our envelopes
+     * always start with it */
+
+    if (json->len > sizeof(sender) - 1
+        && ngx_strncmp(json->data, sender, sizeof(sender) - 1) == 0)
+    {
+        s += sizeof(sender) - 2;
+        last = m->payload + m->payload_len;
+        m->sender.data = s;
+
+        while (s < last && *s != '"') {
+            if (*s == '\\') {
+                s++;
+            }
+
+            s++;
+        }
+
+        m->sender.len = s - m->sender.data;
+    }
+
+    return m;
+}
+
+
+void
+ngx_ioa_msg_release(ngx_ioa_msg_t *m)
+{
+    if (--m->refs) {
+        return;
+    }
+
+    if (m->sse) {
+        ngx_free(m->sse);
+    }
+
+    ngx_free(m);
+}
+
+
+ngx_int_t
+ngx_ioa_msg_sse(ngx_ioa_msg_t *m)
+{
+    u_char  *p;
+
+    if (m->sse) {
+        return NGX_OK;
+    }
+
+    m->sse_len = sizeof("data: \n\n") - 1 + m->payload_len;
+
+    m->sse = ngx_alloc(m->sse_len, ngx_cycle->log);
+    if (m->sse == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_cpymem(m->sse, "data: ", 6);
+    p = ngx_cpymem(p, m->payload, m->payload_len);
+    *p++ = '\n';
+    *p++ = '\n';
+
+    return NGX_OK;
+}
+
+
+/* helpers */
+
+static ngx_int_t
+ngx_ioa_comm_id_from_channel(ngx_str_t *channel, ngx_str_t *comm_id)
+{
+    size_t                plen;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+    plen = mcf->redis_prefix.len + sizeof("{room:") - 1;
+
+    /* "<prefix>{room:<comm_id>}:ch" */
+
+    if (channel->len <= plen + sizeof("}:ch") - 1
+        || ngx_strncmp(channel->data + channel->len - 4, "}:ch", 4) != 0)
+    {
+        return NGX_DECLINED;
+    }
+
+    comm_id->data = channel->data + plen;
+    comm_id->len = channel->len - plen - 4;
+
+    return NGX_OK;
+}
+
+
+ngx_int_t
+ngx_ioa_parse_sid(u_char *p, size_t len, ngx_ioa_sid_t *sid)
+{
+    u_char    *last, *dash;
+    uint64_t   ms, seq;
+
+    last = p + len;
+    dash = ngx_strlchr(p, last, '-');
+
+    if (len == 0 || len > 41) {
+        return NGX_ERROR;
+    }
+
+    ms = 0;
+    seq = 0;
+
+    if (dash == p) {
+        return NGX_ERROR;
+    }
+
+    for ( /* void */ ; p < (dash ? dash : last); p++) {
+        if (*p < '0' || *p > '9' || ms > (UINT64_MAX - 9) / 10) {
+            return NGX_ERROR;
+        }
+
+        ms = ms * 10 + (*p - '0');
+    }
+
+    if (dash) {
+        if (dash + 1 == last) {
+            return NGX_ERROR;
+        }
+
+        for (p = dash + 1; p < last; p++) {
+            if (*p < '0' || *p > '9' || seq > (UINT64_MAX - 9) / 10) {
+                return NGX_ERROR;
+            }
+
+            seq = seq * 10 + (*p - '0');
+        }
+    }
+
+    sid->ms = ms;
+    sid->seq = seq;
+
+    return NGX_OK;
+}
+
+
+u_char *
+ngx_ioa_sid_print(u_char *p, ngx_ioa_sid_t *sid)
+{
+    return ngx_sprintf(p, "%uL-%uL", sid->ms, sid->seq);
+}
+
+
+static ngx_int_t
+ngx_ioa_sid_cmp(ngx_ioa_sid_t *a, ngx_ioa_sid_t *b)
+{
+    if (a->ms != b->ms) {
+        return a->ms < b->ms ? -1 : 1;
+    }
+
+    if (a->seq != b->seq) {
+        return a->seq < b->seq ? -1 : 1;
+    }
+
+    return 0;
+}

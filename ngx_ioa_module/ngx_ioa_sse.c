@@ -1,0 +1,758 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * The HTTP transport, for agents that cannot hold a WebSocket (serverless
+ * functions, plain HTTP clients) and for observers:
+ *
+ *   POST /agents/{name}/messages   one envelope in, {"id","comm_id"} out;
+ *                                  the same post.lua as WebSocket agents,
+ *                                  so membership, order and ids are the same
+ *   GET  /agents/{name}/inbox      Server-Sent Events: every envelope of
+ *                                  the agent's rooms, as "data:" lines
+ *   GET  /chatlist                 the observer feed as SSE
+ *
+ * An inbox is a client like a WebSocket agent (ngx_ioa_room.c), so catch-up,
+ * hold-back and resume are the same code.  What differs is the event id:
+ * an SSE client can only hand back one string, Last-Event-ID, so each event
+ * carries the agent's whole position, "<comm_id>:<id>,<comm_id>:<id>", which
+ * resumes every room exactly.
+ *
+ * Output goes through nginx's filter chain (chunked on HTTP/1.1, DATA
+ * frames on HTTP/2) with a flush per event-loop turn.  Every event is an
+ * owned heap buffer freed once nginx has written it, and the bytes waiting
+ * are bounded by ioa_send_queue_limit like a WebSocket's.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_ioa.h"
+#include "ngx_ioa_ws_frame.h"
+
+
+#define NGX_IOA_SSE_KEEPALIVE  15000
+
+
+typedef struct ngx_ioa_sse_out_s  ngx_ioa_sse_out_t;
+
+struct ngx_ioa_sse_out_s {
+    ngx_chain_t               cl;
+    ngx_buf_t                 buf;
+    size_t                    size;
+    ngx_ioa_sse_out_t        *next;
+    ngx_uint_t                passed;    /* handed to the filter chain */
+};
+
+
+typedef struct {
+    ngx_ioa_client_t          client;    /* must be first */
+    ngx_http_request_t       *request;
+    ngx_ioa_sse_out_t        *out;
+    ngx_ioa_sse_out_t       **out_tail;
+    size_t                    out_bytes;
+    ngx_event_t               keepalive;
+    ngx_event_t               flush;
+    unsigned                  finalized:1;
+    unsigned                  attached:1;
+} ngx_ioa_sse_t;
+
+
+typedef struct {
+    ngx_str_t                 name;
+    ngx_str_t                 comm_id;
+} ngx_ioa_http_post_t;
+
+
+static void ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body);
+static void ngx_ioa_http_post_reply(redisReply *reply, void *data);
+static ngx_int_t ngx_ioa_sse_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m);
+static ngx_int_t ngx_ioa_sse_send_text(ngx_ioa_client_t *cl, ngx_str_t *s);
+static void ngx_ioa_sse_close(ngx_ioa_client_t *cl, ngx_uint_t code,
+    const char *reason);
+static ngx_int_t ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id,
+    u_char *data, size_t len, const char *event);
+static void ngx_ioa_sse_flush_handler(ngx_event_t *ev);
+static void ngx_ioa_sse_write_handler(ngx_http_request_t *r);
+static void ngx_ioa_sse_keepalive_handler(ngx_event_t *ev);
+static ngx_int_t ngx_ioa_sse_flush(ngx_ioa_sse_t *sse);
+static void ngx_ioa_sse_finalize(ngx_ioa_sse_t *sse, ngx_int_t rc);
+static void ngx_ioa_sse_cleanup(void *data);
+
+
+static ngx_ioa_transport_t  ngx_ioa_sse_transport = {
+    ngx_ioa_sse_send,
+    ngx_ioa_sse_send_text,
+    ngx_ioa_sse_close
+};
+
+
+/* POST /agents/{name}/messages */
+
+ngx_int_t
+ngx_ioa_agent_post_handler(ngx_http_request_t *r, ngx_str_t *name)
+{
+    ngx_ioa_error_t       err;
+    ngx_ioa_http_post_t  *hp;
+
+    if (ngx_ioa_valid_name(name) != NGX_OK) {
+        ngx_ioa_error_set(&err, "invalid_name", "agent_name",
+                          "agent name \"%V\" does not match "
+                          "ioa_agent_name_pattern", name);
+        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    hp = ngx_pcalloc(r->pool, sizeof(ngx_ioa_http_post_t));
+    if (hp == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    hp->name = *name;
+
+    ngx_ioa_rest_set_data(r, hp);
+
+    return ngx_ioa_read_body(r, ngx_ioa_http_post_body);
+}
+
+
+static void
+ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
+{
+    ngx_int_t             rc;
+    ngx_ioa_error_t       err;
+    ngx_ioa_envelope_t    env;
+    ngx_ioa_loc_conf_t   *lcf;
+    ngx_ioa_http_post_t  *hp;
+    ngx_ioa_redis_req_t  *req;
+
+    hp = ngx_ioa_rest_get_data(r);
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+
+    if (body->len > lcf->max_message_size) {
+        ngx_ioa_error_set(&err, "too_big", NULL,
+                          "envelope larger than ioa_max_message_size");
+        ngx_ioa_finish(r, ngx_ioa_send_error(r,
+                                  NGX_HTTP_REQUEST_ENTITY_TOO_LARGE, &err));
+        return;
+    }
+
+    rc = ngx_ioa_envelope_parse(r->pool, body->data, body->len, &hp->name,
+                                lcf->max_json_depth, ngx_ioa_now_ms(), &env,
+                                &err);
+
+    if (rc == NGX_OK && env.is_control) {
+        ngx_ioa_error_set(&err, "invalid_envelope", "op",
+                          "control frames are for WebSocket connections; "
+                          "resume an inbox with Last-Event-ID");
+        rc = NGX_ERROR;
+    }
+
+    if (rc != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+        return;
+    }
+
+    hp->comm_id = env.comm_id;
+
+    req = ngx_ioa_post_send(&hp->name, &env, ngx_ioa_http_post_reply, r);
+
+    if (req == NULL) {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+        return;
+    }
+
+    /* Redis always answers or times out, and the request stays alive until
+     * then (it is only finished here) */
+}
+
+
+static void
+ngx_ioa_http_post_reply(redisReply *reply, void *data)
+{
+    ngx_http_request_t *r = data;
+
+    u_char               *p;
+    ngx_str_t             out;
+    ngx_uint_t            status;
+    ngx_ioa_error_t       err;
+    ngx_connection_t     *c;
+    ngx_ioa_http_post_t  *hp;
+
+    hp = ngx_ioa_rest_get_data(r);
+    c = r->connection;
+
+    status = ngx_ioa_post_result(reply, &hp->name, &hp->comm_id, &err);
+
+    if (status != NGX_HTTP_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, status, &err));
+        ngx_http_run_posted_requests(c);
+        return;
+    }
+
+    out.data = ngx_pnalloc(r->pool, 64 + reply->len + hp->comm_id.len);
+    if (out.data == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        ngx_http_run_posted_requests(c);
+        return;
+    }
+
+    p = ngx_sprintf(out.data, "{\"id\":\"%*s\",\"comm_id\":\"%V\"}",
+                    reply->len, reply->str, &hp->comm_id);
+    out.len = p - out.data;
+
+    ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_OK, &out));
+    ngx_http_run_posted_requests(c);
+}
+
+
+/* GET /agents/{name}/inbox and GET /chatlist */
+
+ngx_int_t
+ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
+    ngx_ioa_client_kind_e kind)
+{
+    ngx_int_t             rc;
+    ngx_str_t             v;
+    ngx_ioa_sse_t        *sse;
+    ngx_ioa_error_t       err;
+    ngx_table_elt_t      *h;
+    ngx_pool_cleanup_t   *cln;
+    ngx_ioa_loc_conf_t   *lcf;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+
+    if (kind == NGX_IOA_CLIENT_AGENT && ngx_ioa_valid_name(name) != NGX_OK) {
+        ngx_ioa_error_set(&err, "invalid_name", "agent_name",
+                          "agent name \"%V\" does not match "
+                          "ioa_agent_name_pattern", name);
+        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    if (ngx_http_discard_request_body(r) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    sse = ngx_pcalloc(r->pool, sizeof(ngx_ioa_sse_t));
+    if (sse == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    sse->request = r;
+    sse->out_tail = &sse->out;
+
+    ngx_http_set_ctx(r, sse, ngx_http_ioa_module);
+
+    sse->client.kind = kind;
+    sse->client.transport = &ngx_ioa_sse_transport;
+    sse->client.data = sse;
+    sse->client.pool = r->pool;
+    sse->client.log = r->connection->log;
+    sse->client.lcf = lcf;
+    sse->client.echo = 1;
+    ngx_queue_init(&sse->client.links);
+
+    if (name->len) {
+        sse->client.name.data = ngx_pstrdup(r->pool, name);
+        if (sse->client.name.data == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        sse->client.name.len = name->len;
+    }
+
+    /* resume: Last-Event-ID (what EventSource sends by itself), or the
+     * same query arguments as a WebSocket */
+
+    h = NULL;
+
+    {
+        ngx_uint_t        i;
+        ngx_list_part_t  *part;
+        ngx_table_elt_t  *hh;
+
+        part = &r->headers_in.headers.part;
+        hh = part->elts;
+
+        for (i = 0; /* void */ ; i++) {
+            if (i >= part->nelts) {
+                if (part->next == NULL) {
+                    break;
+                }
+
+                part = part->next;
+                hh = part->elts;
+                i = 0;
+            }
+
+            if (hh[i].key.len == sizeof("Last-Event-ID") - 1
+                && ngx_strncasecmp(hh[i].key.data, (u_char *) "Last-Event-ID",
+                                   sizeof("Last-Event-ID") - 1) == 0)
+            {
+                h = &hh[i];
+                break;
+            }
+        }
+    }
+
+    if (h && h->value.len && kind == NGX_IOA_CLIENT_AGENT) {
+        if (ngx_ioa_client_parse_resume(&sse->client, &h->value, &err)
+            != NGX_OK)
+        {
+            err.field.data = (u_char *) "Last-Event-ID";
+            err.field.len = sizeof("Last-Event-ID") - 1;
+            return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+        }
+    }
+
+    if (ngx_http_arg(r, (u_char *) "since", 5, &v) == NGX_OK) {
+        if (ngx_ioa_parse_sid(v.data, v.len, &sse->client.since) != NGX_OK) {
+            ngx_ioa_error_set(&err, "bad_option", "since",
+                              "\"since\" must be a Stream id such as "
+                              "1700000000000-0");
+            return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+        }
+
+        sse->client.has_since = 1;
+    }
+
+    if (ngx_http_arg(r, (u_char *) "resume", 6, &v) == NGX_OK
+        && ngx_ioa_client_parse_resume(&sse->client, &v, &err) != NGX_OK)
+    {
+        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    cln->handler = ngx_ioa_sse_cleanup;
+    cln->data = sse;
+
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = -1;
+    ngx_str_set(&r->headers_out.content_type, "text/event-stream");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "Cache-Control");
+    ngx_str_set(&h->value, "no-cache");
+
+    /* an nginx in front of us must not buffer the stream */
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "X-Accel-Buffering");
+    ngx_str_set(&h->value, "no");
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    r->main->count++;
+    r->write_event_handler = ngx_ioa_sse_write_handler;
+    r->read_event_handler = ngx_http_test_reading;
+
+    sse->keepalive.handler = ngx_ioa_sse_keepalive_handler;
+    sse->keepalive.data = sse;
+    sse->keepalive.log = r->connection->log;
+    sse->keepalive.cancelable = 1;
+
+    sse->flush.handler = ngx_ioa_sse_flush_handler;
+    sse->flush.data = sse;
+    sse->flush.log = r->connection->log;
+
+    ngx_add_timer(&sse->keepalive, NGX_IOA_SSE_KEEPALIVE);
+
+    /* the first bytes tell EventSource to retry quickly */
+    if (ngx_ioa_sse_queue(sse, NULL, NULL, 0, NULL) != NGX_OK) {
+        return NGX_DONE;
+    }
+
+    if (ngx_ioa_client_attach(&sse->client) != NGX_OK) {
+        ngx_ioa_sse_finalize(sse, NGX_ERROR);
+        return NGX_DONE;
+    }
+
+    sse->attached = 1;
+
+    return NGX_DONE;
+}
+
+
+static ngx_int_t
+ngx_ioa_sse_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
+{
+    ngx_ioa_sse_t *sse = cl->data;
+
+    u_char     *p;
+    ngx_str_t   id;
+    size_t      len;
+
+    if (sse->finalized) {
+        return NGX_ERROR;
+    }
+
+    id.len = 0;
+
+    if (cl->kind == NGX_IOA_CLIENT_AGENT) {
+        len = ngx_ioa_client_position_len(cl);
+
+        id.data = ngx_alloc(len + 1, cl->log);
+        if (id.data == NULL) {
+            ngx_ioa_sse_finalize(sse, NGX_ERROR);
+            return NGX_ERROR;
+        }
+
+        p = ngx_ioa_client_position(cl, id.data, id.data + len);
+        id.len = p - id.data;
+    }
+
+    if (ngx_ioa_sse_queue(sse, &id, m->payload, m->payload_len, NULL)
+        != NGX_OK)
+    {
+        if (id.len) {
+            ngx_free(id.data);
+        }
+
+        return NGX_ERROR;
+    }
+
+    if (cl->kind == NGX_IOA_CLIENT_AGENT) {
+        ngx_free(id.data);
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_sse_send_text(ngx_ioa_client_t *cl, ngx_str_t *s)
+{
+    ngx_ioa_sse_t *sse = cl->data;
+
+    if (sse->finalized) {
+        return NGX_ERROR;
+    }
+
+    /* our own frames (errors, teamup events) are named events, so an
+     * EventSource's onmessage sees envelopes only */
+    return ngx_ioa_sse_queue(sse, NULL, s->data, s->len,
+                             cl->kind == NGX_IOA_CLIENT_OBSERVER
+                             ? NULL : "ioa");
+}
+
+
+static void
+ngx_ioa_sse_close(ngx_ioa_client_t *cl, ngx_uint_t code, const char *reason)
+{
+    ngx_ioa_sse_t *sse = cl->data;
+
+    u_char     buf[256], *p;
+    ngx_str_t  s;
+
+    if (sse->finalized) {
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_INFO, cl->log, 0,
+                  "ioa: closing event stream of \"%V\": %s", &cl->name,
+                  reason ? reason : "");
+
+    if (sse->attached) {
+        sse->attached = 0;
+        ngx_ioa_client_detach(cl);
+    }
+
+    /* say why, then end the response; the backlog a slow reader left is
+     * dropped, it resumes with Last-Event-ID */
+
+    p = ngx_snprintf(buf, sizeof(buf),
+                     "{\"op\":\"close\",\"code\":%ui,\"message\":\"%s\"}",
+                     code, reason ? reason : "");
+    s.data = buf;
+    s.len = p - buf;
+
+    sse->out_bytes = 0;
+    (void) ngx_ioa_sse_queue(sse, NULL, s.data, s.len, "ioa");
+
+    ngx_ioa_sse_finalize(sse, NGX_OK);
+}
+
+
+/* queues "id: <id>\nevent: <event>\ndata: <data>\n\n"; no data gives the
+ * stream's opening "retry:" line, no id a comment-free anonymous event */
+
+static ngx_int_t
+ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id, u_char *data,
+    size_t len, const char *event)
+{
+    u_char             *p;
+    size_t              size;
+    ngx_ioa_sse_out_t  *o;
+
+    if (data == NULL) {
+        size = sizeof("retry: 1000\n\n") - 1;
+
+    } else {
+        size = (id && id->len ? sizeof("id: \n") - 1 + id->len : 0)
+               + (event ? sizeof("event: \n") - 1 + ngx_strlen(event) : 0)
+               + sizeof("data: \n\n") - 1 + len;
+    }
+
+    if (sse->out_bytes + size > sse->client.lcf->send_queue_limit) {
+        ngx_ioa_sse_close(&sse->client, NGX_IOA_WS_POLICY,
+                          "send queue limit exceeded; reconnect and resume "
+                          "with Last-Event-ID");
+        return NGX_ERROR;
+    }
+
+    o = ngx_alloc(sizeof(ngx_ioa_sse_out_t) + size, sse->client.log);
+    if (o == NULL) {
+        ngx_ioa_sse_finalize(sse, NGX_ERROR);
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(o, sizeof(ngx_ioa_sse_out_t));
+
+    p = (u_char *) (o + 1);
+    o->buf.start = p;
+    o->buf.pos = p;
+    o->buf.memory = 1;
+    o->buf.flush = 1;
+    o->cl.buf = &o->buf;
+    o->size = size;
+
+    if (data == NULL) {
+        p = ngx_cpymem(p, "retry: 1000\n\n", sizeof("retry: 1000\n\n") - 1);
+
+    } else {
+        if (id && id->len) {
+            p = ngx_sprintf(p, "id: %V\n", id);
+        }
+
+        if (event) {
+            p = ngx_sprintf(p, "event: %s\n", event);
+        }
+
+        p = ngx_cpymem(p, "data: ", 6);
+        p = ngx_cpymem(p, data, len);
+        *p++ = '\n';
+        *p++ = '\n';
+    }
+
+    o->buf.last = p;
+    o->buf.end = p;
+
+    *sse->out_tail = o;
+    sse->out_tail = &o->next;
+    sse->out_bytes += size;
+
+    /* one flush per event-loop turn, however many events were queued */
+    if (!sse->flush.posted) {
+        ngx_post_event(&sse->flush, &ngx_posted_events);
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_ioa_sse_flush_handler(ngx_event_t *ev)
+{
+    ngx_ioa_sse_t *sse = ev->data;
+
+    ngx_connection_t  *c;
+
+    if (sse->finalized) {
+        return;
+    }
+
+    c = sse->request->connection;
+
+    (void) ngx_ioa_sse_flush(sse);
+
+    ngx_http_run_posted_requests(c);
+}
+
+
+static void
+ngx_ioa_sse_write_handler(ngx_http_request_t *r)
+{
+    ngx_ioa_sse_t       *sse;
+
+    sse = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+
+    if (sse == NULL || sse->finalized) {
+        return;
+    }
+
+    if (r->connection->write->timedout) {
+        r->connection->timedout = 1;
+        ngx_ioa_sse_finalize(sse, NGX_HTTP_REQUEST_TIME_OUT);
+        return;
+    }
+
+    (void) ngx_ioa_sse_flush(sse);
+}
+
+
+static ngx_int_t
+ngx_ioa_sse_flush(ngx_ioa_sse_t *sse)
+{
+    ngx_int_t            rc;
+    ngx_chain_t         *first, **last;
+    ngx_ioa_sse_out_t   *o;
+    ngx_http_request_t  *r;
+
+    r = sse->request;
+
+    /* hand over what nginx has not seen yet */
+
+    first = NULL;
+    last = &first;
+
+    for (o = sse->out; o; o = o->next) {
+        if (!o->passed) {
+            o->passed = 1;
+            o->cl.next = NULL;
+            *last = &o->cl;
+            last = &o->cl.next;
+        }
+    }
+
+    rc = ngx_http_output_filter(r, first);
+
+    if (rc == NGX_ERROR) {
+        ngx_ioa_sse_finalize(sse, NGX_ERROR);
+        return NGX_ERROR;
+    }
+
+    /* free what nginx has written */
+
+    while (sse->out && sse->out->buf.pos == sse->out->buf.last) {
+        o = sse->out;
+        sse->out = o->next;
+        sse->out_bytes -= ngx_min(sse->out_bytes, o->size);
+        ngx_free(o);
+    }
+
+    if (sse->out == NULL) {
+        sse->out_tail = &sse->out;
+    }
+
+    if (ngx_handle_write_event(r->connection->write, 0) != NGX_OK) {
+        ngx_ioa_sse_finalize(sse, NGX_ERROR);
+        return NGX_ERROR;
+    }
+
+    return rc;
+}
+
+
+static void
+ngx_ioa_sse_keepalive_handler(ngx_event_t *ev)
+{
+    ngx_ioa_sse_t *sse = ev->data;
+
+    static u_char  ping[] = "keepalive";
+
+    if (sse->finalized) {
+        return;
+    }
+
+    if (ngx_exiting) {
+        /* graceful shutdown or reload: the client reconnects and resumes */
+        ngx_ioa_sse_close(&sse->client, NGX_IOA_WS_GOING_AWAY,
+                          "server shutting down, reconnect and resume");
+        return;
+    }
+
+    (void) ngx_ioa_sse_queue(sse, NULL, ping, sizeof(ping) - 1, "ping");
+
+    if (!sse->finalized) {
+        ngx_add_timer(ev, NGX_IOA_SSE_KEEPALIVE);
+    }
+}
+
+
+static void
+ngx_ioa_sse_finalize(ngx_ioa_sse_t *sse, ngx_int_t rc)
+{
+    ngx_http_request_t  *r;
+
+    if (sse->finalized) {
+        return;
+    }
+
+    if (sse->attached) {
+        sse->attached = 0;
+        ngx_ioa_client_detach(&sse->client);
+    }
+
+    r = sse->request;
+
+    if (rc == NGX_OK) {
+        /* write what is queued, then end the response normally */
+        (void) ngx_ioa_sse_flush(sse);
+        sse->finalized = 1;
+        rc = ngx_http_send_special(r, NGX_HTTP_LAST);
+
+    } else {
+        sse->finalized = 1;
+    }
+
+    if (sse->keepalive.timer_set) {
+        ngx_del_timer(&sse->keepalive);
+    }
+
+    if (sse->flush.posted) {
+        ngx_delete_posted_event(&sse->flush);
+    }
+
+    ngx_http_finalize_request(r, rc);
+}
+
+
+static void
+ngx_ioa_sse_cleanup(void *data)
+{
+    ngx_ioa_sse_t *sse = data;
+
+    ngx_ioa_sse_out_t  *o;
+
+    sse->finalized = 1;
+
+    if (sse->attached) {
+        sse->attached = 0;
+        ngx_ioa_client_detach(&sse->client);
+    }
+
+    if (sse->keepalive.timer_set) {
+        ngx_del_timer(&sse->keepalive);
+    }
+
+    if (sse->flush.posted) {
+        ngx_delete_posted_event(&sse->flush);
+    }
+
+    /* nginx is done with the request, and with our buffers */
+
+    while (sse->out) {
+        o = sse->out;
+        sse->out = o->next;
+        ngx_free(o);
+    }
+}

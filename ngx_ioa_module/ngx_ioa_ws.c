@@ -1,0 +1,1339 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * WebSocket connections (RFC 6455) inside nginx's event loop.
+ *
+ * The handshake is an ordinary nginx request: its checks answer 400 or 426
+ * with a JSON body naming what is wrong, and the 101 goes through nginx's
+ * header filters.  After it, this file owns the connection's read and write
+ * events; the request stays alive (one extra reference) until the socket
+ * closes, so its pool, log and TLS state keep working.
+ *
+ * Reading: bytes go into a small per-connection buffer (bytes a client
+ * pipelined behind its handshake are moved there first) and are decoded by
+ * ngx_ioa_ws_frame.c.  A data frame's payload is copied into a message
+ * buffer that is allocated at its final size when the frame header
+ * arrives, after the size limit was checked, so an oversized message costs
+ * nothing.  Fragments are appended and validated as UTF-8 as they arrive,
+ * and control frames may come between them.
+ *
+ * Writing: outgoing frames are queued as references to shared, already
+ * framed messages (a room broadcast is framed once per worker) or, for our
+ * own small frames, as owned copies.  Queueing posts the write event rather
+ * than writing, so everything queued during one event-loop turn leaves in
+ * one writev; with TCP_NODELAY set this keeps latency low without sending a
+ * packet per message.  Writes use c->send_chain, which is nginx's TLS-aware
+ * output path, so wss works with nginx's own "listen ... ssl".  The queue is
+ * bounded in bytes (ioa_send_queue_limit): a client that does not read is
+ * closed with 1008 and resumes from the last id it saw.
+ *
+ * Closing: a close frame is answered with the same code (or 1000).  When the
+ * server closes (protocol error, limit, shutdown with 1001), it sends its
+ * close frame, shuts down the write side and waits briefly for the peer's
+ * close or EOF, so the close frame is not destroyed by a reset.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_ioa.h"
+#include "ngx_ioa_ws_frame.h"
+
+
+#define NGX_IOA_WS_READ_BUF      16384
+#define NGX_IOA_WS_LINGER        2000
+
+
+typedef struct ngx_ioa_ws_out_s  ngx_ioa_ws_out_t;
+
+struct ngx_ioa_ws_out_s {
+    ngx_chain_t               cl;
+    ngx_buf_t                 buf;
+    ngx_ioa_msg_t            *msg;     /* shared, or NULL for owned data */
+    size_t                    size;    /* bytes counted in out_bytes */
+    ngx_ioa_ws_out_t         *next;
+};
+
+
+typedef struct {
+    ngx_ioa_client_t          client;  /* must be first */
+    ngx_http_request_t       *request;
+    ngx_connection_t         *connection;
+
+    u_char                   *start;   /* read buffer */
+    u_char                   *pos;
+    u_char                   *last;
+    u_char                   *end;
+
+    ngx_ioa_ws_frame_t        frame;
+    uint64_t                  frame_got;
+    ngx_uint_t                in_frame;
+
+    u_char                   *msg;     /* message being assembled */
+    size_t                    msg_len;
+    size_t                    msg_cap;
+    ngx_uint_t                msg_opcode;
+    uint32_t                  utf8;
+
+    u_char                    ctl[125];
+
+    ngx_ioa_ws_out_t         *out;
+    ngx_ioa_ws_out_t        **out_tail;
+    ngx_ioa_ws_out_t         *free;
+    size_t                    out_bytes;
+
+    ngx_event_t               ping;
+    ngx_uint_t                alive;
+
+    unsigned                  close_sent:1;
+    unsigned                  closing:1;
+    unsigned                  finalized:1;
+    unsigned                  attached:1;
+} ngx_ioa_ws_t;
+
+
+static ngx_int_t ngx_ioa_ws_check(ngx_http_request_t *r, ngx_str_t *key,
+    ngx_ioa_error_t *err, ngx_uint_t *status);
+static ngx_table_elt_t *ngx_ioa_ws_header(ngx_http_request_t *r,
+    const char *name);
+static ngx_int_t ngx_ioa_ws_has_token(ngx_table_elt_t *h, const char *token);
+static ngx_int_t ngx_ioa_ws_accept(ngx_http_request_t *r, ngx_str_t *key);
+static ngx_int_t ngx_ioa_ws_options(ngx_http_request_t *r, ngx_ioa_ws_t *ws,
+    ngx_ioa_error_t *err);
+static void ngx_ioa_ws_read_handler(ngx_event_t *rev);
+static void ngx_ioa_ws_write_handler(ngx_event_t *wev);
+static ngx_int_t ngx_ioa_ws_process(ngx_ioa_ws_t *ws);
+static ngx_int_t ngx_ioa_ws_frame_start(ngx_ioa_ws_t *ws);
+static ngx_int_t ngx_ioa_ws_frame_done(ngx_ioa_ws_t *ws);
+static ngx_int_t ngx_ioa_ws_control(ngx_ioa_ws_t *ws);
+static void ngx_ioa_ws_ping_handler(ngx_event_t *ev);
+static ngx_int_t ngx_ioa_ws_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m);
+static ngx_int_t ngx_ioa_ws_send_text(ngx_ioa_client_t *cl, ngx_str_t *s);
+static ngx_int_t ngx_ioa_ws_send_frame(ngx_ioa_ws_t *ws, ngx_uint_t opcode,
+    u_char *data, size_t len);
+static void ngx_ioa_ws_close(ngx_ioa_client_t *cl, ngx_uint_t code,
+    const char *reason);
+static ngx_ioa_ws_out_t *ngx_ioa_ws_out_alloc(ngx_ioa_ws_t *ws,
+    size_t size);
+static void ngx_ioa_ws_out_free(ngx_ioa_ws_t *ws, ngx_ioa_ws_out_t *o);
+static void ngx_ioa_ws_schedule_write(ngx_ioa_ws_t *ws);
+static ngx_int_t ngx_ioa_ws_flush(ngx_ioa_ws_t *ws);
+static void ngx_ioa_ws_finalize(ngx_ioa_ws_t *ws);
+static void ngx_ioa_ws_cleanup(void *data);
+
+
+static ngx_ioa_transport_t  ngx_ioa_ws_transport = {
+    ngx_ioa_ws_send,
+    ngx_ioa_ws_send_text,
+    ngx_ioa_ws_close
+};
+
+
+ngx_int_t
+ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
+    ngx_ioa_client_kind_e kind)
+{
+    size_t               n;
+    ngx_int_t            rc;
+    ngx_str_t            key;
+    ngx_uint_t           status;
+    ngx_ioa_ws_t        *ws;
+    ngx_ioa_error_t      err;
+    ngx_connection_t    *c;
+    ngx_pool_cleanup_t  *cln;
+    ngx_ioa_loc_conf_t  *lcf;
+
+    c = r->connection;
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+
+    if (ngx_ioa_ws_check(r, &key, &err, &status) != NGX_OK) {
+
+        if (status == NGX_HTTP_UPGRADE_REQUIRED) {
+            ngx_table_elt_t  *h;
+
+            h = ngx_list_push(&r->headers_out.headers);
+            if (h == NULL) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
+
+            h->hash = 1;
+            ngx_str_set(&h->key, "Upgrade");
+            ngx_str_set(&h->value, "websocket");
+
+            h = ngx_list_push(&r->headers_out.headers);
+            if (h == NULL) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
+
+            h->hash = 1;
+            ngx_str_set(&h->key, "Sec-WebSocket-Version");
+            ngx_str_set(&h->value, "13");
+        }
+
+        return ngx_ioa_send_error(r, status, &err);
+    }
+
+    if (kind == NGX_IOA_CLIENT_AGENT && ngx_ioa_valid_name(name) != NGX_OK) {
+        ngx_ioa_error_set(&err, "invalid_name", "agent_name",
+                          "agent name \"%V\" does not match "
+                          "ioa_agent_name_pattern", name);
+        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    ws = ngx_pcalloc(r->pool, sizeof(ngx_ioa_ws_t));
+    if (ws == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ws->client.kind = kind;
+    ws->client.transport = &ngx_ioa_ws_transport;
+    ws->client.data = ws;
+    ws->client.pool = r->pool;
+    ws->client.log = c->log;
+    ws->client.lcf = lcf;
+    ws->client.echo = 1;
+    ngx_queue_init(&ws->client.links);
+
+    if (name->len) {
+        ws->client.name.data = ngx_pstrdup(r->pool, name);
+        if (ws->client.name.data == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ws->client.name.len = name->len;
+    }
+
+    if (ngx_ioa_ws_options(r, ws, &err) != NGX_OK) {
+        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    ws->request = r;
+    ws->connection = c;
+    ws->out_tail = &ws->out;
+
+    ngx_http_set_ctx(r, ws, ngx_http_ioa_module);
+
+    ws->start = ngx_palloc(r->pool, NGX_IOA_WS_READ_BUF);
+    if (ws->start == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ws->pos = ws->start;
+    ws->last = ws->start;
+    ws->end = ws->start + NGX_IOA_WS_READ_BUF;
+
+    /* frames the client sent right behind its handshake are already in
+     * nginx's header buffer */
+
+    if (r->header_in && r->header_in->pos < r->header_in->last) {
+        n = r->header_in->last - r->header_in->pos;
+
+        if (n > NGX_IOA_WS_READ_BUF) {
+            n = NGX_IOA_WS_READ_BUF;
+        }
+
+        ws->last = ngx_cpymem(ws->last, r->header_in->pos, n);
+        r->header_in->pos += n;
+    }
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    cln->handler = ngx_ioa_ws_cleanup;
+    cln->data = ws;
+
+    if (ngx_ioa_ws_accept(r, &key) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    r->headers_out.status = NGX_HTTP_SWITCHING_PROTOCOLS;
+    ngx_str_set(&r->headers_out.status_line, "101 Switching Protocols");
+    r->headers_out.content_length_n = -1;
+    r->keepalive = 0;
+    r->header_only = 1;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK) {
+        return rc;
+    }
+
+    (void) ngx_http_send_special(r, NGX_HTTP_FLUSH);
+
+    /* from here on the connection is ours; the extra reference keeps the
+     * request, and with it the pool and the TLS state, until we finalize */
+
+    r->main->count++;
+
+    if (c->read->timer_set) {
+        ngx_del_timer(c->read);
+    }
+
+    c->read->handler = ngx_ioa_ws_read_handler;
+    c->write->handler = ngx_ioa_ws_write_handler;
+
+    /* lets nginx's graceful shutdown reach us: it calls the read handler
+     * of every idle connection with c->close set, and we answer 1001 */
+    c->idle = 1;
+
+    (void) ngx_tcp_nodelay(c);
+
+    ws->ping.handler = ngx_ioa_ws_ping_handler;
+    ws->ping.data = ws;
+    ws->ping.log = c->log;
+    ws->ping.cancelable = 1;
+    ws->alive = 1;
+
+    if (lcf->ping_interval) {
+        ngx_add_timer(&ws->ping, lcf->ping_interval);
+    }
+
+    if (kind == NGX_IOA_CLIENT_AGENT || kind == NGX_IOA_CLIENT_OBSERVER) {
+        if (ngx_ioa_client_attach(&ws->client) != NGX_OK) {
+            ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_INTERNAL,
+                             "cannot attach the client");
+            return NGX_DONE;
+        }
+
+        ws->attached = 1;
+    }
+
+    if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
+        ngx_ioa_ws_finalize(ws);
+        return NGX_DONE;
+    }
+
+    if (ws->last > ws->pos || c->read->ready) {
+        ngx_post_event(c->read, &ngx_posted_events);
+    }
+
+    return NGX_DONE;
+}
+
+
+static ngx_int_t
+ngx_ioa_ws_check(ngx_http_request_t *r, ngx_str_t *key,
+    ngx_ioa_error_t *err, ngx_uint_t *status)
+{
+    u_char            decoded[32];
+    ngx_str_t         d;
+    ngx_table_elt_t  *h;
+
+    *status = NGX_HTTP_BAD_REQUEST;
+
+    if (r->http_version != NGX_HTTP_VERSION_11) {
+        ngx_ioa_error_set(err, "bad_handshake", NULL,
+                          "a WebSocket handshake needs HTTP/1.1; "
+                          "this request came over another version");
+        return NGX_ERROR;
+    }
+
+    if (!(r->method & NGX_HTTP_GET)) {
+        ngx_ioa_error_set(err, "bad_handshake", NULL,
+                          "a WebSocket handshake must be a GET request");
+        return NGX_ERROR;
+    }
+
+    if (ngx_ioa_ws_has_token(ngx_ioa_ws_header(r, "Upgrade"), "websocket") != NGX_OK) {
+        *status = NGX_HTTP_UPGRADE_REQUIRED;
+        ngx_ioa_error_set(err, "upgrade_required", "Upgrade",
+                          "this endpoint speaks WebSocket only: send "
+                          "\"Upgrade: websocket\"");
+        return NGX_ERROR;
+    }
+
+    if (ngx_ioa_ws_has_token(ngx_ioa_ws_header(r, "Connection"), "upgrade") != NGX_OK)
+    {
+        ngx_ioa_error_set(err, "bad_handshake", "Connection",
+                          "the \"Connection\" header must include "
+                          "\"Upgrade\"");
+        return NGX_ERROR;
+    }
+
+    h = ngx_ioa_ws_header(r, "Sec-WebSocket-Version");
+
+    if (h == NULL || h->value.len != 2
+        || ngx_strncmp(h->value.data, "13", 2) != 0)
+    {
+        *status = NGX_HTTP_UPGRADE_REQUIRED;
+        ngx_ioa_error_set(err, "unsupported_version",
+                          "Sec-WebSocket-Version",
+                          "only WebSocket version 13 (RFC 6455) is "
+                          "supported");
+        return NGX_ERROR;
+    }
+
+    h = ngx_ioa_ws_header(r, "Sec-WebSocket-Key");
+
+    d.data = decoded;
+
+    if (h == NULL || h->value.len != 24
+        || ngx_decode_base64(&d, &h->value) != NGX_OK
+        || d.len != 16)
+    {
+        ngx_ioa_error_set(err, "bad_handshake", "Sec-WebSocket-Key",
+                          "\"Sec-WebSocket-Key\" must be 16 bytes in "
+                          "base64");
+        return NGX_ERROR;
+    }
+
+    *key = h->value;
+
+    return NGX_OK;
+}
+
+
+static ngx_table_elt_t *
+ngx_ioa_ws_header(ngx_http_request_t *r, const char *name)
+{
+    size_t            len;
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h;
+
+    len = ngx_strlen(name);
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                return NULL;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].key.len == len
+            && ngx_strncasecmp(h[i].key.data, (u_char *) name, len) == 0)
+        {
+            return &h[i];
+        }
+    }
+}
+
+
+/* a comma-separated header list contains the token, in any case */
+
+static ngx_int_t
+ngx_ioa_ws_has_token(ngx_table_elt_t *h, const char *token)
+{
+    size_t   len;
+    u_char  *p, *last, *s;
+
+    if (h == NULL) {
+        return NGX_DECLINED;
+    }
+
+    len = ngx_strlen(token);
+    p = h->value.data;
+    last = p + h->value.len;
+
+    while (p < last) {
+
+        while (p < last && (*p == ' ' || *p == '\t' || *p == ',')) {
+            p++;
+        }
+
+        s = p;
+
+        while (p < last && *p != ',' && *p != ' ' && *p != '\t') {
+            p++;
+        }
+
+        if ((size_t) (p - s) == len
+            && ngx_strncasecmp(s, (u_char *) token, len) == 0)
+        {
+            return NGX_OK;
+        }
+    }
+
+    return NGX_DECLINED;
+}
+
+
+static ngx_int_t
+ngx_ioa_ws_accept(ngx_http_request_t *r, ngx_str_t *key)
+{
+    u_char            hash[20];
+    ngx_str_t         src;
+    ngx_sha1_t        sha1;
+    ngx_table_elt_t  *h;
+
+    static u_char  guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+    ngx_sha1_init(&sha1);
+    ngx_sha1_update(&sha1, key->data, key->len);
+    ngx_sha1_update(&sha1, guid, sizeof(guid) - 1);
+    ngx_sha1_final(hash, &sha1);
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "Upgrade");
+    ngx_str_set(&h->value, "websocket");
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "Sec-WebSocket-Accept");
+
+    h->value.data = ngx_pnalloc(r->pool, ngx_base64_encoded_length(20));
+    if (h->value.data == NULL) {
+        return NGX_ERROR;
+    }
+
+    src.data = hash;
+    src.len = 20;
+
+    ngx_encode_base64(&h->value, &src);
+
+    return NGX_OK;
+}
+
+
+/*
+ * Connection options, as query arguments:
+ *
+ *   echo=0        do not deliver the agent's own envelopes back to it
+ *                 (IoA clients act on the echo, so it is on by default);
+ *                 an {"op":"ack"} frame with the id is sent instead
+ *   since=<id>    resume every room after this Stream id
+ *   resume=<comm_id>:<id>,...   resume these rooms after these ids
+ *
+ * The same resume request can come as the first frame instead (see
+ * ngx_ioa_room.c), for clients that cannot set query arguments.
+ */
+
+static ngx_int_t
+ngx_ioa_ws_options(ngx_http_request_t *r, ngx_ioa_ws_t *ws,
+    ngx_ioa_error_t *err)
+{
+    ngx_str_t  v;
+
+    if (ngx_http_arg(r, (u_char *) "echo", 4, &v) == NGX_OK) {
+        if (v.len == 1 && (v.data[0] == '0' || v.data[0] == '1')) {
+            ws->client.echo = (v.data[0] == '1');
+            ws->client.acks = !ws->client.echo;
+
+        } else {
+            ngx_ioa_error_set(err, "bad_option", "echo",
+                              "\"echo\" must be 0 or 1");
+            return NGX_ERROR;
+        }
+    }
+
+    if (ngx_http_arg(r, (u_char *) "since", 5, &v) == NGX_OK) {
+        if (ngx_ioa_parse_sid(v.data, v.len, &ws->client.since) != NGX_OK) {
+            ngx_ioa_error_set(err, "bad_option", "since",
+                              "\"since\" must be a Stream id such as "
+                              "1700000000000-0");
+            return NGX_ERROR;
+        }
+
+        ws->client.has_since = 1;
+    }
+
+    if (ngx_http_arg(r, (u_char *) "resume", 6, &v) == NGX_OK) {
+        if (ngx_ioa_client_parse_resume(&ws->client, &v, err) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_ioa_ws_read_handler(ngx_event_t *rev)
+{
+    ssize_t              n;
+    ngx_ioa_ws_t        *ws;
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
+
+    c = rev->data;
+    r = c->data;
+    ws = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+
+    if (ws == NULL || ws->finalized) {
+        return;
+    }
+
+    if (c->close) {
+        /* nginx is reloading or shutting down gracefully */
+        c->close = 0;
+        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_GOING_AWAY,
+                         "server shutting down, reconnect and resume");
+        return;
+    }
+
+    if (rev->timedout) {
+        /* the lingering wait after our close frame is over */
+        ngx_ioa_ws_finalize(ws);
+        return;
+    }
+
+    for ( ;; ) {
+
+        if (ws->pos < ws->last && !ws->closing) {
+            if (ngx_ioa_ws_process(ws) != NGX_OK) {
+                return;
+            }
+        }
+
+        if (ws->pos == ws->last) {
+            ws->pos = ws->start;
+            ws->last = ws->start;
+
+        } else if (ws->last == ws->end) {
+            /* an incomplete frame header at the end of the buffer */
+            ws->last = ngx_movemem(ws->start, ws->pos, ws->last - ws->pos);
+            ws->pos = ws->start;
+        }
+
+        if (!rev->ready) {
+            break;
+        }
+
+        n = c->recv(c, ws->last, ws->end - ws->last);
+
+        if (n == NGX_AGAIN) {
+            break;
+        }
+
+        if (n == 0 || n == NGX_ERROR) {
+            /* the peer went away; nothing to say to it */
+            c->error = (n == NGX_ERROR);
+            ngx_ioa_ws_finalize(ws);
+            return;
+        }
+
+        ws->alive = 1;
+
+        if (ws->closing) {
+            /* after our close frame, everything but EOF is discarded */
+            ws->pos = ws->start;
+            ws->last = ws->start;
+            continue;
+        }
+
+        ws->last += n;
+    }
+
+    if (ngx_handle_read_event(rev, 0) != NGX_OK) {
+        ngx_ioa_ws_finalize(ws);
+    }
+}
+
+
+/* consumes as many frames as the buffer holds; NGX_ERROR means the
+ * connection is closing and must not be touched further */
+
+static ngx_int_t
+ngx_ioa_ws_process(ngx_ioa_ws_t *ws)
+{
+    size_t       n;
+    u_char      *dst;
+    uint64_t     left;
+    ngx_int_t    rc;
+    ngx_uint_t   code;
+    const char  *reason;
+
+    while (ws->pos < ws->last && !ws->closing) {
+
+        if (!ws->in_frame) {
+            rc = ngx_ioa_ws_frame_parse(ws->pos, ws->last,
+                                        ws->client.lcf->max_message_size,
+                                        &ws->frame, &code, &reason);
+
+            if (rc == NGX_AGAIN) {
+                return NGX_OK;
+            }
+
+            if (rc == NGX_ERROR) {
+                ngx_ioa_ws_close(&ws->client, code, reason);
+                return NGX_ERROR;
+            }
+
+            ws->pos += ws->frame.header_len;
+            ws->in_frame = 1;
+            ws->frame_got = 0;
+
+            if (ngx_ioa_ws_frame_start(ws) != NGX_OK) {
+                return NGX_ERROR;
+            }
+        }
+
+        left = ws->frame.payload_len - ws->frame_got;
+        n = ws->last - ws->pos;
+
+        if ((uint64_t) n > left) {
+            n = (size_t) left;
+        }
+
+        if (n) {
+            if (ws->frame.opcode >= NGX_IOA_WS_CLOSE) {
+                dst = ws->ctl + ws->frame_got;
+
+            } else {
+                dst = ws->msg + ws->msg_len;
+                ws->msg_len += n;
+            }
+
+            ngx_memcpy(dst, ws->pos, n);
+            ngx_ioa_ws_unmask(dst, n, ws->frame.mask, ws->frame_got);
+
+            ws->pos += n;
+            ws->frame_got += n;
+
+            if (ws->frame.opcode < NGX_IOA_WS_CLOSE
+                && ws->msg_opcode == NGX_IOA_WS_TEXT
+                && ngx_ioa_utf8_validate(dst, n, &ws->utf8) != NGX_OK)
+            {
+                ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_BAD_DATA,
+                                 "text message is not valid UTF-8");
+                return NGX_ERROR;
+            }
+        }
+
+        if (ws->frame_got < ws->frame.payload_len) {
+            return NGX_OK;
+        }
+
+        ws->in_frame = 0;
+
+        if (ngx_ioa_ws_frame_done(ws) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* a frame header was accepted: check it against the message in progress and
+ * make room for its payload */
+
+static ngx_int_t
+ngx_ioa_ws_frame_start(ngx_ioa_ws_t *ws)
+{
+    size_t       need;
+    u_char      *p;
+    ngx_uint_t   op;
+
+    op = ws->frame.opcode;
+
+    if (op >= NGX_IOA_WS_CLOSE) {
+        return NGX_OK;
+    }
+
+    if (op == NGX_IOA_WS_CONT) {
+        if (ws->msg_opcode == 0) {
+            ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_PROTOCOL_ERROR,
+                             "continuation frame without a message");
+            return NGX_ERROR;
+        }
+
+    } else {
+        if (ws->msg_opcode != 0) {
+            ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_PROTOCOL_ERROR,
+                             "new message before the previous one ended");
+            return NGX_ERROR;
+        }
+
+        if (op == NGX_IOA_WS_BINARY) {
+            ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_UNSUPPORTED,
+                             "binary messages are not accepted; send "
+                             "envelopes as text");
+            return NGX_ERROR;
+        }
+
+        ws->msg_opcode = op;
+        ws->msg_len = 0;
+        ws->utf8 = 0;
+    }
+
+    need = ws->msg_len + (size_t) ws->frame.payload_len;
+
+    if (need > ws->client.lcf->max_message_size) {
+        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_TOO_BIG,
+                         "message larger than ioa_max_message_size");
+        return NGX_ERROR;
+    }
+
+    if (need > ws->msg_cap) {
+        /* a single-frame message is allocated at exactly its size; a
+         * fragmented one grows frame by frame, never past the limit */
+
+        p = ngx_alloc(need ? need : 1, ws->connection->log);
+        if (p == NULL) {
+            ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_INTERNAL,
+                             "out of memory");
+            return NGX_ERROR;
+        }
+
+        if (ws->msg) {
+            ngx_memcpy(p, ws->msg, ws->msg_len);
+            ngx_free(ws->msg);
+        }
+
+        ws->msg = p;
+        ws->msg_cap = need;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_ws_frame_done(ngx_ioa_ws_t *ws)
+{
+    if (ws->frame.opcode >= NGX_IOA_WS_CLOSE) {
+        return ngx_ioa_ws_control(ws);
+    }
+
+    if (!ws->frame.fin) {
+        return NGX_OK;
+    }
+
+    if (ws->utf8 != 0) {
+        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_BAD_DATA,
+                         "text message ends inside a UTF-8 sequence");
+        return NGX_ERROR;
+    }
+
+    ws->msg_opcode = 0;
+
+    if (ws->client.kind == NGX_IOA_CLIENT_AGENT) {
+        ngx_ioa_client_post(&ws->client, ws->msg, ws->msg_len);
+    }
+
+    /* keep a small buffer for the next message, give big ones back */
+
+    if (ws->msg_cap > 4096 && ws->msg) {
+        ngx_free(ws->msg);
+        ws->msg = NULL;
+        ws->msg_cap = 0;
+    }
+
+    ws->msg_len = 0;
+
+    return ws->finalized || ws->closing ? NGX_ERROR : NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_ws_control(ngx_ioa_ws_t *ws)
+{
+    size_t       len;
+    uint32_t     utf8;
+    ngx_uint_t   code;
+
+    len = (size_t) ws->frame.payload_len;
+
+    switch (ws->frame.opcode) {
+
+    case NGX_IOA_WS_PING:
+        return ngx_ioa_ws_send_frame(ws, NGX_IOA_WS_PONG, ws->ctl, len);
+
+    case NGX_IOA_WS_PONG:
+        ws->alive = 1;
+        return NGX_OK;
+
+    default: /* NGX_IOA_WS_CLOSE */
+        break;
+    }
+
+    if (len == 0) {
+        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_NORMAL, NULL);
+        return NGX_ERROR;
+    }
+
+    if (len == 1) {
+        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_PROTOCOL_ERROR,
+                         "close frame with a one-byte payload");
+        return NGX_ERROR;
+    }
+
+    code = (ws->ctl[0] << 8) | ws->ctl[1];
+
+    /* codes a peer may send (RFC 6455 7.4): 1000-1003, 1007-1011 and the
+     * ranges for libraries and applications */
+
+    if (code < 1000
+        || (code >= 1004 && code <= 1006)
+        || (code >= 1012 && code < 3000)
+        || code >= 5000)
+    {
+        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_PROTOCOL_ERROR,
+                         "invalid close code");
+        return NGX_ERROR;
+    }
+
+    utf8 = 0;
+
+    if (ngx_ioa_utf8_validate(ws->ctl + 2, len - 2, &utf8) != NGX_OK
+        || utf8 != 0)
+    {
+        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_BAD_DATA,
+                         "close reason is not valid UTF-8");
+        return NGX_ERROR;
+    }
+
+    ngx_ioa_ws_close(&ws->client, code, NULL);
+
+    return NGX_ERROR;
+}
+
+
+static void
+ngx_ioa_ws_ping_handler(ngx_event_t *ev)
+{
+    ngx_ioa_ws_t *ws = ev->data;
+
+    if (ws->finalized || ws->closing) {
+        return;
+    }
+
+    if (!ws->alive) {
+        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_INTERNAL,
+                         "keepalive ping timeout");
+        return;
+    }
+
+    ws->alive = 0;
+
+    if (ngx_ioa_ws_send_frame(ws, NGX_IOA_WS_PING, (u_char *) "ioa", 3)
+        != NGX_OK)
+    {
+        return;
+    }
+
+    ngx_add_timer(&ws->ping, ws->client.lcf->ping_interval);
+}
+
+
+static ngx_int_t
+ngx_ioa_ws_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
+{
+    ngx_ioa_ws_t *ws = cl->data;
+
+    ngx_ioa_ws_out_t  *o;
+
+    if (ws->closing || ws->finalized) {
+        return NGX_ERROR;
+    }
+
+    if (ws->out_bytes + m->ws_len > cl->lcf->send_queue_limit) {
+        ngx_log_error(NGX_LOG_INFO, ws->connection->log, 0,
+                      "ioa: agent \"%V\" reads too slowly, closing",
+                      &cl->name);
+
+        ngx_ioa_ws_close(cl, NGX_IOA_WS_POLICY,
+                         "send queue limit exceeded; reconnect and resume "
+                         "from the last id you received");
+        return NGX_ERROR;
+    }
+
+    o = ngx_ioa_ws_out_alloc(ws, 0);
+    if (o == NULL) {
+        ngx_ioa_ws_close(cl, NGX_IOA_WS_INTERNAL, "out of memory");
+        return NGX_ERROR;
+    }
+
+    m->refs++;
+    o->msg = m;
+    o->size = m->ws_len;
+    o->buf.start = m->ws;
+    o->buf.pos = m->ws;
+    o->buf.last = m->ws + m->ws_len;
+
+    *ws->out_tail = o;
+    ws->out_tail = &o->next;
+    ws->out_bytes += m->ws_len;
+
+    ngx_ioa_ws_schedule_write(ws);
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_ws_send_text(ngx_ioa_client_t *cl, ngx_str_t *s)
+{
+    return ngx_ioa_ws_send_frame(cl->data, NGX_IOA_WS_TEXT, s->data, s->len);
+}
+
+
+static ngx_int_t
+ngx_ioa_ws_send_frame(ngx_ioa_ws_t *ws, ngx_uint_t opcode, u_char *data,
+    size_t len)
+{
+    size_t             size;
+    u_char            *p;
+    ngx_ioa_ws_out_t  *o;
+
+    if (ws->finalized || (ws->closing && opcode != NGX_IOA_WS_CLOSE)) {
+        return NGX_ERROR;
+    }
+
+    size = ngx_ioa_ws_frame_header_len(len) + len;
+
+    if (opcode != NGX_IOA_WS_CLOSE
+        && ws->out_bytes + size > ws->client.lcf->send_queue_limit)
+    {
+        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_POLICY,
+                         "send queue limit exceeded; reconnect and resume "
+                         "from the last id you received");
+        return NGX_ERROR;
+    }
+
+    o = ngx_ioa_ws_out_alloc(ws, size);
+    if (o == NULL) {
+        ngx_ioa_ws_finalize(ws);
+        return NGX_ERROR;
+    }
+
+    p = o->buf.start;
+    p = ngx_ioa_ws_frame_header(p, opcode, len);
+    p = ngx_cpymem(p, data, len);
+
+    o->buf.pos = o->buf.start;
+    o->buf.last = p;
+    o->size = size;
+
+    *ws->out_tail = o;
+    ws->out_tail = &o->next;
+    ws->out_bytes += size;
+
+    ngx_ioa_ws_schedule_write(ws);
+
+    return NGX_OK;
+}
+
+
+/*
+ * Starts the closing handshake: drops whatever is still queued (a client
+ * being closed for reading too slowly resumes by id anyway), sends the close
+ * frame, then lingers until the peer closes too.
+ */
+
+static void
+ngx_ioa_ws_close(ngx_ioa_client_t *cl, ngx_uint_t code, const char *reason)
+{
+    ngx_ioa_ws_t *ws = cl->data;
+
+    u_char             payload[125];
+    size_t             len;
+    ngx_ioa_ws_out_t  *o;
+
+    if (ws->finalized) {
+        return;
+    }
+
+    if (ws->closing) {
+        /* the peer answered our close frame */
+        ngx_ioa_ws_finalize(ws);
+        return;
+    }
+
+    ws->closing = 1;
+
+    if (code != NGX_IOA_WS_NORMAL && code < 3000) {
+        ngx_log_error(NGX_LOG_INFO, ws->connection->log, 0,
+                      "ioa: closing WebSocket of \"%V\" with %ui: %s",
+                      &cl->name, code, reason ? reason : "");
+    }
+
+    if (ws->attached) {
+        ws->attached = 0;
+        ngx_ioa_client_detach(cl);
+    }
+
+    if (code == NGX_IOA_WS_POLICY || code == NGX_IOA_WS_TOO_BIG
+        || code == NGX_IOA_WS_INTERNAL || code == NGX_IOA_WS_GOING_AWAY)
+    {
+        while (ws->out) {
+            o = ws->out;
+
+            /* a partly written frame must be finished, or the stream of
+             * frames is corrupt */
+            if (o->buf.pos != o->buf.start) {
+                break;
+            }
+
+            ws->out = o->next;
+            ws->out_bytes -= o->size;
+            ngx_ioa_ws_out_free(ws, o);
+        }
+
+        if (ws->out == NULL) {
+            ws->out_tail = &ws->out;
+
+        } else {
+            ws->out->next = NULL;
+            ws->out_tail = &ws->out->next;
+        }
+    }
+
+    payload[0] = (u_char) (code >> 8);
+    payload[1] = (u_char) code;
+    len = 2;
+
+    if (reason) {
+        len += ngx_min(ngx_strlen(reason), sizeof(payload) - 2);
+        ngx_memcpy(payload + 2, reason, len - 2);
+    }
+
+    ws->close_sent = 1;
+
+    if (ngx_ioa_ws_send_frame(ws, NGX_IOA_WS_CLOSE, payload, len) != NGX_OK) {
+        return;
+    }
+
+    if (ws->ping.timer_set) {
+        ngx_del_timer(&ws->ping);
+    }
+
+    /* the peer has NGX_IOA_WS_LINGER ms to answer before we drop it */
+    ngx_add_timer(ws->connection->read, NGX_IOA_WS_LINGER);
+}
+
+
+static ngx_ioa_ws_out_t *
+ngx_ioa_ws_out_alloc(ngx_ioa_ws_t *ws, size_t size)
+{
+    ngx_ioa_ws_out_t  *o;
+
+    if (size == 0 && ws->free) {
+        o = ws->free;
+        ws->free = o->next;
+
+    } else {
+        o = ngx_alloc(sizeof(ngx_ioa_ws_out_t) + size, ws->connection->log);
+        if (o == NULL) {
+            return NULL;
+        }
+    }
+
+    ngx_memzero(o, sizeof(ngx_ioa_ws_out_t));
+
+    o->buf.memory = 1;
+    o->buf.start = (u_char *) (o + 1);
+    o->buf.end = o->buf.start + size;
+    o->cl.buf = &o->buf;
+
+    return o;
+}
+
+
+static void
+ngx_ioa_ws_out_free(ngx_ioa_ws_t *ws, ngx_ioa_ws_out_t *o)
+{
+    if (o->msg) {
+        ngx_ioa_msg_release(o->msg);
+        o->msg = NULL;
+
+        /* items for shared messages carry no data and are recycled */
+        o->next = ws->free;
+        ws->free = o;
+        return;
+    }
+
+    ngx_free(o);
+}
+
+
+static void
+ngx_ioa_ws_schedule_write(ngx_ioa_ws_t *ws)
+{
+    ngx_event_t  *wev;
+
+    wev = ws->connection->write;
+
+    if (wev->ready && !wev->posted) {
+        ngx_post_event(wev, &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_ioa_ws_write_handler(ngx_event_t *wev)
+{
+    ngx_ioa_ws_t        *ws;
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
+
+    c = wev->data;
+    r = c->data;
+    ws = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+
+    if (ws == NULL || ws->finalized) {
+        return;
+    }
+
+    if (wev->timedout) {
+        ngx_log_error(NGX_LOG_INFO, c->log, NGX_ETIMEDOUT,
+                      "ioa: WebSocket send timed out");
+        c->timedout = 1;
+        ngx_ioa_ws_finalize(ws);
+        return;
+    }
+
+    (void) ngx_ioa_ws_flush(ws);
+}
+
+
+static ngx_int_t
+ngx_ioa_ws_flush(ngx_ioa_ws_t *ws)
+{
+    ngx_int_t                  rc;
+    ngx_chain_t               *cl;
+    ngx_ioa_ws_out_t          *o;
+    ngx_connection_t          *c;
+    ngx_http_request_t        *r;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    c = ws->connection;
+    r = ws->request;
+
+    /* the 101 response may still be in nginx's output chain */
+
+    if (r->out) {
+        rc = ngx_http_output_filter(r, NULL);
+
+        if (rc == NGX_ERROR) {
+            ngx_ioa_ws_finalize(ws);
+            return NGX_ERROR;
+        }
+
+        if (r->out) {
+            goto again;
+        }
+    }
+
+    for (o = ws->out; o; o = o->next) {
+        o->cl.next = o->next ? &o->next->cl : NULL;
+    }
+
+    if (ws->out) {
+        cl = c->send_chain(c, &ws->out->cl, 0);
+
+        if (cl == NGX_CHAIN_ERROR) {
+            c->error = 1;
+            ngx_ioa_ws_finalize(ws);
+            return NGX_ERROR;
+        }
+
+        while (ws->out && ws->out->buf.pos == ws->out->buf.last) {
+            o = ws->out;
+            ws->out = o->next;
+            ws->out_bytes -= o->size;
+            ngx_ioa_ws_out_free(ws, o);
+        }
+
+        if (ws->out == NULL) {
+            ws->out_tail = &ws->out;
+        }
+    }
+
+    if (ws->out == NULL) {
+        if (c->write->timer_set) {
+            ngx_del_timer(c->write);
+        }
+
+        if (ws->close_sent) {
+            /* our close frame is out: no more data from us */
+            (void) ngx_shutdown_socket(c->fd, NGX_WRITE_SHUTDOWN);
+        }
+
+        return NGX_OK;
+    }
+
+again:
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    ngx_add_timer(c->write, clcf->send_timeout);
+
+    if (ngx_handle_write_event(c->write, 0) != NGX_OK) {
+        ngx_ioa_ws_finalize(ws);
+        return NGX_ERROR;
+    }
+
+    return NGX_AGAIN;
+}
+
+
+static void
+ngx_ioa_ws_finalize(ngx_ioa_ws_t *ws)
+{
+    if (ws->finalized) {
+        return;
+    }
+
+    ws->finalized = 1;
+
+    if (ws->attached) {
+        ws->attached = 0;
+        ngx_ioa_client_detach(&ws->client);
+    }
+
+    if (ws->ping.timer_set) {
+        ngx_del_timer(&ws->ping);
+    }
+
+    ngx_http_finalize_request(ws->request, NGX_HTTP_CLOSE);
+}
+
+
+static void
+ngx_ioa_ws_cleanup(void *data)
+{
+    ngx_ioa_ws_t *ws = data;
+
+    ngx_ioa_ws_out_t  *o;
+
+    ws->finalized = 1;
+
+    if (ws->attached) {
+        ws->attached = 0;
+        ngx_ioa_client_detach(&ws->client);
+    }
+
+    if (ws->ping.timer_set) {
+        ngx_del_timer(&ws->ping);
+    }
+
+    while (ws->out) {
+        o = ws->out;
+        ws->out = o->next;
+        ngx_ioa_ws_out_free(ws, o);
+    }
+
+    while (ws->free) {
+        o = ws->free;
+        ws->free = o->next;
+        ngx_free(o);
+    }
+
+    if (ws->msg) {
+        ngx_free(ws->msg);
+        ws->msg = NULL;
+    }
+}

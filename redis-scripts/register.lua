@@ -1,0 +1,137 @@
+-- register.lua: upsert one agent into the registry and its BM25 index.
+--
+-- KEYS[1]  agent hash      B..'agent:'..name
+-- KEYS[2]  agents zset     B..'agents'      (name -> created ms)
+-- KEYS[3]  stats hash      B..'stats'       (n, total_len)
+-- ARGV[1]  B               key base with the registry hash tag, e.g. "ioa:{reg}:"
+-- ARGV[2]  name
+-- ARGV[3]  type            "Human Assistant" | "Thing Assistant" (checked by the module)
+-- ARGV[4]  desc
+-- ARGV[5]  tags_json       JSON array of strings, "[]" when none
+-- ARGV[6]  protocol        "1" the agent speaks IoA itself, "0" workers speak for it
+-- ARGV[7]  now_ms          becomes updated_at (and the agents zset score when new)
+-- ARGV[8]  created_at      "%Y-%m-%d-%H-%M-%S"; used only on first registration
+--
+-- Returns  {"created"|"updated", created_at}  (created_at as first registered)
+-- Errors   BADARG  empty name, KEYS not derived from B and name, tags_json not
+--                  an array of strings, protocol not "0"/"1", now_ms not a number
+--
+-- Document indexed = tokens of desc, then the tokens of each tag once more
+-- (tags are words the agent chose to be found by, so they weigh a little more
+-- than a passing mention in desc). Postings are B..'postings:'..term, hashes of
+-- name -> term frequency, derived here from B: they share the {reg} hash tag
+-- with the declared keys, so this stays Cluster-correct.
+--
+-- Why one script: the old postings must be removed, the new ones added and
+-- n / total_len adjusted together, or a concurrent retrieve sees a half-indexed
+-- agent and the BM25 statistics drift forever.
+
+-- BEGIN tokenizer (identical in register.lua and retrieve.lua)
+local STOP = {}
+for w in ([[the a an and or of to in on for with is are be by at as it its
+  that this these those from can could i you me my your we our us he she they
+  them their his her was were been has have had do does not no but if so than
+  then there what which who how will would should may into about all any]]):gmatch('%S+') do
+  STOP[w] = true
+end
+
+-- Lowercase ASCII, split on anything that is not a-z, 0-9 or a byte >= 128
+-- (so UTF-8 words survive whole), drop 1-byte tokens and stopwords, fold
+-- plurals ("queries" -> "query", "apis" -> "api") so either form matches.
+-- Appends the tokens of text to out and returns out.
+local function tokenize(text, out)
+  for w in string.lower(text):gmatch('[a-z0-9\128-\255]+') do
+    if #w > 1 and not STOP[w] then
+      if #w > 4 and w:sub(-3) == 'ies' then
+        w = w:sub(1, -4) .. 'y'
+      elseif #w > 3 and w:sub(-1) == 's' and w:sub(-2) ~= 'ss' then
+        w = w:sub(1, -2)
+      end
+      out[#out + 1] = w
+    end
+  end
+  return out
+end
+-- END tokenizer
+
+local B, name, atype, desc, tags_json, protocol, now_ms, created_at =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+
+if name == nil or name == '' then
+  return redis.error_reply('BADARG agent name is empty')
+end
+if KEYS[1] ~= B .. 'agent:' .. name or KEYS[2] ~= B .. 'agents'
+   or KEYS[3] ~= B .. 'stats' then
+  return redis.error_reply('BADARG keys do not match the key base and agent name')
+end
+if protocol ~= '0' and protocol ~= '1' then
+  return redis.error_reply('BADARG protocol flag must be 0 or 1')
+end
+if not tonumber(now_ms) then
+  return redis.error_reply('BADARG now_ms is not a number')
+end
+
+-- cjson.decode turns both "[]" and "{}" into an empty table, so check that every
+-- key is an array index and every value a string rather than trusting the shape.
+local ok, tags = pcall(cjson.decode, tags_json)
+if not ok or type(tags) ~= 'table' then
+  return redis.error_reply('BADARG tags is not a JSON array')
+end
+for k, v in pairs(tags) do
+  if type(k) ~= 'number' or type(v) ~= 'string' then
+    return redis.error_reply('BADARG tags must be an array of strings')
+  end
+end
+
+-- The new document: term frequencies, distinct terms and length.
+local toks = tokenize(desc, {})
+for _, tag in ipairs(tags) do
+  tokenize(tag, toks)
+end
+local tf, terms = {}, {}
+for _, t in ipairs(toks) do
+  if tf[t] then
+    tf[t] = tf[t] + 1
+  else
+    tf[t] = 1
+    terms[#terms + 1] = t
+  end
+end
+table.sort(terms)
+
+local old = redis.call('HMGET', KEYS[1], 'created_at', 'terms', 'len')
+local exists = old[1] ~= false
+local old_len = 0
+
+if exists then
+  created_at = old[1]
+  old_len = tonumber(old[3]) or 0
+  -- Remove only the terms the agent no longer has; the others are overwritten
+  -- below. A posting hash left empty is deleted by Redis itself.
+  for t in (old[2] or ''):gmatch('%S+') do
+    if not tf[t] then
+      redis.call('HDEL', B .. 'postings:' .. t, name)
+    end
+  end
+end
+
+for _, t in ipairs(terms) do
+  redis.call('HSET', B .. 'postings:' .. t, name, tf[t])
+end
+
+redis.call('HSET', KEYS[1],
+  'name', name, 'type', atype, 'desc', desc, 'tags', tags_json,
+  'created_at', created_at, 'updated_at', now_ms, 'protocol', protocol,
+  'terms', table.concat(terms, ' '), 'len', #toks)
+
+-- NX: the zset score is the first registration time and orders list_agents.
+redis.call('ZADD', KEYS[2], 'NX', now_ms, name)
+
+if not exists then
+  redis.call('HINCRBY', KEYS[3], 'n', 1)
+end
+if #toks ~= old_len then
+  redis.call('HINCRBY', KEYS[3], 'total_len', #toks - old_len)
+end
+
+return { exists and 'updated' or 'created', created_at }

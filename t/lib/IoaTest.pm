@@ -1,0 +1,431 @@
+# IoaTest -- ioa's extras for Test::Nginx-format tests: a private Redis, an
+# error.log reader, and interactive multi-client scenarios inside a block.
+#
+# It works under both runners: ioa's own t/lib/Test/Nginx/Socket.pm and
+# upstream openresty/test-nginx.  Only APIs both provide are used:
+# add_response_body_check, add_block_preprocessor, server_port_for_client,
+# server_root, and Test::Base's "unknown sections are ignored".
+#
+# Usage (order matters, see "Loading order" below):
+#
+#     use Test::Nginx::Socket 'no_plan';
+#     use lib 't/lib';
+#     use IoaTest;                   # or: use IoaTest 'no_redis';
+#     run_tests();
+#
+# Redis.  On import a redis-server is started on a free loopback port with
+# its own directory, no persistence, and $ENV{TEST_NGINX_REDIS_PORT} /
+# $ENV{TEST_NGINX_REDIS_HOST} are set, so config sections can say
+#     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+# It is stopped by PID in END.  It runs in the foreground as our child
+# (`--daemonize no`, not `yes`) so that we reap it: PID 1 in a container may
+# never reap a daemonized server, which would leave zombies in `pgrep`.
+# Exported: redis_cmd(@args) (typed reply, see IoaTest::Redis), redis_connect()
+# (a new connection, e.g. for SUBSCRIBE), redis_flush(), redis_stop(),
+# redis_start() (same port and directory: for "Redis went away" tests),
+# redis_port(), nginx_error_log() (the current block's error.log).
+#
+# Scenarios.  A block may carry a `--- ioa_scenario` section of Perl code.
+# IoaTest registers an add_response_body_check hook, which both runners call
+# after each response's status/header/body checks and before the error.log
+# checks; for blocks with the section it runs the code once per repetition,
+# after the block's first response, so nginx is up and its port known.
+# Upstream ignores sections it does not know, which is what makes this safe.
+# The code is compiled in package main (so is/like/ok/is_deeply/diag work)
+# with `$ctx`, an IoaTest::Context:
+#
+#     === TEST 7: two clients see each other's messages
+#     --- config
+#         location = /ws { ioa_websocket; }
+#     --- ioa_scenario
+#         my $a = $ctx->ws('/ws?room=r1');
+#         my $b = $ctx->ws('/ws?room=r1');
+#         ok $a->ok && $b->ok, 'both upgraded' or diag $a->error;
+#         $a->send_text('{"text":"hi"}');
+#         like $b->recv_text(2), qr/"hi"/, 'b got it';
+#         is $ctx->redis('XLEN', 'ioa:room:r1'), 1, 'one entry in the stream';
+#     --- no_error_log
+#     [error]
+#
+# Without `--- request` the block gets `GET /` (the runner's root location,
+# 200): the request only serves to bring nginx up.  Blocks with a scenario are
+# marked `--- no_http2` (WebSocket needs HTTP/1.1), unless they say --- http2.
+# A scenario that dies fails one test named "<block> - ioa_scenario died";
+# assertions count as tests, so use 'no_plan' (or count them in the plan).
+#
+# $ctx methods: name, block, body (first response's body), rep (repetition
+# index), host, port, servroot, redis_port, rand_port(N) (the block's
+# $TEST_NGINX_RAND_PORT_N), ws($path, %opt) (IoaTest::WS, port => to override),
+# http($method, $path, headers => [..], body => .., port => ..) (an
+# HTTP::Response, HTTP/1.1, Connection: close), connect(port => ..) (a raw
+# socket), read_all($sock, $secs) (bytes until the peer closes; dies on
+# timeout), redis(@cmd), error_log() (text written since the scenario began),
+# log_mark() and wait_for_log(qr/../, $secs) (first matching line written
+# after the mark, or undef).
+#
+# Loading order.  `use lib 't/lib'` puts t/lib FIRST in @INC; if it runs before
+# `use Test::Nginx::Socket`, our runner shadows an operator's upstream one.
+# So load Test::Nginx::Socket first; IoaTest warns when it had to load the
+# runner itself from t/lib while another copy was further down @INC.
+
+package IoaTest;
+
+use strict;
+use warnings;
+
+use Exporter ();
+use File::Path qw(remove_tree);
+use File::Temp ();
+use IO::Select ();
+use IO::Socket::INET ();
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(sleep time);
+
+my $LoadedRunner;
+BEGIN { $LoadedRunner = !$INC{'Test/Nginx/Socket.pm'} }
+use Test::Nginx::Socket ();     # whichever copy comes first in @INC
+use IoaTest::Redis ();
+use IoaTest::WS ();
+
+our @ISA = ('Exporter');
+our @EXPORT = qw(redis_cmd redis_connect redis_flush redis_start redis_stop
+                 redis_port nginx_error_log);
+
+our ($RedisPort, $RedisDir, $RedisPid);
+my $Redis;               # the shared connection behind redis_cmd
+my $MainPid = $$;
+my $HooksRegistered;
+
+sub import {
+    my ($class, @opts) = @_;
+    my %opt = map { $_ => 1 } @opts;
+    _check_runner_origin() if $LoadedRunner;
+    _register_hooks();
+    redis_start() unless $opt{no_redis} || $RedisPid;
+    $class->export_to_level(1, $class, @EXPORT);
+}
+
+# Let Ctrl-C and `kill` still run END (which stops redis).
+for my $sig (qw(INT TERM HUP)) {
+    $SIG{$sig} = sub { exit 130 } if !$SIG{$sig} || $SIG{$sig} eq 'DEFAULT';
+}
+
+sub _check_runner_origin {
+    no warnings 'once';
+    return unless $Test::Nginx::Socket::IoaRunner;
+    my $ours = $INC{'Test/Nginx/Socket.pm'};
+    my @others = grep { -f "$_/Test/Nginx/Socket.pm"
+                        && "$_/Test/Nginx/Socket.pm" ne $ours } grep { !ref } @INC;
+    warn "IoaTest: loaded ioa's Test::Nginx::Socket ($ours) although @INC "
+       . "also has $others[0]/Test/Nginx/Socket.pm; put `use "
+       . "Test::Nginx::Socket` before `use lib 't/lib'`\n" if @others;
+}
+
+sub _slurp {
+    my ($file, $from) = @_;
+    open my $fh, '<', $file or return '';
+    binmode $fh;
+    seek $fh, $from, 0 if $from;
+    local $/;
+    return scalar(<$fh>) // '';
+}
+
+# ------------------------------------------------------------------ Redis
+
+# Same scheme as the runner: 20000-32767 is below the ephemeral port range.
+sub _free_port {
+    for (1 .. 1000) {
+        my $port = 20000 + int rand 12768;
+        next if $port == ($ENV{TEST_NGINX_SERVER_PORT} // 0);
+        my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
+            LocalPort => $port, Proto => 'tcp', Listen => 1, ReuseAddr => 1)
+            or next;
+        close $s;
+        return $port;
+    }
+    die "IoaTest: no free loopback port found\n";
+}
+
+sub redis_port { $RedisPort }
+
+# Starts (or restarts, on the same port and directory) the private redis.
+sub redis_start {
+    return $RedisPort if $RedisPid;
+    $RedisDir //= File::Temp::tempdir('ioa-redis-XXXXXX', TMPDIR => 1);
+    my $fixed_port = defined $RedisPort;
+    my $log = "$RedisDir/log";
+    for my $attempt (1 .. 5) {
+        $RedisPort = _free_port() unless $fixed_port;
+        my $log_from = -s $log // 0;
+        my $pid = fork // die "IoaTest: fork: $!\n";
+        if ($pid == 0) {
+            open STDIN, '<', '/dev/null';
+            open STDOUT, '>', '/dev/null';
+            open STDERR, '>>', "$RedisDir/stderr";
+            exec('redis-server', '--port', $RedisPort, '--bind', '127.0.0.1',
+                 '--daemonize', 'no', '--dir', $RedisDir,
+                 '--pidfile', "$RedisDir/pid", '--logfile', $log,
+                 '--save', '', '--appendonly', 'no')
+                or POSIX::_exit(127);
+        }
+        # Ready when *our* server answers: INFO names its process id, so a
+        # stranger that grabbed the port in the meantime is not mistaken.
+        my $deadline = time + 10;
+        while (time < $deadline) {
+            last if waitpid($pid, WNOHANG) == $pid;
+            my $info = eval {
+                IoaTest::Redis->new(port => $RedisPort, timeout => 1)
+                    ->cmd('INFO', 'server') } // '';
+            if ($info =~ /^process_id:$pid\r?$/m) {
+                $RedisPid = $pid;
+                $ENV{TEST_NGINX_REDIS_PORT} = $RedisPort;
+                $ENV{TEST_NGINX_REDIS_HOST} = '127.0.0.1';
+                return $RedisPort;
+            }
+            sleep 0.02;
+        }
+        _reap($pid, 'KILL');
+        my $why = substr _slurp($log, $log_from), -2000;
+        if ($why =~ /Address already in use/ && $attempt < 5) {
+            sleep 0.2 if $fixed_port;    # a restart: let the old socket go
+            next;
+        }
+        die "IoaTest: redis-server did not start on 127.0.0.1:$RedisPort:\n"
+          . $why . _slurp("$RedisDir/stderr");
+    }
+}
+
+sub redis_stop {
+    my $pid = $RedisPid // return;
+    undef $RedisPid;
+    if ($Redis) { $Redis->close; undef $Redis }
+    _reap($pid, 'TERM');
+}
+
+# Signal and wait (at most ~5 s, then KILL): we are redis's parent.
+sub _reap {
+    my ($pid, $sig) = @_;
+    kill $sig, $pid;
+    my $deadline = time + 5;
+    while (time < $deadline) {
+        return if waitpid($pid, WNOHANG) != 0;
+        sleep 0.02;
+    }
+    kill 'KILL', $pid;
+    waitpid $pid, 0;
+}
+
+sub redis_connect {
+    die "IoaTest: redis is not running\n" unless $RedisPid;
+    return IoaTest::Redis->new(port => $RedisPort, @_);
+}
+
+sub redis_cmd {
+    # An idle connection that reads as ready was closed by the server
+    # (e.g. redis was restarted): reconnect rather than fail.
+    if ($Redis && IO::Select->new($Redis->{sock})->can_read(0)) {
+        $Redis->close;
+        undef $Redis;
+    }
+    $Redis //= redis_connect();
+    return $Redis->cmd(@_);
+}
+
+sub redis_flush { redis_cmd('FLUSHALL') }
+
+END {
+    if ($$ == $MainPid) {
+        local $?;
+        redis_stop();
+        remove_tree($RedisDir) if $RedisDir && !$ENV{TEST_NGINX_NO_CLEAN};
+    }
+}
+
+# ------------------------------------------------------------ nginx logs
+
+sub nginx_error_log {
+    return _slurp(Test::Nginx::Socket::server_root() . '/logs/error.log');
+}
+
+# -------------------------------------------------------------- scenarios
+
+sub _register_hooks {
+    return if $HooksRegistered++;
+    Test::Nginx::Socket::add_response_body_check(\&_scenario_check);
+    # & bypasses the (&) prototype, which wants a literal block.
+    &Test::Nginx::Socket::add_block_preprocessor(\&_scenario_preprocess);
+}
+
+sub _scenario_preprocess {
+    my $block = shift;
+    return unless defined $block->ioa_scenario;
+    $block->set_value(no_http2 => 1) unless defined $block->http2;
+    $block->set_value(request => "GET /\n")
+        unless defined $block->request || defined $block->raw_request
+               || defined $block->pipelined_requests;
+}
+
+# Called by either runner as ($block, $body, $req_idx, $repeat_idx, $dry_run).
+sub _scenario_check {
+    my ($block, $body, $req_idx, $rep, $dry_run) = @_;
+    my $code = $block->ioa_scenario;
+    return unless defined $code && $req_idx == 0;
+    my $name = $block->name;
+    if ($dry_run) {
+        SKIP: { Test::More::skip("$name - ioa_scenario - skipped due to $dry_run", 1) }
+        return;
+    }
+    my $sub = ref $code eq 'CODE' ? $code : _compile($name, $code) or return;
+    my $ctx = IoaTest::Context->new(block => $block, body => $body, rep => $rep);
+
+    # Name the scenario's own assertions "<block> - <description>", like the
+    # runner's, so a failure says which block it came from.  Every Test::More
+    # assertion ends in Test::Builder::ok; the extra Level keeps the reported
+    # file and line those of the scenario code.
+    my $orig_ok = \&Test::Builder::ok;
+    my ($ok, $err);
+    {
+        no warnings 'redefine';
+        local *Test::Builder::ok = sub {
+            my ($tb, $test, $desc) = @_;
+            local $Test::Builder::Level = $Test::Builder::Level + 1;
+            return $orig_ok->($tb, $test, "$name - " . ($desc // 'ioa_scenario'));
+        };
+        local $@;
+        $ok = eval { $sub->($ctx); 1 };
+        $err = $@;
+    }
+    if (!$ok) {
+        Test::More::fail("$name - ioa_scenario died");
+        Test::More::diag($err);
+    }
+}
+
+sub _compile {
+    my ($name, $code) = @_;
+    (my $file = "$name --- ioa_scenario") =~ s/"/'/g;
+    # `#line` makes errors and failed assertions point into the section.
+    my $sub = eval "package main; use strict; use warnings;\n"
+                 . "sub { my \$ctx = shift;\n#line 1 \"$file\"\n$code\n}";
+    return $sub if $sub;
+    Test::More::fail("$name - ioa_scenario compiles");
+    Test::More::diag($@);
+    return undef;
+}
+
+# ---------------------------------------------------------------- context
+
+package IoaTest::Context;
+
+use HTTP::Response ();
+use IO::Select ();
+use IO::Socket::INET ();
+use Time::HiRes qw(sleep time);
+
+sub new {
+    my ($class, %args) = @_;
+    my $self = bless {%args}, $class;
+    $self->{log_start} = $self->{log_mark} = -s $self->error_log_file // 0;
+    return $self;
+}
+
+sub block      { $_[0]{block} }
+sub name       { $_[0]{block}->name }
+sub body       { $_[0]{body} }
+sub rep        { $_[0]{rep} }
+sub host       { '127.0.0.1' }
+sub port       { Test::Nginx::Socket::server_port_for_client() }
+sub servroot   { Test::Nginx::Socket::server_root() }
+sub redis_port { $IoaTest::RedisPort }
+sub redis      { shift; IoaTest::redis_cmd(@_) }
+sub error_log_file { $_[0]->servroot . '/logs/error.log' }
+
+# $TEST_NGINX_RAND_PORT_N of this block, from whichever runner is loaded.
+sub rand_port {
+    my ($self, $n) = @_;
+    my $var = $n =~ /^\d+$/ ? "TEST_NGINX_RAND_PORT_$n" : $n;
+    no warnings 'once';
+    my $ports = $Test::Nginx::Util::RandPorts || $Test::Nginx::Socket::RandPorts
+                || {};
+    return $ports->{$var}
+        // die "rand_port: \$$var is not used in this block's config\n";
+}
+
+sub ws {
+    my ($self, $path, %opt) = @_;
+    my $port = delete $opt{port} // $self->port;
+    return IoaTest::WS->connect($self->host, $port, $path, %opt);
+}
+
+sub connect {
+    my ($self, %opt) = @_;
+    my $port = $opt{port} // $self->port;
+    my $s = IO::Socket::INET->new(PeerAddr => $self->host, PeerPort => $port,
+        Proto => 'tcp', Timeout => $opt{timeout} // 5)
+        or die "connect to " . $self->host . ":$port failed: $!\n";
+    binmode $s;
+    return $s;
+}
+
+# Everything the peer sends until it closes; dies after $timeout seconds so
+# a scenario cannot hang the run.
+sub read_all {
+    my ($self, $s, $timeout) = @_;
+    my ($raw, $deadline) = ('', time + ($timeout // 5));
+    while (1) {
+        my $left = $deadline - time;
+        die "read_all: timed out, got '$raw'\n"
+            if $left <= 0 || !IO::Select->new($s)->can_read($left);
+        sysread($s, $raw, 65536, length $raw) or return $raw;
+    }
+}
+
+# One HTTP/1.1 request on a fresh connection, read until the server closes.
+sub http {
+    my ($self, $method, $path, %opt) = @_;
+    my $timeout = $opt{timeout} // 5;
+    my $body = $opt{body} // '';
+    my @h = (Host => 'localhost', Connection => 'close', @{ $opt{headers} || [] });
+    push @h, 'Content-Length' => length $body
+        if length $body || $method =~ /^(POST|PUT|PATCH)$/;
+    my $req = "$method $path HTTP/1.1\r\n";
+    $req .= "$h[$_]: $h[$_ + 1]\r\n" for grep { $_ % 2 == 0 } 0 .. $#h;
+    my $s = $self->connect(port => $opt{port}, timeout => $timeout);
+    local $SIG{PIPE} = 'IGNORE';
+    print {$s} "$req\r\n$body";
+    my $raw = $self->read_all($s, $timeout);
+    close $s;
+    my $res = HTTP::Response->parse($raw);
+    if (lc($res->header('Transfer-Encoding') // '') eq 'chunked') {
+        my ($in, $out) = ($res->content, '');
+        while ($in =~ s/^([0-9a-fA-F]+)[^\r\n]*\r\n//) {
+            my $len = hex $1 or last;
+            $out .= substr $in, 0, $len, '';
+            $in =~ s/^\r\n//;
+        }
+        $res->content($out);
+    }
+    return $res;
+}
+
+sub error_log {
+    my $self = shift;
+    return IoaTest::_slurp($self->error_log_file, $self->{log_start});
+}
+
+sub log_mark { $_[0]{log_mark} = -s $_[0]->error_log_file // 0 }
+
+sub wait_for_log {
+    my ($self, $re, $timeout) = @_;
+    my $deadline = time + ($timeout // 3);
+    while (1) {
+        my $text = IoaTest::_slurp($self->error_log_file, $self->{log_mark});
+        for my $line (split /^/m, $text) {
+            return $line if $line =~ $re;
+        }
+        return undef if time > $deadline;
+        sleep 0.05;
+    }
+}
+
+1;

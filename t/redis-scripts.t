@@ -1,0 +1,462 @@
+# t/redis-scripts.t: the Lua scripts in redis-scripts/, run against a real
+# Redis that this file starts on a free loopback port and stops at the end.
+# Plain Test::More (no nginx needed): prove t/redis-scripts.t
+#
+# Scripts are loaded with `redis-cli -x SCRIPT LOAD` and run with EVALSHA over
+# a tiny RESP client below, so nested replies (room_record) arrive as Perl
+# arrays and error replies as Err objects whose first word is the code.
+
+use strict;
+use warnings;
+
+use Test::More;
+use File::Temp qw(tempdir);
+use IO::Socket::INET;
+use IO::Select;
+use Digest::SHA qw(sha1_hex);
+use FindBin;
+use Time::HiRes qw(sleep);
+
+my $root    = "$FindBin::Bin/..";
+my $scripts = "$root/redis-scripts";
+
+chomp(my $server = `command -v redis-server 2>/dev/null` // '');
+chomp(my $cli    = `command -v redis-cli 2>/dev/null` // '');
+plan skip_all => 'redis-server and redis-cli are needed' unless $server && $cli;
+
+# --- a private Redis ----------------------------------------------------------
+
+my $dir = tempdir('ioa-redis-scripts-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+my $pidfile = "$dir/pid";
+my $port;
+
+END {
+    # Stop our own redis-server by its pid, also when a test died half-way.
+    if (defined $pidfile && open my $fh, '<', $pidfile) {
+        my $pid = <$fh>;
+        close $fh;
+        if (defined $pid && $pid =~ /^(\d+)/) {
+            $pid = $1;
+            kill 'TERM', $pid;
+            for (1 .. 50) { last unless kill 0, $pid; sleep 0.1 }
+            kill 'KILL', $pid if kill 0, $pid;
+        }
+    }
+}
+
+{
+    # Ask the kernel for a free port; the tiny race until redis binds it is
+    # acceptable for a test.
+    my $probe = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
+                                      LocalPort => 0, Proto => 'tcp')
+        or die "no free port: $!";
+    $port = $probe->sockport;
+    close $probe;
+}
+
+system($server, '--port', $port, '--bind', '127.0.0.1', '--daemonize', 'yes',
+       '--dir', $dir, '--pidfile', $pidfile, '--logfile', "$dir/log",
+       '--save', '', '--appendonly', 'no') == 0
+    or BAIL_OUT("redis-server did not start");
+
+my $r;
+for (1 .. 100) {
+    $r = Resp->connect($port) and last;
+    sleep 0.05;
+}
+BAIL_OUT("cannot connect to redis on port $port") unless $r;
+for (1 .. 100) { last if -s $pidfile; sleep 0.05 }
+is($r->cmd('PING'), 'PONG', "redis-server is up on port $port");
+
+# Small stream nodes so MAXLEN ~ visibly trims with a few dozen entries.
+is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
+   'stream-node-max-entries 5');
+
+# --- load every script ---------------------------------------------------------
+
+my %sha;
+for my $name (qw(register retrieve query list_agents teamup_members
+                 room_create post room_record presence)) {
+    my $file = "$scripts/$name.lua";
+    ok(-f $file, "$name.lua exists") or next;
+    my $src = slurp($file);
+    like($src, qr/\A--/, "$name.lua starts with its comment block");
+    chomp(my $sha = `$cli -p $port -x SCRIPT LOAD < '$file' 2>&1`);
+    is($sha, sha1_hex($src), "$name.lua loads with SCRIPT LOAD") or diag $sha;
+    $sha{$name} = $sha;
+}
+
+{
+    my ($a) = slurp("$scripts/register.lua") =~ /(-- BEGIN tokenizer.*?-- END tokenizer)/s;
+    my ($b) = slurp("$scripts/retrieve.lua") =~ /(-- BEGIN tokenizer.*?-- END tokenizer)/s;
+    ok(defined $a && defined $b && $a eq $b,
+       'the tokenizer is identical in register.lua and retrieve.lua');
+}
+
+sub run_script {
+    my ($name, $keys, @argv) = @_;
+    return $r->cmd('EVALSHA', $sha{$name}, scalar @$keys, @$keys, @argv);
+}
+
+sub err_code {
+    my ($reply) = @_;
+    return ref $reply eq 'Err' ? (split ' ', $$reply)[0] : undef;
+}
+
+# --- registry helpers ------------------------------------------------------------
+
+my $NOW = 1_700_000_000_000;
+
+sub register {
+    my ($B, $name, %o) = @_;
+    my $tags = $o{tags} // '[]';
+    return run_script('register',
+        [ "${B}agent:$name", "${B}agents", "${B}stats" ],
+        $B, $name, $o{type} // 'Thing Assistant', $o{desc} // '', $tags,
+        $o{protocol} // '0', $o{now} // $NOW, $o{created} // '2024-01-01-00-00-00');
+}
+
+sub retrieve {
+    my ($B, %o) = @_;
+    my $rep = run_script('retrieve', [ "${B}stats", "${B}online" ],
+        $B, $o{now} // $NOW, $o{limit} // 10, $o{online_only} // '0',
+        $o{exclude} // '', @{ $o{queries} });
+    return $rep if ref $rep eq 'Err';
+    my @rows;
+    push @rows, [ splice @$rep, 0, 7 ] while @$rep;
+    return \@rows;
+}
+
+sub names { [ map { $_->[0] } @{ $_[0] } ] }
+
+# The index must always be exact: n = agents, total_len = sum of len, and the
+# postings are exactly the agents' stored terms with their frequencies.
+sub index_consistent {
+    my ($B, $label) = @_;
+    my @agents = @{ $r->cmd('ZRANGE', "${B}agents", 0, -1) };
+    my ($n, $total) = @{ $r->cmd('HMGET', "${B}stats", 'n', 'total_len') };
+    my (%want, $sum);
+    for my $a (@agents) {
+        my ($terms, $len) = @{ $r->cmd('HMGET', "${B}agent:$a", 'terms', 'len') };
+        $sum += $len;
+        $want{"${B}postings:$_"}{$a} = 1 for split ' ', $terms;
+    }
+    my %got;
+    for my $k (@{ $r->cmd('KEYS', "${B}postings:*") }) {
+        my %h = @{ $r->cmd('HGETALL', $k) };
+        $got{$k}{$_} = 1 for grep { $h{$_} > 0 } keys %h;
+    }
+    is($n // 0, scalar @agents, "$label: stats n = number of agents");
+    is($total // 0, $sum // 0, "$label: stats total_len = sum of lengths");
+    is_deeply(\%got, \%want, "$label: postings match the agents' terms");
+}
+
+# --- register / re-register ----------------------------------------------------
+
+my $B = 'hub:{reg}:';    # deliberately not "ioa:", nothing may hard-code it
+
+is_deeply(register($B, 'alice', desc => 'Translates documents between English and French',
+                   tags => '["translation","french"]', protocol => '1',
+                   created => '2024-05-01-10-00-00'),
+          [ 'created', '2024-05-01-10-00-00' ], 'register a new agent: created');
+# translate document between english french + translation french
+is($r->cmd('HGET', "${B}agent:alice", 'len'), 7, 'alice: length counts desc and tags');
+is($r->cmd('HGET', "${B}postings:french", 'alice'), 2, 'alice: tag counted once more');
+is($r->cmd('HGET', "${B}agent:alice", 'terms'),
+   'between document english french translate translation', 'alice: distinct terms kept');
+
+is_deeply(register($B, 'bob', desc => 'Weather forecasts for any city', now => $NOW + 1),
+          [ 'created', '2024-01-01-00-00-00' ], 'register a second agent');
+is_deeply([ @{ $r->cmd('HMGET', "${B}stats", 'n', 'total_len') } ], [ 2, 10 ],
+          'stats after two registrations');
+index_consistent($B, 'two agents');
+
+is_deeply(register($B, 'alice', desc => 'Summarizes long reports', tags => '["summary"]',
+                   type => 'Human Assistant', protocol => '0', now => $NOW + 5,
+                   created => '2030-01-01-00-00-00'),
+          [ 'updated', '2024-05-01-10-00-00' ], 're-register: updated, first created_at kept');
+is_deeply([ @{ $r->cmd('HMGET', "${B}stats", 'n', 'total_len') } ], [ 2, 7 ],
+          're-register: n unchanged, total_len follows the new document');
+is_deeply([ @{ $r->cmd('HMGET', "${B}agent:alice", qw(desc type tags protocol updated_at created_at)) } ],
+          [ 'Summarizes long reports', 'Human Assistant', '["summary"]', '0', $NOW + 5,
+            '2024-05-01-10-00-00' ], 're-register: fields updated');
+is($r->cmd('EXISTS', "${B}postings:french", "${B}postings:translate"), 0,
+   're-register: postings of dropped terms are gone');
+is($r->cmd('ZSCORE', "${B}agents", 'alice'), $NOW, 're-register: agents zset keeps first time');
+index_consistent($B, 'after re-register');
+is_deeply(retrieve($B, queries => [ 'French translation' ]), [], 'old terms no longer match');
+is_deeply(names(retrieve($B, queries => [ 'summary of a report' ])), [ 'alice' ],
+          'new terms match');
+
+register($B, 'alice', desc => 'Summarizes long reports', tags => '["summary"]', now => $NOW + 9);
+is_deeply([ @{ $r->cmd('HMGET', "${B}stats", 'n', 'total_len') } ], [ 2, 7 ],
+          'identical re-register changes no statistic');
+register($B, 'carol', desc => '', now => $NOW + 10);
+index_consistent($B, 'with an empty description');
+
+is(err_code(register($B, 'dave', tags => '{"a":"b"}')), 'BADARG', 'tags as an object: BADARG');
+is(err_code(register($B, 'dave', tags => '[1,2]')), 'BADARG', 'tags not strings: BADARG');
+is(err_code(register($B, 'dave', tags => 'not json')), 'BADARG', 'tags not JSON: BADARG');
+is(err_code(register($B, 'dave', protocol => 'yes')), 'BADARG', 'bad protocol flag: BADARG');
+is(err_code(register($B, '')), 'BADARG', 'empty name: BADARG');
+is(err_code(run_script('register', [ "${B}agent:eve", "${B}agents", "${B}stats" ],
+                       $B, 'dave', 'Thing Assistant', 'x', '[]', '0', $NOW, 'c')),
+   'BADARG', 'agent key not matching the name: BADARG');
+is($r->cmd('EXISTS', "${B}agent:dave", "${B}agent:eve"), 0, 'failed registrations store nothing');
+index_consistent($B, 'after refused registrations');
+
+# --- BM25 ranking ----------------------------------------------------------------
+
+my $RB = 'rank:{reg}:';
+my %corpus = (    # name => [desc, registration time]
+    anna => [ 'image image crop',                               1000 ],
+    carl => [ 'image scale crop',                               1001 ],
+    sam  => [ 'image short',                                    1002 ],
+    lena => [ 'image lorem ipsum dolor sitx amet consectetur',  1002 ],
+    rita => [ 'rotate kiwi mango',                              1003 ],
+    xena => [ 'crop kiwi mango',                                1004 ],
+);
+register($RB, $_, desc => $corpus{$_}[0], now => $corpus{$_}[1]) for sort keys %corpus;
+index_consistent($RB, 'ranking corpus');
+
+# Expected BM25 computed here independently: N = 6, avgdl = 21 / 6.
+sub bm25 {
+    my ($tf, $dl, $df) = @_;
+    my ($N, $avgdl) = (6, 21 / 6);
+    my $idf = log(1 + ($N - $df + 0.5) / ($df + 0.5));
+    return $idf * $tf * 2.2 / ($tf + 1.2 * (0.25 + 0.75 * $dl / $avgdl));
+}
+
+my $res = retrieve($RB, queries => [ 'image' ]);
+is_deeply(names($res), [qw(anna sam carl lena)],
+          'repeated term first, then shorter documents before longer ones');
+is_deeply([ map { $_->[4] } @$res ],
+          [ map { sprintf '%.4f', $_ } bm25(2, 3, 4), bm25(1, 2, 4), bm25(1, 3, 4), bm25(1, 7, 4) ],
+          'scores are BM25 (k1 1.2, b 0.75) with 4 decimals');
+is_deeply($res->[0], [ 'anna', 'Thing Assistant', 'image image crop', '[]', $res->[0][4], '0', '0' ],
+          'a result row is name, type, desc, tags, score, online, protocol');
+
+is_deeply(names(retrieve($RB, queries => [ 'crop rotate' ])), [qw(rita anna carl xena)],
+          'a rare term outweighs a common one; equal scores ordered by name');
+is_deeply(names(retrieve($RB, queries => [ 'CROPS, rotating?' ])), [qw(anna carl xena)],
+          'case, punctuation and plurals are folded (rotating is not rotate)');
+is_deeply(names(retrieve($RB, limit => 2, queries => [ 'image' ])), [qw(anna sam)],
+          'limit keeps the top results');
+is_deeply(names(retrieve($RB, limit => 2, queries => [ 'image', 'crop rotate', 'mango' ])),
+          [qw(anna sam rita xena)],
+          'several queries: top-k each, merged in query order, duplicates dropped');
+is(retrieve($RB, limit => 2, queries => [ 'image', 'crop' ])->[0][4], sprintf('%.4f', bm25(2, 3, 4)),
+   'a duplicate keeps the score of its first query');
+is_deeply(names(retrieve($RB, limit => 2, exclude => 'anna', queries => [ 'image' ])), [qw(sam carl)],
+          'the excluded sender never appears, and does not use a slot');
+is_deeply(retrieve($RB, queries => [ 'the and of to with' ]), [], 'stopwords only: no result');
+is_deeply(retrieve($RB, queries => [ 'unheard' ]), [], 'unknown term: no result');
+is_deeply(retrieve('empty:{reg}:', queries => [ 'image' ]), [], 'empty registry: no result');
+is(err_code(retrieve($RB, queries => [])), 'BADARG', 'no query: BADARG');
+is(err_code(retrieve($RB, limit => 0, queries => [ 'x' ])), 'BADARG', 'limit 0: BADARG');
+
+{
+    my $UB = 'utf:{reg}:';
+    register($UB, 'uma', desc => "\xc3\x9cbersetzung caf\xc3\xa9 na\xc3\xafve");
+    register($UB, 'ugo', desc => 'cafe only');
+    is_deeply(names(retrieve($UB, queries => [ "Caf\xc3\xa9?" ])), ['uma'],
+              'UTF-8 words are kept whole');
+    is_deeply(names(retrieve($UB, queries => [ "\xc3\xbcbersetzung" ])), [],
+              'only ASCII is lowercased');
+}
+
+# --- presence and online filtering -------------------------------------------------
+
+is(run_script('presence', [ "${RB}online" ], $NOW + 10_000, qw(carl lena)), 2,
+   'presence: two agents online');
+is(run_script('presence', [ "${RB}online" ], $NOW - 1, 'sam'), 1,
+   'presence: an expiry in the past');
+is(retrieve($RB, queries => [ 'image' ])->[2][5], '1', 'online flag in results');
+is_deeply(names(retrieve($RB, online_only => '1', queries => [ 'image' ])), [qw(carl lena)],
+          'online_only keeps agents whose expiry is after now');
+is_deeply(names(retrieve($RB, online_only => '1', now => $NOW + 20_000, queries => [ 'image' ])),
+          [], 'online_only: nobody once the expiry has passed');
+is(run_script('presence', [ "${RB}online" ], '0', 'lena'), 1, 'presence 0 marks offline');
+is($r->cmd('ZSCORE', "${RB}online", 'lena'), undef, 'offline: removed from the online set');
+$r->cmd('ZADD', "${RB}online", 5, 'ghost');
+run_script('presence', [ "${RB}online" ], $NOW + 10_000, 'carl');
+is($r->cmd('ZSCORE', "${RB}online", 'ghost'), undef, 'heartbeat drops entries expired for a day');
+is($r->cmd('ZSCORE', "${RB}online", 'sam'), $NOW - 1, 'and keeps recently expired ones');
+is(err_code(run_script('presence', [ "${RB}online" ], 'soon', 'x')), 'BADARG', 'presence: BADARG');
+
+# --- query -----------------------------------------------------------------------
+
+$res = run_script('query', [ "${RB}online" ], $RB, $NOW, qw(carl nobody sam));
+is_deeply($res, [ '1', 'carl', 'Thing Assistant', 'image scale crop', '[]', '2024-01-01-00-00-00', '1', '0',
+                  '0', 'nobody', '', '', '', '', '0', '0',
+                  '1', 'sam', 'Thing Assistant', 'image short', '[]', '2024-01-01-00-00-00', '0', '0' ],
+          'query: 8-tuples in request order, unknown names marked 0');
+is(run_script('query', [ "${B}online" ], $B, $NOW, 'alice')->[4], '["summary"]', 'query: tags as JSON');
+is(err_code(run_script('query', [ "${B}online" ], $B, $NOW)), 'BADARG', 'query without a name: BADARG');
+
+# --- list_agents -------------------------------------------------------------------
+
+sub list_page {
+    my ($off, $cnt) = @_;
+    my $rep = run_script('list_agents', [ "${RB}agents", "${RB}online" ], $RB, $NOW, $off, $cnt);
+    my $total = shift @$rep;
+    my @names;
+    while (@$rep) { my @t = splice @$rep, 0, 7; push @names, $t[0] }
+    return [ $total, @names ];
+}
+is_deeply(list_page(0, 100), [ 6, qw(anna carl lena sam rita xena) ],
+          'list: by registration time, equal times by name');
+is_deeply(list_page(2, 2), [ 6, qw(lena sam) ], 'list: a middle page');
+is_deeply(list_page(5, 2), [ 6, 'xena' ], 'list: the last page is short');
+is_deeply(list_page(9, 2), [6], 'list: past the end');
+is_deeply(list_page(0, 0), [6], 'list: count 0 gives the total only');
+register($RB, 'anna', desc => 'image image crop', now => 99_999);
+is_deeply(list_page(0, 1), [ 6, 'anna' ], 'list: re-registering keeps the position');
+is_deeply([ @{ run_script('list_agents', [ "${RB}agents", "${RB}online" ], $RB, $NOW, 1, 1) } ],
+          [ 6, 'carl', 'Thing Assistant', 'image scale crop', '[]', '2024-01-01-00-00-00', '1', '0' ],
+          'list: a row is name, type, desc, tags, created_at, online, protocol');
+is(err_code(run_script('list_agents', [ "${RB}agents", "${RB}online" ], $RB, $NOW, -1, 1)),
+   'BADARG', 'list: negative offset: BADARG');
+
+# --- teamup_members -------------------------------------------------------------------
+
+$res = run_script('teamup_members', [ "${RB}agents" ], $RB, 'c1', qw(anna ghost carl spook));
+is_deeply([ err_code($res), $$res ], [ 'UNKNOWN_AGENT', 'UNKNOWN_AGENT ghost, spook are not registered' ],
+          'teamup with unknown names: UNKNOWN_AGENT naming them');
+is($r->cmd('EXISTS', "${RB}rooms:anna", "${RB}rooms:carl", "${RB}rooms:ghost"), 0,
+   'a refused teamup changes nothing');
+is(run_script('teamup_members', [ "${RB}agents" ], $RB, 'c1', qw(anna carl anna)), 2,
+   'teamup: distinct members counted');
+is_deeply($r->cmd('SMEMBERS', "${RB}rooms:carl"), ['c1'], 'teamup: room recorded per member');
+
+# --- rooms: create, post, record ----------------------------------------------------------
+
+sub room { my $id = shift; return "hub:{room:$id}:" }
+my $R1 = room('c1');
+
+is(run_script('room_create', [ "${R1}meta", "${R1}members" ], 'c1', 'Imaging', 'anna', $NOW,
+              qw(anna carl)), 'OK', 'room_create');
+is(err_code(run_script('room_create', [ "${R1}meta", "${R1}members" ], 'c1', 'x', 'sam', $NOW, 'sam')),
+   'ROOMEXISTS', 'room_create twice: ROOMEXISTS');
+is_deeply([ sort @{ $r->cmd('SMEMBERS', "${R1}members") } ], [qw(anna carl)], 'second create changed nothing');
+is(err_code(run_script('room_create', [ room('c0') . 'meta', room('c0') . 'members' ], 'c0', '', 'a', $NOW)),
+   'BADARG', 'room_create without members: BADARG');
+
+my $sub = Resp->connect($port);
+is_deeply($sub->cmd('SUBSCRIBE', 'chan:c1'), [ 'subscribe', 'chan:c1', 1 ], 'subscribed to the room channel');
+
+sub post {
+    my ($R, $sender, $env, $maxlen, $chan) = @_;
+    return run_script('post', [ "${R}members", "${R}log" ], $sender, $env, $maxlen // '0', $chan // 'chan:c1');
+}
+sub next_message {
+    return undef unless IO::Select->new($sub->{s})->can_read(5);
+    return $sub->read;
+}
+
+my $env1 = '{"content":"hi","sender":"anna","comm_id":"c1","state":1,"type":4}';
+my $id1 = post($R1, 'anna', $env1);
+like($id1, qr/^\d+-\d+$/, 'post by a member returns the stream id');
+is_deeply($r->cmd('XRANGE', "${R1}log", '-', '+'), [ [ $id1, [ 'e', $env1 ] ] ], 'the envelope is in the log');
+is_deeply(next_message(), [ 'message', 'chan:c1', "$id1 $env1" ], 'and was published as "id json"');
+
+is(err_code(post($R1, 'sam', '{"content":"intruder"}')), 'NOTMEMBER', 'post by a non-member: NOTMEMBER');
+is(err_code(post(room('nope'), 'anna', '{}')), 'NOROOM', 'post to an unknown room: NOROOM');
+is($r->cmd('XLEN', "${R1}log"), 1, 'nothing stored for refused posts');
+is($r->cmd('EXISTS', room('nope') . 'log'), 0, 'no log created for an unknown room');
+my $id2 = post($R1, 'carl', '{"n":2}');
+is_deeply(next_message(), [ 'message', 'chan:c1', "$id2 {\"n\":2}" ],
+          'nothing was published for refused posts (the next message is the next good post)');
+ok(cmp_ids($id1, $id2) < 0, 'ids increase');
+
+my $R2 = room('c2');
+run_script('room_create', [ "${R2}meta", "${R2}members" ], 'c2', '', 'anna', $NOW, 'anna');
+my $last;
+$last = post($R2, 'anna', qq({"i":$_}), 10, 'chan:c2') for 1 .. 60;
+my $len = $r->cmd('XLEN', "${R2}log");
+ok($len >= 10 && $len < 20, "maxlen 10 trims the log approximately (XLEN $len)");
+is($r->cmd('XREVRANGE', "${R2}log", '+', '-', 'COUNT', 1)->[0][0], $last, 'trimming keeps the newest');
+
+my $R3 = room('c3');
+run_script('room_create', [ "${R3}meta", "${R3}members" ], 'c3', 'Paging', 'rita', $NOW + 7,
+           qw(rita anna carl));
+my @ids = map { post($R3, 'rita', qq({"i":$_}), '0', 'chan:c3') } 1 .. 25;
+is($r->cmd('XLEN', "${R3}log"), 25, 'maxlen 0 keeps everything');
+
+sub record { run_script('room_record', [ map { $_[0] . $_ } qw(meta members log) ], $_[1], $_[2]) }
+$res = record($R3, '-', 10);
+is_deeply([ @$res[ 0 .. 4 ] ], [ '1', 'Paging', 'rita', $NOW + 7, [qw(anna carl rita)] ],
+          'room_record: meta and sorted members');
+my @page = @{ $res->[5] };
+is_deeply([ @page[ grep { $_ % 2 == 0 } 0 .. $#page ] ], [ @ids[ 0 .. 9 ] ], 'first page: ids 1-10');
+is($page[1], '{"i":1}', 'entries carry the envelope');
+@page = @{ record($R3, $ids[9], 10)->[5] };
+is_deeply([ @page[ grep { $_ % 2 == 0 } 0 .. $#page ] ], [ @ids[ 10 .. 19 ] ],
+          'second page starts after the given id (exclusive)');
+@page = @{ record($R3, $ids[19], 10)->[5] };
+is(scalar @page, 10, 'last page is short (5 entries)');
+is_deeply(record($R3, $ids[24], 10)->[5], [], 'after the last id: empty');
+is(scalar @{ record($R3, '-', 0)->[5] }, 50, 'count 0: the whole log');
+is_deeply(record(room('nope'), '-', 10), [ '0', '', '', '', [], [] ], 'room_record of an unknown room');
+is_deeply(record($R1, '', 1)->[5], [ $id1, $env1 ], 'start "" is the beginning too');
+
+done_testing();
+
+# --- helpers ----------------------------------------------------------------------
+
+sub slurp {
+    open my $fh, '<:raw', $_[0] or die "$_[0]: $!";
+    local $/;
+    return scalar <$fh>;
+}
+
+sub cmp_ids {
+    my ($a1, $a2) = split /-/, $_[0];
+    my ($b1, $b2) = split /-/, $_[1];
+    return $a1 <=> $b1 || $a2 <=> $b2;
+}
+
+# A minimal RESP2 client: enough for EVALSHA, nested arrays and SUBSCRIBE.
+package Err;
+package Resp;
+
+sub connect {
+    my ($class, $port) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                                  Proto => 'tcp') or return;
+    binmode $s;
+    return bless { s => $s }, $class;
+}
+
+sub cmd {
+    my ($self, @args) = @_;
+    my $out = '*' . @args . "\r\n";
+    $out .= '$' . length($_) . "\r\n$_\r\n" for @args;
+    print { $self->{s} } $out;
+    return $self->read;
+}
+
+sub read {
+    my ($self) = @_;
+    my $line = readline $self->{s};
+    die "redis closed the connection\n" unless defined $line;
+    $line =~ s/\r\n\z//;
+    my ($type, $rest) = (substr($line, 0, 1), substr($line, 1));
+    return $rest if $type eq '+';
+    return $rest + 0 if $type eq ':';
+    return bless \$rest, 'Err' if $type eq '-';
+    if ($type eq '$') {
+        return undef if $rest < 0;
+        my $buf = '';
+        while (length $buf < $rest + 2) {
+            my $got = CORE::read($self->{s}, $buf, $rest + 2 - length $buf, length $buf);
+            die "short read from redis\n" unless $got;
+        }
+        return substr($buf, 0, $rest);
+    }
+    if ($type eq '*') {
+        return undef if $rest < 0;
+        return [ map { $self->read } 1 .. $rest ];
+    }
+    die "bad RESP line: $line\n";
+}
