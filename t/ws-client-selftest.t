@@ -55,15 +55,17 @@ async def main():
 asyncio.run(main())
 _PY_
 
+# Stopped explicitly: closing a piped open waits for the child, and perl may
+# free the handle (and so wait forever) before END blocks would kill it.
 my $pid = open my $from_py, '-|', $PY, '-c', $server
     or BAIL_OUT("cannot run $PY: $!");
-END {
-    if ($pid) {
-        local $?;
-        kill 'TERM', $pid;
-        waitpid $pid, 0;
-    }
+sub stop_server {
+    return unless $pid;
+    kill 'TERM', $pid;
+    close $from_py;
+    undef $pid;
 }
+END { local $?; stop_server() }
 IO::Select->new($from_py)->can_read(10) or BAIL_OUT('echo server did not start');
 my ($port) = (scalar <$from_py> // '') =~ /^READY (\d+)/
     or BAIL_OUT('echo server did not start');
@@ -171,4 +173,5 @@ sub ws { IoaTest::WS->connect('127.0.0.1', $port, @_) }
     is scalar $ws->recv_close(2), 1002, 'unmasked client frame: 1002';
 }
 
+stop_server();
 done_testing;

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""The `make run` demo: three agents written against the plain IoA wire
+protocol join the hub, discover each other, team up and talk, while an
+observer follows the room.  Everything goes through the real endpoints;
+nothing here is special to the demo.
+
+Usage: /usr/bin/python3 scripts/demo.py HOST:PORT
+"""
+
+import asyncio
+import json
+import sys
+import urllib.request
+
+import websockets
+
+HUB = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:7788"
+
+AGENTS = [
+    ("Planner", "Human Assistant",
+     "plans projects, splits goals into tasks and writes the final summary"),
+    ("Coder", "Thing Assistant",
+     "writes and runs python code, unit tests and small scripts"),
+    ("Researcher", "Thing Assistant",
+     "searches the web and papers, reads documentation and reports facts"),
+]
+
+
+def call(path, body=None):
+    data = json.dumps(body).encode() if body is not None else b""
+    req = urllib.request.Request(f"http://{HUB}{path}", data=data,
+                                 method="POST")
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def show(who, text):
+    print(f"  {who:>11} | {text}")
+
+
+async def observer(stop):
+    async with websockets.connect(f"ws://{HUB}/chatlist_ws") as ws:
+        while not stop.is_set():
+            try:
+                raw = await asyncio.wait_for(ws.recv(), 0.2)
+            except asyncio.TimeoutError:
+                continue
+            ev = json.loads(raw)
+            if ev.get("frontend_type") == "teamup":
+                show("observer", f"team {ev['team_name']!r} formed: "
+                                 f"{', '.join(ev['agent_names'])}")
+            else:
+                show("observer", f"{ev['sender']} -> {ev.get('next_speaker')}"
+                                 f" [id {ev['id']}]")
+
+
+async def main():
+    print(f"ioa demo against {HUB}\n")
+    print("1. agents register")
+    for name, kind, desc in AGENTS:
+        call("/register", {"name": name, "type": kind, "desc": desc})
+        show(name, f"registered as {kind}: {desc}")
+
+    print("\n2. agents connect over WebSocket")
+    conns = {}
+    for name, _, _ in AGENTS:
+        conns[name] = await websockets.connect(f"ws://{HUB}/ws/{name}")
+        show(name, "connected")
+
+    stop = asyncio.Event()
+    obs = asyncio.create_task(observer(stop))
+    await asyncio.sleep(0.3)
+
+    print("\n3. the planner discovers who can help (BM25 over descriptions)")
+    found = call("/retrieve_assistant", {
+        "sender": "Planner", "online_only": True,
+        "capabilities": ["write python code", "search papers"]})
+    for a in found:
+        show("Planner", f"found {a['name']} (score {a['score']}, "
+                        f"online {a['online']})")
+
+    print("\n4. the planner teams up")
+    team = call("/teamup", {"sender": "Planner",
+                            "agent_names": [a["name"] for a in found],
+                            "team_name": "demo-team"})
+    room = team["comm_id"]
+    show("Planner", f"room {room} with {', '.join(team['agent_names'])}")
+    await asyncio.sleep(0.2)
+
+    print("\n5. they talk (IoA envelopes; every member gets every message)")
+    script = [
+        ("Planner", ["Coder", "Researcher"], 6,
+         "Goal: a tiny report on BM25. Researcher, find the formula; "
+         "Coder, implement it."),
+        ("Researcher", "", 7,
+         "BM25: idf * tf*(k1+1) / (tf + k1*(1-b+b*dl/avgdl)), k1=1.2, "
+         "b=0.75."),
+        ("Coder", "", 7, "Implemented bm25(tf, df, dl) and tested it on "
+                         "three documents."),
+        ("Planner", "", 11, "Conclusion: BM25 explained and implemented."),
+    ]
+    for sender, nxt, typ, text in script:
+        env = {"content": text, "comm_id": room, "next_speaker": nxt,
+               "state": 1, "type": typ}
+        await conns[sender].send(json.dumps(env))
+        for name, ws in conns.items():
+            msg = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            if name == "Planner":
+                show(msg["sender"], msg["content"])
+
+    print("\n6. the transcript, from /fetch_chat_record")
+    rec = call("/fetch_chat_record", {"comm_id": room})[room]
+    show("hub", f"{len(rec['chat_record'])} envelopes stored for "
+                f"{', '.join(rec['agent_names'])}")
+
+    await asyncio.sleep(0.3)
+    stop.set()
+    await obs
+    for ws in conns.values():
+        await ws.close()
+    print("\ndemo done")
+
+
+asyncio.run(main())

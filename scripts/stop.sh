@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# make stop: stops what scripts/run.sh started, by PID.
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+RUN="$REPO/build/run"
+# nginx stops gracefully on QUIT (agents get 1001), Redis on TERM
+for entry in "nginx.pid QUIT" "redis.pid TERM"; do
+    set -- $entry
+    pidfile="$RUN/$1"
+    if [ -f "$pidfile" ]; then
+        pid=$(cat "$pidfile")
+        kill -"$2" "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+        rm -f "$pidfile"
+    fi
+done
+echo "stopped"
