@@ -53,7 +53,9 @@ $(MODULE): $(MODULE_SRCS)
 	    --builddir=$(BUILD)/nginx' > $(BUILD)/configure.log 2>&1 \
 	  || { cat $(BUILD)/configure.log; exit 1; }
 	$(MAKE) -s -f $(BUILD)/nginx/Makefile -C $(NGX_SRC) modules
-	cp $(BUILD)/nginx/ngx_http_ioa_module.so $(MODULE)
+	@# rename, never overwrite: a running nginx has the old file mapped
+	cp $(BUILD)/nginx/ngx_http_ioa_module.so $(MODULE).tmp
+	mv -f $(MODULE).tmp $(MODULE)
 
 run: deps $(MODULE)
 	IOA_PORT=$(IOA_PORT) IOA_REDIS_PORT=$(IOA_REDIS_PORT) bash scripts/run.sh

@@ -241,3 +241,19 @@ unknown directive "ioa_no_such_directive"
     is $out, 'h2 HTTP/2.0 2', 'curl and nginx speak HTTP/2';
 --- no_error_log
 [error]
+
+
+
+=== TEST 15: a chunked response is decoded (sub_filter drops Content-Length)
+--- config
+    location = /c {
+        sub_filter 'hello' 'bye';
+        sub_filter_types *;
+        return 200 "hello world";
+    }
+--- request
+GET /c
+--- response_headers
+Transfer-Encoding: chunked
+--- response_body chomp
+bye world

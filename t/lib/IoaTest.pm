@@ -73,6 +73,7 @@ package IoaTest;
 use strict;
 use warnings;
 
+use Cwd ();
 use Exporter ();
 use File::Path qw(remove_tree);
 use File::Temp ();
@@ -106,19 +107,21 @@ sub import {
 }
 
 # Let Ctrl-C and `kill` still run END (which stops redis).
-for my $sig (qw(INT TERM HUP)) {
-    $SIG{$sig} = sub { exit 130 } if !$SIG{$sig} || $SIG{$sig} eq 'DEFAULT';
+my %SigNum = (HUP => 1, INT => 2, TERM => 15);
+for my $sig (keys %SigNum) {
+    $SIG{$sig} = sub { exit 128 + $SigNum{$sig} }
+        if !$SIG{$sig} || $SIG{$sig} eq 'DEFAULT';
 }
 
 sub _check_runner_origin {
     no warnings 'once';
     return unless $Test::Nginx::Socket::IoaRunner;
-    my $ours = $INC{'Test/Nginx/Socket.pm'};
-    my @others = grep { -f "$_/Test/Nginx/Socket.pm"
-                        && "$_/Test/Nginx/Socket.pm" ne $ours } grep { !ref } @INC;
-    warn "IoaTest: loaded ioa's Test::Nginx::Socket ($ours) although @INC "
-       . "also has $others[0]/Test/Nginx/Socket.pm; put `use "
-       . "Test::Nginx::Socket` before `use lib 't/lib'`\n" if @others;
+    my $ours = Cwd::abs_path($INC{'Test/Nginx/Socket.pm'}) // '';
+    my ($other) = grep { -f $_ && Cwd::abs_path($_) ne $ours }
+                  map { "$_/Test/Nginx/Socket.pm" } grep { !ref } @INC;
+    warn "IoaTest: loaded ioa's Test::Nginx::Socket ($ours) although \@INC "
+       . "also has $other; put `use Test::Nginx::Socket` before "
+       . "`use lib 't/lib'`\n" if $other;
 }
 
 sub _slurp {

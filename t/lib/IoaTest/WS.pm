@@ -214,7 +214,6 @@ sub send_pong   { my ($self, $p) = @_; $self->send_frame(opcode => OP_PONG, payl
 sub close {
     my ($self, $code, $reason) = @_;
     my $payload = defined $code ? pack('n', $code) . ($reason // '') : '';
-    $self->{close_sent} = 1;
     $self->send_frame(opcode => OP_CLOSE, payload => $payload);
 }
 

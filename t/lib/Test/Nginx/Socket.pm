@@ -25,8 +25,9 @@
 # its workers) before the next block and in END.
 #
 # Kept out on purpose: valgrind/stap/check-leak/benchmark/HUP modes, embedded
-# TCP/UDP servers, access-log checks.  Unknown sections are ignored (as
-# Test::Base does), which is what lets IoaTest add `--- ioa_scenario`.
+# TCP/UDP servers, access-log checks, user_files.  Unknown sections are
+# ignored (as Test::Base does), which is what lets IoaTest add its own
+# `--- ioa_scenario`.
 #
 # Environment: TEST_NGINX_BINARY (/usr/sbin/nginx), TEST_NGINX_LOAD_MODULES,
 # TEST_NGINX_SERVER_PORT / TEST_NGINX_PORT (default: a free loopback port),
@@ -44,7 +45,6 @@ use warnings;
 # is, like, ...) without Spiffy's `my $self = shift` source filter.
 use Test::Base -base;
 
-use Cwd ();
 use File::Path qw(make_path remove_tree);
 use File::Spec ();
 use HTTP::Response ();
@@ -134,8 +134,10 @@ our $ConfDir    = "$ServRoot/conf";
 our $ConfFile   = "$ConfDir/nginx.conf";
 
 # Let Ctrl-C and `kill` run the END blocks that stop nginx (and redis).
-for my $sig (qw(INT TERM HUP)) {
-    $SIG{$sig} = sub { exit 128 + 2 } if !$SIG{$sig} || $SIG{$sig} eq 'DEFAULT';
+my %SigNum = (HUP => 1, INT => 2, TERM => 15);
+for my $sig (keys %SigNum) {
+    $SIG{$sig} = sub { exit 128 + $SigNum{$sig} }
+        if !$SIG{$sig} || $SIG{$sig} eq 'DEFAULT';
 }
 
 # ------------------------------------------------ exported knobs (upstream's)
@@ -227,7 +229,8 @@ sub expand_env_in_text {
     $text =~ s{\$(TEST_NGINX_[_A-Z0-9]+)}{
         my $var = $1;
         if ($var =~ /^TEST_NGINX_RAND_PORT_\d+$/) {
-            $RandPorts->{$var} //= free_port($ServerPort, values %$RandPorts);
+            my @taken = ($ServerPort, values %$RandPorts);
+            $RandPorts->{$var} //= free_port(@taken);
         } elsif (!defined $ENV{$var}) {
             bail_out("$name - No environment $var defined.\n");
         } else {
@@ -367,30 +370,6 @@ sub setup_server_root {
     close $fh;
 }
 
-sub write_user_files {
-    my $block = shift;
-    my $files = $block->user_files or return;
-    my @files;
-    if (ref $files eq 'ARRAY') {
-        @files = @$files;
-    } else {
-        for my $part (split /^>>> /m, $files) {
-            next unless $part =~ /\S/;
-            my ($fname, $body) = split /\n/, $part, 2;
-            push @files, [$fname, $body // ''];
-        }
-    }
-    for my $f (@files) {
-        my ($fname, $body) = @$f;
-        my $path = $fname =~ m{^/} ? $fname : "$HtmlDir/$fname";
-        make_path($1) if $path =~ m{(.*)/} && !-d $1;
-        open my $fh, '>', $path or bail_out("Can't write $path: $!");
-        binmode $fh;
-        print $fh expand_env_in_text($body, $block->name);
-        close $fh;
-    }
-}
-
 # nginx runs in the foreground (`daemon off`) as our own child: we reap it
 # ourselves, because PID 1 in a container may never reap a daemonized nginx
 # and `pgrep nginx` would then show zombies after every run.  Its stderr goes
@@ -407,7 +386,6 @@ sub start_nginx {
         $RandPorts = {};
         my $conf = expand_env_in_text($config // '', $name);
         setup_server_root();
-        write_user_files($block);
         write_config_file($block, $conf);
         $ErrLogPos = 0;
 
@@ -449,8 +427,12 @@ sub start_nginx {
             sleep 0.1 * $attempt;
             next;
         }
-        bail_out("$name - Cannot start nginx using command \"@cmd\" "
-                 . "(exit code $rc):\n$stderr");
+        # prove shows only the first line of a bail-out message.
+        (my $why = $stderr) =~ s/^\s+|\s+$//g;
+        $why =~ s/\s*\n\s*/ | /g;
+        Test::More::diag("nginx stderr:\n$stderr");
+        bail_out("$name - Cannot start nginx (exit code $rc): $why"
+                 . "  [command: @cmd]");
     }
 }
 
@@ -525,6 +507,11 @@ sub run_test ($) {
         }
     }
 
+    # Upstream reuses the previous block's nginx when a block has no config,
+    # and blocks run shuffled: require one so a test cannot pass here only.
+    bail_out("$name - No '--- config' section (an empty one will do)")
+        unless defined $block->config;
+
     local $LogLevel = $block->log_level // $LogLevel;
 
     if (defined $block->must_die) {
@@ -548,7 +535,6 @@ sub run_test ($) {
         bail_out("$name - init failed: $@") if $@;
     }
     for my $i (0 .. $RepeatEach - 1) {
-        write_user_files($block) if $i > 0;
         run_requests($block, $i);
     }
 }
@@ -749,33 +735,27 @@ sub parse_response {
 
     my ($body, $left) = ($res->content // '', undef);
     if (lc($res->header('Transfer-Encoding') // '') eq 'chunked') {
-        my $decoded = '';
+        my ($decoded, $err) = ('');
         while (1) {
-            if ($body =~ /\G[ \t]*([0-9a-fA-F]+)[^\r\n]*\r\n/gc) {
-                my $len = hex $1;
-                if ($len == 0) {
-                    # skip trailers up to the empty line
-                    $body =~ /\G(?:[^\r\n]+\r\n)*\r\n/gc
-                        or Test::More::fail("$name - invalid chunked trailer");
-                    $left = substr $body, pos($body) // length $body;
-                    last;
-                }
-                if (length($body) - pos($body) < $len + 2) {
-                    Test::More::fail("$name - invalid chunked body received "
-                                     . "(truncated chunk)");
-                    last;
-                }
-                $decoded .= substr $body, pos($body), $len;
-                pos($body) += $len;
-                $body =~ /\G\r\n/gc
-                    or Test::More::fail("$name - invalid chunked data "
-                                        . "received (expected CRLF)");
-            } else {
-                Test::More::fail("$name - no last chunk found - "
-                    . substr($body, pos($body) // 0, 80));
+            if ($body !~ s/^[ \t]*([0-9a-fA-F]+)[^\r\n]*\r\n//) {
+                $err = 'no chunk size';
                 last;
             }
+            my $len = hex $1;
+            if ($len == 0) {       # the last chunk, trailers, empty line
+                $err = 'bad trailer' if $body !~ s/^(?:[^\r\n]+\r\n)*\r\n//;
+                $left = $body;
+                last;
+            }
+            if (substr($body, $len, 2) ne "\r\n") {
+                $err = 'truncated chunk or no CRLF after it';
+                last;
+            }
+            $decoded .= substr $body, 0, $len;
+            substr($body, 0, $len + 2) = '';
         }
+        Test::More::fail("$name - invalid chunked body received ($err)")
+            if $err;
         $res->content($decoded);
     } elsif (defined(my $len = $res->header('Content-Length'))) {
         if (length $body > $len) {
@@ -809,9 +789,7 @@ sub run_requests {
         for my $p (1 .. ($npipe || 1)) {
             if (!defined $block->ignore_response) {
                 my ($res, $raw_headers, $left) =
-                    $block->http09
-                    ? (HTTP::Response->new(200, 'OK', [], $raw), '', undef)
-                    : parse_response($name, $raw, $head_req);
+                    parse_response($name, $raw, $head_req);
                 check_response($block, $res, $raw_headers, $req_idx, $rep,
                                $need_array);
                 $raw = $left // '';
@@ -949,8 +927,9 @@ sub check_error_log {
         my ($line, $pat) = @_;
         return ref $pat ? $line =~ $pat : index($line, $pat) >= 0;
     };
-    my $all = join '', map { defined $_ ? $_ : '' } ($block->error_log,
-                                                      $block->no_error_log);
+    # The patterns' text, to know whether the test itself mentions a level.
+    my $all = join "\n", map { ref eq 'ARRAY' ? @$_ : $_ } grep { defined }
+        $block->error_log, $block->no_error_log;
 
     if (defined(my $grep = $block->grep_error_log)) {
         $grep = $grep->[$rep] if ref $grep eq 'ARRAY';
