@@ -55,6 +55,8 @@ typedef struct {
     size_t                    out_bytes;
     ngx_event_t               keepalive;
     ngx_event_t               flush;
+    ngx_event_t               done;      /* deferred finalization */
+    ngx_int_t                 rc;
     unsigned                  finalized:1;
     unsigned                  attached:1;
 } ngx_ioa_sse_t;
@@ -79,6 +81,7 @@ static void ngx_ioa_sse_write_handler(ngx_http_request_t *r);
 static void ngx_ioa_sse_keepalive_handler(ngx_event_t *ev);
 static ngx_int_t ngx_ioa_sse_flush(ngx_ioa_sse_t *sse);
 static void ngx_ioa_sse_finalize(ngx_ioa_sse_t *sse, ngx_int_t rc);
+static void ngx_ioa_sse_done_handler(ngx_event_t *ev);
 static void ngx_ioa_sse_cleanup(void *data);
 
 
@@ -722,7 +725,29 @@ ngx_ioa_sse_finalize(ngx_ioa_sse_t *sse, ngx_int_t rc)
         ngx_delete_posted_event(&sse->flush);
     }
 
-    ngx_http_finalize_request(r, rc);
+    /* finished from a posted event: the caller may be a delivery loop that
+     * still holds pointers into this request's pool */
+
+    sse->rc = rc;
+    sse->done.handler = ngx_ioa_sse_done_handler;
+    sse->done.data = sse;
+    sse->done.log = r->connection->log;
+
+    ngx_post_event(&sse->done, &ngx_posted_events);
+}
+
+
+static void
+ngx_ioa_sse_done_handler(ngx_event_t *ev)
+{
+    ngx_ioa_sse_t *sse = ev->data;
+
+    ngx_connection_t  *c;
+
+    c = sse->request->connection;
+
+    ngx_http_finalize_request(sse->request, sse->rc);
+    ngx_http_run_posted_requests(c);
 }
 
 
@@ -746,6 +771,10 @@ ngx_ioa_sse_cleanup(void *data)
 
     if (sse->flush.posted) {
         ngx_delete_posted_event(&sse->flush);
+    }
+
+    if (sse->done.posted) {
+        ngx_delete_posted_event(&sse->done);
     }
 
     /* nginx is done with the request, and with our buffers */

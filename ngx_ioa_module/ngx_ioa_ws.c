@@ -86,6 +86,7 @@ typedef struct {
     size_t                    out_bytes;
 
     ngx_event_t               ping;
+    ngx_event_t               done;    /* deferred finalization */
     ngx_uint_t                alive;
 
     unsigned                  close_sent:1;
@@ -122,6 +123,7 @@ static void ngx_ioa_ws_out_free(ngx_ioa_ws_t *ws, ngx_ioa_ws_out_t *o);
 static void ngx_ioa_ws_schedule_write(ngx_ioa_ws_t *ws);
 static ngx_int_t ngx_ioa_ws_flush(ngx_ioa_ws_t *ws);
 static void ngx_ioa_ws_finalize(ngx_ioa_ws_t *ws);
+static void ngx_ioa_ws_done_handler(ngx_event_t *ev);
 static void ngx_ioa_ws_cleanup(void *data);
 
 
@@ -1280,6 +1282,13 @@ again:
 }
 
 
+/*
+ * Closing the request frees the connection's memory, and this is often
+ * reached deep inside a delivery loop that still holds pointers to the
+ * client, so the request is finished from a posted event instead, when the
+ * current event-loop turn has unwound.
+ */
+
 static void
 ngx_ioa_ws_finalize(ngx_ioa_ws_t *ws)
 {
@@ -1297,6 +1306,19 @@ ngx_ioa_ws_finalize(ngx_ioa_ws_t *ws)
     if (ws->ping.timer_set) {
         ngx_del_timer(&ws->ping);
     }
+
+    ws->done.handler = ngx_ioa_ws_done_handler;
+    ws->done.data = ws;
+    ws->done.log = ws->connection->log;
+
+    ngx_post_event(&ws->done, &ngx_posted_events);
+}
+
+
+static void
+ngx_ioa_ws_done_handler(ngx_event_t *ev)
+{
+    ngx_ioa_ws_t *ws = ev->data;
 
     ngx_http_finalize_request(ws->request, NGX_HTTP_CLOSE);
 }
@@ -1318,6 +1340,10 @@ ngx_ioa_ws_cleanup(void *data)
 
     if (ws->ping.timer_set) {
         ngx_del_timer(&ws->ping);
+    }
+
+    if (ws->done.posted) {
+        ngx_delete_posted_event(&ws->done);
     }
 
     while (ws->out) {
