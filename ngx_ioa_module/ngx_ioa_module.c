@@ -30,6 +30,8 @@ static ngx_int_t ngx_ioa_api_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_ioa_path_arg(ngx_str_t *rest, const char *prefix,
     const char *suffix, ngx_str_t *arg);
 static ngx_int_t ngx_ioa_method(ngx_http_request_t *r, ngx_uint_t methods);
+static ngx_int_t ngx_ioa_not_allowed(ngx_http_request_t *r,
+    ngx_uint_t methods);
 static void *ngx_ioa_create_main_conf(ngx_conf_t *cf);
 static char *ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf);
 static void *ngx_ioa_create_loc_conf(ngx_conf_t *cf);
@@ -228,44 +230,44 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
 
     if (ngx_ioa_path_arg(&rest, "/ws/", NULL, &arg) == NGX_OK) {
         return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
-               ? NGX_HTTP_NOT_ALLOWED
+               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
                : ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_AGENT);
     }
 
     if (ngx_ioa_path_is("/chatlist_ws")) {
         arg.len = 0;
         return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
-               ? NGX_HTTP_NOT_ALLOWED
+               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
                : ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_OBSERVER);
     }
 
     if (ngx_ioa_path_is("/chatlist")) {
         arg.len = 0;
         return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
-               ? NGX_HTTP_NOT_ALLOWED
+               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
                : ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_OBSERVER);
     }
 
     if (ngx_ioa_path_arg(&rest, "/agents/", "/messages", &arg) == NGX_OK) {
         return ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK
-               ? NGX_HTTP_NOT_ALLOWED
+               ? ngx_ioa_not_allowed(r, NGX_IOA_POST)
                : ngx_ioa_agent_post_handler(r, &arg);
     }
 
     if (ngx_ioa_path_arg(&rest, "/agents/", "/inbox", &arg) == NGX_OK) {
         return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
-               ? NGX_HTTP_NOT_ALLOWED
+               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
                : ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_AGENT);
     }
 
     if (ngx_ioa_path_is("/health_check")) {
         return ngx_ioa_method(r, NGX_IOA_GET|NGX_IOA_POST) != NGX_OK
-               ? NGX_HTTP_NOT_ALLOWED : ngx_ioa_health_handler(r);
+               ? ngx_ioa_not_allowed(r, NGX_IOA_GET|NGX_IOA_POST) : ngx_ioa_health_handler(r);
     }
 
     if (ngx_ioa_path_is("/list_all_agents")) {
         return ngx_ioa_method(r, NGX_IOA_GET|NGX_IOA_POST) != NGX_OK
-               ? NGX_HTTP_NOT_ALLOWED : ngx_ioa_list_agents_handler(r);
+               ? ngx_ioa_not_allowed(r, NGX_IOA_GET|NGX_IOA_POST) : ngx_ioa_list_agents_handler(r);
     }
 
     if (ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK) {
@@ -275,7 +277,7 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
             || ngx_ioa_path_is("/teamup")
             || ngx_ioa_path_is("/fetch_chat_record"))
         {
-            return NGX_HTTP_NOT_ALLOWED;
+            return ngx_ioa_not_allowed(r, NGX_IOA_POST);
         }
 
     } else if (ngx_ioa_path_is("/register")) {
@@ -349,6 +351,38 @@ ngx_ioa_method(ngx_http_request_t *r, ngx_uint_t methods)
     }
 
     return NGX_DECLINED;
+}
+
+
+static ngx_int_t
+ngx_ioa_not_allowed(ngx_http_request_t *r, ngx_uint_t methods)
+{
+    ngx_ioa_error_t   err;
+    ngx_table_elt_t  *h;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "Allow");
+
+    if (methods == (NGX_IOA_GET|NGX_IOA_POST)) {
+        ngx_str_set(&h->value, "GET, POST");
+
+    } else if (methods == NGX_IOA_GET) {
+        ngx_str_set(&h->value, "GET");
+
+    } else {
+        ngx_str_set(&h->value, "POST");
+    }
+
+    ngx_ioa_error_set(&err, "method_not_allowed", NULL,
+                      "method %V is not allowed on \"%V\"", &r->method_name,
+                      &r->uri);
+
+    return ngx_ioa_send_error(r, NGX_HTTP_NOT_ALLOWED, &err);
 }
 
 

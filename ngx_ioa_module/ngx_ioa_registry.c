@@ -21,6 +21,8 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
+#include <sys/random.h>
+
 #include "ngx_ioa.h"
 
 
@@ -862,54 +864,72 @@ ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix, ngx_str_t *name,
 }
 
 
-/* marks names online until now + ioa_presence_ttl, or offline; the tick in
- * ngx_ioa_room.c repeats it for every connected agent, so an instance that
- * dies lets its agents expire instead of leaving them online forever */
+/* this worker holds names online until now + ioa_presence_ttl, or lets
+ * them go (presence.lua keeps an agent online while any other worker or
+ * instance still holds it); the tick in ngx_ioa_room.c renews it for every
+ * connected agent, so an instance that dies lets its agents expire instead
+ * of leaving them online forever */
 
 void
 ngx_ioa_presence_set(ngx_str_t *names, ngx_uint_t n, ngx_uint_t online)
 {
-    u_char                key[256], expiry[NGX_INT64_LEN];
+    u_char                key[256], expiry[NGX_INT64_LEN], now[NGX_INT64_LEN];
+    u_char                rnd[8];
+    int64_t               ms;
     ngx_uint_t            i;
     const char          **argv;
     size_t               *argvlen;
     ngx_ioa_main_conf_t  *mcf;
 
+    /* this worker's holder id: pid plus random bits, so a restarted worker
+     * that gets the same pid is still someone else */
+    static u_char         holder[64];
+    static size_t         holder_len;
+
     if (!ngx_ioa_redis_ready()) {
         return;
     }
 
-    argv = ngx_alloc((n + 2) * sizeof(char *), ngx_cycle->log);
-    argvlen = ngx_alloc((n + 2) * sizeof(size_t), ngx_cycle->log);
+    if (holder_len == 0) {
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+            ngx_memzero(rnd, sizeof(rnd));
+        }
+
+        holder_len = ngx_sprintf(holder, "%P-", ngx_pid) - holder;
+        holder_len = ngx_hex_dump(holder + holder_len, rnd, sizeof(rnd))
+                     - holder;
+    }
+
+    argv = ngx_alloc((n + 5) * sizeof(char *), ngx_cycle->log);
+    argvlen = ngx_alloc((n + 5) * sizeof(size_t), ngx_cycle->log);
 
     if (argv == NULL || argvlen == NULL) {
         goto done;
     }
 
     mcf = ngx_ioa_main_conf();
+    ms = ngx_ioa_now_ms();
 
     argv[0] = (const char *) key;
     argvlen[0] = ngx_snprintf(key, sizeof(key), "%Vonline", &mcf->reg_base)
                  - key;
-    argv[1] = (const char *) expiry;
-
-    if (online) {
-        argvlen[1] = ngx_sprintf(expiry, "%L",
-                                 ngx_ioa_now_ms() + mcf->presence_ttl)
-                     - expiry;
-
-    } else {
-        expiry[0] = '0';
-        argvlen[1] = 1;
-    }
+    argv[1] = (const char *) mcf->reg_base.data;
+    argvlen[1] = mcf->reg_base.len;
+    argv[2] = (const char *) holder;
+    argvlen[2] = holder_len;
+    argv[3] = (const char *) expiry;
+    argvlen[3] = ngx_sprintf(expiry, "%L", online ? ms + mcf->presence_ttl : 0)
+                 - expiry;
+    argv[4] = (const char *) now;
+    argvlen[4] = ngx_sprintf(now, "%L", ms) - now;
 
     for (i = 0; i < n; i++) {
-        argv[i + 2] = (const char *) names[i].data;
-        argvlen[i + 2] = names[i].len;
+        argv[i + 5] = (const char *) names[i].data;
+        argvlen[i + 5] = names[i].len;
     }
 
     (void) ngx_ioa_redis_script(NGX_IOA_SCRIPT_PRESENCE,
-                                ngx_ioa_presence_done, NULL, 1, n + 2, argv,
+                                ngx_ioa_presence_done, NULL, 1, n + 5, argv,
                                 argvlen);
 
 done:

@@ -110,7 +110,19 @@ ngx_int_t
 ngx_ioa_read_body(ngx_http_request_t *r, ngx_ioa_body_handler_pt handler)
 {
     ngx_int_t            rc;
+    ngx_ioa_error_t      err;
     ngx_ioa_rest_ctx_t  *ctx;
+    ngx_ioa_loc_conf_t  *lcf;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+
+    /* refused before a byte of it is read */
+    if (r->headers_in.content_length_n > (off_t) lcf->max_message_size) {
+        ngx_ioa_error_set(&err, "too_big", NULL,
+                          "the body is larger than ioa_max_message_size "
+                          "(%uz bytes)", lcf->max_message_size);
+        return ngx_ioa_send_error(r, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE, &err);
+    }
 
     ctx = ngx_ioa_rest_ctx(r);
     if (ctx == NULL) {
@@ -137,54 +149,80 @@ ngx_ioa_body_read(ngx_http_request_t *r)
 {
     size_t               len;
     u_char              *p;
+    ssize_t              n;
     ngx_str_t            body;
     ngx_buf_t           *b;
     ngx_chain_t         *cl;
     ngx_ioa_error_t      err;
     ngx_ioa_rest_ctx_t  *ctx;
+    ngx_ioa_loc_conf_t  *lcf;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
 
     body.len = 0;
     body.data = (u_char *) "";
 
-    if (r->request_body && r->request_body->temp_file) {
-        ngx_ioa_error_set(&err, "body_too_large", NULL,
-                          "the request body does not fit in "
-                          "client_body_buffer_size");
+    if (r->request_body == NULL || r->request_body->bufs == NULL) {
+        goto done;
+    }
+
+    /* a body larger than client_body_buffer_size was written to a temp
+     * file; the parts in memory and on disk are counted alike */
+
+    len = 0;
+
+    for (cl = r->request_body->bufs; cl; cl = cl->next) {
+        len += ngx_buf_size(cl->buf);
+    }
+
+    if (len > lcf->max_message_size) {
+        ngx_ioa_error_set(&err, "too_big", NULL,
+                          "the body is larger than ioa_max_message_size "
+                          "(%uz bytes)", lcf->max_message_size);
         ngx_ioa_finish(r, ngx_ioa_send_error(r,
                                   NGX_HTTP_REQUEST_ENTITY_TOO_LARGE, &err));
         return;
     }
 
-    if (r->request_body && r->request_body->bufs) {
-        len = 0;
+    b = r->request_body->bufs->buf;
 
-        for (cl = r->request_body->bufs; cl; cl = cl->next) {
-            len += ngx_buf_size(cl->buf);
-        }
+    if (r->request_body->bufs->next == NULL && !b->in_file) {
+        body.data = b->pos;
+        body.len = len;
+        goto done;
+    }
 
-        if (r->request_body->bufs->next == NULL) {
-            b = r->request_body->bufs->buf;
-            body.data = b->pos;
-            body.len = len;
+    body.data = ngx_pnalloc(r->pool, len ? len : 1);
+    if (body.data == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
 
-        } else {
-            body.data = ngx_pnalloc(r->pool, len);
-            if (body.data == NULL) {
+    p = body.data;
+
+    for (cl = r->request_body->bufs; cl; cl = cl->next) {
+        b = cl->buf;
+
+        if (b->in_file) {
+            n = ngx_read_file(b->file, p, (size_t) (b->file_last - b->file_pos),
+                              b->file_pos);
+
+            if (n != b->file_last - b->file_pos) {
                 ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
                 return;
             }
 
-            p = body.data;
-
-            for (cl = r->request_body->bufs; cl; cl = cl->next) {
-                p = ngx_cpymem(p, cl->buf->pos, ngx_buf_size(cl->buf));
-            }
-
-            body.len = len;
+            p += n;
+            continue;
         }
+
+        p = ngx_cpymem(p, b->pos, b->last - b->pos);
     }
+
+    body.len = p - body.data;
+
+done:
 
     ctx->body_handler(r, &body);
 }

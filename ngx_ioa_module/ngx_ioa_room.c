@@ -116,6 +116,10 @@ static ngx_queue_t         ngx_ioa_wait_clients;
 
 static ngx_event_t         ngx_ioa_tick_ev;
 
+/* nginx's debug log names a timer by ev->data's descriptor, so a timer
+ * that belongs to no connection points at one that has none */
+static ngx_connection_t    ngx_ioa_tick_conn;
+
 
 ngx_int_t
 ngx_ioa_room_init_process(ngx_cycle_t *cycle)
@@ -137,7 +141,8 @@ ngx_ioa_room_init_process(ngx_cycle_t *cycle)
 
     ngx_ioa_tick_ev.handler = ngx_ioa_room_tick;
     ngx_ioa_tick_ev.log = cycle->log;
-    ngx_ioa_tick_ev.data = NULL;
+    ngx_ioa_tick_conn.fd = (ngx_socket_t) -1;
+    ngx_ioa_tick_ev.data = &ngx_ioa_tick_conn;
     ngx_ioa_tick_ev.cancelable = 1;
 
     ngx_add_timer(&ngx_ioa_tick_ev, NGX_IOA_TICK);
@@ -402,15 +407,30 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
                 after = &cl->since;
             }
 
-            if (cl->resume) {
+            if (cl->resume && cl->resume->nelts) {
                 res = cl->resume->elts;
+
+                /* a room the client did not name was unknown to it when it
+                 * last heard from us, i.e. created later: everything in it
+                 * comes after the newest id it did name */
+                start = NGX_IOA_START_AFTER;
+                after = &res[0].sid;
+
+                for (j = 0; j < cl->resume->nelts; j++) {
+                    if (ngx_ioa_sid_cmp(&res[j].sid, after) > 0) {
+                        after = &res[j].sid;
+                    }
+                }
+
+                if (cl->has_since && ngx_ioa_sid_cmp(&cl->since, after) < 0) {
+                    after = &cl->since;
+                }
 
                 for (j = 0; j < cl->resume->nelts; j++) {
                     if (res[j].comm_id.len == comm_id.len
                         && ngx_strncmp(res[j].comm_id.data, comm_id.data,
                                        comm_id.len) == 0)
                     {
-                        start = NGX_IOA_START_AFTER;
                         after = &res[j].sid;
                         break;
                     }
@@ -1288,6 +1308,9 @@ ngx_ioa_room_on_cmd_ready(void)
     ngx_ioa_link_t   **w, *lk;
     ngx_ioa_client_t  *cl;
 
+    /* agents that connected while Redis was away are not marked online */
+    ngx_ioa_room_presence();
+
     while (!ngx_queue_empty(&ngx_ioa_wait_clients)) {
         q = ngx_queue_head(&ngx_ioa_wait_clients);
         ngx_queue_remove(q);
@@ -1457,7 +1480,9 @@ ngx_ioa_client_position(ngx_ioa_client_t *cl, u_char *p, u_char *last)
     {
         lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
 
-        if (lk->last.ms == 0 && lk->last.seq == 0) {
+        /* a room whose starting point is not known yet has no position
+         * to give; every other room has one, 0-0 included */
+        if (lk->start == NGX_IOA_START_END) {
             continue;
         }
 

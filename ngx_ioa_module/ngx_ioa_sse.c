@@ -133,14 +133,6 @@ ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
     hp = ngx_ioa_rest_get_data(r);
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
 
-    if (body->len > lcf->max_message_size) {
-        ngx_ioa_error_set(&err, "too_big", NULL,
-                          "envelope larger than ioa_max_message_size");
-        ngx_ioa_finish(r, ngx_ioa_send_error(r,
-                                  NGX_HTTP_REQUEST_ENTITY_TOO_LARGE, &err));
-        return;
-    }
-
     rc = ngx_ioa_envelope_parse(r->pool, body->data, body->len, &hp->name,
                                 lcf->max_json_depth, ngx_ioa_now_ms(), &env,
                                 &err);

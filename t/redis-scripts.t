@@ -267,22 +267,35 @@ is(err_code(retrieve($RB, limit => 0, queries => [ 'x' ])), 'BADARG', 'limit 0: 
 
 # --- presence and online filtering -------------------------------------------------
 
-is(run_script('presence', [ "${RB}online" ], $NOW + 10_000, qw(carl lena)), 2,
-   'presence: two agents online');
-is(run_script('presence', [ "${RB}online" ], $NOW - 1, 'sam'), 1,
-   'presence: an expiry in the past');
+sub presence {
+    my ($holder, $expiry, @names) = @_;
+    return run_script('presence', [ "${RB}online" ], $RB, $holder, $expiry, $NOW, @names);
+}
+
+is(presence('w1', $NOW + 10_000, qw(carl lena)), 2, 'presence: two agents online');
+is(presence('w1', $NOW - 1, 'sam'), 1, 'presence: an expiry in the past');
 is(retrieve($RB, queries => [ 'image' ])->[2][5], '1', 'online flag in results');
 is_deeply(names(retrieve($RB, online_only => '1', queries => [ 'image' ])), [qw(carl lena)],
           'online_only keeps agents whose expiry is after now');
 is_deeply(names(retrieve($RB, online_only => '1', now => $NOW + 20_000, queries => [ 'image' ])),
           [], 'online_only: nobody once the expiry has passed');
-is(run_script('presence', [ "${RB}online" ], '0', 'lena'), 1, 'presence 0 marks offline');
-is($r->cmd('ZSCORE', "${RB}online", 'lena'), undef, 'offline: removed from the online set');
+
+# lena is held by two workers; one letting go leaves her online
+is(presence('w2', $NOW + 5_000, 'lena'), 1, 'a second holder for lena');
+is($r->cmd('ZSCORE', "${RB}online", 'lena'), $NOW + 10_000, 'online keeps the latest expiry');
+is(presence('w1', '0', 'lena'), 1, 'presence 0: the first holder lets go');
+is($r->cmd('ZSCORE', "${RB}online", 'lena'), $NOW + 5_000,
+   'still online, until the remaining holder\'s expiry');
+presence('w2', '0', 'lena');
+is($r->cmd('ZSCORE', "${RB}online", 'lena'), undef, 'the last holder gone: offline');
+is($r->cmd('EXISTS', "${RB}holders:lena"), 0, 'and no holders left');
+
 $r->cmd('ZADD', "${RB}online", 5, 'ghost');
-run_script('presence', [ "${RB}online" ], $NOW + 10_000, 'carl');
+presence('w1', $NOW + 10_000, 'carl');
 is($r->cmd('ZSCORE', "${RB}online", 'ghost'), undef, 'heartbeat drops entries expired for a day');
 is($r->cmd('ZSCORE', "${RB}online", 'sam'), $NOW - 1, 'and keeps recently expired ones');
-is(err_code(run_script('presence', [ "${RB}online" ], 'soon', 'x')), 'BADARG', 'presence: BADARG');
+is(err_code(presence('w1', 'soon', 'x')), 'BADARG', 'presence: BADARG');
+is(err_code(presence('', $NOW, 'x')), 'BADARG', 'presence: an empty holder is BADARG');
 
 # --- query -----------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ use Encode ();
 use IO::Select ();
 use IO::Socket::INET ();
 use MIME::Base64 qw(encode_base64);
-use Socket qw(IPPROTO_TCP TCP_NODELAY);
+use Socket qw(IPPROTO_TCP TCP_NODELAY SOL_SOCKET SO_RCVBUF pack_sockaddr_in
+              inet_aton);
 use Time::HiRes qw(time);
 
 use constant {
@@ -53,6 +54,13 @@ my $GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 #                                (e.g. [Upgrade => undef] for a bad handshake)
 #   key       => '...'           Sec-WebSocket-Key (random by default)
 #   auto_pong => 0               let recv_text/recv_message leave pings alone
+#   pipeline  => [text, ...]     text frames sent in the same write as the
+#                                handshake, before its response is read
+#   pipeline_raw => $bytes       raw bytes (e.g. from build_frame) sent after
+#                                those, still in the handshake's write
+#   rcvbuf    => $bytes          SO_RCVBUF, set before connecting so that it
+#                                bounds the advertised window (a client that
+#                                does not read then fills up quickly)
 sub connect {
     my ($class, $host, $port, $path, %opt) = @_;
     my $self = bless {
@@ -62,8 +70,17 @@ sub connect {
         body => '',
     }, $class;
 
-    $self->{sock} = IO::Socket::INET->new(PeerAddr => $host,
-        PeerPort => $port, Proto => 'tcp', Timeout => $self->{timeout});
+    if (defined $opt{rcvbuf}) {
+        my $s = IO::Socket::INET->new(Proto => 'tcp');
+        if ($s && setsockopt($s, SOL_SOCKET, SO_RCVBUF, $opt{rcvbuf})
+            && $s->connect(pack_sockaddr_in($port, inet_aton($host))))
+        {
+            $self->{sock} = $s;
+        }
+    } else {
+        $self->{sock} = IO::Socket::INET->new(PeerAddr => $host,
+            PeerPort => $port, Proto => 'tcp', Timeout => $self->{timeout});
+    }
     if (!$self->{sock}) {
         $self->{error} = "connect to $host:$port failed: $!";
         return $self;
@@ -95,7 +112,12 @@ sub connect {
     for (my $i = 0; $i < @hdrs; $i += 2) {
         $req .= "$hdrs[$i]: $hdrs[$i + 1]\r\n";
     }
-    if (!defined $self->send_raw("$req\r\n")) {
+    my $after = join '', map {
+        $self->build_frame(opcode => OP_TEXT, payload => utf8::is_utf8($_)
+                           ? Encode::encode('UTF-8', $_) : $_)
+    } @{ $opt{pipeline} || [] };
+    $after .= $opt{pipeline_raw} // '';
+    if (!defined $self->send_raw("$req\r\n$after")) {
         $self->{error} = "sending the handshake failed: $!";
         return $self;
     }
