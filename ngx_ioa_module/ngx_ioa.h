@@ -160,6 +160,7 @@ struct ngx_ioa_client_s {
     ngx_array_t              *resume;        /* of ngx_ioa_resume_t */
     ngx_ioa_sid_t             since;
     ngx_uint_t                has_since:1;
+    ngx_uint_t                wait_resume:1; /* rooms load after 1st frame */
     ngx_uint_t                echo:1;
     ngx_uint_t                acks:1;
     ngx_uint_t                rooms_loaded:1;
@@ -184,10 +185,6 @@ typedef enum {
 } ngx_ioa_link_state_e;
 
 
-typedef enum {
-    NGX_IOA_START_AFTER = 0,     /* after link->last */
-    NGX_IOA_START_END            /* after whatever the Stream holds now */
-} ngx_ioa_link_start_e;
 
 
 struct ngx_ioa_link_s {
@@ -196,8 +193,8 @@ struct ngx_ioa_link_s {
     ngx_ioa_client_t         *client;
     ngx_ioa_room_t           *room;
     ngx_ioa_sid_t             last;          /* last id delivered */
+    ngx_ioa_sid_t             first;         /* where the link started */
     ngx_ioa_link_state_e      state;
-    ngx_ioa_link_start_e      start;
 
     ngx_ioa_msg_t           **held;          /* live traffic while catching */
     ngx_uint_t                nheld;
@@ -248,6 +245,7 @@ typedef enum {
     NGX_IOA_SCRIPT_QUERY,
     NGX_IOA_SCRIPT_LIST_AGENTS,
     NGX_IOA_SCRIPT_TEAMUP_MEMBERS,
+    NGX_IOA_SCRIPT_AGENT_ROOMS,
     NGX_IOA_SCRIPT_ROOM_CREATE,
     NGX_IOA_SCRIPT_ROOM_RECORD,
     NGX_IOA_SCRIPT_PRESENCE,

@@ -74,7 +74,7 @@ static ngx_ioa_room_t *ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create);
 static void ngx_ioa_room_free(ngx_ioa_room_t *room);
 static void ngx_ioa_room_subscribe(ngx_ioa_room_t *room);
 static ngx_int_t ngx_ioa_link(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
-    ngx_ioa_link_start_e start, ngx_ioa_sid_t *after);
+    ngx_ioa_sid_t *after);
 static void ngx_ioa_link_free(ngx_ioa_link_t *lk);
 static void ngx_ioa_link_catchup(ngx_ioa_link_t *lk);
 static void ngx_ioa_link_catchup_reply(redisReply *reply, void *data);
@@ -87,6 +87,7 @@ static void ngx_ioa_client_rooms_reply(redisReply *reply, void *data);
 static void ngx_ioa_client_control(ngx_ioa_client_t *cl,
     ngx_ioa_envelope_t *env, ngx_pool_t *pool);
 static void ngx_ioa_post_reply(redisReply *reply, void *data);
+static void ngx_ioa_link_resume(ngx_ioa_link_t *lk, ngx_ioa_sid_t *sid);
 static ngx_ioa_msg_t *ngx_ioa_msg_create(ngx_str_t *comm_id, ngx_str_t *sid,
     ngx_str_t *json, ngx_uint_t feed);
 static void ngx_ioa_room_on_event(ngx_str_t *data);
@@ -210,7 +211,9 @@ ngx_ioa_client_attach(ngx_ioa_client_t *cl)
         ngx_ioa_presence_set(&cl->name, 1, 1);
     }
 
-    ngx_ioa_client_load_rooms(cl);
+    if (!cl->wait_resume) {
+        ngx_ioa_client_load_rooms(cl);
+    }
 
     return NGX_OK;
 }
@@ -321,8 +324,8 @@ static void
 ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl)
 {
     u_char                key[NGX_IOA_KEY_MAX];
-    const char           *argv[2];
-    size_t                argvlen[2];
+    const char           *argv[1];
+    size_t                argvlen[1];
     ngx_ioa_main_conf_t  *mcf;
 
     if (cl->rooms_req || cl->closed) {
@@ -339,14 +342,13 @@ ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl)
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = "SMEMBERS";
-    argvlen[0] = sizeof("SMEMBERS") - 1;
-    argv[1] = (const char *) key;
-    argvlen[1] = ngx_snprintf(key, sizeof(key), "%Vrooms:%V",
+    argv[0] = (const char *) key;
+    argvlen[0] = ngx_snprintf(key, sizeof(key), "%Vrooms:%V",
                               &mcf->reg_base, &cl->name) - key;
 
-    cl->rooms_req = ngx_ioa_redis_command(ngx_ioa_client_rooms_reply, cl,
-                                          2, argv, argvlen);
+    cl->rooms_req = ngx_ioa_redis_script(NGX_IOA_SCRIPT_AGENT_ROOMS,
+                                         ngx_ioa_client_rooms_reply, cl,
+                                         1, 1, argv, argvlen);
 
     if (cl->rooms_req == NULL && cl->wait_q.next == NULL) {
         ngx_queue_insert_tail(&ngx_ioa_wait_clients, &cl->wait_q);
@@ -362,14 +364,28 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
     size_t             i;
     ngx_str_t          comm_id;
     ngx_uint_t         j, first;
-    ngx_ioa_sid_t     *after;
+    redisReply        *rooms, *e;
+    ngx_ioa_sid_t      now, zero, *after;
     ngx_ioa_resume_t  *res;
-    ngx_ioa_link_start_e  start;
 
     cl->rooms_req = NULL;
 
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
-        /* Redis went away; retried when the command connection is back */
+    /* {now_ms, {comm_id, ...}} from agent_rooms.lua */
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != 2
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[1]->type != REDIS_REPLY_ARRAY
+        || ngx_ioa_parse_sid((u_char *) reply->element[0]->str,
+                             reply->element[0]->len, &now) != NGX_OK)
+    {
+        if (reply && reply->type == REDIS_REPLY_ERROR) {
+            ngx_log_error(NGX_LOG_ERR, cl->log, 0,
+                          "ioa: loading the rooms of \"%V\" failed: %*s",
+                          &cl->name, reply->len, reply->str);
+        }
+
+        /* retried when the command connection is back */
         if (cl->wait_q.next == NULL) {
             ngx_queue_insert_tail(&ngx_ioa_wait_clients, &cl->wait_q);
         }
@@ -377,33 +393,40 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
         return;
     }
 
+    /* "after (now - 1 ms, the largest sequence)" is "from now on" */
+    now.ms--;
+    now.seq = (uint64_t) -1;
+
+    zero.ms = 0;
+    zero.seq = 0;
+
     first = !cl->rooms_loaded;
     cl->rooms_loaded = 1;
+    rooms = reply->element[1];
 
-    for (i = 0; i < reply->elements; i++) {
+    for (i = 0; i < rooms->elements; i++) {
+        e = rooms->element[i];
 
-        if (reply->element[i]->type != REDIS_REPLY_STRING) {
+        if (e->type != REDIS_REPLY_STRING) {
             continue;
         }
 
-        comm_id.data = (u_char *) reply->element[i]->str;
-        comm_id.len = reply->element[i]->len;
+        comm_id.data = (u_char *) e->str;
+        comm_id.len = e->len;
 
         /*
          * A room found on the first load starts where the client asked
-         * (resume) or at the Stream's current end; a room found on a later
+         * (resume) or at the moment it connected; a room found on a later
          * load was created while the client was connected and its teamup
          * event was missed, so it is read from the beginning.
          */
 
-        start = NGX_IOA_START_AFTER;
-        after = NULL;
+        after = &zero;
 
         if (first) {
-            start = NGX_IOA_START_END;
+            after = &now;
 
             if (cl->has_since) {
-                start = NGX_IOA_START_AFTER;
                 after = &cl->since;
             }
 
@@ -413,7 +436,6 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
                 /* a room the client did not name was unknown to it when it
                  * last heard from us, i.e. created later: everything in it
                  * comes after the newest id it did name */
-                start = NGX_IOA_START_AFTER;
                 after = &res[0].sid;
 
                 for (j = 0; j < cl->resume->nelts; j++) {
@@ -438,7 +460,7 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
             }
         }
 
-        if (ngx_ioa_link(cl, &comm_id, start, after) != NGX_OK) {
+        if (ngx_ioa_link(cl, &comm_id, after) != NGX_OK) {
             cl->transport->close(cl, NGX_IOA_WS_INTERNAL, "out of memory");
             return;
         }
@@ -449,8 +471,7 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
 /* links */
 
 static ngx_int_t
-ngx_ioa_link(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
-    ngx_ioa_link_start_e start, ngx_ioa_sid_t *after)
+ngx_ioa_link(ngx_ioa_client_t *cl, ngx_str_t *comm_id, ngx_ioa_sid_t *after)
 {
     ngx_queue_t     *q;
     ngx_ioa_link_t  *lk;
@@ -482,11 +503,8 @@ ngx_ioa_link(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
 
     lk->client = cl;
     lk->room = room;
-    lk->start = start;
-
-    if (after) {
-        lk->last = *after;
-    }
+    lk->last = *after;
+    lk->first = *after;
 
     ngx_queue_insert_tail(&cl->links, &lk->client_q);
     ngx_queue_insert_tail(&room->links, &lk->room_q);
@@ -566,32 +584,26 @@ ngx_ioa_link_catchup(ngx_ioa_link_t *lk)
     argv[1] = (const char *) lk->room->log_key.data;
     argvlen[1] = lk->room->log_key.len;
 
-    if (lk->start == NGX_IOA_START_END) {
-        argv[0] = "XREVRANGE";
-        argvlen[0] = sizeof("XREVRANGE") - 1;
-        argv[2] = "+";
-        argvlen[2] = 1;
-        argv[3] = "-";
-        argvlen[3] = 1;
-        argv[4] = "COUNT";
-        argvlen[4] = 5;
-        argv[5] = "1";
-        argvlen[5] = 1;
+    argv[0] = "XRANGE";
+    argvlen[0] = sizeof("XRANGE") - 1;
+    argv[2] = (const char *) start;
+
+    if (lk->last.seq == (uint64_t) -1) {
+        /* Redis cannot step past the largest sequence of a millisecond
+         * itself: "after <ms>-max" is "from <ms+1>-0" */
+        argvlen[2] = ngx_sprintf(start, "%uL-0", lk->last.ms + 1) - start;
 
     } else {
-        argv[0] = "XRANGE";
-        argvlen[0] = sizeof("XRANGE") - 1;
         start[0] = '(';
-        argv[2] = (const char *) start;
         argvlen[2] = ngx_ioa_sid_print(start + 1, &lk->last) - start;
-        argv[3] = "+";
-        argvlen[3] = 1;
-        argv[4] = "COUNT";
-        argvlen[4] = 5;
-        argv[5] = (const char *) count;
-        argvlen[5] = ngx_sprintf(count, "%ui", lk->client->lcf->catchup_batch)
-                     - count;
     }
+    argv[3] = "+";
+    argvlen[3] = 1;
+    argv[4] = "COUNT";
+    argvlen[4] = 5;
+    argv[5] = (const char *) count;
+    argvlen[5] = ngx_sprintf(count, "%ui", lk->client->lcf->catchup_batch)
+                 - count;
 
     lk->req = ngx_ioa_redis_command(ngx_ioa_link_catchup_reply, lk,
                                     6, argv, argvlen);
@@ -645,21 +657,6 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
         /* the subscription was lost meanwhile: start over after it is
          * restored, or live traffic could slip between read and resubscribe */
         lk->state = NGX_IOA_LINK_WAIT_SUB;
-        return;
-    }
-
-    if (lk->start == NGX_IOA_START_END) {
-        if (reply->elements == 1
-            && reply->element[0]->type == REDIS_REPLY_ARRAY
-            && reply->element[0]->elements == 2
-            && reply->element[0]->element[0]->type == REDIS_REPLY_STRING)
-        {
-            e = reply->element[0]->element[0];
-            (void) ngx_ioa_parse_sid((u_char *) e->str, e->len, &lk->last);
-        }
-
-        lk->start = NGX_IOA_START_AFTER;
-        ngx_ioa_link_live(lk);
         return;
     }
 
@@ -1140,8 +1137,7 @@ ngx_ioa_room_on_event(ngx_str_t *data)
             next = ngx_queue_next(q);
             cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
 
-            if (ngx_ioa_link(cl, &comm_id, NGX_IOA_START_AFTER, &zero)
-                != NGX_OK)
+            if (ngx_ioa_link(cl, &comm_id, &zero) != NGX_OK)
             {
                 cl->transport->close(cl, NGX_IOA_WS_INTERNAL,
                                      "out of memory");
@@ -1480,12 +1476,6 @@ ngx_ioa_client_position(ngx_ioa_client_t *cl, u_char *p, u_char *last)
     {
         lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
 
-        /* a room whose starting point is not known yet has no position
-         * to give; every other room has one, 0-0 included */
-        if (lk->start == NGX_IOA_START_END) {
-            continue;
-        }
-
         if (p != start) {
             *p++ = ',';
         }
@@ -1521,6 +1511,20 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
     if (rc != NGX_OK) {
         ngx_ioa_client_error(cl, &err, NULL);
         goto done;
+    }
+
+    if (cl->wait_resume) {
+        /* the first frame: a resume sets where the rooms start, anything
+         * else means none is coming */
+        cl->wait_resume = 0;
+
+        if (env.is_control) {
+            ngx_ioa_client_control(cl, &env, pool);
+            ngx_ioa_client_load_rooms(cl);
+            goto done;
+        }
+
+        ngx_ioa_client_load_rooms(cl);
     }
 
     if (env.is_control) {
@@ -1675,20 +1679,28 @@ ngx_ioa_post_reply(redisReply *reply, void *data)
 /*
  * Control frames from a client: {"op":"resume","rooms":{"<comm_id>":"<id>"}}
  * re-reads those rooms after the given ids (the first-frame alternative to
- * the resume= query argument), {"op":"resume","since":"<id>"} all rooms.
+ * the resume= query argument), {"op":"resume","since":"<id>"} every room.
+ *
+ * A resume is exact while the room has delivered nothing to this connection
+ * yet: the link simply starts over from the new position.  Once live
+ * envelopes went out, going back would deliver old envelopes after newer
+ * ones, so that room answers "resume_too_late" instead; a client that cannot
+ * put resume= in its URL connects with wait_resume=1, and its rooms are not
+ * loaded before its first frame has been read.
  */
 
 static void
 ngx_ioa_client_control(ngx_ioa_client_t *cl, ngx_ioa_envelope_t *env,
     ngx_pool_t *pool)
 {
-    size_t            i;
-    yajl_val          doc, rooms, since, v;
-    ngx_str_t         comm_id, str;
-    ngx_queue_t      *q;
-    ngx_ioa_sid_t     sid;
-    ngx_ioa_link_t   *lk;
-    ngx_ioa_error_t   err;
+    size_t             i;
+    yajl_val           doc, rooms, since, v;
+    ngx_str_t          comm_id, str;
+    ngx_queue_t       *q;
+    ngx_ioa_sid_t      sid;
+    ngx_ioa_link_t    *lk;
+    ngx_ioa_error_t    err;
+    ngx_ioa_resume_t  *res;
 
     if (env->op.len != 6 || ngx_strncmp(env->op.data, "resume", 6) != 0) {
         ngx_ioa_error_set(&err, "unknown_op", "op",
@@ -1708,42 +1720,34 @@ ngx_ioa_client_control(ngx_ioa_client_t *cl, ngx_ioa_envelope_t *env,
     rooms = ngx_ioa_json_get(doc, "rooms");
     since = ngx_ioa_json_get(doc, "since");
 
-    if (since && YAJL_IS_STRING(since)) {
+    if ((rooms && !YAJL_IS_OBJECT(rooms)) || (rooms == NULL && since == NULL))
+    {
+        goto bad;
+    }
+
+    if (since) {
         if (ngx_ioa_json_string(since, &str) != NGX_OK
             || ngx_ioa_parse_sid(str.data, str.len, &sid) != NGX_OK)
         {
             goto bad;
         }
 
-        for (q = ngx_queue_head(&cl->links);
-             q != ngx_queue_sentinel(&cl->links);
-             q = ngx_queue_next(q))
-        {
-            lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
-            lk->last = sid;
-            lk->start = NGX_IOA_START_AFTER;
+        if (!cl->rooms_loaded) {
+            cl->since = sid;
+            cl->has_since = 1;
 
-            if (lk->state != NGX_IOA_LINK_WAIT_SUB) {
-                ngx_ioa_link_catchup(lk);
+        } else {
+            for (q = ngx_queue_head(&cl->links);
+                 q != ngx_queue_sentinel(&cl->links);
+                 q = ngx_queue_next(q))
+            {
+                lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
+                ngx_ioa_link_resume(lk, &sid);
             }
         }
-
-        cl->since = sid;
-        cl->has_since = 1;
-
-    } else if (since) {
-        goto bad;
     }
 
-    if (rooms == NULL) {
-        return;
-    }
-
-    if (!YAJL_IS_OBJECT(rooms)) {
-        goto bad;
-    }
-
-    for (i = 0; i < rooms->u.object.len; i++) {
+    for (i = 0; rooms && i < rooms->u.object.len; i++) {
         v = rooms->u.object.values[i];
 
         comm_id.data = (u_char *) rooms->u.object.keys[i];
@@ -1755,61 +1759,55 @@ ngx_ioa_client_control(ngx_ioa_client_t *cl, ngx_ioa_envelope_t *env,
             goto bad;
         }
 
+        if (!cl->rooms_loaded) {
+            /* the room list is still loading: it starts from here */
+
+            if (cl->resume == NULL) {
+                cl->resume = ngx_array_create(cl->pool, 4,
+                                              sizeof(ngx_ioa_resume_t));
+                if (cl->resume == NULL) {
+                    return;
+                }
+            }
+
+            res = ngx_array_push(cl->resume);
+            if (res == NULL) {
+                return;
+            }
+
+            res->comm_id.data = ngx_pstrdup(cl->pool, &comm_id);
+            if (res->comm_id.data == NULL) {
+                return;
+            }
+
+            res->comm_id.len = comm_id.len;
+            res->sid = sid;
+            continue;
+        }
+
         for (q = ngx_queue_head(&cl->links);
              q != ngx_queue_sentinel(&cl->links);
              q = ngx_queue_next(q))
         {
             lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
 
-            if (lk->room->sn.str.len != comm_id.len
-                || ngx_strncmp(lk->room->sn.str.data, comm_id.data,
-                               comm_id.len) != 0)
+            if (lk->room->sn.str.len == comm_id.len
+                && ngx_strncmp(lk->room->sn.str.data, comm_id.data,
+                               comm_id.len) == 0)
             {
-                continue;
+                break;
             }
-
-            lk->last = sid;
-            lk->start = NGX_IOA_START_AFTER;
-
-            if (lk->state != NGX_IOA_LINK_WAIT_SUB) {
-                ngx_ioa_link_catchup(lk);
-            }
-
-            break;
         }
 
         if (q == ngx_queue_sentinel(&cl->links)) {
-            if (!cl->rooms_loaded) {
-                /* the room list is still loading: remember the request */
-                if (cl->resume == NULL) {
-                    cl->resume = ngx_array_create(cl->pool, 4,
-                                                  sizeof(ngx_ioa_resume_t));
-                    if (cl->resume == NULL) {
-                        return;
-                    }
-                }
-
-                {
-                    ngx_ioa_resume_t  *res;
-
-                    res = ngx_array_push(cl->resume);
-                    if (res == NULL) {
-                        return;
-                    }
-
-                    res->comm_id.data = ngx_pstrdup(cl->pool, &comm_id);
-                    res->comm_id.len = comm_id.len;
-                    res->sid = sid;
-                }
-
-                continue;
-            }
-
             ngx_ioa_error_set(&err, "not_member", "rooms",
                               "\"%V\" is not a member of room \"%V\"",
                               &cl->name, &comm_id);
             ngx_ioa_client_error(cl, &err, &comm_id);
+            continue;
         }
+
+        ngx_ioa_link_resume(lk, &sid);
     }
 
     return;
@@ -1821,6 +1819,30 @@ bad:
                       "and/or {\"since\":\"<id>\"} with Stream ids such as "
                       "1700000000000-0");
     ngx_ioa_client_error(cl, &err, NULL);
+}
+
+
+static void
+ngx_ioa_link_resume(ngx_ioa_link_t *lk, ngx_ioa_sid_t *sid)
+{
+    ngx_ioa_error_t  err;
+
+    if (ngx_ioa_sid_cmp(&lk->last, &lk->first) != 0) {
+        ngx_ioa_error_set(&err, "resume_too_late", "rooms",
+                          "room \"%V\" already delivered live envelopes to "
+                          "this connection; resume with resume= in the URL, "
+                          "or connect with wait_resume=1 and send the resume "
+                          "frame first", &lk->room->sn.str);
+        ngx_ioa_client_error(lk->client, &err, &lk->room->sn.str);
+        return;
+    }
+
+    lk->last = *sid;
+    lk->first = *sid;
+
+    if (lk->state != NGX_IOA_LINK_WAIT_SUB) {
+        ngx_ioa_link_catchup(lk);
+    }
 }
 
 
@@ -2085,7 +2107,9 @@ ngx_ioa_parse_sid(u_char *p, size_t len, ngx_ioa_sid_t *sid)
     }
 
     for ( /* void */ ; p < (dash ? dash : last); p++) {
-        if (*p < '0' || *p > '9' || ms > (UINT64_MAX - 9) / 10) {
+        if (*p < '0' || *p > '9'
+            || ms > (UINT64_MAX - (uint64_t) (*p - '0')) / 10)
+        {
             return NGX_ERROR;
         }
 
@@ -2098,7 +2122,9 @@ ngx_ioa_parse_sid(u_char *p, size_t len, ngx_ioa_sid_t *sid)
         }
 
         for (p = dash + 1; p < last; p++) {
-            if (*p < '0' || *p > '9' || seq > (UINT64_MAX - 9) / 10) {
+            if (*p < '0' || *p > '9'
+                || seq > (UINT64_MAX - (uint64_t) (*p - '0')) / 10)
+            {
                 return NGX_ERROR;
             }
 

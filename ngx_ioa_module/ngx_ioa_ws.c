@@ -516,6 +516,8 @@ ngx_ioa_ws_accept(ngx_http_request_t *r, ngx_str_t *key)
  *                 an {"op":"ack"} frame with the id is sent instead
  *   since=<id>    resume every room after this Stream id
  *   resume=<comm_id>:<id>,...   resume these rooms after these ids
+ *   wait_resume=1 the first frame will be {"op":"resume",...}: rooms are
+ *                 loaded only once it has been read, so it is exact
  *
  * The same resume request can come as the first frame instead (see
  * ngx_ioa_room.c), for clients that cannot set query arguments.
@@ -535,6 +537,17 @@ ngx_ioa_ws_options(ngx_http_request_t *r, ngx_ioa_ws_t *ws,
         } else {
             ngx_ioa_error_set(err, "bad_option", "echo",
                               "\"echo\" must be 0 or 1");
+            return NGX_ERROR;
+        }
+    }
+
+    if (ngx_http_arg(r, (u_char *) "wait_resume", 11, &v) == NGX_OK) {
+        if (v.len == 1 && (v.data[0] == '0' || v.data[0] == '1')) {
+            ws->client.wait_resume = (v.data[0] == '1');
+
+        } else {
+            ngx_ioa_error_set(err, "bad_option", "wait_resume",
+                              "\"wait_resume\" must be 0 or 1");
             return NGX_ERROR;
         }
     }
