@@ -1149,6 +1149,9 @@ ngx_ioa_ws_out_alloc(ngx_ioa_ws_t *ws, size_t size)
     ngx_memzero(o, sizeof(ngx_ioa_ws_out_t));
 
     o->buf.memory = 1;
+    /* TLS: without it ngx_ssl_send_chain() keeps small frames in its
+     * 16k record buffer until more data comes */
+    o->buf.flush = 1;
     o->buf.start = (u_char *) (o + 1);
     o->buf.end = o->buf.start + size;
     o->cl.buf = &o->buf;

@@ -112,11 +112,12 @@ sub envelope {
 # connect($ctx, $name, $query, %ws_opt): GET /ws/$name$query.  Always returns
 # an object; ->ok / ->error tell how the handshake went.  %ws_opt goes to
 # IoaTest::WS->connect (e.g. pipeline => [$frame_text] sends frames in the
-# same write as the handshake).
+# same write as the handshake, ssl => 1 with port => $p speaks wss://).
 sub connect {
     my ($class, $ctx, $name, $query, %opt) = @_;
     my $path = '/ws/' . _uri_escape($name) . ($query // '');
-    my $ws = IoaTest::WS->connect($ctx->host, $ctx->port, $path,
+    my $port = delete $opt{port} // $ctx->port;     # e.g. a TLS port
+    my $ws = IoaTest::WS->connect($ctx->host, $port, $path,
                                   timeout => 5, %opt);
     return bless { ws => $ws, name => $name, pending => [] }, $class;
 }

@@ -61,6 +61,7 @@ my $GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 #   rcvbuf    => $bytes          SO_RCVBUF, set before connecting so that it
 #                                bounds the advertised window (a client that
 #                                does not read then fills up quickly)
+#   ssl       => 1               wss://: TLS (certificate not verified)
 sub connect {
     my ($class, $host, $port, $path, %opt) = @_;
     my $self = bless {
@@ -88,6 +89,18 @@ sub connect {
     binmode $self->{sock};
     # Small frames must leave at once, not wait for Nagle.
     setsockopt $self->{sock}, IPPROTO_TCP, TCP_NODELAY, 1;
+
+    if ($opt{ssl}) {
+        require IO::Socket::SSL;
+        if (!IO::Socket::SSL->start_SSL($self->{sock},
+                SSL_verify_mode => 0, SSL_hostname => '',
+                Timeout => $self->{timeout}))
+        {
+            $self->{error} = "TLS handshake failed: "
+                             . IO::Socket::SSL::errstr();
+            return $self;
+        }
+    }
 
     my $key = $opt{key} // encode_base64(join('', map { chr rand 256 } 1 .. 16), '');
     my @hdrs = (
@@ -342,7 +355,10 @@ sub _fill {
     my ($self, $deadline) = @_;
     return 0 if $self->{eof} || !$self->{sock};
     my $left = _left($deadline);
-    return 0 unless IO::Select->new($self->{sock})->can_read($left);
+    # TLS may hold decrypted bytes that select() cannot see
+    my $pending = $self->{sock}->can('pending') && $self->{sock}->pending;
+    return 0 unless $pending
+                    || IO::Select->new($self->{sock})->can_read($left);
     my $n = sysread $self->{sock}, $self->{buf}, 65536, length $self->{buf};
     if (!$n) {       # 0 = EOF, undef = error (ECONNRESET): both end it
         $self->{eof} = 1;
