@@ -1101,7 +1101,14 @@ ngx_ioa_ws_close(ngx_ioa_client_t *cl, ngx_uint_t code, const char *reason)
             ws->out_tail = &ws->out;
 
         } else {
-            ws->out->next = NULL;
+            /* keep the partly written frame, drop everything behind it */
+            while (ws->out->next) {
+                o = ws->out->next;
+                ws->out->next = o->next;
+                ws->out_bytes -= o->size;
+                ngx_ioa_ws_out_free(ws, o);
+            }
+
             ws->out_tail = &ws->out->next;
         }
     }
@@ -1336,7 +1343,15 @@ ngx_ioa_ws_done_handler(ngx_event_t *ev)
 {
     ngx_ioa_ws_t *ws = ev->data;
 
+    ngx_connection_t  *c;
+
+    c = ws->request->connection;
+
+    /* NGX_HTTP_CLOSE only queues the request for termination; nginx's own
+     * connection handler would run that queue, but the connection's
+     * handlers are ours */
     ngx_http_finalize_request(ws->request, NGX_HTTP_CLOSE);
+    ngx_http_run_posted_requests(c);
 }
 
 
