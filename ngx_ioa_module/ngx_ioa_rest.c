@@ -470,20 +470,50 @@ ngx_ioa_rest_redis_failed(ngx_http_request_t *r, redisReply *reply)
 }
 
 
-/* GET|POST /health_check: IoA answers "ok"; we do so only while Redis is
- * reachable, so a load balancer stops sending to an instance that cannot
- * do anything useful */
+/* GET|POST /health_check: IoA answers "ok"; we do so only when Redis
+ * answers a PING on this worker's command connection within
+ * ioa_redis_timeout, so a load balancer stops sending to an instance that
+ * cannot do anything useful (a connected but stalled Redis included) */
+
+static void ngx_ioa_health_done(ngx_http_request_t *r, redisReply *reply);
+
 
 ngx_int_t
 ngx_ioa_health_handler(ngx_http_request_t *r)
 {
-    ngx_str_t  ok = ngx_string("\"ok\"");
+    const char  *argv[1];
+    size_t       argvlen[1];
 
-    if (!ngx_ioa_redis_ready()) {
+    if (ngx_http_discard_request_body(r) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    argv[0] = "PING";
+    argvlen[0] = 4;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_health_done, 1, argv, argvlen)
+        != NGX_OK)
+    {
         return ngx_ioa_send_unavailable(r);
     }
 
-    return ngx_ioa_send_json(r, NGX_HTTP_OK, &ok);
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_ioa_health_done(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_str_t  ok = ngx_string("\"ok\"");
+
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+        return;
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_OK, &ok));
 }
 
 
