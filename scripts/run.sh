@@ -5,7 +5,7 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-RUN="$REPO/build/run"
+RUN="${IOA_RUN_DIR:-$REPO/build/run}"
 IOA_PORT=${IOA_PORT:-7788}
 IOA_REDIS_PORT=${IOA_REDIS_PORT:-7789}
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make stop: stops what scripts/run.sh started, by PID.
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-RUN="$REPO/build/run"
+RUN="${IOA_RUN_DIR:-$REPO/build/run}"
 # nginx stops gracefully on QUIT (agents get 1001), Redis on TERM
 for entry in "nginx.pid QUIT" "redis.pid TERM"; do
     set -- $entry
