@@ -128,7 +128,8 @@ typedef struct ngx_ioa_link_s    ngx_ioa_link_t;
 
 typedef enum {
     NGX_IOA_CLIENT_AGENT = 0,
-    NGX_IOA_CLIENT_OBSERVER
+    NGX_IOA_CLIENT_OBSERVER,
+    NGX_IOA_CLIENT_FOLLOWER      /* reads one stream, e.g. a goal's events */
 } ngx_ioa_client_kind_e;
 
 
@@ -145,6 +146,7 @@ typedef struct {
 
 struct ngx_ioa_client_s {
     ngx_str_t                 name;          /* identity */
+    ngx_str_t                 follow;        /* FOLLOWER: the room read */
     ngx_str_t                 name_json;     /* JSON-escaped identity */
     ngx_ioa_client_kind_e     kind;
     ngx_ioa_transport_t      *transport;
@@ -249,6 +251,7 @@ typedef enum {
     NGX_IOA_SCRIPT_ROOM_CREATE,
     NGX_IOA_SCRIPT_ROOM_RECORD,
     NGX_IOA_SCRIPT_PRESENCE,
+    NGX_IOA_SCRIPT_GOAL_CANCEL,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -349,6 +352,14 @@ ngx_int_t ngx_ioa_rest_redis_failed(ngx_http_request_t *r,
 ngx_int_t ngx_ioa_teamup_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_fetch_record_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_health_handler(ngx_http_request_t *r);
+
+
+/* ngx_ioa_goal.c */
+ngx_int_t ngx_ioa_launch_goal_handler(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id);
+ngx_int_t ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id);
+ngx_int_t ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id);
+void ngx_ioa_goal_ensure_group(void);
 
 
 /* ngx_ioa_sse.c */

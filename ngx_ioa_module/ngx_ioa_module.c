@@ -260,6 +260,30 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
                : ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_AGENT);
     }
 
+    if (ngx_ioa_path_arg(&rest, "/goals/", "/events", &arg) == NGX_OK) {
+        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
+               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
+               : ngx_ioa_goal_events_handler(r, &arg);
+    }
+
+    if (ngx_ioa_path_arg(&rest, "/goals/", "/cancel", &arg) == NGX_OK) {
+        return ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK
+               ? ngx_ioa_not_allowed(r, NGX_IOA_POST)
+               : ngx_ioa_goal_cancel_handler(r, &arg);
+    }
+
+    if (ngx_ioa_path_arg(&rest, "/goals/", NULL, &arg) == NGX_OK) {
+        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
+               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
+               : ngx_ioa_goal_handler(r, &arg);
+    }
+
+    if (ngx_ioa_path_is("/launch_goal")) {
+        return ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK
+               ? ngx_ioa_not_allowed(r, NGX_IOA_POST)
+               : ngx_ioa_launch_goal_handler(r);
+    }
+
     if (ngx_ioa_path_is("/health_check")) {
         return ngx_ioa_method(r, NGX_IOA_GET|NGX_IOA_POST) != NGX_OK
                ? ngx_ioa_not_allowed(r, NGX_IOA_GET|NGX_IOA_POST) : ngx_ioa_health_handler(r);

@@ -379,6 +379,7 @@ ngx_ioa_redis_on_connect(const redisAsyncContext *ac, int status)
     }
 
     ngx_ioa_redis_load_scripts(rc);
+    ngx_ioa_goal_ensure_group();
     ngx_ioa_room_on_cmd_ready();
 }
 

@@ -177,6 +177,40 @@ ngx_ioa_client_attach(ngx_ioa_client_t *cl)
 
     ngx_ioa_nclients++;
 
+    if (cl->kind == NGX_IOA_CLIENT_FOLLOWER) {
+        ngx_ioa_sid_t      start, *after;
+        ngx_uint_t         i;
+        ngx_ioa_resume_t  *res;
+
+        /* a follower reads its one stream from the beginning, or from
+         * where it says it stopped (Last-Event-ID) */
+
+        start.ms = 0;
+        start.seq = 0;
+        after = &start;
+
+        if (cl->has_since) {
+            after = &cl->since;
+        }
+
+        if (cl->resume) {
+            res = cl->resume->elts;
+
+            for (i = 0; i < cl->resume->nelts; i++) {
+                if (res[i].comm_id.len == cl->follow.len
+                    && ngx_strncmp(res[i].comm_id.data, cl->follow.data,
+                                   cl->follow.len) == 0)
+                {
+                    after = &res[i].sid;
+                }
+            }
+        }
+
+        cl->rooms_loaded = 1;
+
+        return ngx_ioa_link(cl, &cl->follow, after);
+    }
+
     if (cl->kind == NGX_IOA_CLIENT_OBSERVER) {
         ngx_queue_insert_tail(&ngx_ioa_observers, &cl->agent_q);
 
@@ -258,6 +292,10 @@ ngx_ioa_client_detach(ngx_ioa_client_t *cl)
         q = ngx_queue_head(&cl->links);
         lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
         ngx_ioa_link_free(lk);
+    }
+
+    if (cl->kind == NGX_IOA_CLIENT_FOLLOWER) {
+        return;
     }
 
     ngx_queue_remove(&cl->agent_q);

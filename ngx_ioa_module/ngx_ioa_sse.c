@@ -257,6 +257,11 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
         sse->client.name.len = name->len;
     }
 
+    if (kind == NGX_IOA_CLIENT_FOLLOWER) {
+        /* name is the stream to follow, e.g. "goal-<id>" */
+        sse->client.follow = sse->client.name;
+    }
+
     /* resume: Last-Event-ID (what EventSource sends by itself), or the
      * same query arguments as a WebSocket */
 
@@ -291,7 +296,7 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
         }
     }
 
-    if (h && h->value.len && kind == NGX_IOA_CLIENT_AGENT) {
+    if (h && h->value.len && kind != NGX_IOA_CLIENT_OBSERVER) {
         if (ngx_ioa_client_parse_resume(&sse->client, &h->value, &err)
             != NGX_OK)
         {
@@ -402,7 +407,7 @@ ngx_ioa_sse_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
 
     id.len = 0;
 
-    if (cl->kind == NGX_IOA_CLIENT_AGENT) {
+    if (cl->kind != NGX_IOA_CLIENT_OBSERVER) {
         len = ngx_ioa_client_position_len(cl);
 
         id.data = ngx_alloc(len + 1, cl->log);
@@ -425,7 +430,7 @@ ngx_ioa_sse_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
         return NGX_ERROR;
     }
 
-    if (cl->kind == NGX_IOA_CLIENT_AGENT) {
+    if (cl->kind != NGX_IOA_CLIENT_OBSERVER) {
         ngx_free(id.data);
     }
 

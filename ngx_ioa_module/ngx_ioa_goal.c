@@ -1,0 +1,999 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * Goals: POST /launch_goal, GET /goals/{id}, GET /goals/{id}/events,
+ * POST /goals/{id}/cancel.
+ *
+ * nginx never plans or calls an LLM: a goal is written to Redis and handed
+ * to the workers (workers/ioa-worker) through a Stream with a consumer
+ * group, P{jobs}:goals.  The goal's record is the HASH P{goal:<id>}:meta,
+ * which the worker keeps current (state, comm_id, conclusion, error).
+ *
+ * The goal's event feed is a Stream shaped exactly like a room log,
+ * P{room:goal-<id>}:log, with its channel P{room:goal-<id>}:ch: the worker
+ * appends state changes and a copy of every envelope of the goal's room.
+ * So following a goal is following a room, and the room machinery
+ * (ngx_ioa_room.c) gives it the same guarantees for free: subscription,
+ * catch-up from the Stream, exact resume with Last-Event-ID, over HTTP/1.1
+ * and HTTP/2.  A follower only ever reads, and nothing else can post there:
+ * the feed has no members, so post.lua refuses every client.
+ *
+ * IoA's blocking form (POST /launch_goal?wait=1, or "Prefer: wait") answers
+ * [comm_id, conclusion] when the goal ends.  It waits as a follower of the
+ * feed, without polling and without blocking nginx: the answer is written
+ * when the worker's final state event arrives.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <sys/random.h>
+
+#include "ngx_ioa.h"
+#include "ngx_ioa_ws_frame.h"
+
+
+typedef struct {
+    ngx_ioa_client_t          client;     /* must be first: a follower */
+    ngx_http_request_t       *request;
+    ngx_str_t                 goal_id;
+    unsigned                  attached:1;
+    unsigned                  done:1;
+} ngx_ioa_goal_wait_t;
+
+
+typedef struct {
+    ngx_str_t                 goal_id;
+    ngx_str_t                 meta;
+    ngx_uint_t                wait;
+} ngx_ioa_goal_ctx_t;
+
+
+static void ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body);
+static ngx_int_t ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
+    ngx_ioa_error_t *err);
+static void ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_launch_queued(ngx_http_request_t *r, redisReply *reply);
+static ngx_int_t ngx_ioa_goal_wait(ngx_http_request_t *r,
+    ngx_ioa_goal_ctx_t *g);
+static ngx_int_t ngx_ioa_goal_wait_send(ngx_ioa_client_t *cl,
+    ngx_ioa_msg_t *m);
+static ngx_int_t ngx_ioa_goal_wait_text(ngx_ioa_client_t *cl, ngx_str_t *s);
+static void ngx_ioa_goal_wait_close(ngx_ioa_client_t *cl, ngx_uint_t code,
+    const char *reason);
+static void ngx_ioa_goal_wait_cleanup(void *data);
+static void ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_goal_cancel_done(ngx_http_request_t *r,
+    redisReply *reply);
+static ngx_int_t ngx_ioa_goal_id_valid(ngx_str_t *id);
+static ngx_int_t ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id,
+    const char *suffix, ngx_str_t *key);
+
+
+static ngx_ioa_transport_t  ngx_ioa_goal_wait_transport = {
+    ngx_ioa_goal_wait_send,
+    ngx_ioa_goal_wait_text,
+    ngx_ioa_goal_wait_close
+};
+
+
+/* the fields of the meta HASH a client may read, in answer order */
+static const char  *ngx_ioa_goal_fields[] = {
+    "goal_id", "goal", "state", "comm_id", "conclusion", "error",
+    "created_at", "updated_at", "parent", "depth", "tokens", NULL
+};
+
+
+/*
+ * POST /launch_goal: IoA's LaunchGoalParam.  202 with where to follow the
+ * goal, or with ?wait=1 / "Prefer: wait" IoA's [comm_id, conclusion].
+ */
+
+ngx_int_t
+ngx_ioa_launch_goal_handler(ngx_http_request_t *r)
+{
+    return ngx_ioa_read_body(r, ngx_ioa_launch_body);
+}
+
+
+static void
+ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
+{
+    u_char               rnd[16], *hex, now[NGX_INT64_LEN];
+    size_t               n;
+    yajl_val             doc, v;
+    ngx_str_t            s, prefer, request;
+    const char          *argv[32];
+    size_t               argvlen[32];
+    ngx_ioa_error_t      err;
+    ngx_ioa_jbuf_t       b;
+    ngx_ioa_goal_ctx_t  *g;
+
+    doc = ngx_ioa_body_json(r, body);
+    if (doc == NULL) {
+        return;
+    }
+
+    if (ngx_ioa_launch_check(r, doc, &err) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+        return;
+    }
+
+    g = ngx_pcalloc(r->pool, sizeof(ngx_ioa_goal_ctx_t));
+    if (g == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    if (ngx_http_arg(r, (u_char *) "wait", 4, &s) == NGX_OK
+        && s.len == 1 && s.data[0] == '1')
+    {
+        g->wait = 1;
+    }
+
+    {
+        ngx_uint_t        k;
+        ngx_list_part_t  *part;
+        ngx_table_elt_t  *h;
+
+        part = &r->headers_in.headers.part;
+        h = part->elts;
+
+        for (k = 0; /* void */ ; k++) {
+            if (k >= part->nelts) {
+                if (part->next == NULL) {
+                    break;
+                }
+
+                part = part->next;
+                h = part->elts;
+                k = 0;
+            }
+
+            prefer = h[k].value;
+
+            if (h[k].key.len == 6
+                && ngx_strncasecmp(h[k].key.data, (u_char *) "Prefer", 6)
+                   == 0
+                && ngx_strlcasestrn(prefer.data, prefer.data + prefer.len,
+                                    (u_char *) "wait", 4 - 1)
+                   != NULL)
+            {
+                g->wait = 1;
+            }
+        }
+    }
+
+    /* goal ids look like room ids: 128 random bits in hex */
+
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    hex = ngx_pnalloc(r->pool, 32);
+    if (hex == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_hex_dump(hex, rnd, sizeof(rnd));
+    g->goal_id.data = hex;
+    g->goal_id.len = 32;
+
+    if (ngx_ioa_goal_key(r, &g->goal_id, ":meta", &g->meta) != NGX_OK
+        || ngx_ioa_jbuf_init(&b, r->pool, body->len + 16) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    /* the request as the worker reads it: normalised, compact */
+    ngx_ioa_jbuf_val(&b, doc);
+
+    if (ngx_ioa_jbuf_done(&b, &request) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_rest_set_data(r, g);
+
+    n = 0;
+
+#define ngx_ioa_arg(p, l)                                                     \
+    argv[n] = (const char *) (p); argvlen[n] = (l); n++
+
+    ngx_ioa_arg("HSET", 4);
+    ngx_ioa_arg(g->meta.data, g->meta.len);
+    ngx_ioa_arg("goal_id", 7);
+    ngx_ioa_arg(g->goal_id.data, g->goal_id.len);
+    ngx_ioa_arg("state", 5);
+    ngx_ioa_arg("queued", 6);
+    ngx_ioa_arg("request", 7);
+    ngx_ioa_arg(request.data, request.len);
+    ngx_ioa_arg("created_at", 10);
+    ngx_ioa_arg(now, ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now);
+    ngx_ioa_arg("parent", 6);
+    ngx_ioa_arg("", 0);
+
+    v = ngx_ioa_json_get(doc, "goal");
+    if (v && ngx_ioa_json_string(v, &s) == NGX_OK) {
+        ngx_ioa_arg("goal", 4);
+        ngx_ioa_arg(s.data ? s.data : (u_char *) "", s.len);
+    }
+
+    v = ngx_ioa_json_get(doc, "comm_id");
+    if (v && ngx_ioa_json_string(v, &s) == NGX_OK && s.len) {
+        ngx_ioa_arg("comm_id", 7);
+        ngx_ioa_arg(s.data, s.len);
+    }
+
+    v = ngx_ioa_json_get(doc, "team_up_depth");
+    ngx_ioa_arg("depth", 5);
+
+    if (v && YAJL_IS_INTEGER(v)) {
+        s.data = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+        if (s.data == NULL) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        s.len = ngx_sprintf(s.data, "%L", YAJL_GET_INTEGER(v)) - s.data;
+        ngx_ioa_arg(s.data, s.len);
+
+    } else {
+        ngx_ioa_arg("", 0);
+    }
+
+#undef ngx_ioa_arg
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_launch_stored, n, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+/* IoA's field types; a bad one is named in the 400 */
+
+static ngx_int_t
+ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
+    ngx_ioa_error_t *err)
+{
+    size_t     i;
+    yajl_val   v, w;
+    ngx_str_t  s;
+
+    if (!YAJL_IS_OBJECT(doc)) {
+        ngx_ioa_error_set(err, "invalid_request", NULL,
+                          "the body must be a JSON object");
+        return NGX_ERROR;
+    }
+
+    v = ngx_ioa_json_get(doc, "comm_id");
+
+    if (v && !YAJL_IS_NULL(v)
+        && (ngx_ioa_json_string(v, &s) != NGX_OK || s.len > 64))
+    {
+        ngx_ioa_error_set(err, "invalid_request", "comm_id",
+                          "\"comm_id\" must be a room id or null");
+        return NGX_ERROR;
+    }
+
+    v = ngx_ioa_json_get(doc, "goal");
+
+    if (v == NULL || ngx_ioa_json_string(v, &s) != NGX_OK
+        || (s.len == 0 && ngx_ioa_json_get(doc, "comm_id") == NULL))
+    {
+        ngx_ioa_error_set(err, "invalid_request", "goal",
+                          "\"goal\" must be a non-empty string");
+        return NGX_ERROR;
+    }
+
+    v = ngx_ioa_json_get(doc, "team_member_names");
+
+    if (v && !YAJL_IS_NULL(v)) {
+        if (!YAJL_IS_ARRAY(v) || v->u.array.len == 0
+            || v->u.array.len > 64)
+        {
+            goto bad_names;
+        }
+
+        for (i = 0; i < v->u.array.len; i++) {
+            w = v->u.array.values[i];
+
+            if (ngx_ioa_json_string(w, &s) != NGX_OK
+                || ngx_ioa_valid_name(&s) != NGX_OK)
+            {
+                goto bad_names;
+            }
+        }
+    }
+
+    v = ngx_ioa_json_get(doc, "team_up_depth");
+
+    if (v && !YAJL_IS_NULL(v)
+        && (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 0
+            || YAJL_GET_INTEGER(v) > 16))
+    {
+        ngx_ioa_error_set(err, "invalid_request", "team_up_depth",
+                          "\"team_up_depth\" must be an integer from 0 to "
+                          "16, or null");
+        return NGX_ERROR;
+    }
+
+    v = ngx_ioa_json_get(doc, "max_turns");
+
+    if (v && !YAJL_IS_NULL(v)
+        && (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 1
+            || YAJL_GET_INTEGER(v) > 10000))
+    {
+        ngx_ioa_error_set(err, "invalid_request", "max_turns",
+                          "\"max_turns\" must be an integer from 1 to "
+                          "10000, or null");
+        return NGX_ERROR;
+    }
+
+    v = ngx_ioa_json_get(doc, "cont_input");
+
+    if (v && !YAJL_IS_NULL(v) && !YAJL_IS_STRING(v)) {
+        if (!YAJL_IS_OBJECT(v)
+            || (w = ngx_ioa_json_get(v, "content")) == NULL
+            || !YAJL_IS_STRING(w))
+        {
+            ngx_ioa_error_set(err, "invalid_request", "cont_input",
+                              "\"cont_input\" must be a string, "
+                              "{\"sender\",\"content\"}, or null");
+            return NGX_ERROR;
+        }
+    }
+
+    v = ngx_ioa_json_get(doc, "is_collaborative_planning_enabled");
+
+    if (v && !YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v) && !YAJL_IS_NULL(v)) {
+        ngx_ioa_error_set(err, "invalid_request",
+                          "is_collaborative_planning_enabled",
+                          "\"is_collaborative_planning_enabled\" must be "
+                          "true or false");
+        return NGX_ERROR;
+    }
+
+    v = ngx_ioa_json_get(doc, "skip_naming");
+
+    if (v && !YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v) && !YAJL_IS_NULL(v)) {
+        ngx_ioa_error_set(err, "invalid_request", "skip_naming",
+                          "\"skip_naming\" must be true or false");
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+
+bad_names:
+
+    ngx_ioa_error_set(err, "invalid_request", "team_member_names",
+                      "\"team_member_names\" must be a list of 1 to 64 agent "
+                      "names, or null");
+    return NGX_ERROR;
+}
+
+
+static void
+ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply)
+{
+    u_char                key[256];
+    const char           *argv[5];
+    size_t                argvlen[5];
+    ngx_ioa_goal_ctx_t   *g;
+    ngx_ioa_main_conf_t  *mcf;
+
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    g = ngx_ioa_rest_get_data(r);
+    mcf = ngx_ioa_main_conf();
+
+    /* the group may be gone with a Redis that lost its data; a launch is
+     * rare enough to make sure of it every time, on the same connection
+     * and so before the job */
+    ngx_ioa_goal_ensure_group();
+
+    /* the job: any worker of the "workers" group takes it */
+
+    argv[0] = "XADD";
+    argvlen[0] = 4;
+    argv[1] = (const char *) key;
+    argvlen[1] = ngx_snprintf(key, sizeof(key), "%V{jobs}:goals",
+                              &mcf->redis_prefix) - key;
+    argv[2] = "*";
+    argvlen[2] = 1;
+    argv[3] = "goal_id";
+    argvlen[3] = 7;
+    argv[4] = (const char *) g->goal_id.data;
+    argvlen[4] = g->goal_id.len;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_launch_queued, 5, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+static void
+ngx_ioa_launch_queued(ngx_http_request_t *r, redisReply *reply)
+{
+    u_char              *p;
+    ngx_str_t            out;
+    ngx_table_elt_t     *h;
+    ngx_ioa_goal_ctx_t  *g;
+
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    g = ngx_ioa_rest_get_data(r);
+
+    if (g->wait) {
+        if (ngx_ioa_goal_wait(r, g) != NGX_OK) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        }
+
+        return;
+    }
+
+    out.data = ngx_pnalloc(r->pool, 256);
+    if (out.data == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    p = ngx_sprintf(out.data,
+                    "{\"goal_id\":\"%V\",\"state\":\"queued\","
+                    "\"status_url\":\"/goals/%V\","
+                    "\"events_url\":\"/goals/%V/events\","
+                    "\"cancel_url\":\"/goals/%V/cancel\"}",
+                    &g->goal_id, &g->goal_id, &g->goal_id, &g->goal_id);
+    out.len = p - out.data;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h) {
+        h->hash = 1;
+        ngx_str_set(&h->key, "Location");
+        h->value.data = ngx_pnalloc(r->pool, sizeof("/goals/") - 1 + 32);
+
+        if (h->value.data == NULL) {
+            h->hash = 0;
+
+        } else {
+            h->value.len = ngx_sprintf(h->value.data, "/goals/%V",
+                                       &g->goal_id) - h->value.data;
+        }
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_ACCEPTED, &out));
+}
+
+
+/* the blocking form: a follower of the goal's feed that answers the request
+ * when the final state event arrives */
+
+static ngx_int_t
+ngx_ioa_goal_wait(ngx_http_request_t *r, ngx_ioa_goal_ctx_t *g)
+{
+    u_char               *p;
+    ngx_ioa_goal_wait_t  *w;
+    ngx_pool_cleanup_t   *cln;
+
+    w = ngx_pcalloc(r->pool, sizeof(ngx_ioa_goal_wait_t));
+    if (w == NULL) {
+        return NGX_ERROR;
+    }
+
+    w->request = r;
+    w->goal_id = g->goal_id;
+
+    w->client.kind = NGX_IOA_CLIENT_FOLLOWER;
+    w->client.transport = &ngx_ioa_goal_wait_transport;
+    w->client.data = w;
+    w->client.pool = r->pool;
+    w->client.log = r->connection->log;
+    w->client.lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    w->client.echo = 1;
+    ngx_queue_init(&w->client.links);
+
+    p = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + g->goal_id.len);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    w->client.follow.data = p;
+    w->client.follow.len = ngx_sprintf(p, "goal-%V", &g->goal_id) - p;
+    w->client.name = w->client.follow;
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NGX_ERROR;
+    }
+
+    cln->handler = ngx_ioa_goal_wait_cleanup;
+    cln->data = w;
+
+    if (ngx_ioa_client_attach(&w->client) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    w->attached = 1;
+
+    /* a client that goes away is noticed; its request cleanup detaches */
+    r->read_event_handler = ngx_http_test_reading;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_goal_wait_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
+{
+    ngx_ioa_goal_wait_t *w = cl->data;
+
+    yajl_val             ev, v;
+    ngx_str_t            state, s;
+    ngx_uint_t           status;
+    ngx_ioa_jbuf_t       b;
+    ngx_ioa_error_t      err;
+    ngx_http_request_t  *r;
+
+    r = w->request;
+
+    if (w->done) {
+        return NGX_OK;
+    }
+
+    ev = ngx_ioa_json_parse(r->pool, m->payload, m->payload_len, 64, &err);
+
+    if (ev == NULL
+        || (v = ngx_ioa_json_get(ev, "event")) == NULL
+        || ngx_ioa_json_string(v, &s) != NGX_OK
+        || s.len != 5 || ngx_strncmp(s.data, "state", 5) != 0
+        || (v = ngx_ioa_json_get(ev, "state")) == NULL
+        || ngx_ioa_json_string(v, &state) != NGX_OK)
+    {
+        return NGX_OK;
+    }
+
+    if (!(state.len == 9 && ngx_strncmp(state.data, "concluded", 9) == 0)
+        && !(state.len == 6 && ngx_strncmp(state.data, "failed", 6) == 0)
+        && !(state.len == 9 && ngx_strncmp(state.data, "cancelled", 9) == 0))
+    {
+        return NGX_OK;
+    }
+
+    w->done = 1;
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 256) != NGX_OK) {
+        status = NGX_HTTP_INTERNAL_SERVER_ERROR;
+        goto finish;
+    }
+
+    status = NGX_HTTP_OK;
+
+    if (state.data[0] == 'c' && state.data[1] == 'o') {
+        /* IoA's answer: [comm_id, conclusion] */
+        ngx_ioa_jbuf_byte(&b, '[');
+
+        v = ngx_ioa_json_get(ev, "comm_id");
+
+        if (v) {
+            ngx_ioa_jbuf_val(&b, v);
+
+        } else {
+            ngx_ioa_jbuf_literal(&b, "null");
+        }
+
+        ngx_ioa_jbuf_byte(&b, ',');
+
+        v = ngx_ioa_json_get(ev, "conclusion");
+
+        if (v) {
+            ngx_ioa_jbuf_val(&b, v);
+
+        } else {
+            ngx_ioa_jbuf_literal(&b, "null");
+        }
+
+        ngx_ioa_jbuf_byte(&b, ']');
+
+    } else {
+        v = ngx_ioa_json_get(ev, "error");
+
+        if (v == NULL || ngx_ioa_json_string(v, &s) != NGX_OK) {
+            ngx_str_set(&s, "");
+        }
+
+        ngx_ioa_error_set(&err, state.data[0] == 'f' ? "goal_failed"
+                                                     : "goal_cancelled",
+                          NULL, "goal %V %V%s%V", &w->goal_id, &state,
+                          s.len ? ": " : "", &s);
+        ngx_ioa_error_json(r->pool, &err, NULL, &s);
+        ngx_ioa_jbuf_raw(&b, s.data, s.len);
+        status = state.data[0] == 'f' ? NGX_HTTP_BAD_GATEWAY : NGX_HTTP_OK;
+    }
+
+finish:
+
+    if (w->attached) {
+        w->attached = 0;
+        ngx_ioa_client_detach(cl);
+    }
+
+    r->read_event_handler = ngx_http_block_reading;
+
+    ngx_ioa_finish(r, status == NGX_HTTP_INTERNAL_SERVER_ERROR
+                      ? NGX_HTTP_INTERNAL_SERVER_ERROR
+                      : ngx_ioa_send_jbuf(r, status, &b));
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_goal_wait_text(ngx_ioa_client_t *cl, ngx_str_t *s)
+{
+    return NGX_OK;
+}
+
+
+static void
+ngx_ioa_goal_wait_close(ngx_ioa_client_t *cl, ngx_uint_t code,
+    const char *reason)
+{
+    ngx_ioa_goal_wait_t *w = cl->data;
+
+    ngx_ioa_error_t  err;
+
+    if (w->done) {
+        return;
+    }
+
+    w->done = 1;
+
+    if (w->attached) {
+        w->attached = 0;
+        ngx_ioa_client_detach(cl);
+    }
+
+    ngx_ioa_error_set(&err, "internal_error", NULL,
+                      "waiting for goal %V failed: %s", &w->goal_id,
+                      reason ? reason : "");
+    ngx_ioa_finish(w->request,
+                   ngx_ioa_send_error(w->request,
+                                      NGX_HTTP_INTERNAL_SERVER_ERROR, &err));
+}
+
+
+static void
+ngx_ioa_goal_wait_cleanup(void *data)
+{
+    ngx_ioa_goal_wait_t *w = data;
+
+    w->done = 1;
+
+    if (w->attached) {
+        w->attached = 0;
+        ngx_ioa_client_detach(&w->client);
+    }
+}
+
+
+/* GET /goals/{id} */
+
+ngx_int_t
+ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id)
+{
+    size_t               n;
+    ngx_str_t            key;
+    const char          *argv[16];
+    size_t               argvlen[16];
+    ngx_ioa_error_t      err;
+
+    if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
+        ngx_ioa_error_set(&err, "invalid_request", "goal_id",
+                          "a goal id is 32 hexadecimal digits");
+        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    if (ngx_http_discard_request_body(r) != NGX_OK
+        || ngx_ioa_goal_key(r, id, ":meta", &key) != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    argv[0] = "HMGET";
+    argvlen[0] = 5;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+
+    for (n = 0; ngx_ioa_goal_fields[n]; n++) {
+        argv[n + 2] = ngx_ioa_goal_fields[n];
+        argvlen[n + 2] = ngx_strlen(ngx_ioa_goal_fields[n]);
+    }
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_goal_read, n + 2, argv, argvlen)
+        != NGX_OK)
+    {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t           i;
+    ngx_str_t        s, name;
+    ngx_ioa_jbuf_t   b;
+    ngx_ioa_error_t  err;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (reply->elements == 0 || reply->element[0]->type != REDIS_REPLY_STRING)
+    {
+        ngx_ioa_error_set(&err, "unknown_goal", "goal_id", "no such goal");
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+        return;
+    }
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 512) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_jbuf_byte(&b, '{');
+
+    for (i = 0; i < reply->elements && ngx_ioa_goal_fields[i]; i++) {
+        if (i) {
+            ngx_ioa_jbuf_byte(&b, ',');
+        }
+
+        name.data = (u_char *) ngx_ioa_goal_fields[i];
+        name.len = ngx_strlen(ngx_ioa_goal_fields[i]);
+        ngx_ioa_jbuf_str(&b, &name);
+        ngx_ioa_jbuf_byte(&b, ':');
+
+        if (reply->element[i]->type != REDIS_REPLY_STRING
+            || (reply->element[i]->len == 0 && i > 1))
+        {
+            ngx_ioa_jbuf_literal(&b, "null");
+            continue;
+        }
+
+        s.data = (u_char *) reply->element[i]->str;
+        s.len = reply->element[i]->len;
+
+        /* numbers stay numbers */
+        if (name.data[0] == 'c' && name.data[1] == 'r') {
+            ngx_ioa_jbuf_raw(&b, s.data, s.len);
+            continue;
+        }
+
+        if (name.data[0] == 'u' || name.data[0] == 't'
+            || (name.data[0] == 'd' && name.data[1] == 'e'))
+        {
+            if (ngx_atoi(s.data, s.len) != NGX_ERROR) {
+                ngx_ioa_jbuf_raw(&b, s.data, s.len);
+                continue;
+            }
+        }
+
+        ngx_ioa_jbuf_str(&b, &s);
+    }
+
+    ngx_ioa_jbuf_byte(&b, '}');
+
+    ngx_ioa_finish(r, ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &b));
+}
+
+
+/* GET /goals/{id}/events: the goal's feed as SSE */
+
+ngx_int_t
+ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id)
+{
+    ngx_str_t        name;
+    ngx_ioa_error_t  err;
+
+    if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
+        ngx_ioa_error_set(&err, "invalid_request", "goal_id",
+                          "a goal id is 32 hexadecimal digits");
+        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    name.data = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + id->len);
+    if (name.data == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    name.len = ngx_sprintf(name.data, "goal-%V", id) - name.data;
+
+    return ngx_ioa_inbox_handler(r, &name, NGX_IOA_CLIENT_FOLLOWER);
+}
+
+
+/* POST /goals/{id}/cancel */
+
+ngx_int_t
+ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id)
+{
+    u_char            now[NGX_INT64_LEN];
+    ngx_str_t         meta, control;
+    const char       *argv[4];
+    size_t            argvlen[4];
+    ngx_ioa_error_t   err;
+
+    if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
+        ngx_ioa_error_set(&err, "invalid_request", "goal_id",
+                          "a goal id is 32 hexadecimal digits");
+        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    if (ngx_http_discard_request_body(r) != NGX_OK
+        || ngx_ioa_goal_key(r, id, ":meta", &meta) != NGX_OK
+        || ngx_ioa_goal_key(r, id, ":control", &control) != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ngx_ioa_rest_set_data(r, id);
+
+    argv[0] = (const char *) meta.data;
+    argvlen[0] = meta.len;
+    argv[1] = (const char *) control.data;
+    argvlen[1] = control.len;
+    argv[2] = (const char *) now;
+    argvlen[2] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_CANCEL,
+                            ngx_ioa_goal_cancel_done, 1, 3, argv, argvlen)
+        != NGX_OK)
+    {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_ioa_goal_cancel_done(ngx_http_request_t *r, redisReply *reply)
+{
+    u_char           *p;
+    ngx_str_t         code, text, out, *id;
+    ngx_ioa_error_t   err;
+
+    id = ngx_ioa_rest_get_data(r);
+
+    if (ngx_ioa_redis_error(reply, &code, &text) != NGX_OK) {
+        if (reply && code.len == 6 && ngx_strncmp(code.data, "NOGOAL", 6) == 0)
+        {
+            ngx_ioa_error_set(&err, "unknown_goal", "goal_id",
+                              "no such goal");
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
+                                                 &err));
+            return;
+        }
+
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0) {
+        ngx_ioa_error_set(&err, "goal_ended", "goal_id",
+                          "goal %V has already ended; nothing to cancel", id);
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_CONFLICT, &err));
+        return;
+    }
+
+    out.data = ngx_pnalloc(r->pool, 128);
+    if (out.data == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    p = ngx_sprintf(out.data, "{\"goal_id\":\"%V\",\"state\":\"cancelling\"}",
+                    id);
+    out.len = p - out.data;
+
+    ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_ACCEPTED, &out));
+}
+
+
+/* the job group exists before the first goal, starting at the beginning of
+ * the Stream, so no goal queued before any worker started is skipped; made
+ * when the command connection comes up and again before each job */
+
+void
+ngx_ioa_goal_ensure_group(void)
+{
+    u_char                key[256];
+    const char           *argv[6];
+    size_t                argvlen[6];
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = "XGROUP";
+    argvlen[0] = 6;
+    argv[1] = "CREATE";
+    argvlen[1] = 6;
+    argv[2] = (const char *) key;
+    argvlen[2] = ngx_snprintf(key, sizeof(key), "%V{jobs}:goals",
+                              &mcf->redis_prefix) - key;
+    argv[3] = "workers";
+    argvlen[3] = 7;
+    argv[4] = "0";
+    argvlen[4] = 1;
+    argv[5] = "MKSTREAM";
+    argvlen[5] = 8;
+
+    /* BUSYGROUP (it exists) is the usual answer and is fine */
+    (void) ngx_ioa_redis_command(NULL, NULL, 6, argv, argvlen);
+}
+
+
+static ngx_int_t
+ngx_ioa_goal_id_valid(ngx_str_t *id)
+{
+    size_t  i;
+
+    if (id->len != 32) {
+        return NGX_DECLINED;
+    }
+
+    for (i = 0; i < 32; i++) {
+        if (!((id->data[i] >= '0' && id->data[i] <= '9')
+              || (id->data[i] >= 'a' && id->data[i] <= 'f')))
+        {
+            return NGX_DECLINED;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id, const char *suffix,
+    ngx_str_t *key)
+{
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    key->data = ngx_pnalloc(r->pool, mcf->redis_prefix.len + id->len
+                                     + sizeof("{goal:}") + ngx_strlen(suffix));
+    if (key->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    key->len = ngx_sprintf(key->data, "%V{goal:%V}%s", &mcf->redis_prefix, id,
+                           suffix)
+               - key->data;
+
+    return NGX_OK;
+}

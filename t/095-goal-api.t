@@ -1,0 +1,293 @@
+# t/095-goal-api.t -- the goal endpoints on the nginx side: POST /launch_goal
+# (IoA's fields, validated; 202 with where to follow; the job queued for the
+# workers), GET /goals/{id}, the goal's event feed as SSE with exact resume,
+# IoA's blocking form, and cancel.
+#
+# These blocks play the worker themselves (writing the goal's state events
+# to its feed exactly as ioa-worker does: XADD to P{room:goal-<id>}:log and
+# PUBLISH "<id> <json>" on P{room:goal-<id>}:ch), so they prove the nginx
+# side alone; t/100-goals.t runs real workers.
+#
+#   TEST_NGINX_LOAD_MODULES=/work/main/build/ngx_http_ioa_module.so \
+#       prove -It/lib t/095-goal-api.t
+
+use Test::Nginx::Socket 'no_plan';
+use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
+use IoaTest;
+use IoaTest::Agent qw(wait_health json);
+use IoaTest::SSE;
+use Time::HiRes qw(sleep time);
+
+no_root_location();
+log_level('info');
+
+sub fresh {
+    my $ctx = shift;
+    $ctx->redis('FLUSHALL');
+    wait_health($ctx);
+}
+
+sub launch {
+    my ($ctx, $body, %opt) = @_;
+    my $path = '/launch_goal' . ($opt{query} // '');
+    return $ctx->http(POST => $path, body => $body,
+                      headers => $opt{headers} // [], timeout => $opt{timeout} // 5);
+}
+
+# what ioa-worker does for every event of a goal
+our $EMIT = q{
+    local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
+    redis.call('PUBLISH', KEYS[2], id .. ' ' .. ARGV[1])
+    return id
+};
+
+sub emit {
+    my ($ctx, $gid, %ev) = @_;
+    my $json = json()->encode({ %ev, goal_id => $gid });
+    $json =~ s/^\{/{"sender":"ioa-worker","timestamp":1,/;
+    return $ctx->redis('EVAL', $EMIT, 2, "ioa:{room:goal-$gid}:log",
+                       "ioa:{room:goal-$gid}:ch", $json);
+}
+
+run_tests();
+
+__DATA__
+
+=== TEST 1: launch_goal: 202 with the goal id, Location and the follow/cancel URLs; the goal's record and its job are in Redis for the workers
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $res = launch($ctx, '{"goal":"write a haiku","team_member_names":["Bob"],"team_up_depth":1,"max_turns":12,"skip_naming":true,"future_field":{"x":1}}');
+    is $res->code, 202, '202 Accepted';
+    my $doc = json()->decode($res->content);
+    my $gid = $doc->{goal_id};
+    like $gid, qr/^[0-9a-f]{32}$/, 'a goal id';
+    is $doc->{state}, 'queued', 'queued';
+    is $doc->{status_url}, "/goals/$gid", 'status_url';
+    is $doc->{events_url}, "/goals/$gid/events", 'events_url';
+    is $doc->{cancel_url}, "/goals/$gid/cancel", 'cancel_url';
+    is $res->header('Location'), "/goals/$gid", 'Location';
+
+    my %meta = @{ $ctx->redis('HGETALL', "ioa:{goal:$gid}:meta") };
+    is $meta{state}, 'queued', 'meta: state';
+    is $meta{goal}, 'write a haiku', 'meta: goal';
+    is $meta{depth}, '1', 'meta: depth';
+    my $req = json()->decode($meta{request});
+    is $req->{max_turns}, 12, 'meta: the request, for the worker';
+    is_deeply $req->{team_member_names}, ['Bob'], 'with team_member_names';
+    is_deeply $req->{future_field}, { x => 1 }, 'unknown fields kept';
+
+    my $jobs = $ctx->redis('XRANGE', 'ioa:{jobs}:goals', '-', '+');
+    is scalar(@$jobs), 1, 'one job';
+    is_deeply $jobs->[0][1], ['goal_id', $gid], 'naming the goal';
+    my $groups = $ctx->redis('XINFO', 'GROUPS', 'ioa:{jobs}:goals');
+    my %g = @{ $groups->[0] };
+    is $g{name}, 'workers', 'the workers group exists';
+    is $g{'last-delivered-id'}, '0-0', 'and will hand out every queued job';
+
+    my $st = $ctx->http(GET => "/goals/$gid");
+    is $st->code, 200, 'GET /goals/<id>';
+    my $s = json()->decode($st->content);
+    is $s->{state}, 'queued', 'state';
+    is $s->{goal}, 'write a haiku', 'goal';
+    ok !defined $s->{conclusion}, 'no conclusion yet';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 2: launch_goal refuses bad requests with 400 naming the field, and stores nothing
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my @bad = (
+        ['[]'                                              => undef],
+        ['{}'                                              => 'goal'],
+        ['{"goal":""}'                                     => 'goal'],
+        ['{"goal":7}'                                      => 'goal'],
+        ['{"goal":"g","team_member_names":"Bob"}'          => 'team_member_names'],
+        ['{"goal":"g","team_member_names":["bad name!"]}'  => 'team_member_names'],
+        ['{"goal":"g","team_up_depth":-1}'                 => 'team_up_depth'],
+        ['{"goal":"g","team_up_depth":"1"}'                => 'team_up_depth'],
+        ['{"goal":"g","max_turns":0}'                      => 'max_turns'],
+        ['{"goal":"g","comm_id":5}'                        => 'comm_id'],
+        ['{"goal":"g","cont_input":{"sender":"u"}}'        => 'cont_input'],
+        ['{"goal":"g","skip_naming":"yes"}'                => 'skip_naming'],
+        ['{"goal":"g","is_collaborative_planning_enabled":1}' => 'is_collaborative_planning_enabled'],
+    );
+    for my $case (@bad) {
+        my ($body, $field) = @$case;
+        my $res = launch($ctx, $body);
+        is $res->code, 400, "$body: 400";
+        my $e = json()->decode($res->content);
+        is $e->{code}, 'invalid_request', "$body: invalid_request";
+        is $e->{field}, $field, "$body: names " . ($field // 'no field');
+    }
+    is launch($ctx, '{"goal":')->code, 400, 'broken JSON: 400';
+    is $ctx->redis('EXISTS', 'ioa:{jobs}:goals') && $ctx->redis('XLEN', 'ioa:{jobs}:goals'), 0,
+        'no job was queued';
+    is scalar(@{ $ctx->redis('KEYS', 'ioa:{goal:*') }), 0, 'no goal stored';
+    is $ctx->http(GET => '/launch_goal')->code, 405, 'GET /launch_goal: 405';
+    is $ctx->http(GET => '/goals/xyz')->code, 400, 'a malformed goal id: 400';
+    my $nf = $ctx->http(GET => '/goals/' . ('0' x 32));
+    is $nf->code, 404, 'an unknown goal: 404';
+    like $nf->content, qr/"code":"unknown_goal"/, 'unknown_goal';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 3: the goal's events as SSE: state changes and envelopes in order, each with the feed position as its id, and exact resume with Last-Event-ID
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $gid = json()->decode(launch($ctx, '{"goal":"g"}')->content)->{goal_id};
+    emit($ctx, $gid, event => 'state', state => 'forming');
+
+    my $s = IoaTest::SSE->connect($ctx->host, $ctx->port, "/goals/$gid/events");
+    ok $s->ok, 'stream open' or diag $s->error;
+    like $s->header('Content-Type'), qr{^text/event-stream}, 'text/event-stream';
+    my ($first) = $s->messages(1, 3);
+    is json()->decode($first->{data})->{state}, 'forming', 'an event from before connecting';
+    like $first->{id}, qr/^goal-$gid:\d+-\d+$/, 'its id is the feed position';
+
+    emit($ctx, $gid, event => 'state', state => 'running', comm_id => 'c1');
+    my ($second) = $s->messages(1, 3);
+    is json()->decode($second->{data})->{state}, 'running', 'a live event';
+    my $last = $s->last_id;
+    $s->close;
+
+    emit($ctx, $gid, event => 'envelope', envelope => { content => 'hi' });
+    emit($ctx, $gid, event => 'state', state => 'concluded', comm_id => 'c1', conclusion => 'done');
+
+    my $r = IoaTest::SSE->connect($ctx->host, $ctx->port, "/goals/$gid/events",
+                                  headers => ['Last-Event-ID' => $last]);
+    my @ev = map { json()->decode($_->{data}) } $r->messages(2, 3);
+    is_deeply [ map { $_->{event} } @ev ], ['envelope', 'state'], 'exactly what was missed';
+    is $ev[1]{conclusion}, 'done', 'up to the conclusion';
+    ok !$r->messages(1, 0.5), 'nothing more';
+    $r->close;
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 4: IoA's blocking form (?wait=1 and Prefer: wait) answers [comm_id, conclusion] when the goal concludes, without polling; a failed goal answers 502 goal_failed
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+
+    for my $form ('query', 'header') {
+        # a child plays the worker: it waits for the job, then concludes
+        my $pid = fork // die "fork: $!";
+        if (!$pid) {
+            my $deadline = time + 5;
+            my $gid;
+            while (time < $deadline) {
+                my $jobs = eval { redis_cmd('XRANGE', 'ioa:{jobs}:goals', '-', '+') } || [];
+                my @ids = map { $_->[1][1] } @$jobs;
+                my @open = grep { (redis_cmd('HGET', "ioa:{goal:$_}:meta", 'state') // '') eq 'queued' } @ids;
+                if (@open) { $gid = $open[0]; last }
+                sleep 0.05;
+            }
+            if ($gid) {
+                sleep 0.3;
+                redis_cmd('HSET', "ioa:{goal:$gid}:meta", 'state', 'concluded');
+                emit($ctx, $gid, event => 'state', state => 'running', comm_id => "room-$form");
+                emit($ctx, $gid, event => 'state', state => 'concluded', comm_id => "room-$form",
+                     conclusion => "the answer ($form)");
+            }
+            POSIX::_exit(0);
+        }
+        my $t0 = time;
+        my $res = $form eq 'query'
+            ? launch($ctx, '{"goal":"g"}', query => '?wait=1', timeout => 10)
+            : launch($ctx, '{"goal":"g"}', headers => [Prefer => 'wait'], timeout => 10);
+        waitpid $pid, 0;
+        is $res->code, 200, "$form: 200 when the goal concluded";
+        is_deeply json()->decode($res->content), ["room-$form", "the answer ($form)"],
+            "$form: IoA's [comm_id, conclusion]";
+        ok time - $t0 >= 0.3, "$form: it waited for the conclusion";
+    }
+
+    my $pid = fork // die;
+    if (!$pid) {
+        sleep 0.5;
+        my $jobs = redis_cmd('XRANGE', 'ioa:{jobs}:goals', '-', '+');
+        my $gid = $jobs->[-1][1][1];
+        emit($ctx, $gid, event => 'state', state => 'failed', error => 'nobody online');
+        POSIX::_exit(0);
+    }
+    my $res = launch($ctx, '{"goal":"g"}', query => '?wait=1', timeout => 10);
+    waitpid $pid, 0;
+    is $res->code, 502, 'a failed goal: 502';
+    like $res->content, qr/"code":"goal_failed".*nobody online/, 'goal_failed with the reason';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 5: cancel: 202 and "cancel" on the goal's control channel while it runs; 409 once it has ended; 404 for an unknown goal
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $gid = json()->decode(launch($ctx, '{"goal":"g"}')->content)->{goal_id};
+
+    my $sub = redis_connect();
+    $sub->cmd('SUBSCRIBE', "ioa:{goal:$gid}:control");
+    my $res = $ctx->http(POST => "/goals/$gid/cancel");
+    is $res->code, 202, 'cancel: 202';
+    is json()->decode($res->content)->{state}, 'cancelling', 'cancelling';
+    my $msg = $sub->read_reply(3);
+    is_deeply $msg, ['message', "ioa:{goal:$gid}:control", 'cancel'],
+        'the workers are told on the control channel';
+    is $ctx->redis('HGET', "ioa:{goal:$gid}:meta", 'state'), 'cancelling', 'meta: cancelling';
+
+    $ctx->redis('HSET', "ioa:{goal:$gid}:meta", 'state', 'cancelled');
+    my $again = $ctx->http(POST => "/goals/$gid/cancel");
+    is $again->code, 409, 'an ended goal: 409';
+    like $again->content, qr/"code":"goal_ended"/, 'goal_ended';
+    is $ctx->http(POST => '/goals/' . ('a' x 32) . '/cancel')->code, 404, 'unknown: 404';
+    is $ctx->http(GET => "/goals/$gid/cancel")->code, 405, 'GET: 405';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
