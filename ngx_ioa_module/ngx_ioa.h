@@ -331,6 +331,7 @@ typedef void (*ngx_ioa_rest_handler_pt)(ngx_http_request_t *r,
 ngx_int_t ngx_ioa_read_body(ngx_http_request_t *r,
     ngx_ioa_body_handler_pt handler);
 yajl_val ngx_ioa_body_json(ngx_http_request_t *r, ngx_str_t *body);
+ngx_table_elt_t *ngx_ioa_header_in(ngx_http_request_t *r, const char *name);
 ngx_int_t ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status,
     ngx_str_t *json);
 ngx_int_t ngx_ioa_send_error(ngx_http_request_t *r, ngx_uint_t status,

@@ -105,7 +105,8 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     u_char               rnd[16], *hex, now[NGX_INT64_LEN];
     size_t               n;
     yajl_val             doc, v;
-    ngx_str_t            s, prefer, request;
+    ngx_str_t            s, request;
+    ngx_table_elt_t     *h;
     const char          *argv[32];
     size_t               argvlen[32];
     ngx_ioa_error_t      err;
@@ -134,37 +135,13 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
         g->wait = 1;
     }
 
+    h = ngx_ioa_header_in(r, "Prefer");
+
+    if (h && ngx_strlcasestrn(h->value.data, h->value.data + h->value.len,
+                              (u_char *) "wait", 4 - 1)
+             != NULL)
     {
-        ngx_uint_t        k;
-        ngx_list_part_t  *part;
-        ngx_table_elt_t  *h;
-
-        part = &r->headers_in.headers.part;
-        h = part->elts;
-
-        for (k = 0; /* void */ ; k++) {
-            if (k >= part->nelts) {
-                if (part->next == NULL) {
-                    break;
-                }
-
-                part = part->next;
-                h = part->elts;
-                k = 0;
-            }
-
-            prefer = h[k].value;
-
-            if (h[k].key.len == 6
-                && ngx_strncasecmp(h[k].key.data, (u_char *) "Prefer", 6)
-                   == 0
-                && ngx_strlcasestrn(prefer.data, prefer.data + prefer.len,
-                                    (u_char *) "wait", 4 - 1)
-                   != NULL)
-            {
-                g->wait = 1;
-            }
-        }
+        g->wait = 1;
     }
 
     /* goal ids look like room ids: 128 random bits in hex */

@@ -286,12 +286,14 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
 
     if (ngx_ioa_path_is("/health_check")) {
         return ngx_ioa_method(r, NGX_IOA_GET|NGX_IOA_POST) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_GET|NGX_IOA_POST) : ngx_ioa_health_handler(r);
+               ? ngx_ioa_not_allowed(r, NGX_IOA_GET|NGX_IOA_POST)
+               : ngx_ioa_health_handler(r);
     }
 
     if (ngx_ioa_path_is("/list_all_agents")) {
         return ngx_ioa_method(r, NGX_IOA_GET|NGX_IOA_POST) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_GET|NGX_IOA_POST) : ngx_ioa_list_agents_handler(r);
+               ? ngx_ioa_not_allowed(r, NGX_IOA_GET|NGX_IOA_POST)
+               : ngx_ioa_list_agents_handler(r);
     }
 
     if (ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK) {

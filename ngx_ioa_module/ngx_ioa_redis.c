@@ -25,7 +25,8 @@
  * callback a NULL reply: callers treat NULL as "Redis unavailable" and tell
  * their client so (503 or an error frame).  Nothing waits forever.
  *
- * Scripts (the redis-scripts directory, embedded at build time) are hashed once at
+ * Scripts (the redis-scripts directory, embedded at build time) are hashed
+ * once at
  * start and sent with SCRIPT LOAD as the first commands on every new command
  * connection, so EVALSHA that follows on the same connection always finds
  * them.  If Redis still answers NOSCRIPT (SCRIPT FLUSH, a failover to a

@@ -591,7 +591,8 @@ ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
                 ngx_ioa_jbuf_literal(&missing, ", ");
             }
 
-            ngx_ioa_jbuf_raw(&missing, (u_char *) reply->element[i * 8 + 1]->str,
+            ngx_ioa_jbuf_raw(&missing,
+                             (u_char *) reply->element[i * 8 + 1]->str,
                              reply->element[i * 8 + 1]->len);
             continue;
         }

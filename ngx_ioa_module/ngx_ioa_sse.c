@@ -265,36 +265,7 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
     /* resume: Last-Event-ID (what EventSource sends by itself), or the
      * same query arguments as a WebSocket */
 
-    h = NULL;
-
-    {
-        ngx_uint_t        i;
-        ngx_list_part_t  *part;
-        ngx_table_elt_t  *hh;
-
-        part = &r->headers_in.headers.part;
-        hh = part->elts;
-
-        for (i = 0; /* void */ ; i++) {
-            if (i >= part->nelts) {
-                if (part->next == NULL) {
-                    break;
-                }
-
-                part = part->next;
-                hh = part->elts;
-                i = 0;
-            }
-
-            if (hh[i].key.len == sizeof("Last-Event-ID") - 1
-                && ngx_strncasecmp(hh[i].key.data, (u_char *) "Last-Event-ID",
-                                   sizeof("Last-Event-ID") - 1) == 0)
-            {
-                h = &hh[i];
-                break;
-            }
-        }
-    }
+    h = ngx_ioa_header_in(r, "Last-Event-ID");
 
     if (h && h->value.len && kind != NGX_IOA_CLIENT_OBSERVER) {
         if (ngx_ioa_client_parse_resume(&sse->client, &h->value, &err)

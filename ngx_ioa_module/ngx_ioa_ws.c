@@ -98,8 +98,6 @@ typedef struct {
 
 static ngx_int_t ngx_ioa_ws_check(ngx_http_request_t *r, ngx_str_t *key,
     ngx_ioa_error_t *err, ngx_uint_t *status);
-static ngx_table_elt_t *ngx_ioa_ws_header(ngx_http_request_t *r,
-    const char *name);
 static ngx_int_t ngx_ioa_ws_has_token(ngx_table_elt_t *h, const char *token);
 static ngx_int_t ngx_ioa_ws_accept(ngx_http_request_t *r, ngx_str_t *key);
 static ngx_int_t ngx_ioa_ws_options(ngx_http_request_t *r, ngx_ioa_ws_t *ws,
@@ -341,7 +339,9 @@ ngx_ioa_ws_check(ngx_http_request_t *r, ngx_str_t *key,
         return NGX_ERROR;
     }
 
-    if (ngx_ioa_ws_has_token(ngx_ioa_ws_header(r, "Upgrade"), "websocket") != NGX_OK) {
+    if (ngx_ioa_ws_has_token(ngx_ioa_header_in(r, "Upgrade"), "websocket")
+        != NGX_OK)
+    {
         *status = NGX_HTTP_UPGRADE_REQUIRED;
         ngx_ioa_error_set(err, "upgrade_required", "Upgrade",
                           "this endpoint speaks WebSocket only: send "
@@ -349,7 +349,8 @@ ngx_ioa_ws_check(ngx_http_request_t *r, ngx_str_t *key,
         return NGX_ERROR;
     }
 
-    if (ngx_ioa_ws_has_token(ngx_ioa_ws_header(r, "Connection"), "upgrade") != NGX_OK)
+    if (ngx_ioa_ws_has_token(ngx_ioa_header_in(r, "Connection"), "upgrade")
+        != NGX_OK)
     {
         ngx_ioa_error_set(err, "bad_handshake", "Connection",
                           "the \"Connection\" header must include "
@@ -357,7 +358,7 @@ ngx_ioa_ws_check(ngx_http_request_t *r, ngx_str_t *key,
         return NGX_ERROR;
     }
 
-    h = ngx_ioa_ws_header(r, "Sec-WebSocket-Version");
+    h = ngx_ioa_header_in(r, "Sec-WebSocket-Version");
 
     if (h == NULL || h->value.len != 2
         || ngx_strncmp(h->value.data, "13", 2) != 0)
@@ -370,7 +371,7 @@ ngx_ioa_ws_check(ngx_http_request_t *r, ngx_str_t *key,
         return NGX_ERROR;
     }
 
-    h = ngx_ioa_ws_header(r, "Sec-WebSocket-Key");
+    h = ngx_ioa_header_in(r, "Sec-WebSocket-Key");
 
     d.data = decoded;
 
@@ -387,39 +388,6 @@ ngx_ioa_ws_check(ngx_http_request_t *r, ngx_str_t *key,
     *key = h->value;
 
     return NGX_OK;
-}
-
-
-static ngx_table_elt_t *
-ngx_ioa_ws_header(ngx_http_request_t *r, const char *name)
-{
-    size_t            len;
-    ngx_uint_t        i;
-    ngx_list_part_t  *part;
-    ngx_table_elt_t  *h;
-
-    len = ngx_strlen(name);
-    part = &r->headers_in.headers.part;
-    h = part->elts;
-
-    for (i = 0; /* void */ ; i++) {
-
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                return NULL;
-            }
-
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        if (h[i].key.len == len
-            && ngx_strncasecmp(h[i].key.data, (u_char *) name, len) == 0)
-        {
-            return &h[i];
-        }
-    }
 }
 
 
