@@ -26,9 +26,8 @@
  * their client so (503 or an error frame).  Nothing waits forever.
  *
  * Scripts (the redis-scripts directory, embedded at build time) are hashed
- * once at
- * start and sent with SCRIPT LOAD as the first commands on every new command
- * connection, so EVALSHA that follows on the same connection always finds
+ * once at start and sent with SCRIPT LOAD as the first commands on every new
+ * command connection, so EVALSHA that follows on the same connection always finds
  * them.  If Redis still answers NOSCRIPT (SCRIPT FLUSH, a failover to a
  * replica that never saw the script) the script is loaded again and the
  * very same command is resent, in order, from the copy kept for that
