@@ -24,6 +24,7 @@
 use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
+use File::Temp ();
 use IoaTest::Agent qw(register teamup envelope wait_health json);
 use POSIX ();
 use Time::HiRes qw(sleep time);
@@ -939,7 +940,9 @@ GET /health_check
 --- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
-    my $dir = $ctx->servroot . '/debug-hub';
+    # outside the servroot, which upstream Test::Nginx wipes between blocks
+    my $dir = File::Temp::tempdir('ioa-debug-hub-XXXXXX', TMPDIR => 1,
+                                  CLEANUP => 1);
     mkdir $dir; mkdir "$dir/logs"; mkdir "$dir/conf";
     my $port = IoaTest::_free_port();
     my $redis = redis_port();

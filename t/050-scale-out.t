@@ -23,6 +23,7 @@
 use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
+use File::Temp ();
 use IoaTest::Instance;
 
 use JSON::PP ();
@@ -321,7 +322,10 @@ sub retrieve {
 sub start_instance_b {
     my ($ctx, %opt) = @_;
     my $b = IoaTest::Instance->start(
-        dir => $ctx->servroot . '/instance-b',
+        # outside the servroot: upstream Test::Nginx wipes that between
+        # blocks, and must not race a second nginx's last writes
+        dir => File::Temp::tempdir('ioa-instance-b-XXXXXX', TMPDIR => 1,
+                                   CLEANUP => 1),
         workers => $opt{workers} // 1,
         log_level => 'info',
         avoid => [ $ctx->port, eval { $ctx->rand_port(1) } ],
