@@ -1,6 +1,7 @@
 # ioa: the two commands are `make run` and `make test`.
 #
 #   make            build the nginx module (build/ngx_http_ioa_module.so)
+#                   and the agent runtime (workers/build/ioa-agent)
 #   make run        install what is missing, build, start Redis + nginx on
 #                   127.0.0.1:$(IOA_PORT) and run the demo; Ctrl-C or
 #                   `make stop` ends it
@@ -14,6 +15,7 @@ REPO       := $(CURDIR)
 BUILD      := $(REPO)/build
 NGX_SRC    := /usr/share/nginx/src
 MODULE     := $(BUILD)/ngx_http_ioa_module.so
+AGENT      := $(REPO)/workers/build/ioa-agent
 IOA_PORT   ?= 7788
 IOA_REDIS_PORT ?= 7789
 
@@ -26,9 +28,12 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: all deps run stop test clean
+.PHONY: all deps run stop test clean agent
 
-all: $(MODULE)
+all: $(MODULE) agent
+
+agent:
+	$(MAKE) -s -C workers/agent
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deps:
@@ -63,8 +68,8 @@ run: deps $(MODULE)
 stop:
 	bash scripts/stop.sh
 
-test: deps $(MODULE)
+test: deps $(MODULE) agent
 	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/
 
 clean:
-	rm -rf $(BUILD) t/servroot*
+	rm -rf $(BUILD) workers/build t/servroot*

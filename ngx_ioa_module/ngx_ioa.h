@@ -141,6 +141,8 @@ typedef struct {
     /* close with a WebSocket status code and reason */
     void                    (*close)(ngx_ioa_client_t *cl, ngx_uint_t code,
                                      const char *reason);
+    /* the client's starting position is known (NULL: not needed) */
+    void                    (*positioned)(ngx_ioa_client_t *cl);
 } ngx_ioa_transport_t;
 
 

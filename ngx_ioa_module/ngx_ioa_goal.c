@@ -76,7 +76,8 @@ static ngx_int_t ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id,
 static ngx_ioa_transport_t  ngx_ioa_goal_wait_transport = {
     ngx_ioa_goal_wait_send,
     ngx_ioa_goal_wait_text,
-    ngx_ioa_goal_wait_close
+    ngx_ioa_goal_wait_close,
+    NULL
 };
 
 

@@ -503,6 +503,10 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
             return;
         }
     }
+
+    if (first && cl->transport->positioned) {
+        cl->transport->positioned(cl);
+    }
 }
 
 

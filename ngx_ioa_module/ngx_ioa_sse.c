@@ -74,6 +74,7 @@ static ngx_int_t ngx_ioa_sse_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m);
 static ngx_int_t ngx_ioa_sse_send_text(ngx_ioa_client_t *cl, ngx_str_t *s);
 static void ngx_ioa_sse_close(ngx_ioa_client_t *cl, ngx_uint_t code,
     const char *reason);
+static void ngx_ioa_sse_positioned(ngx_ioa_client_t *cl);
 static ngx_int_t ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id,
     u_char *data, size_t len, const char *event);
 static void ngx_ioa_sse_flush_handler(ngx_event_t *ev);
@@ -88,7 +89,8 @@ static void ngx_ioa_sse_cleanup(void *data);
 static ngx_ioa_transport_t  ngx_ioa_sse_transport = {
     ngx_ioa_sse_send,
     ngx_ioa_sse_send_text,
-    ngx_ioa_sse_close
+    ngx_ioa_sse_close,
+    ngx_ioa_sse_positioned
 };
 
 
@@ -463,8 +465,49 @@ ngx_ioa_sse_close(ngx_ioa_client_t *cl, ngx_uint_t code, const char *reason)
 }
 
 
-/* queues "id: <id>\nevent: <event>\ndata: <data>\n\n"; no data gives the
- * stream's opening "retry:" line, no id a comment-free anonymous event */
+/*
+ * The rooms are loaded and the starting position of each is fixed: an
+ * id-only block hands it to the client at once.  EventSource takes the id
+ * as its Last-Event-ID even though no event is dispatched, so a client that
+ * reconnects before its first envelope still resumes exactly.
+ */
+
+static void
+ngx_ioa_sse_positioned(ngx_ioa_client_t *cl)
+{
+    ngx_ioa_sse_t *sse = cl->data;
+
+    u_char     *p;
+    size_t      len;
+    ngx_str_t   id;
+
+    if (sse->finalized || cl->kind == NGX_IOA_CLIENT_OBSERVER) {
+        return;
+    }
+
+    len = ngx_ioa_client_position_len(cl);
+    if (len == 0) {
+        return;
+    }
+
+    id.data = ngx_alloc(len, cl->log);
+    if (id.data == NULL) {
+        return;
+    }
+
+    p = ngx_ioa_client_position(cl, id.data, id.data + len);
+    id.len = p - id.data;
+
+    if (id.len) {
+        (void) ngx_ioa_sse_queue(sse, &id, NULL, 0, NULL);
+    }
+
+    ngx_free(id.data);
+}
+
+
+/* queues "id: <id>\nevent: <event>\ndata: <data>\n\n"; without data, an
+ * id-only block, and without id and data the stream's opening "retry:" */
 
 static ngx_int_t
 ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id, u_char *data,
@@ -474,8 +517,11 @@ ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id, u_char *data,
     size_t              size;
     ngx_ioa_sse_out_t  *o;
 
-    if (data == NULL) {
+    if (data == NULL && id == NULL) {
         size = sizeof("retry: 1000\n\n") - 1;
+
+    } else if (data == NULL) {
+        size = sizeof("id: \n\n") - 1 + id->len;
 
     } else {
         size = (id && id->len ? sizeof("id: \n") - 1 + id->len : 0)
@@ -506,8 +552,11 @@ ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id, u_char *data,
     o->cl.buf = &o->buf;
     o->size = size;
 
-    if (data == NULL) {
+    if (data == NULL && id == NULL) {
         p = ngx_cpymem(p, "retry: 1000\n\n", sizeof("retry: 1000\n\n") - 1);
+
+    } else if (data == NULL) {
+        p = ngx_sprintf(p, "id: %V\n\n", id);
 
     } else {
         if (id && id->len) {

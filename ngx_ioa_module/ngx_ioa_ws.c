@@ -128,7 +128,8 @@ static void ngx_ioa_ws_cleanup(void *data);
 static ngx_ioa_transport_t  ngx_ioa_ws_transport = {
     ngx_ioa_ws_send,
     ngx_ioa_ws_send_text,
-    ngx_ioa_ws_close
+    ngx_ioa_ws_close,
+    NULL
 };
 
 

@@ -883,3 +883,40 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 21: an inbox hands out its starting position before any envelope (an id-only block), so a client that reconnects before its first envelope misses nothing
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- ioa_scenario
+    my $r1 = room($ctx, 'Alice', 'Bob');
+    my $in = inbox($ctx, 'Bob');
+    ok $in->ok, 'inbox open' or diag $in->error;
+    my $ev;
+    for (1 .. 3) {
+        $ev = $in->next_event(3) or last;
+        last if defined $ev->{id};
+    }
+    ok $ev && !defined $ev->{data}, 'an id-only block, no envelope';
+    like $ev && $ev->{id}, qr/^$r1:\d+-\d+$/, 'holding the position in the room';
+    my $last = $ev->{id};
+    $in->close;
+
+    say_http($ctx, 'Alice', $r1, 'while Bob was away');
+    $in = inbox($ctx, 'Bob', headers => ['Last-Event-ID' => $last]);
+    my @m = $in->messages(1, 3);
+    is scalar(@m) && jdec($m[0]{data})->{content}, 'while Bob was away',
+        'the envelope posted before the first one Bob ever saw';
+    $in->close;
+--- no_error_log
+[error]
+[alert]
+[crit]
+[emerg]
