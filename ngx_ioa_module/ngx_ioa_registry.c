@@ -842,24 +842,27 @@ static ngx_int_t
 ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix, ngx_str_t *name,
     ngx_str_t *key)
 {
-    size_t                len;
+    u_char               *p;
+    size_t                slen;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
+    slen = ngx_strlen(suffix);
 
-    len = mcf->reg_base.len + ngx_strlen(suffix) + (name ? name->len : 0);
-
-    key->data = ngx_pnalloc(r->pool, len);
+    key->data = ngx_pnalloc(r->pool, mcf->reg_base.len + slen
+                                     + (name ? name->len : 0));
     if (key->data == NULL) {
         return NGX_ERROR;
     }
 
-    key->len = ngx_sprintf(key->data, "%V%s%V", &mcf->reg_base, suffix,
-                           name ? name : &mcf->reg_base) - key->data;
+    p = ngx_cpymem(key->data, mcf->reg_base.data, mcf->reg_base.len);
+    p = ngx_cpymem(p, suffix, slen);
 
-    if (name == NULL) {
-        key->len -= mcf->reg_base.len;
+    if (name) {
+        p = ngx_cpymem(p, name->data, name->len);
     }
+
+    key->len = p - key->data;
 
     return NGX_OK;
 }

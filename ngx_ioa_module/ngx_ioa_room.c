@@ -1744,6 +1744,9 @@ ngx_ioa_client_control(ngx_ioa_client_t *cl, ngx_ioa_envelope_t *env,
     ngx_ioa_error_t    err;
     ngx_ioa_resume_t  *res;
 
+    /* clang cannot see that the room loop below always sets it */
+    lk = NULL;
+
     if (env->op.len != 6 || ngx_strncmp(env->op.data, "resume", 6) != 0) {
         ngx_ioa_error_set(&err, "unknown_op", "op",
                           "unknown control op \"%V\"; known: resume",
