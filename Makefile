@@ -1,7 +1,7 @@
 # ioa: the two commands are `make run` and `make test`.
 #
 #   make            build the nginx module (build/ngx_http_ioa_module.so)
-#                   and the agent runtime (workers/build/ioa-agent)
+#                   and the workers (workers/build/ioa-worker, ioa-agent)
 #   make run        install what is missing, build, start Redis + nginx on
 #                   127.0.0.1:$(IOA_PORT) and run the demo; Ctrl-C or
 #                   `make stop` ends it
@@ -28,12 +28,15 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: all deps run stop test clean agent
+.PHONY: all deps run stop test clean agent worker
 
-all: $(MODULE) agent
+all: $(MODULE) agent worker
 
 agent:
 	$(MAKE) -s -C workers/agent
+
+worker:
+	$(MAKE) -s -C workers/worker
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deps:
@@ -68,7 +71,7 @@ run: deps $(MODULE)
 stop:
 	bash scripts/stop.sh
 
-test: deps $(MODULE) agent
+test: deps $(MODULE) agent worker
 	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/
 
 clean:

@@ -58,6 +58,7 @@ typedef struct {
     ngx_event_t               done;      /* deferred finalization */
     ngx_int_t                 rc;
     unsigned                  finalized:1;
+    ngx_queue_t               streams;   /* ngx_ioa_sse_streams */
     unsigned                  attached:1;
 } ngx_ioa_sse_t;
 
@@ -83,7 +84,20 @@ static void ngx_ioa_sse_keepalive_handler(ngx_event_t *ev);
 static ngx_int_t ngx_ioa_sse_flush(ngx_ioa_sse_t *sse);
 static void ngx_ioa_sse_finalize(ngx_ioa_sse_t *sse, ngx_int_t rc);
 static void ngx_ioa_sse_done_handler(ngx_event_t *ev);
+static void ngx_ioa_sse_watch_handler(ngx_event_t *ev);
 static void ngx_ioa_sse_cleanup(void *data);
+
+
+/*
+ * nginx's graceful shutdown (reload, QUIT) waits only for timers, not for
+ * open responses, so a worker would drop its event streams mid-body.  While
+ * streams are open, one watch timer that nginx does wait for checks every
+ * second whether the worker is shutting down, and if so ends every stream
+ * with a close event first; then the worker may go.
+ */
+static ngx_queue_t          ngx_ioa_sse_streams;
+static ngx_event_t          ngx_ioa_sse_watch;
+static ngx_connection_t     ngx_ioa_sse_watch_conn;
 
 
 static ngx_ioa_transport_t  ngx_ioa_sse_transport = {
@@ -360,6 +374,20 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
     }
 
     sse->attached = 1;
+
+    if (ngx_ioa_sse_streams.next == NULL) {
+        ngx_queue_init(&ngx_ioa_sse_streams);
+    }
+
+    ngx_queue_insert_tail(&ngx_ioa_sse_streams, &sse->streams);
+
+    if (!ngx_ioa_sse_watch.timer_set) {
+        ngx_ioa_sse_watch_conn.fd = (ngx_socket_t) -1;
+        ngx_ioa_sse_watch.handler = ngx_ioa_sse_watch_handler;
+        ngx_ioa_sse_watch.data = &ngx_ioa_sse_watch_conn;
+        ngx_ioa_sse_watch.log = ngx_cycle->log;
+        ngx_add_timer(&ngx_ioa_sse_watch, 1000);
+    }
 
     return NGX_DONE;
 }
@@ -769,6 +797,34 @@ ngx_ioa_sse_done_handler(ngx_event_t *ev)
 
 
 static void
+ngx_ioa_sse_watch_handler(ngx_event_t *ev)
+{
+    ngx_queue_t    *q;
+    ngx_ioa_sse_t  *sse;
+
+    if (ngx_queue_empty(&ngx_ioa_sse_streams)) {
+        return;
+    }
+
+    if (ngx_exiting || ngx_quit || ngx_terminate) {
+        while (!ngx_queue_empty(&ngx_ioa_sse_streams)) {
+            q = ngx_queue_head(&ngx_ioa_sse_streams);
+            ngx_queue_remove(q);
+            q->next = NULL;
+
+            sse = ngx_queue_data(q, ngx_ioa_sse_t, streams);
+            ngx_ioa_sse_close(&sse->client, NGX_IOA_WS_GOING_AWAY,
+                              "server shutting down, reconnect and resume");
+        }
+
+        return;
+    }
+
+    ngx_add_timer(ev, 1000);
+}
+
+
+static void
 ngx_ioa_sse_cleanup(void *data)
 {
     ngx_ioa_sse_t *sse = data;
@@ -776,6 +832,11 @@ ngx_ioa_sse_cleanup(void *data)
     ngx_ioa_sse_out_t  *o;
 
     sse->finalized = 1;
+
+    if (sse->streams.next) {
+        ngx_queue_remove(&sse->streams);
+        sse->streams.next = NULL;
+    }
 
     if (sse->attached) {
         sse->attached = 0;

@@ -1463,3 +1463,40 @@ closing WebSocket of "Alice" with 1009
 [alert]
 [emerg]
 [crit]
+
+
+
+=== TEST 39: reload (SIGHUP) also ends SSE inboxes cleanly: a close event with 1001, then the end of the response, and the old worker exits
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- ioa_scenario
+    require IoaTest::SSE;
+    my $master = master_pid($ctx);
+    my @old = child_pids_of($master);
+    my $res = $ctx->http(POST => '/register',
+        body => '{"name":"Zed","type":"Human Assistant","desc":"z"}');
+    is $res->code, 200, 'Zed registered';
+    my $s = IoaTest::SSE->connect($ctx->host, $ctx->port, '/agents/Zed/inbox');
+    ok $s->ok, 'inbox open' or diag $s->error;
+    sleep 0.3;
+    ok kill('HUP', $master), 'SIGHUP sent to the master';
+    my $close;
+    while (my $ev = $s->next_event(5)) {
+        next unless ($ev->{event} // '') eq 'ioa';
+        $close = JSON::PP->new->decode($ev->{data});
+        last;
+    }
+    is $close && $close->{op}, 'close', 'a close event';
+    is $close && $close->{code}, 1001, 'with 1001';
+    like $close && $close->{message}, qr/shutting down/, 'saying why';
+    ok !defined $s->next_event(3), 'then the stream ends';
+    ok $s->eof, 'and the response is complete';
+    my $deadline = time + 5;
+    sleep 0.1 while time < $deadline && grep { pid_alive($_) } @old;
+    ok !(grep { pid_alive($_) } @old), 'the old worker exits';
+--- no_error_log
+[alert]
+[emerg]
+[crit]

@@ -1,0 +1,958 @@
+# t/100-goals.t -- goals end to end with real ioa-worker processes: a goal
+# is queued, a worker forms the team, runs IoA's conversation in the room as
+# the coordinator (discussion, async task assignment, pause with triggers,
+# conclude, conclusion), and writes the outcome to the goal's record and
+# event feed.  The hub is real (nginx + the module + Redis), the agents are
+# real WebSocket clients that play the agent runtime inside the scenario:
+# on an ASYNC_TASK_ASSIGNMENT naming them they answer INFORM_TASK_PROGRESS,
+# then INFORM_TASK_RESULT with the task_id from the envelope's "tasks".
+#
+#   make -C workers/worker        # builds workers/build/ioa-worker
+#   TEST_NGINX_LOAD_MODULES=/work/main/build/ngx_http_ioa_module.so \
+#       prove -It/lib t/100-goals.t
+#
+# IOA_WORKER_BIN runs another build of the worker (an ASan one, say).
+#
+# Goals are queued the way POST /launch_goal queues them (launch() below:
+# HSET P{goal:<id>}:meta, XADD P{jobs}:goals), so this file proves the
+# workers alone; t/095-goal-api.t proves the nginx side.  Workers are child
+# processes with their own logs in <servroot>/logs/worker-<name>.log (shown
+# when a block fails); they are stopped by PID (SIGTERM, and each must exit
+# 0) at the end of every block, and killed in END if a block died.
+
+use strict;
+use warnings;
+
+use Cwd ();
+use File::Basename ();
+
+our ($Repo, $WorkerBin);
+
+BEGIN {
+    $Repo = Cwd::abs_path(File::Basename::dirname(__FILE__) . '/..');
+    $WorkerBin = $ENV{IOA_WORKER_BIN} || "$Repo/workers/build/ioa-worker";
+    if (!-x $WorkerBin) {
+        require Test::More;
+        Test::More::plan(skip_all => "$WorkerBin is not built; run "
+                                   . "`make -C workers/worker` first");
+    }
+}
+
+use Test::Nginx::Socket 'no_plan';
+use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
+use IoaTest;
+use IoaTest::Agent qw(envelope wait_health json);
+use IoaTest::Api;
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(sleep time);
+
+no_root_location();
+no_shuffle();
+log_level('info');
+
+# package globals (not `our`): the scenarios are compiled in another scope
+use vars qw($COORD %Workers %Seen @Held);
+
+$COORD = 'ioa-coordinator';
+
+# ------------------------------------------------------------------ helpers
+# (scenarios are compiled in package main, so they call these directly)
+
+# %Workers: pid => { name, log }
+
+END {
+    local $?;
+    for my $pid (keys %Workers) {
+        kill 'KILL', $pid;
+        waitpid $pid, 0;
+    }
+}
+
+sub fresh {
+    my $ctx = shift;
+    stop_workers();
+    $ctx->redis('FLUSHALL');
+    my $res = wait_health($ctx, 200, 10);
+    die "the hub did not become healthy: " . $res->status_line . "\n"
+        unless $res->code == 200;
+}
+
+# Starts ioa-worker as consumer $name; returns its pid.
+#   worker($ctx, 'w1', task_timeout => 2, claim_idle => 1, crash_after => 2)
+sub worker {
+    my ($ctx, $name, %o) = @_;
+    my $log = $ctx->servroot . "/logs/worker-$name.log";
+    my @args = ('--redis', '127.0.0.1:' . $ctx->redis_port,
+                '--scripts', "$Repo/redis-scripts", '--consumer', $name,
+                '--task-timeout', $o{task_timeout} // 60,
+                '--claim-idle', $o{claim_idle} // 15);
+    my $pid = fork // die "fork: $!\n";
+    if ($pid == 0) {
+        $ENV{IOA_WORKER_TEST_CRASH_AFTER_STEP} = $o{crash_after}
+            if defined $o{crash_after};
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>>', $log;
+        open STDERR, '>>', $log;
+        exec $WorkerBin, @args or POSIX::_exit(127);
+    }
+    $Workers{$pid} = { name => $name, log => $log };
+    return $pid;
+}
+
+# SIGTERM to every worker still running; returns { name => exit status }.
+# A worker that does not exit within 5 s is killed (status 'KILL').
+sub stop_workers {
+    my %status;
+    kill 'TERM', $_ for keys %Workers;
+    my $deadline = time + 5;
+    while (%Workers && time < $deadline) {
+        for my $pid (keys %Workers) {
+            my $r = waitpid $pid, WNOHANG;
+            next unless $r == $pid || $r == -1;
+            $status{ $Workers{$pid}{name} } = $? & 127 ? 'signal ' . ($? & 127)
+                                                       : $? >> 8;
+            delete $Workers{$pid};
+        }
+        sleep 0.02 if %Workers;
+    }
+    for my $pid (keys %Workers) {
+        kill 'KILL', $pid;
+        waitpid $pid, 0;
+        $status{ $Workers{$pid}{name} } = 'KILL';
+        delete $Workers{$pid};
+    }
+    return \%status;
+}
+
+# kill -9 one worker by pid and reap it
+sub kill9 {
+    my $pid = shift;
+    kill 'KILL', $pid;
+    waitpid $pid, 0;
+    delete $Workers{$pid};
+}
+
+sub reap_dead {
+    for my $pid (keys %Workers) {
+        delete $Workers{$pid} if waitpid($pid, WNOHANG) == $pid;
+    }
+}
+
+sub worker_logs {
+    my $ctx = shift;
+    my $dir = $ctx->servroot . '/logs';
+    my $out = '';
+    for my $f (sort glob "$dir/worker-*.log") {
+        open my $fh, '<', $f or next;
+        local $/;
+        $out .= "==> $f\n" . (<$fh> // '');
+    }
+    return $out;
+}
+
+sub worker_log {
+    my ($ctx, $name) = @_;
+    open my $fh, '<', $ctx->servroot . "/logs/worker-$name.log" or return '';
+    local $/;
+    return <$fh> // '';
+}
+
+sub register_agents {
+    my ($ctx, %desc) = @_;
+    for my $name (sort keys %desc) {
+        my ($code, undef, $res) = api($ctx, POST => '/register',
+            { name => $name, type => 'Thing Assistant', desc => $desc{$name} });
+        die "register $name: " . $res->status_line . "\n" unless $code == 200;
+    }
+}
+
+# Connects each agent over WebSocket and waits until the registry counts it
+# online (discovery recruits online agents only).
+sub connect_agents {
+    my ($ctx, @names) = @_;
+    my %a;
+    for my $name (@names) {
+        $a{$name} = IoaTest::Agent->connect($ctx, $name);
+        die "$name: " . $a{$name}->error . "\n" unless $a{$name}->ok;
+    }
+    wait_until(sub {
+        !grep { !defined redis_cmd('ZSCORE', 'ioa:{reg}:online', $_) } @names
+    }, 5) or die "agents not online\n";
+    return \%a;
+}
+
+# Queues a goal exactly as POST /launch_goal does; returns the goal id.
+#   launch(goal => '...', [team_member_names => [..], max_turns => n, ...],
+#          [_parent => $gid], [_state => 'cancelling'])
+sub launch {
+    my (%req) = @_;
+    my $parent = delete $req{_parent} // '';
+    my $state = delete $req{_state} // 'queued';
+    my @cont = defined $req{comm_id} ? (comm_id => $req{comm_id}) : ();
+    my $gid = join '', map { sprintf '%04x', int rand 65536 } 1 .. 8;
+    my $depth = $req{team_up_depth} // '';
+    redis_cmd('HSET', "ioa:{goal:$gid}:meta", goal_id => $gid,
+              goal => $req{goal}, request => json()->encode(\%req),
+              state => $state, created_at => int(time * 1000),
+              parent => $parent, depth => $depth, @cont);
+    my $r = redis_cmd('XGROUP', 'CREATE', 'ioa:{jobs}:goals', 'workers', '0',
+                      'MKSTREAM');
+    die "XGROUP: $r\n" if ref $r && "$r" !~ /BUSYGROUP/;
+    redis_cmd('XADD', 'ioa:{jobs}:goals', '*', goal_id => $gid);
+    return $gid;
+}
+
+sub meta {
+    my $gid = shift;
+    return { @{ redis_cmd('HGETALL', "ioa:{goal:$gid}:meta") } };
+}
+
+sub fsm {
+    my $gid = shift;
+    return { @{ redis_cmd('HGETALL', "ioa:{goal:$gid}:fsm") } };
+}
+
+sub state_of { redis_cmd('HGET', "ioa:{goal:$_[0]}:meta", 'state') // '' }
+
+# The room's envelopes in Stream order, decoded, each with its id and the
+# stored text in _raw.
+sub room {
+    my $cid = shift;
+    my $r = redis_cmd('XRANGE', "ioa:{room:$cid}:log", '-', '+');
+    return map {
+        my $raw = { @{ $_->[1] } }->{e};
+        my $e = json()->decode($raw);
+        $e->{id} = $_->[0];
+        $e->{_raw} = $raw;
+        $e
+    } @$r;
+}
+
+# The goal's event feed, decoded, each with its feed id and raw text.
+sub feed {
+    my $gid = shift;
+    my $r = redis_cmd('XRANGE', "ioa:{room:goal-$gid}:log", '-', '+');
+    return map {
+        my $raw = { @{ $_->[1] } }->{e};
+        my $e = json()->decode($raw);
+        $e->{_id} = $_->[0];
+        $e->{_raw} = $raw;
+        $e
+    } @$r;
+}
+
+sub coordinator_steps {
+    return map { $_->{ioa_step} } grep { $_->{sender} eq $COORD } @_;
+}
+
+sub types { map { $_->{type} } @_ }
+
+# Stream ids compare as (ms, seq), not as strings
+sub id_lt {
+    my ($am, $as) = split /-/, $_[0];
+    my ($bm, $bs) = split /-/, $_[1];
+    return $am < $bm || ($am == $bm && $as < $bs);
+}
+
+sub names_in {
+    my $ns = shift;
+    return ref $ns ? @$ns : ($ns // '') eq '' ? () : ($ns);
+}
+
+# Plays the agent runtime for every agent of $agents (name => Agent) until
+# $until->() is true or $secs pass; returns whether $until became true.
+# $how->{name}: 'answer' (progress, then result), 'fail' (progress, then a
+# failed result), 'progress' (progress only), 'silent', 'hold' (noted in
+# @Held, answered by release()), 'own_id' (answers under a task_id of its
+# own making, as IoA's clients do), 'forge' (answers, and also posts a
+# result for another agent's task).  Every frame an agent reads is kept in
+# $Seen{name}.
+sub drive {
+    my (%o) = @_;
+    my $deadline = time + ($o{secs} // 20);
+    while (1) {
+        for my $name (sort keys %{ $o{agents} }) {
+            my $a = $o{agents}{$name};
+            while (defined(my $m = $a->recv(0.01))) {
+                push @{ $Seen{$name} }, $m;
+                act($a, $m, $o{how}{$name} // 'answer');
+            }
+        }
+        return 1 if $o{until}->();
+        return 0 if time > $deadline;
+    }
+}
+
+sub act {
+    my ($a, $m, $how) = @_;
+    my $name = $a->name;
+    return unless ($m->{type} // -1) == 6
+        && grep { $_ eq $name } names_in($m->{next_speaker});
+    my $task = $m->{tasks}{$name} or return;
+    return if $how eq 'silent';
+    if ($how eq 'hold') {
+        push @Held, [$a, $m, $task];
+        return;
+    }
+    answer($a, $m, $task, $how);
+}
+
+sub answer {
+    my ($a, $m, $task, $how) = @_;
+    my $name = $a->name;
+    $task = { %$task, task_id => 'own-' . int rand 1e9 } if $how eq 'own_id';
+    if ($how eq 'forge') {
+        my ($other) = grep { $_ ne $name } sort keys %{ $m->{tasks} };
+        $a->post(envelope(comm_id => $m->{comm_id}, type => 7, next_speaker => '',
+            task_id => $m->{tasks}{$other}{task_id},
+            task_conclusion => "forged by $name"));
+    }
+    $a->post(envelope(comm_id => $m->{comm_id}, type => 8,
+        next_speaker => $m->{sender}, task_id => $task->{task_id},
+        task_desc => $task->{task_desc},
+        content => "$name: working on it in the background"));
+    return if $how eq 'progress';
+    my $ok = $how ne 'fail';
+    $a->post(envelope(comm_id => $m->{comm_id}, type => 7, next_speaker => '',
+        task_id => $task->{task_id},
+        task_conclusion => $ok ? "$name did: $task->{task_desc}"
+                               : "$name could not do it",
+        content => 'result', extra => [task_status => $ok ? 'completed'
+                                                           : 'failed']));
+}
+
+sub release {
+    answer(@$_, 'answer') for splice @Held;
+}
+
+sub job_pending { redis_cmd('XPENDING', 'ioa:{jobs}:goals', 'workers')->[0] }
+
+run_tests();
+
+__DATA__
+
+=== TEST 1: a goal with three agents: discovery of online agents only, async task assignment, pause with the task ids as triggers, progress and results, conclude, conclusion; the record, the event feed and the job agree
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    %Seen = ();
+    register_agents($ctx,
+        Poet       => 'writes poems and short verses on any topic',
+        Translator => 'translates texts between English and French',
+        Critic     => 'reviews grammar, spelling and style of texts',
+        Bard       => 'writes poems, poems and more poems',   # never online
+        Outsider   => 'bakes bread');
+    my $ag = connect_agents($ctx, qw(Poet Translator Critic Outsider));
+    worker($ctx, 'w1');
+
+    my $goal = 'Write a short poem about the sea. Translate the poem into '
+             . 'French. Review the grammar of the French translation.';
+    my $gid = launch(goal => $goal);
+    ok drive(agents => $ag, secs => 20,
+             until => sub { state_of($gid) eq 'concluded' }),
+       'the goal concluded' or diag worker_logs($ctx);
+
+    my $m = meta($gid);
+    my $cid = $m->{comm_id};
+    like $cid, qr/^[0-9a-f]{32}$/, 'meta: comm_id';
+    is_deeply [sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cid}:members") }],
+        [sort $COORD, qw(Critic Poet Translator)],
+        'the team: one online agent per clause, and the coordinator; not the offline Bard';
+    ok redis_cmd('ZSCORE', 'ioa:{reg}:roomlist', $cid), 'the room is in the room index';
+    ok redis_cmd('SISMEMBER', "ioa:{reg}:rooms:$_", $cid), "$_ has the room in its room set"
+        for $COORD, qw(Critic Poet Translator);
+
+    my @env = room($cid);
+    my @mine = grep { $_->{sender} eq $COORD } @env;
+    is_deeply [types(@mine)], [4, 6, 9, 10, 11],
+        'coordinator: DISCUSSION, ASYNC_TASK_ASSIGNMENT, PAUSE, CONCLUDE_GROUP_DISCUSSION, CONCLUSION';
+    is_deeply [coordinator_steps(@env)], [1 .. 5], 'each with its ioa_step, once';
+    is $env[0]{type}, 4, 'the room starts with the discussion';
+    is $env[-1]{type}, 11, 'and ends with the conclusion';
+    like $_->{_raw}, qr/^\{"sender":"\Q$COORD\E","timestamp":\d+,/,
+        "step $_->{ioa_step} is stored normalised: sender, then timestamp" for @mine;
+    is $_->{ioa_goal}, $gid, "step $_->{ioa_step} names the goal" for @mine;
+
+    my ($disc, $assign, $pause, $concl, $final) = @mine;
+    is $disc->{goal}, $goal, 'discussion: the goal piggybacked';
+    is_deeply [sort map { $_->{name} } @{ $disc->{team_members} }],
+        [sort $COORD, qw(Critic Poet Translator)], 'discussion: team_members';
+    ok exists $disc->{team_up_depth} && !defined $disc->{team_up_depth}, 'team_up_depth null';
+    ok exists $disc->{max_turns} && !defined $disc->{max_turns}, 'max_turns null';
+    is $disc->{state}, 1, 'state DISCUSSION';
+    is_deeply [sort @{ $assign->{next_speaker} }], [qw(Critic Poet Translator)],
+        'assignment: next_speaker = the assignees';
+    is_deeply [sort keys %{ $assign->{tasks} }], [qw(Critic Poet Translator)],
+        'assignment: one task per assignee';
+    like $assign->{tasks}{$_}{task_id}, qr/^[0-9a-f]{32}$/, "$_: a task id"
+        for qw(Critic Poet Translator);
+    is $assign->{tasks}{Poet}{task_desc}, 'Write a short poem about the sea', 'Poet: its clause';
+    is $assign->{tasks}{Translator}{task_desc}, 'Translate the poem into French', 'Translator: its clause';
+    is $assign->{tasks}{Critic}{task_desc}, 'Review the grammar of the French translation',
+        'Critic: its clause';
+    is_deeply [sort @{ $pause->{triggers} }],
+        [sort map { $_->{task_id} } values %{ $assign->{tasks} }], 'pause: triggers = the task ids';
+    is $pause->{next_speaker}, '', 'pause: nobody speaks';
+
+    for my $name (qw(Critic Poet Translator)) {
+        my @theirs = grep { $_->{sender} eq $name } @env;
+        is_deeply [types(@theirs)], [8, 7], "$name: progress, then result";
+        ok id_lt($assign->{id}, $theirs[0]{id}), "$name answered after the assignment";
+        ok id_lt($theirs[1]{id}, $concl->{id}), "the conclusion waited for $name\'s result";
+    }
+
+    is $final->{content}, $m->{conclusion}, 'meta: the conclusion is the room\'s CONCLUSION';
+    like $m->{conclusion}, qr/^Goal: \Q$goal\E\n3 of 3 tasks completed\./, 'conclusion: the summary';
+    like $m->{conclusion}, qr/- \Q$_\E: \Q$_\E did: /, "conclusion: $_\'s result" for qw(Poet Translator Critic);
+    is $m->{tokens}, '0', 'meta: tokens 0 (built-in planner)';
+    ok $m->{updated_at} >= $m->{created_at}, 'meta: updated_at';
+    is job_pending(), 0, 'the job is acknowledged';
+
+    # the feed: forming, running, every envelope of the room in order, concluded
+    my @f = feed($gid);
+    like $_->{_raw}, qr/^\{"sender":"ioa-worker","timestamp":\d+,/, 'feed: sender first' for @f;
+    is $f[0]{event} . '/' . $f[0]{state}, 'state/forming', 'feed: forming';
+    is $f[1]{event} . '/' . $f[1]{state}, 'state/running', 'feed: running';
+    is $f[1]{comm_id}, $cid, 'feed: running names the room';
+    is_deeply [map { $_->{envelope}{id} } grep { $_->{event} eq 'envelope' } @f],
+        [map { $_->{id} } @env], 'feed: every envelope of the room, once, in order';
+    is $f[-1]{state}, 'concluded', 'feed: concluded last';
+    is $f[-1]{conclusion}, $m->{conclusion}, 'feed: with the conclusion';
+    is $f[-1]{comm_id}, $cid, 'feed: and the room';
+    is scalar(grep { $_->{event} eq 'state' } @f), 3, 'feed: three state events';
+
+    # the hub delivered the coordinator's envelopes like any other
+    drive(agents => $ag, secs => 5, until => sub {
+        grep { ($_->{type} // -1) == 11 } @{ $Seen{Poet} } });
+    is_deeply [types(grep { ($_->{sender} // '') eq $COORD } @{ $Seen{Poet} })],
+        [4, 6, 9, 10, 11], 'Poet received every coordinator envelope over its WebSocket';
+
+    # the room is closed to outsiders
+    $ag->{Outsider}->post(envelope(comm_id => $cid, type => 7, task_id => 'x',
+                                   task_conclusion => 'fake'));
+    my ($err) = $ag->{Outsider}->recv_until(sub { ($_->{op} // '') eq 'error' }, 3);
+    is $err && $err->{code}, 'not_member', 'a non-member cannot inject into the goal\'s room';
+
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0 on SIGTERM';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 2: team_member_names: exactly those agents, each with a task (clauses by BM25 among them, the rest spread); unknown names fail the goal with an error naming them and no room
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    %Seen = ();
+    register_agents($ctx,
+        Alice => 'plans trips and outings',
+        Bob   => 'shops for groceries',
+        Carol => 'plans outings, trips and picnics in great detail');
+    my $ag = connect_agents($ctx, qw(Alice Bob Carol));
+    worker($ctx, 'w1');
+
+    my $gid = launch(goal => 'Buy the groceries for a picnic; plan the outing.',
+                     team_member_names => ['Alice', 'Bob', $COORD, 'Alice']);
+    ok drive(agents => $ag, how => { Alice => 'own_id' },
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded (Alice answered under a task_id of her own, as IoA clients do)'
+       or diag worker_logs($ctx);
+    like meta($gid)->{conclusion}, qr/2 of 2 tasks completed.*- Alice: Alice did: plan the outing/s,
+        'Alice\'s result counted, matched by her name';
+    my $cid = meta($gid)->{comm_id};
+    is_deeply [sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cid}:members") }],
+        [sort $COORD, 'Alice', 'Bob'], 'the room: the given names and the coordinator (not Carol)';
+    my ($assign) = grep { $_->{type} == 6 } room($cid);
+    is $assign->{tasks}{Bob}{task_desc}, 'Buy the groceries for a picnic', 'Bob: the shopping';
+    is $assign->{tasks}{Alice}{task_desc}, 'plan the outing', 'Alice: the planning';
+    ok !grep({ ($_->{sender} // '') eq $COORD } @{ $Seen{Carol} || [] }),
+        'Carol saw nothing of the room';
+
+    # a given name that is not registered
+    my $bad = launch(goal => 'Do it.', team_member_names => ['Alice', 'Zed', 'Yan']);
+    ok wait_until(sub { state_of($bad) eq 'failed' }, 5), 'failed' or diag worker_logs($ctx);
+    my $m = meta($bad);
+    like $m->{error}, qr/unknown agents in team_member_names: Zed, Yan/, 'the error names them';
+    ok !$m->{comm_id}, 'no room';
+    my @f = feed($bad);
+    is $f[-1]{state}, 'failed', 'feed: failed';
+    like $f[-1]{error}, qr/Zed/, 'feed: with the error';
+    is job_pending(), 0, 'both jobs acknowledged';
+
+    # nobody online matches
+    my $none = launch(goal => 'Repair the quantum flux capacitor.');
+    ok wait_until(sub { state_of($none) eq 'failed' }, 5), 'no match: failed';
+    like meta($none)->{error}, qr/no online agent matches the goal/, 'no match: said so';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 3: a task that never answers times out (--task-timeout 2) and the goal still concludes; a failed result is reported as failed
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    register_agents($ctx, Ann => 'a', Ben => 'b', Cid => 'c');
+    my $ag = connect_agents($ctx, qw(Ann Ben Cid));
+    worker($ctx, 'w1', task_timeout => 2);
+
+    my $t0 = time;
+    my $gid = launch(goal => 'Write the report. Check the figures. Draw the chart.',
+                     team_member_names => [qw(Ann Ben Cid)]);
+    ok drive(agents => $ag, how => { Ann => 'forge', Ben => 'silent', Cid => 'fail' },
+             secs => 15,
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded although Ben never answered' or diag worker_logs($ctx);
+    my $took = time - $t0;
+    ok $took >= 2 && $took < 8, "after the task deadline (${took}s)";
+    my $c = meta($gid)->{conclusion};
+    like $c, qr/1 of 3 tasks completed/, 'one of three completed';
+    like $c, qr/- Ann: Ann did: /, 'Ann: her result';
+    like $c, qr/- Ben \(timed out\): no result within 2 s/, 'Ben: timed out';
+    like $c, qr/- Cid \(failed\): Cid could not do it/, 'Cid: failed, with the reason';
+    my $fsm = fsm($gid);
+    my %st = map { /^st:(.+)$/ ? ($1 => $fsm->{$_}) : () } keys %$fsm;
+    is_deeply [sort values %st], [qw(completed failed timed_out)], 'fsm: the task states';
+    my @mine = grep { $_->{sender} eq $COORD } room(meta($gid)->{comm_id});
+    is_deeply [types(@mine)], [4, 6, 9, 10, 11], 'the usual coordinator steps';
+    like worker_log($ctx, 'w1'), qr/task \w+ \(Ben\) timed out/, 'the worker logged the timeout';
+    like worker_log($ctx, 'w1'), qr/Ann reported on Ben's task \w+; ignored/,
+        'a result for someone else\'s task is ignored (Ann forged one for Ben)';
+    unlike $c, qr/forged/, 'the forgery is not in the conclusion';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 4: kill -9 of the worker after the assignment, before the results, with a second worker running: the second takes the goal over and concludes it; no coordinator step appears twice, the feed holds every envelope once
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    @Held = ();
+    register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
+    my $ag = connect_agents($ctx, qw(Ann Ben));
+    my %pid = (w1 => worker($ctx, 'w1', claim_idle => 2),
+               w2 => worker($ctx, 'w2', claim_idle => 2));
+
+    my $gid = launch(goal => 'Write the report. Check the figures.',
+                     team_member_names => [qw(Ann Ben)]);
+    my $cid;
+    ok drive(agents => $ag, how => { Ann => 'hold', Ben => 'hold' },
+             until => sub {
+                 $cid //= meta($gid)->{comm_id};
+                 @Held == 2 && grep { $_->{type} == 9 } room($cid) }),
+       'both agents hold their assignment, the pause is posted' or diag worker_logs($ctx);
+
+    my $holder = redis_cmd('XPENDING', 'ioa:{jobs}:goals', 'workers', '-', '+', 10)->[0][1];
+    ok $holder && $pid{$holder}, "the goal is held by $holder";
+    kill9($pid{$holder});
+    my ($other) = grep { $_ ne $holder } keys %pid;
+
+    release();                       # results arrive while nobody holds the goal
+    ok drive(agents => $ag, secs => 20,
+             until => sub { state_of($gid) eq 'concluded' }),
+       "$other concluded the goal" or diag worker_logs($ctx);
+
+    my @env = room($cid);
+    is_deeply [coordinator_steps(@env)], [1 .. 5], 'every step once: 1 2 3 4 5';
+    is_deeply [types(grep { $_->{sender} eq $COORD } @env)], [4, 6, 9, 10, 11], 'in IoA\'s order';
+    like meta($gid)->{conclusion}, qr/2 of 2 tasks completed/, 'with both results';
+    like worker_log($ctx, $other), qr/took over job .* \(goal $gid\)/, "$other took the job over";
+    like worker_log($ctx, $other), qr/goal $gid: resumed in phase running at step [23]/,
+        "$other resumed after the assignment";
+    my @f = feed($gid);
+    my @copied = map { $_->{envelope}{id} } grep { $_->{event} eq 'envelope' } @f;
+    is_deeply \@copied, [map { $_->{id} } @env], 'feed: every envelope once, in room order';
+    is_deeply [map { $_->{state} } grep { $_->{event} eq 'state' } @f],
+        [qw(forming running concluded)], 'feed: each state once';
+    is job_pending(), 0, 'the job is acknowledged';
+    is_deeply stop_workers(), { $other => 0 }, "$other exits 0";
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 5: a worker that dies right after posting a step, before recording it (every step in turn): the successor finds the step in the room and never posts it again
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
+    my $ag = connect_agents($ctx, qw(Ann Ben));
+
+    for my $step (1 .. 5) {
+        # both die after posting $step; whichever takes the goal first does
+        my @w = map { worker($ctx, "s$step$_", claim_idle => 1, crash_after => $step) } 1, 2;
+        my $gid = launch(goal => 'Write the report. Check the figures.',
+                         team_member_names => [qw(Ann Ben)]);
+        ok drive(agents => $ag, secs => 20,
+                 until => sub { state_of($gid) eq 'concluded' }),
+           "step $step: concluded" or diag worker_logs($ctx);
+        reap_dead();
+        is scalar(keys %Workers), 1, "step $step: one worker died, on its own";
+        my $cid = meta($gid)->{comm_id};
+        my @env = room($cid);
+        is_deeply [coordinator_steps(@env)], [1 .. 5], "step $step: every step once";
+        like worker_logs($ctx), qr/goal $gid: step $step is already in the room/,
+            "step $step: the successor found it there";
+        is meta($gid)->{conclusion}, $env[-1]{content},
+            "step $step: the record says what the room says";
+        my @copied = map { $_->{envelope}{id} } grep { $_->{event} eq 'envelope' } feed($gid);
+        is_deeply \@copied, [map { $_->{id} } @env], "step $step: feed exact";
+        is fsm($gid)->{intent}, '0', "step $step: no intent left";
+        stop_workers();
+    }
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 6: max_turns is a hard limit: agents that only ever report progress cannot keep the room open; the limit forces the conclusion, also before the pause
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    register_agents($ctx, Ann => 'a', Ben => 'b', Cid => 'c');
+    my $ag = connect_agents($ctx, qw(Ann Ben Cid));
+    worker($ctx, 'w1');
+    my %how = map { $_ => 'progress' } qw(Ann Ben Cid);
+
+    my $t0 = time;
+    my $gid = launch(goal => 'Write the report. Check the figures. Draw the chart.',
+                     team_member_names => [qw(Ann Ben Cid)], max_turns => 5);
+    ok drive(agents => $ag, how => \%how, secs => 15,
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    ok time - $t0 < 10, 'long before the 60 s task deadline';
+    my @env = room(meta($gid)->{comm_id});
+    my ($ci) = grep { $env[$_]{type} == 10 } 0 .. $#env;
+    ok $ci >= 5, "the conclude came once the room held max_turns envelopes ($ci before it)";
+    is $env[0]{max_turns}, 5, 'max_turns piggybacked';
+    like $env[$ci]{content}, qr/reached max_turns \(5\)/, 'the conclude says why';
+    my $c = meta($gid)->{conclusion};
+    like $c, qr/^Concluded at the turn limit \(max_turns 5\)\.\n/, 'the conclusion says why';
+    like $c, qr/0 of 3 tasks completed/, 'nothing completed';
+    like $c, qr/- Ann \(cancelled\)/, 'open tasks are cancelled';
+    ok !grep({ $_->{type} == 7 } @env), 'no results were ever posted';
+
+    # a limit smaller than the opening: discussion, assignment, then conclude
+    my $g2 = launch(goal => 'Write the report.', team_member_names => ['Ann'],
+                    max_turns => 2);
+    ok drive(agents => $ag, how => \%how, secs => 15,
+             until => sub { state_of($g2) eq 'concluded' }), 'max_turns 2: concluded';
+    is_deeply [types(grep { $_->{sender} eq $COORD } room(meta($g2)->{comm_id}))],
+        [4, 6, 10, 11], 'max_turns 2: no pause';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 7: cancel: a running goal stops with a CONCLUSION saying so, state cancelled, its sub-goal (run by another worker) cancelled too; a goal cancelled while queued ends without a room
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    register_agents($ctx, Ann => 'writes reports', Dora => 'draws charts');
+    my $ag = connect_agents($ctx, qw(Ann Dora));
+    worker($ctx, 'w1');
+    my %how = (Ann => 'silent', Dora => 'silent');
+
+    my $gid = launch(goal => 'Write the report.', team_member_names => ['Ann']);
+    ok drive(agents => $ag, how => \%how, until => sub {
+                 my $cid = meta($gid)->{comm_id} or return 0;
+                 grep { $_->{type} == 9 } room($cid) }),
+       'the goal is waiting for its task' or diag worker_logs($ctx);
+
+    # a sub-goal, as a nested team would launch it; the busy w1 cannot take it
+    worker($ctx, 'w2');
+    my $sub = launch(goal => 'Draw the chart.', team_member_names => ['Dora'],
+                     _parent => $gid);
+    ok drive(agents => $ag, how => \%how, until => sub {
+                 my $cid = meta($sub)->{comm_id} or return 0;
+                 grep { $_->{type} == 9 } room($cid) }),
+       'the sub-goal is waiting for its task too' or diag worker_logs($ctx);
+    is_deeply redis_cmd('SMEMBERS', "ioa:{goal:$gid}:children"), [$sub],
+        'the sub-goal is listed under its parent';
+
+    # what POST /goals/<id>/cancel does (goal_cancel.lua)
+    redis_cmd('HSET', "ioa:{goal:$gid}:meta", state => 'cancelling');
+    redis_cmd('PUBLISH', "ioa:{goal:$gid}:control", 'cancel');
+    ok drive(agents => $ag, how => \%how, secs => 5,
+             until => sub { state_of($gid) eq 'cancelled' && state_of($sub) eq 'cancelled' }),
+       'the goal and its sub-goal are cancelled' or diag worker_logs($ctx);
+
+    for my $g ($gid, $sub) {
+        my $m = meta($g);
+        my @mine = grep { $_->{sender} eq $COORD } room($m->{comm_id});
+        is_deeply [types(@mine)], [4, 6, 9, 11], "$g: the conclusion follows the pause, no conclude";
+        like $mine[-1]{content}, qr/^The goal was cancelled before it was achieved\./,
+            "$g: the CONCLUSION says it was cancelled";
+        like $mine[-1]{content}, qr/\((cancelled)\): no result yet/, "$g: its task cancelled";
+        is $m->{conclusion}, $mine[-1]{content}, "$g: recorded";
+        my @f = feed($g);
+        is $f[-1]{state}, 'cancelled', "$g: feed ends cancelled";
+    }
+
+    # cancelled before any worker took it: no room at all
+    my $q = launch(goal => 'Write the report.', team_member_names => ['Ann'],
+                   _state => 'cancelling');
+    ok wait_until(sub { state_of($q) eq 'cancelled' }, 5), 'queued then cancelled: cancelled';
+    ok !meta($q)->{comm_id}, 'no room was formed';
+    is_deeply [map { $_->{state} } feed($q)], ['cancelled'], 'feed: cancelled only';
+    is job_pending(), 0, 'every job acknowledged';
+    is_deeply stop_workers(), { w1 => 0, w2 => 0 }, 'both workers exit 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 8: SIGTERM mid-goal: the worker finishes its step, releases the job and exits 0; another worker takes it over at once (not after --claim-idle) and concludes it
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    @Held = ();
+    register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
+    my $ag = connect_agents($ctx, qw(Ann Ben));
+    my %pid = (w1 => worker($ctx, 'w1', claim_idle => 30),
+               w2 => worker($ctx, 'w2', claim_idle => 30));
+
+    my $gid = launch(goal => 'Write the report. Check the figures.',
+                     team_member_names => [qw(Ann Ben)]);
+    my $cid;
+    ok drive(agents => $ag, how => { Ann => 'hold', Ben => 'hold' },
+             until => sub {
+                 $cid //= meta($gid)->{comm_id};
+                 @Held == 2 && grep { $_->{type} == 9 } room($cid) }),
+       'assigned and paused' or diag worker_logs($ctx);
+    my $holder = redis_cmd('XPENDING', 'ioa:{jobs}:goals', 'workers', '-', '+', 10)->[0][1];
+    my ($other) = grep { $_ ne $holder } keys %pid;
+
+    my $t0 = time;
+    kill 'TERM', $pid{$holder};
+    waitpid $pid{$holder}, 0;
+    is $? >> 8, 0, "$holder exits 0 on SIGTERM";
+    delete $Workers{ $pid{$holder} };
+    like worker_log($ctx, $holder), qr/goal $gid: released at step 3 for another worker/,
+        "$holder released the job";
+
+    release();
+    ok drive(agents => $ag, secs => 10, until => sub { state_of($gid) eq 'concluded' }),
+       "$other concluded it" or diag worker_logs($ctx);
+    ok time - $t0 < 8, sprintf('well before the 30 s claim idle (%.1f s)', time - $t0);
+    is_deeply [coordinator_steps(room($cid))], [1 .. 5], 'every step once';
+    is_deeply stop_workers(), { $other => 0 }, "$other exits 0";
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 9: a worker frozen (SIGSTOP) past --claim-idle loses the goal to another worker; woken up (SIGCONT) it writes nothing over its successor and posts nothing: its fsm writes are fenced by the owner, and it lets go
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    @Held = ();
+    register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
+    my $ag = connect_agents($ctx, qw(Ann Ben));
+    my %pid = (w1 => worker($ctx, 'w1', claim_idle => 1),
+               w2 => worker($ctx, 'w2', claim_idle => 1));
+
+    my $gid = launch(goal => 'Write the report. Check the figures.',
+                     team_member_names => [qw(Ann Ben)]);
+    my $cid;
+    ok drive(agents => $ag, how => { Ann => 'hold', Ben => 'hold' },
+             until => sub {
+                 $cid //= meta($gid)->{comm_id};
+                 @Held == 2 && grep { $_->{type} == 9 } room($cid) }),
+       'assigned and paused' or diag worker_logs($ctx);
+    my $pending = sub {
+        (redis_cmd('XPENDING', 'ioa:{jobs}:goals', 'workers', '-', '+', 10)->[0] || [])->[1] // '' };
+    my $holder = $pending->();
+    my ($other) = grep { $_ ne $holder } keys %pid;
+    kill 'STOP', $pid{$holder};
+    ok wait_until(sub { $pending->() eq $other }, 10), "$other took the goal from the frozen $holder";
+    ok wait_until(sub { (fsm($gid)->{owner} // '') eq $other }, 5), "the fsm is $other\\'s";
+
+    release();
+    ok drive(agents => $ag, secs => 10, until => sub { state_of($gid) eq 'concluded' }),
+       "$other concluded it" or diag worker_logs($ctx);
+    my %before = %{ fsm($gid) };
+
+    kill 'CONT', $pid{$holder};
+    ok wait_until(sub { worker_log($ctx, $holder) =~ /goal $gid: another worker (holds the job|owns its state) now/ }, 5),
+       "$holder, woken up, lets the goal go" or diag worker_logs($ctx);
+    sleep 0.5;
+    is_deeply fsm($gid), \%before, 'it wrote nothing over the fsm';
+    is_deeply [coordinator_steps(room($cid))], [1 .. 5], 'and posted nothing: every step once';
+    is state_of($gid), 'concluded', 'the goal stays concluded';
+    is_deeply stop_workers(), { w1 => 0, w2 => 0 }, 'both exit 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 10: the worker's Redis connection is cut mid-goal (CLIENT KILL): it reconnects and goes on from Redis, nothing repeated
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    @Held = ();
+    register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
+    my $ag = connect_agents($ctx, qw(Ann Ben));
+    worker($ctx, 'w1');
+    my $gid = launch(goal => 'Write the report. Check the figures.',
+                     team_member_names => [qw(Ann Ben)]);
+    my $cid;
+    ok drive(agents => $ag, how => { Ann => 'hold', Ben => 'hold' },
+             until => sub {
+                 $cid //= meta($gid)->{comm_id};
+                 @Held == 2 && grep { $_->{type} == 9 } room($cid) }),
+       'assigned and paused' or diag worker_logs($ctx);
+
+    my ($line) = grep { /name=ioa-worker:w1 / } split /\n/, redis_cmd('CLIENT', 'LIST');
+    my ($id) = ($line // '') =~ /\bid=(\d+)/;
+    ok $id, 'the worker\'s connection is named ioa-worker:w1';
+    is redis_cmd('CLIENT', 'KILL', 'ID', $id), 1, 'cut';
+    release();
+    ok drive(agents => $ag, secs => 10, until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    like worker_log($ctx, 'w1'), qr/redis connection lost/, 'the worker saw the cut';
+    like worker_log($ctx, 'w1'), qr/goal $gid: resumed in phase running/, 'and resumed the goal';
+    my @env = room($cid);
+    is_deeply [coordinator_steps(@env)], [1 .. 5], 'every step once';
+    is_deeply [map { $_->{envelope}{id} } grep { $_->{event} eq 'envelope' } feed($gid)],
+        [map { $_->{id} } @env], 'feed exact';
+    is_deeply stop_workers(), { w1 => 0 }, 'exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 11: continuing a room (comm_id + cont_input): the same team plans the new input in the same room, reading from where the room was; only the coordinator's own rooms can be continued
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    register_agents($ctx, Ann => 'writes reports', Ben => 'draws charts');
+    my $ag = connect_agents($ctx, qw(Ann Ben));
+    worker($ctx, 'w1');
+    my $g1 = launch(goal => 'Write the report. Draw the chart.', team_member_names => [qw(Ann Ben)]);
+    ok drive(agents => $ag, until => sub { state_of($g1) eq 'concluded' }), 'the first goal concluded'
+        or diag worker_logs($ctx);
+    my $cid = meta($g1)->{comm_id};
+    my $end = (room($cid))[-1]{id};
+
+    my $g2 = launch(goal => 'Write the report. Draw the chart.', comm_id => $cid,
+                    cont_input => { sender => 'user', content => 'Draw a second chart. Write an appendix.' });
+    ok drive(agents => $ag, until => sub { state_of($g2) eq 'concluded' }), 'the continuation concluded'
+        or diag worker_logs($ctx);
+    is meta($g2)->{comm_id}, $cid, 'in the same room';
+    my @env = room($cid);
+    my @second = grep { ($_->{ioa_goal} // '') eq $g2 } @env;
+    is_deeply [map { $_->{ioa_step} } @second], [1 .. 5], 'the continuation\'s own five steps';
+    ok id_lt($end, $second[0]{id}), 'after everything of the first goal';
+    my ($assign) = grep { $_->{type} == 6 } @second;
+    is $assign->{tasks}{Ben}{task_desc}, 'Draw a second chart', 'planned from cont_input: Ben';
+    is $assign->{tasks}{Ann}{task_desc}, 'Write an appendix', 'planned from cont_input: Ann';
+    my @copied = map { $_->{envelope}{id} } grep { $_->{event} eq 'envelope' } feed($g2);
+    is_deeply \@copied, [map { $_->{id} } grep { id_lt($end, $_->{id}) } @env],
+        'its feed: the room from where it started';
+    is_deeply [coordinator_steps(grep { ($_->{ioa_goal} // '') eq $g1 } @env)], [1 .. 5],
+        'the first goal\'s steps untouched';
+
+    # a room the coordinator is not in, and no room at all
+    my ($code, $doc) = api($ctx, POST => '/teamup', { sender => 'Ann', agent_names => ['Ben'] });
+    my $g3 = launch(goal => 'x', comm_id => $doc->{comm_id}, cont_input => 'Do more.');
+    ok wait_until(sub { state_of($g3) eq 'failed' }, 5), 'someone else\'s room: failed';
+    like meta($g3)->{error}, qr/was not formed by ioa-coordinator/, 'saying why';
+    my $g4 = launch(goal => 'x', comm_id => 'f' x 32, cont_input => 'Do more.');
+    ok wait_until(sub { state_of($g4) eq 'failed' }, 5), 'no such room: failed';
+    like meta($g4)->{error}, qr/no room f{32} to continue/, 'saying why';
+    is_deeply stop_workers(), { w1 => 0 }, 'exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]

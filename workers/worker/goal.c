@@ -1,0 +1,1480 @@
+/*
+ * ioa-worker: one goal, from the job to its conclusion.
+ *
+ * The state machine (phase in P{goal:<id>}:fsm, see store.c):
+ *
+ *   ""          new: meta state "forming", feed event, phase forming
+ *   forming     plan the team and the tasks (built-in planner), persist
+ *               the plan with a fresh comm_id, then form the room exactly
+ *               like /teamup; meta "running" with the comm_id; phase running
+ *   running     the coordinator's steps, one envelope each, then the wait:
+ *                 1 DISCUSSION (4)  goal, team, plan (IoA piggybacks goal,
+ *                                   team_members, team_up_depth, max_turns)
+ *                 2 ASYNC_TASK_ASSIGNMENT (6)  next_speaker = assignees,
+ *                                   "tasks": {agent: {task_id, task_desc}}
+ *                 3 PAUSE (9)       triggers = the task ids
+ *               then it follows the room, collecting INFORM_TASK_PROGRESS
+ *               (8) and INFORM_TASK_RESULT (7, "task_status" completed,
+ *               failed or timed_out) per task, until every task has settled
+ *               or the deadline (--task-timeout after the assignment) marks
+ *               the rest timed_out; max_turns (envelopes in the room since
+ *               the goal started) cuts this short at any point
+ *   concluding  4 CONCLUDE_GROUP_DISCUSSION (10), 5 CONCLUSION (11) with the
+ *               conclusion assembled from the results; meta "concluded",
+ *               feed event, XACK
+ *
+ * A cancel (meta state "cancelling", set by POST /goals/<id>/cancel) is
+ * checked before every step and at least every IW_GOAL_WAIT_MS while
+ * waiting: before the room exists the goal just ends "cancelled"; after,
+ * it goes to concluding with ended = cancelled, posts only the CONCLUSION
+ * ("cancelled"), marks open tasks cancelled and cancels its sub-goals
+ * (P{goal:<id>}:children, filled by each sub-goal's worker).
+ *
+ * Exactly once, across crashes.  Every room entry is processed in Stream
+ * order and the position (last_id) is saved together with what was learnt
+ * from it, so a worker that takes over re-reads at most one batch, and
+ * re-reading is harmless: task states only move forward and the feed copy
+ * is deduplicated by goal_event.lua.  Posting a step is the part that must
+ * not repeat:
+ *
+ *   1. renew the lease (the job's pending entry) right before posting, so
+ *      no other worker can take the job while the post is on its way;
+ *   2. write intent = N to the fsm;
+ *   3. post the envelope, which carries "ioa_goal" and "ioa_step": N;
+ *   4. write step = N, intent = 0.
+ *
+ * A worker that dies between 2 and 4 leaves intent > step.  Its successor
+ * first reads the room to its end from last_id (which is older than the
+ * post, since last_id is only saved after reading): an envelope from the
+ * coordinator with this goal and step N in it means the post happened and
+ * step becomes N; if the room holds none, the post never happened, and the
+ * intent is dropped and the step posted again.  The Stream is the only
+ * witness consulted, and post.lua makes the post atomic, so the answer is
+ * exact; no other worker can be posting at that moment because the one
+ * that resumes holds the lease, and the dead one's lease was idle for
+ * --claim-idle before it was taken over.
+ *
+ * A worker that was only frozen (SIGSTOP, a stalled host) past
+ * --claim-idle and wakes up is fenced twice: its next lease renewal fails
+ * (job_touch.lua), and any fsm write it tries before that is refused
+ * (fsm_save.lua: the successor took the owner field).  Either way it gets
+ * IW_LOST and drops the goal.  The one window left is a freeze longer than
+ * --claim-idle between the renewal in 1 and the post in 3: the post itself
+ * cannot be fenced from here, since the room's keys live in another slot
+ * and post.lua is the hub's own script.
+ *
+ * The texts of the steps are derived only from the persisted plan and
+ * states, and the conclusion is saved before it is posted, so a step that
+ * is posted again after a crash says the same thing, and the meta record
+ * says what the room says.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iw.h"
+
+
+#define IW_STEP_DISCUSSION      1
+#define IW_STEP_ASSIGN          2
+#define IW_STEP_PAUSE           3
+#define IW_STEP_CONCLUDE        4
+#define IW_STEP_CONCLUSION      5
+
+#define IW_TYPE_DISCUSSION      4
+#define IW_TYPE_ASYNC_ASSIGN    6
+#define IW_TYPE_RESULT          7
+#define IW_TYPE_PROGRESS        8
+#define IW_TYPE_PAUSE           9
+#define IW_TYPE_CONCLUDE        10
+#define IW_TYPE_CONCLUSION      11
+
+/* the longest a blocking read waits: bounds how late a cancel or SIGTERM
+ * is noticed while the room is quiet */
+#define IW_GOAL_WAIT_MS         500
+
+/* a goal handed out this many times has killed every worker that took it */
+#define IW_GOAL_MAX_DELIVERIES  10
+
+/* discovery: agents kept per capability query, as IoA's registry */
+#define IW_GOAL_RETRIEVE_LIMIT  3
+
+/* returned by the phase functions when the goal is over and acknowledged */
+#define IW_GOAL_ENDED           1
+
+
+static int iw_goal_loop(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_goal_lease(const iw_conf_t *conf, iw_goal_t *g, int now);
+static int iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_goal_start(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_goal_form(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error);
+static int iw_goal_running(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g,
+    long long block_ms);
+static int iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g,
+    iw_entries_t *e);
+static void iw_goal_task_update(iw_goal_t *g, yajl_val env,
+    const char *sender, long long type);
+static int iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step,
+    int type, const char *content, const char *next_speaker,
+    const char *extra);
+static int iw_goal_fail(const iw_conf_t *conf, iw_goal_t *g,
+    const char *error);
+static int iw_goal_cancel_early(const iw_conf_t *conf, iw_goal_t *g,
+    const char *why);
+static int iw_goal_cancel_children(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g,
+    const char *ended);
+static int iw_goal_settled(iw_task_t *t);
+static int iw_goal_final(const char *state);
+
+
+/* test hook: die like kill -9 right after posting this step, before the
+ * step is recorded (the hardest point to take over from) */
+static int  iw_goal_crash_after = -1;
+
+
+int
+iw_goal_run(const iw_conf_t *conf, iw_job_t *job)
+{
+    int         rc;
+    char       *env;
+    long long   deliveries;
+    iw_goal_t   g;
+
+    env = getenv("IOA_WORKER_TEST_CRASH_AFTER_STEP");
+    if (env && *env) {
+        iw_goal_crash_after = atoi(env);
+    }
+
+    if (job->goal_id == NULL || strlen(job->goal_id) != 32
+        || strspn(job->goal_id, "0123456789abcdef") != 32)
+    {
+        iw_warn("job %s names no valid goal; dropped", job->id);
+        return iw_jobs_ack(conf, job->id);
+    }
+
+    memset(&g, 0, sizeof(g));
+    g.job_id = job->id;
+    g.goal_id = job->goal_id;
+
+    /* after a reconnect the job may have changed hands: check first */
+    rc = iw_goal_lease(conf, &g, 1);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    rc = iw_store_load(conf, &g);
+    if (rc != IW_OK) {
+        goto done;
+    }
+
+    if (g.state == NULL) {
+        iw_warn("goal %s: no record (P{goal:%s}:meta); job dropped",
+                g.goal_id, g.goal_id);
+        rc = iw_jobs_ack(conf, g.job_id);
+        goto done;
+    }
+
+    if (iw_goal_final(g.state)) {
+        iw_info("goal %s: already %s; job acknowledged", g.goal_id, g.state);
+        rc = iw_jobs_ack(conf, g.job_id);
+        goto done;
+    }
+
+    rc = iw_jobs_deliveries(conf, g.job_id, &deliveries);
+    if (rc != IW_OK) {
+        goto done;
+    }
+
+    if (deliveries > IW_GOAL_MAX_DELIVERIES) {
+        rc = iw_goal_fail(conf, &g, "abandoned: every worker that took this "
+                          "goal stopped before it ended");
+        rc = (rc == IW_GOAL_ENDED) ? IW_OK : rc;
+        goto done;
+    }
+
+    rc = iw_store_own(conf, &g);
+    if (rc != IW_OK) {
+        goto done;
+    }
+
+    if (g.phase[0] == '\0') {
+        iw_info("goal %s: taken (%s)", g.goal_id, g.goal);
+
+    } else {
+        iw_info("goal %s: resumed in phase %s at step %d (intent %d), room "
+                "%s after %s", g.goal_id, g.phase, g.step, g.intent,
+                g.comm_id ? g.comm_id : "-", g.last_id);
+    }
+
+    rc = iw_goal_loop(conf, &g);
+
+done:
+
+    iw_goal_free(&g);
+
+    return rc;
+}
+
+
+static int
+iw_goal_loop(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int  rc;
+
+    for ( ;; ) {
+        if (iw_stop) {
+            rc = iw_jobs_touch(conf, g->job_id, 1);
+            if (rc == 1) {
+                iw_info("goal %s: released at step %d for another worker",
+                        g->goal_id, g->step);
+            }
+
+            return rc == IW_ERROR ? IW_ERROR : IW_STOPPED;
+        }
+
+        rc = iw_goal_lease(conf, g, 0);
+        if (rc != IW_OK) {
+            return rc;
+        }
+
+        rc = iw_goal_check_cancel(conf, g);
+
+        if (rc == IW_OK) {
+            if (g->phase[0] == '\0') {
+                rc = iw_goal_start(conf, g);
+
+            } else if (strcmp(g->phase, "forming") == 0) {
+                rc = iw_goal_form(conf, g);
+
+            } else if (strcmp(g->phase, "running") == 0) {
+                rc = iw_goal_running(conf, g);
+
+            } else if (strcmp(g->phase, "concluding") == 0) {
+                rc = iw_goal_concluding(conf, g);
+
+            } else {
+                rc = iw_goal_fail(conf, g, "the goal's state machine is in "
+                                  "an unknown phase");
+            }
+        }
+
+        if (rc == IW_GOAL_ENDED) {
+            return IW_OK;
+        }
+
+        if (rc != IW_OK) {
+            return rc;
+        }
+    }
+}
+
+
+/* Renews the lease when a third of --claim-idle has passed, or always with
+ * now set (right before a post).  The time is taken before the call: the
+ * lease is at least as fresh as that. */
+
+static int
+iw_goal_lease(const iw_conf_t *conf, iw_goal_t *g, int now)
+{
+    int        rc;
+    long long  t;
+
+    t = iw_mono_ms();
+
+    if (!now && g->renewed && t - g->renewed < conf->claim_idle_ms / 3) {
+        return IW_OK;
+    }
+
+    rc = iw_jobs_touch(conf, g->job_id, 0);
+
+    if (rc == 1) {
+        g->renewed = t;
+        return IW_OK;
+    }
+
+    if (rc == 0) {
+        iw_warn("goal %s: another worker holds the job now; leaving it",
+                g->goal_id);
+        return IW_LOST;
+    }
+
+    return IW_ERROR;
+}
+
+
+/* IW_OK to go on, IW_GOAL_ENDED, or IW_ERROR */
+
+static int
+iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int    rc;
+    char  *state;
+
+    if (iw_store_meta_get(conf, g->goal_id, "state", &state) != IW_OK) {
+        return IW_ERROR;
+    }
+
+    if (state == NULL) {
+        iw_warn("goal %s: its record is gone; job dropped", g->goal_id);
+        return iw_jobs_ack(conf, g->job_id) == IW_OK ? IW_GOAL_ENDED
+                                                     : IW_ERROR;
+    }
+
+    if (iw_goal_final(state)) {
+        /* ended elsewhere (by hand, or a worker that lost its lease late) */
+        iw_info("goal %s: %s meanwhile; job acknowledged", g->goal_id, state);
+        free(state);
+        return iw_jobs_ack(conf, g->job_id) == IW_OK ? IW_GOAL_ENDED
+                                                     : IW_ERROR;
+    }
+
+    rc = IW_OK;
+
+    if (strcmp(state, "cancelling") == 0
+        && !iw_streq(g->ended, "cancelled")
+        && g->step < IW_STEP_CONCLUSION)
+    {
+        iw_info("goal %s: cancel requested", g->goal_id);
+
+        /* before the room is formed nobody is told but the feed */
+        if (g->phase[0] == '\0' || iw_streq(g->phase, "forming")) {
+            rc = iw_goal_cancel_early(conf, g, NULL);
+
+        } else {
+            rc = iw_goal_to_concluding(conf, g, "cancelled");
+        }
+    }
+
+    free(state);
+
+    return rc;
+}
+
+
+static int
+iw_goal_start(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int          rc;
+    char        *parent_state, *current;
+    redisReply  *r;
+
+    if (g->parent && *g->parent) {
+        /* a sub-goal: its parent's cancel must reach it */
+        r = iw_redis_cmd("SADD %s{goal:%s}:children %s", conf->prefix,
+                         g->parent, g->goal_id);
+        if (r == NULL) {
+            return IW_ERROR;
+        }
+
+        freeReplyObject(r);
+
+        if (iw_store_meta_get(conf, g->parent, "state", &parent_state)
+            != IW_OK)
+        {
+            return IW_ERROR;
+        }
+
+        if (iw_streq(parent_state, "cancelling")
+            || iw_streq(parent_state, "cancelled"))
+        {
+            free(parent_state);
+            return iw_goal_cancel_early(conf, g,
+                                        "its parent goal was cancelled");
+        }
+
+        free(parent_state);
+    }
+
+    rc = iw_store_meta_state(conf, g->goal_id, "forming", &current,
+                             "worker", conf->consumer, "planner", "builtin",
+                             "tokens", "0", "prompt_tokens", "0",
+                             "completion_tokens", "0", NULL);
+    if (rc == IW_ERROR) {
+        return IW_ERROR;
+    }
+
+    free(current);
+
+    if (rc == 0) {
+        return IW_OK;                   /* cancelled meanwhile: next round */
+    }
+
+    if (iw_event_state(conf, g->goal_id, "forming", NULL, NULL, NULL)
+        != IW_OK)
+    {
+        return IW_ERROR;
+    }
+
+    rc = iw_store_save(conf, g, "phase", "forming", NULL);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    free(g->phase);
+    g->phase = iw_strdup("forming");
+
+    return IW_OK;
+}
+
+
+static int
+iw_goal_form(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int          rc;
+    char        *error, *refused, *current, **names;
+    size_t       i, n;
+    yajl_val     team, m;
+    const char  *name;
+
+    if (g->comm_id == NULL) {
+        error = NULL;
+        rc = iw_goal_plan(conf, g, &error);
+
+        if (rc != IW_OK) {
+            free(error);
+            return rc;
+        }
+
+        if (error) {
+            rc = iw_goal_fail(conf, g, error);
+            free(error);
+            return rc;
+        }
+    }
+
+    if (g->new_room) {
+        team = iw_json_parse(g->team, strlen(g->team));
+        n = team && YAJL_IS_ARRAY(team) ? team->u.array.len : 0;
+        names = iw_alloc((n ? n : 1) * sizeof(char *));
+
+        for (i = 0; i < n; i++) {
+            m = team->u.array.values[i];
+            name = iw_json_get_str(m, "name");
+            names[i] = (char *) (name ? name : "");
+        }
+
+        rc = iw_reg_teamup(conf, g->comm_id, g->team_name, names, n,
+                           &refused);
+        free(names);
+        yajl_tree_free(team);
+
+        if (rc == IW_ERROR) {
+            return IW_ERROR;
+        }
+
+        if (rc == 1) {
+            error = iw_sprintf("teamup refused: %s", refused);
+            free(refused);
+            rc = iw_goal_fail(conf, g, error);
+            free(error);
+            return rc;
+        }
+
+        iw_info("goal %s: room %s formed", g->goal_id, g->comm_id);
+    }
+
+    rc = iw_store_save(conf, g, "phase", "running", NULL);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    free(g->phase);
+    g->phase = iw_strdup("running");
+
+    rc = iw_store_meta_state(conf, g->goal_id, "running", &current,
+                             "comm_id", g->comm_id, NULL);
+    if (rc == IW_ERROR) {
+        return IW_ERROR;
+    }
+
+    free(current);
+
+    if (rc == 1
+        && iw_event_state(conf, g->goal_id, "running", g->comm_id, NULL, NULL)
+           != IW_OK)
+    {
+        return IW_ERROR;
+    }
+
+    return IW_OK;
+}
+
+
+/*
+ * Chooses the team and the tasks and saves them with a fresh comm_id in
+ * one HSET, so that a worker taking over mid-way reuses the same room and
+ * the same task ids.  *error set: the goal cannot be done (failed).
+ */
+
+static int
+iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
+{
+    int          rc, online_only, is_member;
+    char        *text, *tasks, *start, **names, hex[33];
+    size_t       i, j, n;
+    yajl_val     v, cont;
+    iw_buf_t     team, unknown;
+    iw_plan_t    plan;
+    iw_agents_t  *ranked, given, members;
+    const char  *s;
+
+    rc = IW_OK;
+    memset(&given, 0, sizeof(given));
+    memset(&members, 0, sizeof(members));
+    names = NULL;
+    n = 0;
+    start = NULL;
+
+    /* the text to plan from: a continuation's new input, else the goal */
+    text = g->goal;
+    cont = iw_json_get(g->req, "cont_input");
+
+    if (g->cont_comm_id && *g->cont_comm_id && cont) {
+        if (YAJL_IS_STRING(cont) && *YAJL_GET_STRING(cont)) {
+            text = YAJL_GET_STRING(cont);
+
+        } else if ((s = iw_json_get_str(cont, "content")) && *s) {
+            text = (char *) s;
+        }
+    }
+
+    iw_plan_clauses(text, &plan);
+
+    if (g->cont_comm_id && *g->cont_comm_id) {
+        /* continue a room: its members are the team */
+        if (iw_room_members(conf, g->cont_comm_id, &members) != IW_OK) {
+            rc = IW_ERROR;
+            goto done;
+        }
+
+        for (i = 0, is_member = 0; i < members.n; i++) {
+            is_member |= iw_streq(members.v[i].name, conf->name);
+        }
+
+        if (members.n == 0) {
+            *error = iw_sprintf("no room %s to continue", g->cont_comm_id);
+            goto done;
+        }
+
+        if (!is_member) {
+            *error = iw_sprintf("room %s was not formed by %s; only its "
+                                "coordinator can continue it",
+                                g->cont_comm_id, conf->name);
+            goto done;
+        }
+
+        names = iw_alloc(members.n * sizeof(char *));
+
+        for (i = 0; i < members.n; i++) {
+            if (!iw_streq(members.v[i].name, conf->name)) {
+                names[n++] = members.v[i].name;
+            }
+        }
+
+    } else if ((v = iw_json_get(g->req, "team_member_names"))
+               && YAJL_IS_ARRAY(v) && v->u.array.len > 0)
+    {
+        names = iw_alloc(v->u.array.len * sizeof(char *));
+
+        for (i = 0; i < v->u.array.len; i++) {
+            if (!YAJL_IS_STRING(v->u.array.values[i])) {
+                continue;
+            }
+
+            s = YAJL_GET_STRING(v->u.array.values[i]);
+
+            for (j = 0; j < n && strcmp(names[j], s) != 0; j++) {
+                /* void */
+            }
+
+            if (j == n && strcmp(s, conf->name) != 0) {
+                names[n++] = (char *) s;
+            }
+        }
+
+        if (n == 0) {
+            *error = iw_sprintf("team_member_names names nobody but the "
+                                "coordinator %s", conf->name);
+            goto done;
+        }
+    }
+
+    if (names) {
+        if (iw_reg_query(conf, names, n, &given) != IW_OK) {
+            rc = IW_ERROR;
+            goto done;
+        }
+
+        iw_buf_init(&unknown);
+
+        for (i = 0; i < given.n; i++) {
+            if (!given.v[i].found) {
+                iw_buf_adds(&unknown, unknown.len ? ", " : "");
+                iw_buf_adds(&unknown, given.v[i].name);
+            }
+        }
+
+        if (unknown.len) {
+            *error = iw_sprintf("unknown agent%s in team_member_names: %s; "
+                                "register %s with /register first",
+                                strchr(unknown.data, ',') ? "s" : "",
+                                unknown.data,
+                                strchr(unknown.data, ',') ? "them" : "it");
+            iw_buf_free(&unknown);
+            goto done;
+        }
+
+        iw_buf_free(&unknown);
+    }
+
+    /* one capability query per clause; a given team ranks everyone, online
+     * or not, and keeps its own members */
+    v = iw_json_get(g->req, "online_only");
+    online_only = !(v && YAJL_IS_FALSE(v));
+
+    ranked = iw_alloc(plan.nclauses * sizeof(iw_agents_t));
+    memset(ranked, 0, plan.nclauses * sizeof(iw_agents_t));
+
+    for (i = 0; i < plan.nclauses; i++) {
+        if (iw_reg_retrieve(conf, plan.clauses[i],
+                            names ? 50 : IW_GOAL_RETRIEVE_LIMIT,
+                            names ? 0 : online_only, &ranked[i])
+            != IW_OK)
+        {
+            rc = IW_ERROR;
+            break;
+        }
+    }
+
+    if (rc == IW_OK) {
+        iw_plan_pick(&plan, ranked, names ? &given : NULL, g->goal);
+    }
+
+    for (i = 0; i < plan.nclauses; i++) {
+        iw_agents_free(&ranked[i]);
+    }
+
+    free(ranked);
+
+    if (rc != IW_OK) {
+        goto done;
+    }
+
+    if (plan.nteam == 0) {
+        *error = iw_sprintf("no %sagent matches the goal; register agents "
+                            "whose descriptions match it, or name them in "
+                            "team_member_names",
+                            online_only ? "online " : "");
+        goto done;
+    }
+
+    /* the plan, persisted: comm_id, team (coordinator last), tasks */
+    if (g->cont_comm_id && *g->cont_comm_id) {
+        g->comm_id = iw_strdup(g->cont_comm_id);
+        g->new_room = 0;
+
+        if (iw_room_last_id(conf, g->comm_id, &start) != IW_OK) {
+            rc = IW_ERROR;
+            goto done;
+        }
+
+    } else {
+        iw_random_hex(hex);
+        g->comm_id = iw_strdup(hex);
+        g->new_room = 1;
+        start = iw_strdup("0-0");
+
+        v = iw_json_get(g->req, "skip_naming");
+        free(g->team_name);
+        g->team_name = (v && YAJL_IS_FALSE(v)) ? iw_plan_team_name(g->goal)
+                                               : iw_strdup("");
+    }
+
+    iw_buf_init(&team);
+    iw_buf_addc(&team, '[');
+
+    for (i = 0; i <= plan.nteam; i++) {
+        iw_buf_adds(&team, i ? ",{\"name\":" : "{\"name\":");
+
+        if (i < plan.nteam) {
+            iw_json_str(&team, plan.team[i].name);
+            iw_buf_adds(&team, ",\"type\":");
+            iw_json_str(&team, plan.team[i].type);
+            iw_buf_adds(&team, ",\"desc\":");
+            iw_json_str(&team, plan.team[i].desc);
+
+        } else {
+            iw_json_str(&team, conf->name);
+            iw_buf_adds(&team, ",\"type\":\"Human Assistant\",\"desc\":"
+                        "\"ioa's built-in coordinator\"");
+        }
+
+        iw_buf_addc(&team, '}');
+    }
+
+    iw_buf_addc(&team, ']');
+    free(g->team);
+    g->team = iw_buf_take(&team);
+
+    g->tasks = iw_alloc(plan.nteam * sizeof(iw_task_t));
+    g->ntasks = plan.nteam;
+
+    for (i = 0; i < plan.nteam; i++) {
+        iw_random_hex(hex);
+        g->tasks[i].agent = iw_strdup(plan.work[i].agent);
+        g->tasks[i].task_id = iw_strdup(hex);
+        g->tasks[i].desc = iw_strdup(plan.work[i].desc);
+        g->tasks[i].status = iw_strdup("pending");
+        g->tasks[i].result = NULL;
+        g->tasks[i].dirty = 0;
+    }
+
+    free(g->last_id);
+    g->last_id = iw_strdup(start);
+    g->turns = 0;
+    g->step = 0;
+    g->intent = 0;
+
+    tasks = iw_store_tasks_json(g);
+
+    rc = iw_store_save(conf, g, "comm_id", g->comm_id,
+                       "new_room", g->new_room ? "1" : "0",
+                       "team_name", g->team_name, "team", g->team,
+                       "tasks", tasks, "last_id", g->last_id, "turns", "0",
+                       "step", "0", "intent", "0", "deadline", "0", NULL);
+    free(tasks);
+
+    if (rc == IW_OK) {
+        iw_buf_init(&team);
+
+        for (i = 0; i < g->ntasks; i++) {
+            iw_buf_addf(&team, "%s%s", i ? ", " : "", g->tasks[i].agent);
+        }
+
+        iw_info("goal %s: team %s in room %s (%zu clause%s)", g->goal_id,
+                team.data, g->comm_id, plan.nclauses,
+                plan.nclauses == 1 ? "" : "s");
+        iw_buf_free(&team);
+    }
+
+done:
+
+    free(start);
+    free(names);
+    iw_agents_free(&given);
+    iw_agents_free(&members);
+    iw_plan_free(&plan);
+
+    return rc;
+}
+
+
+static int
+iw_goal_settled(iw_task_t *t)
+{
+    return !iw_streq(t->status, "pending")
+           && !iw_streq(t->status, "in_progress");
+}
+
+
+static int
+iw_goal_final(const char *state)
+{
+    return iw_streq(state, "concluded") || iw_streq(state, "failed")
+           || iw_streq(state, "cancelled");
+}
+
+
+/* Reads the room: everything up to its end when block_ms is 0, else one
+ * read that waits up to block_ms.  Then an intent still above step after a
+ * full read was never posted (see the top of this file). */
+
+static int
+iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g, long long block_ms)
+{
+    int           rc;
+    size_t        n;
+    iw_entries_t  e;
+
+    do {
+        rc = iw_room_read(conf, g->comm_id, g->last_id, block_ms, &e);
+        if (rc != IW_OK) {
+            return rc;
+        }
+
+        n = e.n;
+        rc = n ? iw_goal_absorb(conf, g, &e) : IW_OK;
+        iw_entries_free(&e);
+
+        if (rc != IW_OK) {
+            return rc;
+        }
+
+    } while (block_ms == 0 && n > 0);
+
+    if (block_ms == 0 && g->intent > g->step) {
+        iw_info("goal %s: step %d is not in the room; it will be posted",
+                g->goal_id, g->intent);
+        g->intent = 0;
+
+        return iw_store_save(conf, g, "intent", "0", NULL);
+    }
+
+    return IW_OK;
+}
+
+
+static int
+iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
+{
+    size_t       i;
+    yajl_val     env;
+    long long    type, step;
+    const char  *sender, *goal, *content;
+
+    for (i = 0; i < e->n; i++) {
+        if (iw_event_envelope(conf, g->goal_id, e->v[i].sid, e->v[i].json,
+                              e->v[i].len)
+            != IW_OK)
+        {
+            return IW_ERROR;
+        }
+
+        g->turns++;
+        free(g->last_id);
+        g->last_id = iw_strdup(e->v[i].sid);
+
+        env = iw_json_parse(e->v[i].json, e->v[i].len);
+        sender = iw_json_get_str(env, "sender");
+
+        if (sender == NULL) {
+            yajl_tree_free(env);
+            continue;
+        }
+
+        if (strcmp(sender, conf->name) == 0) {
+            goal = iw_json_get_str(env, "ioa_goal");
+
+            if (iw_streq(goal, g->goal_id)
+                && iw_json_get_int(env, "ioa_step", &step) == 0
+                && step > g->step)
+            {
+                /* a step of ours found in the room: it was posted */
+                if (step == g->intent) {
+                    iw_info("goal %s: step %lld is already in the room "
+                            "(%s); not posting it again", g->goal_id, step,
+                            e->v[i].sid);
+                }
+
+                g->step = (int) step;
+
+                if (g->intent <= g->step) {
+                    g->intent = 0;
+                }
+
+                /* the record must say what the room says */
+                if (step == IW_STEP_CONCLUSION
+                    && (content = iw_json_get_str(env, "content")))
+                {
+                    free(g->conclusion);
+                    g->conclusion = iw_strdup(content);
+                }
+            }
+
+        } else if (g->step < IW_STEP_CONCLUSION
+                   && iw_json_get_int(env, "type", &type) == 0
+                   && (type == IW_TYPE_PROGRESS || type == IW_TYPE_RESULT))
+        {
+            iw_goal_task_update(g, env, sender, type);
+        }
+
+        yajl_tree_free(env);
+    }
+
+    return iw_store_save_progress(conf, g);
+}
+
+
+/*
+ * A task is found by its task_id, and must belong to the sender.  An agent
+ * that made up its own task_id (IoA's clients do: the assignee creates it)
+ * is matched by name instead: each member has exactly one task.  States
+ * only move forward.
+ */
+
+static void
+iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
+    long long type)
+{
+    size_t       i;
+    iw_task_t   *t, *mine;
+    const char  *id, *status, *text;
+
+    id = iw_json_get_str(env, "task_id");
+    t = NULL;
+    mine = NULL;
+
+    for (i = 0; i < g->ntasks; i++) {
+        if (strcmp(g->tasks[i].agent, sender) == 0) {
+            mine = &g->tasks[i];
+        }
+
+        if (id && strcmp(g->tasks[i].task_id, id) == 0) {
+            t = &g->tasks[i];
+        }
+    }
+
+    if (t && t != mine) {
+        iw_warn("goal %s: %s reported on %s's task %s; ignored", g->goal_id,
+                sender, t->agent, t->task_id);
+        return;
+    }
+
+    t = mine;
+
+    if (t == NULL || iw_goal_settled(t)) {
+        return;
+    }
+
+    if (type == IW_TYPE_PROGRESS) {
+        if (iw_streq(t->status, "pending")) {
+            free(t->status);
+            t->status = iw_strdup("in_progress");
+            t->dirty = 1;
+            iw_info("goal %s: task %s (%s) in progress", g->goal_id,
+                    t->task_id, t->agent);
+        }
+
+        return;
+    }
+
+    status = iw_json_get_str(env, "task_status");
+
+    if (!iw_streq(status, "failed") && !iw_streq(status, "timed_out")) {
+        status = "completed";
+    }
+
+    text = iw_json_get_str(env, "task_conclusion");
+
+    if (text == NULL || *text == '\0') {
+        text = iw_json_get_str(env, "content");
+    }
+
+    free(t->status);
+    free(t->result);
+    t->status = iw_strdup(status);
+    t->result = iw_strdup(text ? text : "");
+    t->dirty = 1;
+
+    iw_info("goal %s: task %s (%s) %s", g->goal_id, t->task_id, t->agent,
+            status);
+}
+
+
+static int
+iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g, const char *ended)
+{
+    int  rc;
+
+    rc = iw_store_save(conf, g, "phase", "concluding", "ended", ended, NULL);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    free(g->phase);
+    free(g->ended);
+    g->phase = iw_strdup("concluding");
+    g->ended = iw_strdup(ended);
+
+    iw_info("goal %s: concluding (%s)", g->goal_id, ended);
+
+    return IW_OK;
+}
+
+
+static int
+iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int        rc;
+    char      *text, deadline[32];
+    size_t     i, open;
+    iw_buf_t   b, tasks;
+    long long  now, wait;
+
+    rc = iw_goal_drain(conf, g, 0);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    if (g->max_turns && g->turns >= g->max_turns) {
+        return iw_goal_to_concluding(conf, g, "max_turns");
+    }
+
+    if (g->step < IW_STEP_DISCUSSION) {
+        text = iw_plan_discussion(g->goal, g->tasks, g->ntasks);
+        iw_buf_init(&b);
+        iw_buf_addc(&b, '[');
+        iw_json_str(&b, conf->name);
+        iw_buf_addc(&b, ']');
+
+        rc = iw_goal_post(conf, g, IW_STEP_DISCUSSION, IW_TYPE_DISCUSSION,
+                          text, b.data, NULL);
+        free(text);
+        iw_buf_free(&b);
+
+        return rc;
+    }
+
+    if (g->step < IW_STEP_ASSIGN) {
+        if (g->deadline == 0) {
+            if (iw_redis_time_ms(&now) != IW_OK) {
+                return IW_ERROR;
+            }
+
+            g->deadline = now + conf->task_timeout_ms;
+            snprintf(deadline, sizeof(deadline), "%lld", g->deadline);
+
+            rc = iw_store_save(conf, g, "deadline", deadline, NULL);
+            if (rc != IW_OK) {
+                return rc;
+            }
+        }
+
+        /* next_speaker: the assignees; "tasks": each one's task */
+        iw_buf_init(&b);
+        iw_buf_init(&tasks);
+        iw_buf_addc(&b, '[');
+        iw_buf_adds(&tasks, "\"tasks\":{");
+
+        for (i = 0; i < g->ntasks; i++) {
+            if (i) {
+                iw_buf_addc(&b, ',');
+                iw_buf_addc(&tasks, ',');
+            }
+
+            iw_json_str(&b, g->tasks[i].agent);
+            iw_json_str(&tasks, g->tasks[i].agent);
+            iw_buf_adds(&tasks, ":{\"task_id\":");
+            iw_json_str(&tasks, g->tasks[i].task_id);
+            iw_buf_adds(&tasks, ",\"task_desc\":");
+            iw_json_str(&tasks, g->tasks[i].desc);
+            iw_buf_addc(&tasks, '}');
+        }
+
+        iw_buf_addc(&b, ']');
+        iw_buf_addc(&tasks, '}');
+        text = iw_plan_assignment(g->tasks, g->ntasks);
+
+        rc = iw_goal_post(conf, g, IW_STEP_ASSIGN, IW_TYPE_ASYNC_ASSIGN, text,
+                          b.data, tasks.data);
+        free(text);
+        iw_buf_free(&b);
+        iw_buf_free(&tasks);
+
+        return rc;
+    }
+
+    if (g->step < IW_STEP_PAUSE) {
+        iw_buf_init(&b);
+        iw_buf_adds(&b, "\"triggers\":[");
+
+        for (i = 0; i < g->ntasks; i++) {
+            if (i) {
+                iw_buf_addc(&b, ',');
+            }
+
+            iw_json_str(&b, g->tasks[i].task_id);
+        }
+
+        iw_buf_addc(&b, ']');
+        text = iw_plan_pause(g->tasks, g->ntasks, conf->task_timeout_ms);
+
+        rc = iw_goal_post(conf, g, IW_STEP_PAUSE, IW_TYPE_PAUSE, text, "\"\"",
+                          b.data);
+        free(text);
+        iw_buf_free(&b);
+
+        return rc;
+    }
+
+    /* waiting for the triggers */
+
+    if (iw_redis_time_ms(&now) != IW_OK) {
+        return IW_ERROR;
+    }
+
+    for (i = 0, open = 0; i < g->ntasks; i++) {
+        if (iw_goal_settled(&g->tasks[i])) {
+            continue;
+        }
+
+        if (now >= g->deadline) {
+            free(g->tasks[i].status);
+            g->tasks[i].status = iw_strdup("timed_out");
+            g->tasks[i].dirty = 1;
+            iw_info("goal %s: task %s (%s) timed out", g->goal_id,
+                    g->tasks[i].task_id, g->tasks[i].agent);
+            continue;
+        }
+
+        open++;
+    }
+
+    rc = iw_store_save_progress(conf, g);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    if (open == 0) {
+        return iw_goal_to_concluding(conf, g, "settled");
+    }
+
+    wait = g->deadline - now;
+
+    if (wait > IW_GOAL_WAIT_MS) {
+        wait = IW_GOAL_WAIT_MS;
+    }
+
+    return iw_goal_drain(conf, g, wait > 0 ? wait : 1);
+}
+
+
+static int
+iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int          rc, cancelled;
+    char        *text, *current;
+    size_t       i;
+    iw_buf_t     b;
+    const char  *final;
+
+    rc = iw_goal_drain(conf, g, 0);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    cancelled = iw_streq(g->ended, "cancelled");
+
+    if (g->step < IW_STEP_CONCLUSION && !iw_streq(g->ended, "settled")) {
+        for (i = 0; i < g->ntasks; i++) {
+            if (!iw_goal_settled(&g->tasks[i])) {
+                free(g->tasks[i].status);
+                g->tasks[i].status = iw_strdup("cancelled");
+                g->tasks[i].dirty = 1;
+            }
+        }
+
+        rc = iw_store_save_progress(conf, g);
+        if (rc != IW_OK) {
+            return rc;
+        }
+    }
+
+    if (!cancelled && g->step < IW_STEP_CONCLUDE) {
+        text = iw_plan_conclude(g->ended, g->max_turns);
+        iw_buf_init(&b);
+        iw_buf_addc(&b, '[');
+        iw_json_str(&b, conf->name);
+        iw_buf_addc(&b, ']');
+
+        rc = iw_goal_post(conf, g, IW_STEP_CONCLUDE, IW_TYPE_CONCLUDE, text,
+                          b.data, NULL);
+        free(text);
+        iw_buf_free(&b);
+
+        return rc;
+    }
+
+    if (g->step < IW_STEP_CONCLUSION) {
+        if (g->conclusion == NULL) {
+            g->conclusion = iw_plan_conclusion(g->goal, g->ended, g->tasks,
+                                               g->ntasks,
+                                               conf->task_timeout_ms,
+                                               g->max_turns);
+
+            rc = iw_store_save(conf, g, "conclusion", g->conclusion, NULL);
+            if (rc != IW_OK) {
+                return rc;
+            }
+        }
+
+        return iw_goal_post(conf, g, IW_STEP_CONCLUSION, IW_TYPE_CONCLUSION,
+                            g->conclusion, "\"\"", NULL);
+    }
+
+    /* the CONCLUSION is in the room (and, after the drain above, in the
+     * feed): record the outcome, then the final event */
+
+    final = cancelled ? "cancelled" : "concluded";
+
+    rc = iw_store_meta_state(conf, g->goal_id, final, &current,
+                             "comm_id", g->comm_id,
+                             "conclusion", g->conclusion ? g->conclusion : "",
+                             "tokens", "0", NULL);
+    if (rc == IW_ERROR) {
+        return IW_ERROR;
+    }
+
+    if (rc == 0 && !iw_streq(current, final)) {
+        iw_warn("goal %s: already %s; not marked %s", g->goal_id, current,
+                final);
+    }
+
+    free(current);
+
+    if (iw_event_state(conf, g->goal_id, final, g->comm_id, g->conclusion,
+                       NULL)
+        != IW_OK)
+    {
+        return IW_ERROR;
+    }
+
+    if (cancelled && iw_goal_cancel_children(conf, g) != IW_OK) {
+        return IW_ERROR;
+    }
+
+    if (iw_jobs_ack(conf, g->job_id) != IW_OK) {
+        return IW_ERROR;
+    }
+
+    iw_info("goal %s: %s in room %s", g->goal_id, final, g->comm_id);
+
+    return IW_GOAL_ENDED;
+}
+
+
+/*
+ * Posts coordinator step N (see the top of this file for the order of
+ * writes).  next_speaker is JSON; extra, when given, is more members
+ * ("name":value,...) put after IoA's fields.
+ */
+
+static int
+iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
+    const char *content, const char *next_speaker, const char *extra)
+{
+    int          rc;
+    char        *sid, buf[16];
+    iw_buf_t     b;
+    yajl_val     v;
+    const char  *tname;
+
+    static const char  *types[] = {
+        "DEFAULT", "PROPOSAL", "VOTE", "VOTING_RESULT", "DISCUSSION",
+        "SYNC_TASK_ASSIGNMENT", "ASYNC_TASK_ASSIGNMENT", "INFORM_TASK_RESULT",
+        "INFORM_TASK_PROGRESS", "PAUSE", "CONCLUDE_GROUP_DISCUSSION",
+        "CONCLUSION"
+    };
+
+    rc = iw_goal_lease(conf, g, 1);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    g->intent = step;
+    snprintf(buf, sizeof(buf), "%d", step);
+
+    rc = iw_store_save(conf, g, "intent", buf, NULL);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    /* normalised like the hub's: sender and timestamp first */
+    iw_buf_init(&b);
+    iw_buf_adds(&b, "{\"sender\":");
+    iw_json_str(&b, conf->name);
+    iw_buf_addf(&b, ",\"timestamp\":%lld,\"comm_id\":", iw_now_ms());
+    iw_json_str(&b, g->comm_id);
+    iw_buf_adds(&b, ",\"content\":");
+    iw_json_str(&b, content);
+    iw_buf_addf(&b, ",\"next_speaker\":%s,\"state\":1,\"type\":%d,\"goal\":",
+                next_speaker, type);
+    iw_json_str(&b, g->goal);
+    iw_buf_addf(&b, ",\"team_members\":%s,\"team_up_depth\":",
+                g->team ? g->team : "null");
+
+    if (g->depth && *g->depth) {
+        iw_buf_addf(&b, "%lld", atoll(g->depth));
+
+    } else {
+        iw_buf_adds(&b, "null");
+    }
+
+    iw_buf_adds(&b, ",\"max_turns\":");
+
+    if (g->max_turns) {
+        iw_buf_addf(&b, "%lld", g->max_turns);
+
+    } else {
+        iw_buf_adds(&b, "null");
+    }
+
+    v = iw_json_get(g->req, "is_collaborative_planning_enabled");
+    iw_buf_addf(&b, ",\"task_id\":\"\",\"task_desc\":\"\","
+                "\"is_collaborative_planning_enabled\":%s",
+                v && YAJL_IS_TRUE(v) ? "true" : "false");
+
+    if (extra == NULL || strncmp(extra, "\"triggers\"", 10) != 0) {
+        iw_buf_adds(&b, ",\"triggers\":[]");
+    }
+
+    if (extra) {
+        iw_buf_addc(&b, ',');
+        iw_buf_adds(&b, extra);
+    }
+
+    iw_buf_adds(&b, ",\"ioa_goal\":");
+    iw_json_str(&b, g->goal_id);
+    iw_buf_addf(&b, ",\"ioa_step\":%d}", step);
+
+    rc = iw_room_post(conf, g->comm_id, b.data, &sid);
+    iw_buf_free(&b);
+
+    if (rc == IW_ERROR) {
+        return IW_ERROR;
+    }
+
+    if (rc == 1) {
+        char  *error;
+
+        error = iw_sprintf("the room refused the coordinator's envelope: %s",
+                           sid);
+        free(sid);
+        rc = iw_goal_fail(conf, g, error);
+        free(error);
+
+        return rc;
+    }
+
+    tname = type >= 0 && type <= 11 ? types[type] : "?";
+
+    if (step == iw_goal_crash_after) {
+        iw_warn("goal %s: posted step %d %s (%s); test hook: dying now",
+                g->goal_id, step, tname, sid);
+        raise(SIGKILL);
+    }
+
+    g->step = step;
+    g->intent = 0;
+
+    iw_info("goal %s: posted step %d %s (%s)", g->goal_id, step, tname, sid);
+    free(sid);
+
+    return iw_store_save(conf, g, "step", buf, "intent", "0", NULL);
+}
+
+
+static int
+iw_goal_fail(const iw_conf_t *conf, iw_goal_t *g, const char *error)
+{
+    int    rc;
+    char  *current;
+
+    iw_warn("goal %s: failed: %s", g->goal_id, error);
+
+    rc = iw_store_meta_state(conf, g->goal_id, "failed", &current,
+                             "error", error,
+                             "comm_id", g->comm_id ? g->comm_id : "", NULL);
+    if (rc == IW_ERROR) {
+        return IW_ERROR;
+    }
+
+    free(current);
+
+    if (iw_event_state(conf, g->goal_id, "failed", g->comm_id, NULL, error)
+        != IW_OK
+        || iw_jobs_ack(conf, g->job_id) != IW_OK)
+    {
+        return IW_ERROR;
+    }
+
+    return IW_GOAL_ENDED;
+}
+
+
+/* a cancel before the room exists: nothing to tell anyone but the feed */
+
+static int
+iw_goal_cancel_early(const iw_conf_t *conf, iw_goal_t *g, const char *why)
+{
+    int    rc;
+    char  *current;
+
+    rc = iw_store_meta_state(conf, g->goal_id, "cancelled", &current,
+                             "error", why ? why : "", NULL);
+    if (rc == IW_ERROR) {
+        return IW_ERROR;
+    }
+
+    free(current);
+
+    if (iw_event_state(conf, g->goal_id, "cancelled", NULL, NULL, why)
+        != IW_OK
+        || iw_goal_cancel_children(conf, g) != IW_OK
+        || iw_jobs_ack(conf, g->job_id) != IW_OK)
+    {
+        return IW_ERROR;
+    }
+
+    iw_info("goal %s: cancelled%s%s", g->goal_id, why ? ": " : "",
+            why ? why : "");
+
+    return IW_GOAL_ENDED;
+}
+
+
+/* sub-goals: the same cancel nginx's goal_cancel.lua makes */
+
+static int
+iw_goal_cancel_children(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int          rc;
+    char        *current;
+    size_t       i;
+    redisReply  *r, *p;
+
+    r = iw_redis_cmd("SMEMBERS %s{goal:%s}:children", conf->prefix,
+                     g->goal_id);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    for (i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_STRING) {
+            continue;
+        }
+
+        rc = iw_store_meta_state(conf, r->element[i]->str, "cancelling",
+                                 &current, NULL);
+        if (rc == IW_ERROR) {
+            freeReplyObject(r);
+            return IW_ERROR;
+        }
+
+        free(current);
+
+        if (rc == 0) {
+            continue;                   /* ended, or cancelling already */
+        }
+
+        p = iw_redis_cmd("PUBLISH %s{goal:%s}:control cancel", conf->prefix,
+                         r->element[i]->str);
+        if (p == NULL) {
+            freeReplyObject(r);
+            return IW_ERROR;
+        }
+
+        freeReplyObject(p);
+        iw_info("goal %s: sub-goal %s cancelled", g->goal_id,
+                r->element[i]->str);
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
+}

@@ -1,0 +1,313 @@
+/*
+ * ioa-worker: what every file of the worker shares.
+ *
+ * ioa-worker takes goals from the Redis Stream P{jobs}:goals (consumer
+ * group "workers"), forms a team, runs IoA's conversation in the team's
+ * room as the coordinator agent, and writes the outcome back to the goal's
+ * record.  It is a plain blocking program: one goal at a time, one hiredis
+ * connection, no threads.  Scale comes from running more processes.
+ *
+ * Everything a goal needs to go on lives in Redis (the meta and fsm hashes,
+ * the room log), so a worker can die at any instruction and another one
+ * finishes its goal: see goal.c for the state machine and the exactly-once
+ * argument.  For the same reason an allocation failure simply ends the
+ * process (iw_alloc() aborts): the job stays pending and is taken over.
+ *
+ * Naming: everything is prefixed iw_ (ioa worker); files are named for
+ * their one concern: redis.c (connection, scripts), jobs.c (consumer
+ * group), registry.c (agents, teamup), planner.c (the built-in planner),
+ * store.c (goal record), events.c (goal event feed), room.c (posting and
+ * reading a room), goal.c (the state machine), main.c (CLI, main loop).
+ */
+
+#ifndef IW_H
+#define IW_H
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <hiredis/hiredis.h>
+#include <yajl/yajl_tree.h>
+
+
+/* results of the operations that can be interrupted */
+#define IW_OK        0
+#define IW_ERROR    -1     /* Redis failed: reconnect, then try again */
+#define IW_LOST     -2     /* another worker holds the job now */
+#define IW_STOPPED  -3     /* SIGTERM: the job was released */
+
+
+typedef struct {
+    char         *redis_host;
+    int           redis_port;
+    char         *prefix;            /* "ioa:" */
+    char         *scripts_dir;       /* the hub's redis-scripts/ */
+    char         *name;              /* the coordinator agent */
+    char         *consumer;          /* name in the consumer group */
+    long long     task_timeout_ms;
+    long long     claim_idle_ms;
+
+    char         *reg_base;          /* P{reg}: */
+    char         *jobs_key;          /* P{jobs}:goals */
+} iw_conf_t;
+
+
+extern volatile sig_atomic_t  iw_stop;
+
+
+/* util.c */
+void *iw_alloc(size_t n);
+void *iw_realloc(void *p, size_t n);
+char *iw_strdup(const char *s);
+char *iw_strndup(const char *s, size_t n);
+char *iw_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+long long iw_now_ms(void);
+long long iw_mono_ms(void);
+void iw_sleep_ms(long long ms);
+void iw_random_hex(char out[33]);
+int iw_streq(const char *a, const char *b);
+
+
+/* log.c */
+void iw_log(const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define iw_info(...)   iw_log("info", __VA_ARGS__)
+#define iw_warn(...)   iw_log("warn", __VA_ARGS__)
+#define iw_error(...)  iw_log("error", __VA_ARGS__)
+
+
+/* json.c: a growing buffer, a JSON writer on it, and yajl tree access */
+typedef struct {
+    char         *data;
+    size_t        len;
+    size_t        cap;
+} iw_buf_t;
+
+void iw_buf_init(iw_buf_t *b);
+void iw_buf_free(iw_buf_t *b);
+char *iw_buf_take(iw_buf_t *b);
+void iw_buf_add(iw_buf_t *b, const char *s, size_t n);
+void iw_buf_adds(iw_buf_t *b, const char *s);
+void iw_buf_addc(iw_buf_t *b, char c);
+void iw_buf_addf(iw_buf_t *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void iw_json_str(iw_buf_t *b, const char *s);
+void iw_json_strn(iw_buf_t *b, const char *s, size_t n);
+void iw_json_str_or_null(iw_buf_t *b, const char *s);
+
+yajl_val iw_json_parse(const char *s, size_t n);
+yajl_val iw_json_get(yajl_val obj, const char *key);
+const char *iw_json_get_str(yajl_val obj, const char *key);
+int iw_json_get_int(yajl_val obj, const char *key, long long *out);
+void iw_json_emit(iw_buf_t *b, yajl_val v);
+
+
+/* redis.c */
+typedef enum {
+    IW_LUA_POST = 0,
+    IW_LUA_REGISTER,
+    IW_LUA_RETRIEVE,
+    IW_LUA_QUERY,
+    IW_LUA_TEAMUP_MEMBERS,
+    IW_LUA_ROOM_CREATE,
+    IW_LUA_GOAL_EVENT,
+    IW_LUA_JOB_TOUCH,
+    IW_LUA_META_STATE,
+    IW_LUA_FSM_SAVE,
+    IW_LUA_N
+} iw_lua_e;
+
+typedef struct {
+    int           n;
+    int           cap;
+    char        **v;
+    size_t       *len;
+} iw_args_t;
+
+int iw_redis_init(const iw_conf_t *conf);
+int iw_redis_connect(void);
+int iw_redis_connected(void);
+void iw_redis_close(void);
+
+void iw_args_init(iw_args_t *a);
+void iw_args_add(iw_args_t *a, const char *s);
+void iw_args_addn(iw_args_t *a, const char *s, size_t n);
+void iw_args_addf(iw_args_t *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void iw_args_free(iw_args_t *a);
+
+redisReply *iw_redis_argv(iw_args_t *a);
+redisReply *iw_redis_cmd(const char *fmt, ...);
+redisReply *iw_redis_eval(iw_lua_e script, int nkeys, iw_args_t *a);
+int iw_reply_err(redisReply *r, const char *code);
+const char *iw_reply_str(redisReply *r);
+int iw_redis_time_ms(long long *ms);
+
+
+/* jobs.c */
+typedef struct {
+    char         *id;                /* the job's stream id */
+    char         *goal_id;
+} iw_job_t;
+
+int iw_jobs_group(const iw_conf_t *conf);
+int iw_jobs_take(const iw_conf_t *conf, int pending, long long block_ms,
+    iw_job_t *job);
+int iw_jobs_autoclaim(const iw_conf_t *conf, char **cursor, iw_job_t *job);
+int iw_jobs_touch(const iw_conf_t *conf, const char *id, int release);
+int iw_jobs_deliveries(const iw_conf_t *conf, const char *id,
+    long long *count);
+int iw_jobs_ack(const iw_conf_t *conf, const char *id);
+void iw_job_free(iw_job_t *job);
+
+
+/* registry.c */
+typedef struct {
+    char         *name;
+    char         *type;
+    char         *desc;
+    int           found;
+    int           online;
+} iw_agent_t;
+
+typedef struct {
+    iw_agent_t   *v;
+    size_t        n;
+} iw_agents_t;
+
+int iw_reg_register(const iw_conf_t *conf);
+int iw_reg_query(const iw_conf_t *conf, char **names, size_t n,
+    iw_agents_t *out);
+int iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
+    int online_only, iw_agents_t *out);
+int iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
+    const char *team_name, char **members, size_t n, char **refused);
+void iw_agents_free(iw_agents_t *a);
+
+
+/* planner.c: the built-in, deterministic planner */
+typedef struct {
+    char         *agent;
+    char         *task_id;
+    char         *desc;
+    char         *status;            /* pending in_progress completed failed
+                                        timed_out cancelled */
+    char         *result;
+    int           dirty;
+} iw_task_t;
+
+typedef struct {
+    char         *agent;
+    char         *desc;
+} iw_assignment_t;
+
+typedef struct {
+    char            **clauses;
+    size_t            nclauses;
+    iw_agent_t       *team;          /* without the coordinator */
+    size_t            nteam;
+    iw_assignment_t  *work;          /* one per team member, same order */
+} iw_plan_t;
+
+#define IW_PLAN_MAX_CLAUSES  8
+#define IW_PLAN_MAX_TEAM     4
+
+void iw_plan_clauses(const char *goal, iw_plan_t *plan);
+void iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
+    const char *goal);
+void iw_plan_free(iw_plan_t *plan);
+char *iw_plan_team_name(const char *goal);
+
+char *iw_plan_discussion(const char *goal, iw_task_t *t, size_t n);
+char *iw_plan_assignment(iw_task_t *t, size_t n);
+char *iw_plan_pause(iw_task_t *t, size_t n, long long timeout_ms);
+char *iw_plan_conclude(const char *ended, long long max_turns);
+char *iw_plan_conclusion(const char *goal, const char *ended,
+    iw_task_t *t, size_t n, long long timeout_ms,
+    long long max_turns);
+
+
+/* store.c: the goal's record, P{goal:<id>}:meta and P{goal:<id>}:fsm */
+typedef struct {
+    /* the job and the goal as nginx wrote it (job_id, goal_id borrowed) */
+    const char   *job_id;
+    const char   *goal_id;
+    char         *state;             /* meta state when loaded */
+    char         *goal;
+    char         *request;
+    yajl_val      req;
+    char         *parent;
+    char         *depth;
+    char         *cont_comm_id;      /* meta comm_id: continue this room */
+
+    /* the persisted state machine (fsm hash) */
+    char         *phase;             /* "" forming running concluding */
+    char         *comm_id;
+    int           new_room;          /* 1: this goal creates the room */
+    char         *team_name;         /* "" none */
+    char         *team;              /* JSON [{"name","type","desc"}] */
+    iw_task_t    *tasks;
+    size_t        ntasks;
+    long long     deadline;          /* ms, every task's; 0 until assigned */
+    char         *last_id;           /* last room entry processed */
+    long long     turns;             /* envelopes in the room since start */
+    int           step;              /* last coordinator step posted */
+    int           intent;            /* step being posted, 0 none */
+    char         *ended;             /* why concluding: "" settled
+                                        max_turns cancelled */
+    char         *conclusion;        /* fixed before step 5 is posted */
+
+    /* only in memory */
+    long long     max_turns;         /* 0: no limit */
+    long long     renewed;           /* iw_mono_ms() of the lease renewal */
+} iw_goal_t;
+
+int iw_store_load(const iw_conf_t *conf, iw_goal_t *g);
+int iw_store_own(const iw_conf_t *conf, iw_goal_t *g);
+int iw_store_save(const iw_conf_t *conf, iw_goal_t *g, ...);
+int iw_store_save_progress(const iw_conf_t *conf, iw_goal_t *g);
+int iw_store_meta_state(const iw_conf_t *conf, const char *goal_id,
+    const char *state, char **current, ...);
+int iw_store_meta_get(const iw_conf_t *conf, const char *goal_id,
+    const char *field, char **value);
+void iw_goal_free(iw_goal_t *g);
+char *iw_store_tasks_json(iw_goal_t *g);
+
+
+/* events.c: the goal's event feed, P{room:goal-<id>}:log */
+int iw_event_state(const iw_conf_t *conf, const char *goal_id,
+    const char *state, const char *comm_id, const char *conclusion,
+    const char *error);
+int iw_event_envelope(const iw_conf_t *conf, const char *goal_id,
+    const char *sid, const char *env, size_t len);
+
+
+/* room.c */
+typedef struct {
+    char         *sid;
+    char         *json;
+    size_t        len;
+} iw_entry_t;
+
+typedef struct {
+    iw_entry_t   *v;
+    size_t        n;
+} iw_entries_t;
+
+int iw_room_post(const iw_conf_t *conf, const char *comm_id,
+    const char *json, char **sid);
+int iw_room_read(const iw_conf_t *conf, const char *comm_id,
+    const char *after, long long block_ms, iw_entries_t *out);
+int iw_room_last_id(const iw_conf_t *conf, const char *comm_id, char **sid);
+int iw_room_members(const iw_conf_t *conf, const char *comm_id,
+    iw_agents_t *out);
+void iw_entries_free(iw_entries_t *e);
+
+
+/* goal.c */
+int iw_goal_run(const iw_conf_t *conf, iw_job_t *job);
+
+
+#endif /* IW_H */

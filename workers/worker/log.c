@@ -1,0 +1,64 @@
+/*
+ * ioa-worker: one line per event on stderr.
+ *
+ *   2024-11-22T03:58:00.123Z ioa-worker[4711] info: goal 9f..: posted step 2
+ *
+ * UTC with milliseconds so lines from several workers (and nginx's
+ * error.log) can be merged by sorting.  The line is formatted first and
+ * written with one write(2), so lines of concurrent workers sharing a file
+ * do not interleave.
+ */
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "iw.h"
+
+
+void
+iw_log(const char *level, const char *fmt, ...)
+{
+    int         i, n, m;
+    char        line[2048];
+    time_t      sec;
+    va_list     ap;
+    struct tm   tm;
+    long long   now;
+
+    now = iw_now_ms();
+    sec = (time_t) (now / 1000);
+    gmtime_r(&sec, &tm);
+
+    n = snprintf(line, sizeof(line),
+                 "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ ioa-worker[%d] %s: ",
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                 tm.tm_min, tm.tm_sec, (int) (now % 1000), (int) getpid(),
+                 level);
+
+    va_start(ap, fmt);
+    m = vsnprintf(line + n, sizeof(line) - (size_t) n - 1, fmt, ap);
+    va_end(ap);
+
+    if (m < 0) {
+        m = 0;
+    }
+
+    if ((size_t) (n + m) > sizeof(line) - 2) {
+        m = (int) sizeof(line) - 2 - n;
+    }
+
+    /* one event, one line: goal texts and Redis errors may hold newlines */
+    for (i = n; i < n + m; i++) {
+        if ((unsigned char) line[i] < 0x20) {
+            line[i] = ' ';
+        }
+    }
+
+    n += m;
+
+    line[n++] = '\n';
+
+    (void) !write(STDERR_FILENO, line, (size_t) n);
+}

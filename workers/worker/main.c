@@ -1,0 +1,366 @@
+/*
+ * ioa-worker: command line, signals and the job loop.
+ *
+ *   ioa-worker --redis HOST:PORT [--prefix ioa:] [--scripts DIR]
+ *              [--name ioa-coordinator] [--consumer NAME]
+ *              [--task-timeout SEC] [--claim-idle SEC]
+ *
+ * The loop, while no SIGTERM:
+ *   - (re)connect to Redis with backoff (100 ms doubling to 5 s, half of it
+ *     random, so a fleet of workers does not reconnect in step), then make
+ *     sure the job group exists and register the coordinator agent;
+ *   - after each connect, first take back this consumer's own pending jobs
+ *     (a restart under the same --consumer);
+ *   - at least every second (claim_idle / 2 when shorter), XAUTOCLAIM one
+ *     job idle for --claim-idle (its worker died) and resume it; a job
+ *     released on SIGTERM is taken at the next of these;
+ *   - otherwise wait up to a second for a new job (XREADGROUP BLOCK).
+ * A goal that failed on Redis is run again after the reconnect (it resumes
+ * from Redis, so that is safe); one that keeps failing on a healthy
+ * connection is released for another worker after IW_MAX_RETRIES.
+ *
+ * SIGTERM and SIGINT set iw_stop.  No blocking call lasts more than a
+ * second, so the worker notices within that: the step in flight finishes,
+ * the job is released (idle time set far in the past) so that another
+ * worker takes it over at once, and the process exits 0.
+ */
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "iw.h"
+
+
+#define IW_BACKOFF_MIN_MS    100
+#define IW_BACKOFF_MAX_MS    5000
+#define IW_MAX_RETRIES       5
+
+
+volatile sig_atomic_t  iw_stop;
+
+
+static void iw_on_signal(int signo);
+static int iw_parse_seconds(const char *opt, const char *v, long long *ms);
+static int iw_parse_redis(iw_conf_t *conf, const char *v);
+static void iw_usage(FILE *f);
+
+
+static void
+iw_on_signal(int signo)
+{
+    (void) signo;
+    iw_stop = 1;
+}
+
+
+static void
+iw_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: ioa-worker --redis HOST:PORT [options]\n"
+        "\n"
+        "Takes goals from the ioa hub's job stream and runs them: team\n"
+        "formation, the conversation as the coordinator agent, the\n"
+        "conclusion.  Run as many as you like; they share the work.\n"
+        "\n"
+        "  --redis HOST:PORT    Redis of the agent network (127.0.0.1:6379)\n"
+        "  --prefix P           key prefix, as ioa_redis_prefix (ioa:)\n"
+        "  --scripts DIR        the hub's redis-scripts directory\n"
+        "                       (./redis-scripts)\n"
+        "  --name NAME          the coordinator agent (ioa-coordinator)\n"
+        "  --consumer NAME      name in the consumer group (host-pid)\n"
+        "  --task-timeout SEC   a task that does not report back in time is\n"
+        "                       timed out and the goal goes on (60)\n"
+        "  --claim-idle SEC     a goal whose worker was silent this long is\n"
+        "                       taken over (15)\n"
+        "  --help\n");
+}
+
+
+/* seconds, fractions allowed ("0.5"), > 0 */
+
+static int
+iw_parse_seconds(const char *opt, const char *v, long long *ms)
+{
+    char    *end;
+    double   d;
+
+    errno = 0;
+    d = strtod(v, &end);
+
+    if (errno || end == v || *end != '\0' || !(d > 0) || d > 86400 * 365) {
+        fprintf(stderr, "ioa-worker: %s: \"%s\" is not a number of seconds "
+                "above 0\n", opt, v);
+        return -1;
+    }
+
+    *ms = (long long) (d * 1000 + 0.5);
+
+    if (*ms == 0) {
+        *ms = 1;
+    }
+
+    return 0;
+}
+
+
+static int
+iw_parse_redis(iw_conf_t *conf, const char *v)
+{
+    long         port;
+    char        *end;
+    const char  *colon;
+
+    colon = strrchr(v, ':');
+
+    if (colon == NULL) {
+        conf->redis_host = iw_strdup(v);
+        conf->redis_port = 6379;
+        return 0;
+    }
+
+    errno = 0;
+    port = strtol(colon + 1, &end, 10);
+
+    if (colon == v || errno || *end != '\0' || port < 1 || port > 65535) {
+        fprintf(stderr, "ioa-worker: --redis: \"%s\" is not HOST:PORT\n", v);
+        return -1;
+    }
+
+    conf->redis_host = iw_strndup(v, (size_t) (colon - v));
+    conf->redis_port = (int) port;
+
+    return 0;
+}
+
+
+int
+main(int argc, char **argv)
+{
+    int               c, rc, fresh, retries;
+    char              host[HOST_NAME_MAX + 1], *cursor;
+    iw_job_t          job;
+    iw_conf_t         conf;
+    long long         backoff, next_claim, now, block;
+    struct sigaction  sa;
+
+    static const struct option  opts[] = {
+        { "redis", required_argument, NULL, 'r' },
+        { "prefix", required_argument, NULL, 'p' },
+        { "scripts", required_argument, NULL, 's' },
+        { "name", required_argument, NULL, 'n' },
+        { "consumer", required_argument, NULL, 'c' },
+        { "task-timeout", required_argument, NULL, 't' },
+        { "claim-idle", required_argument, NULL, 'i' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+
+    memset(&conf, 0, sizeof(conf));
+    conf.redis_host = iw_strdup("127.0.0.1");
+    conf.redis_port = 6379;
+    conf.prefix = iw_strdup("ioa:");
+    conf.scripts_dir = iw_strdup("./redis-scripts");
+    conf.name = iw_strdup("ioa-coordinator");
+    conf.task_timeout_ms = 60000;
+    conf.claim_idle_ms = 15000;
+
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            free(conf.redis_host);
+            if (iw_parse_redis(&conf, optarg) != 0) {
+                return 2;
+            }
+            break;
+        case 'p':
+            free(conf.prefix);
+            conf.prefix = iw_strdup(optarg);
+            break;
+        case 's':
+            free(conf.scripts_dir);
+            conf.scripts_dir = iw_strdup(optarg);
+            break;
+        case 'n':
+            free(conf.name);
+            conf.name = iw_strdup(optarg);
+            break;
+        case 'c':
+            free(conf.consumer);
+            conf.consumer = iw_strdup(optarg);
+            break;
+        case 't':
+            if (iw_parse_seconds("--task-timeout", optarg,
+                                 &conf.task_timeout_ms) != 0)
+            {
+                return 2;
+            }
+            break;
+        case 'i':
+            if (iw_parse_seconds("--claim-idle", optarg, &conf.claim_idle_ms)
+                != 0)
+            {
+                return 2;
+            }
+            break;
+        case 'h':
+            iw_usage(stdout);
+            return 0;
+        default:
+            iw_usage(stderr);
+            return 2;
+        }
+    }
+
+    if (optind < argc) {
+        fprintf(stderr, "ioa-worker: unexpected argument \"%s\"\n",
+                argv[optind]);
+        iw_usage(stderr);
+        return 2;
+    }
+
+    if (conf.name[0] == '\0' || (conf.consumer && conf.consumer[0] == '\0')) {
+        fprintf(stderr, "ioa-worker: --name and --consumer must not be "
+                "empty\n");
+        return 2;
+    }
+
+    if (conf.consumer == NULL) {
+        if (gethostname(host, sizeof(host)) != 0) {
+            strcpy(host, "localhost");
+        }
+
+        host[sizeof(host) - 1] = '\0';
+        conf.consumer = iw_sprintf("%s-%d", host, (int) getpid());
+    }
+
+    conf.reg_base = iw_sprintf("%s{reg}:", conf.prefix);
+    conf.jobs_key = iw_sprintf("%s{jobs}:goals", conf.prefix);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = iw_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (iw_redis_init(&conf) != IW_OK) {
+        return 1;
+    }
+
+    srand((unsigned) (getpid() ^ iw_now_ms()));
+
+    iw_info("started as %s (coordinator %s, redis %s:%d, prefix \"%s\", "
+            "task timeout %lld ms, claim idle %lld ms, built-in planner)",
+            conf.consumer, conf.name, conf.redis_host, conf.redis_port,
+            conf.prefix, conf.task_timeout_ms, conf.claim_idle_ms);
+
+    job.id = NULL;
+    job.goal_id = NULL;
+    cursor = iw_strdup("0-0");
+    backoff = IW_BACKOFF_MIN_MS;
+    next_claim = 0;
+    fresh = 0;
+    retries = 0;
+
+    while (!iw_stop) {
+
+        if (!iw_redis_connected()) {
+            if (iw_redis_connect() != IW_OK
+                || iw_jobs_group(&conf) != IW_OK
+                || iw_reg_register(&conf) != IW_OK)
+            {
+                iw_redis_close();
+                iw_sleep_ms(backoff / 2 + rand() % (backoff / 2 + 1));
+                backoff = backoff * 2 > IW_BACKOFF_MAX_MS ? IW_BACKOFF_MAX_MS
+                                                          : backoff * 2;
+                continue;
+            }
+
+            backoff = IW_BACKOFF_MIN_MS;
+            fresh = 1;
+        }
+
+        if (job.id == NULL) {
+            now = iw_mono_ms();
+
+            if (fresh) {
+                rc = iw_jobs_take(&conf, 1, 0, &job);
+                fresh = rc == IW_ERROR;
+
+            } else if (now >= next_claim) {
+                next_claim = now + (conf.claim_idle_ms / 2 < 1000
+                                    ? conf.claim_idle_ms / 2 : 1000);
+                rc = iw_jobs_autoclaim(&conf, &cursor, &job);
+
+                if (rc == 1) {
+                    iw_info("took over job %s (goal %s) from a silent "
+                            "worker", job.id,
+                            job.goal_id ? job.goal_id : "-");
+                }
+
+            } else {
+                block = next_claim - now;
+                block = block > 1000 ? 1000 : block;
+                rc = iw_jobs_take(&conf, 0, block > 0 ? block : 1, &job);
+            }
+
+            if (rc != 1) {
+                continue;
+            }
+
+            retries = 0;
+        }
+
+        rc = iw_goal_run(&conf, &job);
+
+        if (rc == IW_ERROR) {
+            if (!iw_redis_connected()) {
+                continue;               /* resumed after the reconnect */
+            }
+
+            if (++retries < IW_MAX_RETRIES) {
+                iw_sleep_ms(1000);
+                continue;
+            }
+
+            iw_error("goal %s: giving it up after %d errors; released for "
+                     "another worker", job.goal_id ? job.goal_id : "-",
+                     retries);
+            (void) iw_jobs_touch(&conf, job.id, 1);
+        }
+
+        if (rc == IW_STOPPED) {
+            iw_job_free(&job);
+            break;
+        }
+
+        iw_job_free(&job);
+        next_claim = 0;                 /* free again: look for orphans */
+    }
+
+    if (job.id && iw_redis_connected()) {
+        (void) iw_jobs_touch(&conf, job.id, 1);
+    }
+
+    iw_job_free(&job);
+    iw_redis_close();
+    free(cursor);
+
+    iw_info("stopped");
+
+    free(conf.redis_host);
+    free(conf.prefix);
+    free(conf.scripts_dir);
+    free(conf.name);
+    free(conf.consumer);
+    free(conf.reg_base);
+    free(conf.jobs_key);
+
+    return 0;
+}

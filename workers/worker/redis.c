@@ -1,0 +1,468 @@
+/*
+ * ioa-worker: the Redis connection and the Lua scripts.
+ *
+ * One blocking hiredis connection carries everything, including the
+ * blocking reads (XREADGROUP BLOCK, XREAD BLOCK): a worker does one thing at
+ * a time, so nothing ever waits behind a blocked read.  Blocking reads are
+ * kept short (at most a second) so that SIGTERM and cancels are noticed
+ * promptly, and the socket timeout (IW_REDIS_TIMEOUT) sits well above them:
+ * a Redis that stops answering is treated like a lost connection.
+ *
+ * Any failure of the connection closes it and returns NULL; the caller
+ * returns IW_ERROR up to the main loop, which reconnects with backoff and
+ * resumes the goal from what Redis holds.  There is no retry deeper down:
+ * a half-done step is resolved by the state machine, not by repeating a
+ * command whose outcome is unknown.
+ *
+ * Scripts: the hub's own (post, register, retrieve, query, teamup_members,
+ * room_create) are read from --scripts at start, so the worker runs exactly
+ * the code the hub runs; the worker's own (goal_event, job_touch,
+ * meta_state, fsm_save, in lua/) are compiled in.  All are run with EVALSHA; a
+ * NOSCRIPT answer (Redis restarted or SCRIPT FLUSH) loads the script again
+ * and repeats the call once, which is safe because NOSCRIPT means nothing
+ * ran.
+ */
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iw.h"
+#include "lua_scripts.h"
+
+
+#define IW_REDIS_CONNECT_TIMEOUT_MS  2000
+#define IW_REDIS_TIMEOUT_MS          5000
+
+
+typedef struct {
+    const char   *name;
+    const char   *file;              /* NULL: compiled in */
+    char         *body;
+    char          sha[41];
+} iw_lua_t;
+
+
+static redisContext      *iw_redis;
+static const iw_conf_t   *iw_redis_conf;
+static char              *iw_redis_client_name;
+
+static iw_lua_t  iw_lua[IW_LUA_N] = {
+    { "post", "post.lua", NULL, "" },
+    { "register", "register.lua", NULL, "" },
+    { "retrieve", "retrieve.lua", NULL, "" },
+    { "query", "query.lua", NULL, "" },
+    { "teamup_members", "teamup_members.lua", NULL, "" },
+    { "room_create", "room_create.lua", NULL, "" },
+    { "goal_event", NULL, NULL, "" },
+    { "job_touch", NULL, NULL, "" },
+    { "meta_state", NULL, NULL, "" },
+    { "fsm_save", NULL, NULL, "" },
+};
+
+
+static char *iw_read_file(const char *path);
+static int iw_lua_load(iw_lua_t *l);
+static void iw_redis_broken(const char *what);
+
+
+int
+iw_redis_init(const iw_conf_t *conf)
+{
+    int    i;
+    char  *path, *p;
+
+    iw_redis_conf = conf;
+
+    /* a client name has no spaces; anything unusual becomes "-" */
+    iw_redis_client_name = iw_strdup(conf->consumer);
+
+    for (p = iw_redis_client_name; *p; p++) {
+        if (!isalnum((unsigned char) *p) && *p != '.' && *p != '_'
+            && *p != '-' && *p != ':')
+        {
+            *p = '-';
+        }
+    }
+
+    iw_lua[IW_LUA_GOAL_EVENT].body = iw_strdup(iw_lua_goal_event);
+    iw_lua[IW_LUA_JOB_TOUCH].body = iw_strdup(iw_lua_job_touch);
+    iw_lua[IW_LUA_META_STATE].body = iw_strdup(iw_lua_meta_state);
+    iw_lua[IW_LUA_FSM_SAVE].body = iw_strdup(iw_lua_fsm_save);
+
+    for (i = 0; i < IW_LUA_N; i++) {
+        if (iw_lua[i].file == NULL) {
+            continue;
+        }
+
+        path = iw_sprintf("%s/%s", conf->scripts_dir, iw_lua[i].file);
+        iw_lua[i].body = iw_read_file(path);
+
+        if (iw_lua[i].body == NULL) {
+            iw_error("cannot read %s: %s (use --scripts DIR, the hub's "
+                     "redis-scripts directory)", path, strerror(errno));
+            free(path);
+            return IW_ERROR;
+        }
+
+        free(path);
+    }
+
+    return IW_OK;
+}
+
+
+static char *
+iw_read_file(const char *path)
+{
+    FILE      *f;
+    iw_buf_t   b;
+    size_t     n;
+    char       chunk[4096];
+
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return NULL;
+    }
+
+    iw_buf_init(&b);
+
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        iw_buf_add(&b, chunk, n);
+    }
+
+    if (ferror(f)) {
+        fclose(f);
+        iw_buf_free(&b);
+        return NULL;
+    }
+
+    fclose(f);
+
+    return iw_buf_take(&b);
+}
+
+
+int
+iw_redis_connect(void)
+{
+    int              i;
+    redisReply      *r;
+    struct timeval   tv;
+
+    iw_redis_close();
+
+    tv.tv_sec = IW_REDIS_CONNECT_TIMEOUT_MS / 1000;
+    tv.tv_usec = (IW_REDIS_CONNECT_TIMEOUT_MS % 1000) * 1000;
+
+    iw_redis = redisConnectWithTimeout(iw_redis_conf->redis_host,
+                                       iw_redis_conf->redis_port, tv);
+
+    if (iw_redis == NULL || iw_redis->err) {
+        iw_warn("redis %s:%d: %s", iw_redis_conf->redis_host,
+                iw_redis_conf->redis_port,
+                iw_redis ? iw_redis->errstr : "cannot allocate a context");
+        iw_redis_close();
+        return IW_ERROR;
+    }
+
+    tv.tv_sec = IW_REDIS_TIMEOUT_MS / 1000;
+    tv.tv_usec = (IW_REDIS_TIMEOUT_MS % 1000) * 1000;
+
+    if (redisSetTimeout(iw_redis, tv) != REDIS_OK
+        || redisEnableKeepAlive(iw_redis) != REDIS_OK)
+    {
+        iw_redis_broken("socket options");
+        return IW_ERROR;
+    }
+
+    for (i = 0; i < IW_LUA_N; i++) {
+        if (iw_lua_load(&iw_lua[i]) != IW_OK) {
+            return IW_ERROR;
+        }
+    }
+
+    /* CLIENT LIST shows who is who (and tests can cut exactly this one) */
+    r = iw_redis_cmd("CLIENT SETNAME ioa-worker:%s", iw_redis_client_name);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    iw_info("connected to redis %s:%d", iw_redis_conf->redis_host,
+            iw_redis_conf->redis_port);
+
+    return IW_OK;
+}
+
+
+int
+iw_redis_connected(void)
+{
+    return iw_redis != NULL;
+}
+
+
+void
+iw_redis_close(void)
+{
+    if (iw_redis) {
+        redisFree(iw_redis);
+        iw_redis = NULL;
+    }
+}
+
+
+static void
+iw_redis_broken(const char *what)
+{
+    iw_warn("redis connection lost (%s): %s", what,
+            iw_redis && iw_redis->errstr[0] ? iw_redis->errstr : "closed");
+    iw_redis_close();
+}
+
+
+static int
+iw_lua_load(iw_lua_t *l)
+{
+    redisReply  *r;
+
+    r = iw_redis_cmd("SCRIPT LOAD %s", l->body);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+        iw_error("SCRIPT LOAD %s: %s", l->name,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        freeReplyObject(r);
+        iw_redis_close();
+        return IW_ERROR;
+    }
+
+    memcpy(l->sha, r->str, 40);
+    l->sha[40] = '\0';
+    freeReplyObject(r);
+
+    return IW_OK;
+}
+
+
+void
+iw_args_init(iw_args_t *a)
+{
+    a->n = 0;
+    a->cap = 0;
+    a->v = NULL;
+    a->len = NULL;
+}
+
+
+void
+iw_args_addn(iw_args_t *a, const char *s, size_t n)
+{
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 16;
+        a->v = iw_realloc(a->v, (size_t) a->cap * sizeof(char *));
+        a->len = iw_realloc(a->len, (size_t) a->cap * sizeof(size_t));
+    }
+
+    a->v[a->n] = iw_strndup(s, n);
+    a->len[a->n] = n;
+    a->n++;
+}
+
+
+void
+iw_args_add(iw_args_t *a, const char *s)
+{
+    iw_args_addn(a, s ? s : "", s ? strlen(s) : 0);
+}
+
+
+void
+iw_args_addf(iw_args_t *a, const char *fmt, ...)
+{
+    int       n;
+    char     *s;
+    va_list   ap;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+
+    s = iw_alloc((size_t) (n < 0 ? 0 : n) + 1);
+
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t) (n < 0 ? 0 : n) + 1, fmt, ap);
+    va_end(ap);
+
+    iw_args_addn(a, s, strlen(s));
+    free(s);
+}
+
+
+void
+iw_args_free(iw_args_t *a)
+{
+    int  i;
+
+    for (i = 0; i < a->n; i++) {
+        free(a->v[i]);
+    }
+
+    free(a->v);
+    free(a->len);
+    iw_args_init(a);
+}
+
+
+redisReply *
+iw_redis_argv(iw_args_t *a)
+{
+    redisReply  *r;
+
+    if (iw_redis == NULL) {
+        return NULL;
+    }
+
+    r = redisCommandArgv(iw_redis, a->n, (const char **) a->v, a->len);
+    if (r == NULL) {
+        iw_redis_broken(a->n ? a->v[0] : "command");
+    }
+
+    return r;
+}
+
+
+redisReply *
+iw_redis_cmd(const char *fmt, ...)
+{
+    va_list      ap;
+    redisReply  *r;
+
+    if (iw_redis == NULL) {
+        return NULL;
+    }
+
+    va_start(ap, fmt);
+    r = redisvCommand(iw_redis, fmt, ap);
+    va_end(ap);
+
+    if (r == NULL) {
+        iw_redis_broken(fmt);
+    }
+
+    return r;
+}
+
+
+/* a holds the keys, then the arguments */
+
+redisReply *
+iw_redis_eval(iw_lua_e script, int nkeys, iw_args_t *a)
+{
+    int          i, attempt;
+    iw_args_t    e;
+    redisReply  *r;
+
+    for (attempt = 0; attempt < 2; attempt++) {
+        iw_args_init(&e);
+        iw_args_add(&e, "EVALSHA");
+        iw_args_add(&e, iw_lua[script].sha);
+        iw_args_addf(&e, "%d", nkeys);
+
+        for (i = 0; i < a->n; i++) {
+            iw_args_addn(&e, a->v[i], a->len[i]);
+        }
+
+        r = iw_redis_argv(&e);
+        iw_args_free(&e);
+
+        if (r == NULL || !iw_reply_err(r, "NOSCRIPT")) {
+            return r;
+        }
+
+        freeReplyObject(r);
+
+        if (iw_lua_load(&iw_lua[script]) != IW_OK) {
+            return NULL;
+        }
+    }
+
+    iw_redis_broken("NOSCRIPT twice");
+
+    return NULL;
+}
+
+
+/* an error reply whose code (the first word) is code */
+
+int
+iw_reply_err(redisReply *r, const char *code)
+{
+    size_t  n;
+
+    if (r == NULL || r->type != REDIS_REPLY_ERROR) {
+        return 0;
+    }
+
+    if (code == NULL) {
+        return 1;
+    }
+
+    n = strlen(code);
+
+    return r->len >= n && strncmp(r->str, code, n) == 0
+           && (r->len == n || r->str[n] == ' ');
+}
+
+
+/* the text of a string, status or error reply, NULL otherwise */
+
+const char *
+iw_reply_str(redisReply *r)
+{
+    if (r == NULL) {
+        return NULL;
+    }
+
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS
+        || r->type == REDIS_REPLY_ERROR)
+    {
+        return r->str;
+    }
+
+    return NULL;
+}
+
+
+/* Redis' clock: deadlines are compared by whichever worker holds the goal,
+ * so they are measured on the one clock all workers share */
+
+int
+iw_redis_time_ms(long long *ms)
+{
+    redisReply  *r;
+
+    r = iw_redis_cmd("TIME");
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
+        || r->element[0]->type != REDIS_REPLY_STRING
+        || r->element[1]->type != REDIS_REPLY_STRING)
+    {
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    *ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+
+    return IW_OK;
+}

@@ -1,0 +1,334 @@
+/*
+ * ioa-worker: the agent registry, as the coordinator agent uses it.
+ *
+ * The worker is trusted code next to the hub, so instead of calling the
+ * hub's REST endpoints it runs the same Redis scripts the endpoints run,
+ * with the same keys and arguments (ngx_ioa_registry.c, ngx_ioa_rest.c):
+ * what it does is exactly what /register, /query_assistant,
+ * /retrieve_assistant and /teamup do, and nginx stays out of the path.
+ *
+ * A teamup is the three steps of /teamup plus its event: teamup_members.lua
+ * (registry slot), room_create.lua (the room's slot), ZADD to the room
+ * index, PUBLISH on P{reg}:events so that the hub starts delivering the
+ * room to members that are connected.  Each step may be repeated by a
+ * worker that takes over a goal half-way: SADD and ZADD NX repeat
+ * harmlessly, ROOMEXISTS means the room is already there, and a second
+ * teamup event is ignored by the hub for clients already in the room.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "iw.h"
+
+
+static void iw_agent_set(iw_agent_t *a, const char *name, const char *type,
+    const char *desc);
+
+
+int
+iw_reg_register(const iw_conf_t *conf)
+{
+    int          rc;
+    char         created[32];
+    time_t       now;
+    struct tm    tm;
+    iw_args_t    a;
+    redisReply  *r;
+
+    /* IoA's created_at format, used only when the name is new */
+    now = time(NULL);
+    localtime_r(&now, &tm);
+    strftime(created, sizeof(created), "%Y-%m-%d-%H-%M-%S", &tm);
+
+    iw_args_init(&a);
+    iw_args_addf(&a, "%sagent:%s", conf->reg_base, conf->name);
+    iw_args_addf(&a, "%sagents", conf->reg_base);
+    iw_args_addf(&a, "%sstats", conf->reg_base);
+    iw_args_add(&a, conf->reg_base);
+    iw_args_add(&a, conf->name);
+    iw_args_add(&a, "Human Assistant");
+    iw_args_add(&a, "ioa's built-in coordinator");
+    iw_args_add(&a, "[]");
+    iw_args_add(&a, "1");
+    iw_args_addf(&a, "%lld", iw_now_ms());
+    iw_args_add(&a, created);
+
+    r = iw_redis_eval(IW_LUA_REGISTER, 3, &a);
+    iw_args_free(&a);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    rc = IW_OK;
+
+    if (r->type == REDIS_REPLY_ERROR) {
+        iw_error("registering %s: %s", conf->name, r->str);
+        rc = IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    return rc;
+}
+
+
+static void
+iw_agent_set(iw_agent_t *a, const char *name, const char *type,
+    const char *desc)
+{
+    a->name = iw_strdup(name);
+    a->type = iw_strdup(type);
+    a->desc = iw_strdup(desc);
+    a->found = 1;
+    a->online = 0;
+}
+
+
+/* query.lua: one agent per name, in order; found = 0 for unknown names */
+
+int
+iw_reg_query(const iw_conf_t *conf, char **names, size_t n, iw_agents_t *out)
+{
+    size_t       i;
+    iw_args_t    a;
+    redisReply  *r, **e;
+
+    out->v = NULL;
+    out->n = 0;
+
+    if (n == 0) {
+        return IW_OK;
+    }
+
+    iw_args_init(&a);
+    iw_args_addf(&a, "%sonline", conf->reg_base);
+    iw_args_add(&a, conf->reg_base);
+    iw_args_addf(&a, "%lld", iw_now_ms());
+
+    for (i = 0; i < n; i++) {
+        iw_args_add(&a, names[i]);
+    }
+
+    r = iw_redis_eval(IW_LUA_QUERY, 1, &a);
+    iw_args_free(&a);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 8 * n) {
+        iw_error("query.lua: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    out->v = iw_alloc(n * sizeof(iw_agent_t));
+    out->n = n;
+
+    for (i = 0; i < n; i++) {
+        e = r->element + 8 * i;
+        iw_agent_set(&out->v[i], iw_reply_str(e[1]), iw_reply_str(e[2]),
+                     iw_reply_str(e[3]));
+        out->v[i].found = iw_streq(iw_reply_str(e[0]), "1");
+        out->v[i].online = iw_streq(iw_reply_str(e[6]), "1");
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
+}
+
+
+/* retrieve.lua for one capability query: BM25-ranked, best first, without
+ * the coordinator itself */
+
+int
+iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
+    int online_only, iw_agents_t *out)
+{
+    size_t       i, n;
+    iw_args_t    a;
+    redisReply  *r, **e;
+
+    out->v = NULL;
+    out->n = 0;
+
+    iw_args_init(&a);
+    iw_args_addf(&a, "%sstats", conf->reg_base);
+    iw_args_addf(&a, "%sonline", conf->reg_base);
+    iw_args_add(&a, conf->reg_base);
+    iw_args_addf(&a, "%lld", iw_now_ms());
+    iw_args_addf(&a, "%d", limit);
+    iw_args_add(&a, online_only ? "1" : "0");
+    iw_args_add(&a, conf->name);
+    iw_args_add(&a, query);
+
+    r = iw_redis_eval(IW_LUA_RETRIEVE, 2, &a);
+    iw_args_free(&a);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % 7 != 0) {
+        iw_error("retrieve.lua: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    n = r->elements / 7;
+    out->v = iw_alloc(n * sizeof(iw_agent_t));
+    out->n = n;
+
+    for (i = 0; i < n; i++) {
+        e = r->element + 7 * i;
+        iw_agent_set(&out->v[i], iw_reply_str(e[0]), iw_reply_str(e[1]),
+                     iw_reply_str(e[2]));
+        out->v[i].online = iw_streq(iw_reply_str(e[5]), "1");
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
+}
+
+
+/*
+ * members: the room's members, the coordinator included (last, as IoA
+ * orders agent_names + [sender]).  Returns IW_OK, IW_ERROR, or 1 when the
+ * registry refused (an unknown name): *refused then holds the reason.
+ */
+
+int
+iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
+    const char *team_name, char **members, size_t n, char **refused)
+{
+    size_t       i;
+    iw_args_t    a;
+    iw_buf_t     ev;
+    long long    now;
+    redisReply  *r;
+
+    *refused = NULL;
+    now = iw_now_ms();
+
+    iw_args_init(&a);
+    iw_args_addf(&a, "%sagents", conf->reg_base);
+    iw_args_add(&a, conf->reg_base);
+    iw_args_add(&a, comm_id);
+
+    for (i = 0; i < n; i++) {
+        iw_args_add(&a, members[i]);
+    }
+
+    r = iw_redis_eval(IW_LUA_TEAMUP_MEMBERS, 1, &a);
+    iw_args_free(&a);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (iw_reply_err(r, "UNKNOWN_AGENT")) {
+        *refused = iw_strdup(r->len > sizeof("UNKNOWN_AGENT")
+                               ? r->str + sizeof("UNKNOWN_AGENT") : r->str);
+        freeReplyObject(r);
+        return 1;
+    }
+
+    if (r->type == REDIS_REPLY_ERROR) {
+        iw_error("teamup_members.lua: %s", r->str);
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    iw_args_init(&a);
+    iw_args_addf(&a, "%s{room:%s}:meta", conf->prefix, comm_id);
+    iw_args_addf(&a, "%s{room:%s}:members", conf->prefix, comm_id);
+    iw_args_add(&a, comm_id);
+    iw_args_add(&a, team_name ? team_name : "");
+    iw_args_add(&a, conf->name);
+    iw_args_addf(&a, "%lld", now);
+
+    for (i = 0; i < n; i++) {
+        iw_args_add(&a, members[i]);
+    }
+
+    r = iw_redis_eval(IW_LUA_ROOM_CREATE, 2, &a);
+    iw_args_free(&a);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type == REDIS_REPLY_ERROR && !iw_reply_err(r, "ROOMEXISTS")) {
+        iw_error("room_create.lua: %s", r->str);
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    r = iw_redis_cmd("ZADD %sroomlist NX %lld %s", conf->reg_base, now,
+                     comm_id);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    /* the teamup event, byte for byte what /teamup publishes */
+    iw_buf_init(&ev);
+    iw_buf_adds(&ev, "{\"comm_id\":");
+    iw_json_str(&ev, comm_id);
+    iw_buf_adds(&ev, ",\"agent_names\":[");
+
+    for (i = 0; i < n; i++) {
+        if (i) {
+            iw_buf_addc(&ev, ',');
+        }
+
+        iw_json_str(&ev, members[i]);
+    }
+
+    iw_buf_adds(&ev, "],\"team_name\":");
+    iw_json_str_or_null(&ev, team_name);
+    iw_buf_adds(&ev, ",\"sender\":");
+    iw_json_str(&ev, conf->name);
+    iw_buf_addc(&ev, '}');
+
+    r = iw_redis_cmd("PUBLISH %sevents %b", conf->reg_base, ev.data, ev.len);
+    iw_buf_free(&ev);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
+}
+
+
+void
+iw_agents_free(iw_agents_t *a)
+{
+    size_t  i;
+
+    for (i = 0; i < a->n; i++) {
+        free(a->v[i].name);
+        free(a->v[i].type);
+        free(a->v[i].desc);
+    }
+
+    free(a->v);
+    a->v = NULL;
+    a->n = 0;
+}

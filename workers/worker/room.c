@@ -1,0 +1,235 @@
+/*
+ * ioa-worker: a room as the coordinator sees it: post into it, read it.
+ *
+ * Posting goes through the hub's post.lua with the same keys and arguments
+ * nginx uses (membership check, XADD, PUBLISH in one script), so the
+ * coordinator's envelopes get the same ACL, the same global order and the
+ * same resume guarantees as any agent's, and nginx delivers them like its
+ * own.  The envelope is built by the caller already normalised, starting
+ * {"sender":..,"timestamp":.., as the hub stores what clients send.
+ *
+ * Reading is XREAD on the room's Stream after an id: with block_ms 0 it
+ * returns at once (catching up), otherwise it waits up to block_ms for the
+ * next entries.  At most IW_ROOM_BATCH entries per call.
+ */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "iw.h"
+
+
+#define IW_ROOM_BATCH  128
+
+
+/* IW_OK (*sid the new id), IW_ERROR, or 1 when post.lua refused (NOROOM,
+ * NOTMEMBER; *sid is then the reason) */
+
+int
+iw_room_post(const iw_conf_t *conf, const char *comm_id, const char *json,
+    char **sid)
+{
+    int          rc;
+    iw_args_t    a;
+    redisReply  *r;
+
+    *sid = NULL;
+
+    iw_args_init(&a);
+    iw_args_addf(&a, "%s{room:%s}:members", conf->prefix, comm_id);
+    iw_args_addf(&a, "%s{room:%s}:log", conf->prefix, comm_id);
+    iw_args_add(&a, conf->name);
+    iw_args_add(&a, json);
+    iw_args_add(&a, "0");
+    iw_args_addf(&a, "%s{room:%s}:ch", conf->prefix, comm_id);
+
+    r = iw_redis_eval(IW_LUA_POST, 2, &a);
+    iw_args_free(&a);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type == REDIS_REPLY_STRING) {
+        *sid = iw_strndup(r->str, r->len);
+        rc = IW_OK;
+
+    } else if (iw_reply_err(r, "NOROOM") || iw_reply_err(r, "NOTMEMBER")) {
+        *sid = iw_strdup(r->str);
+        rc = 1;
+
+    } else {
+        iw_error("post.lua: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        rc = IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    return rc;
+}
+
+
+int
+iw_room_read(const iw_conf_t *conf, const char *comm_id, const char *after,
+    long long block_ms, iw_entries_t *out)
+{
+    size_t       i, k;
+    redisReply  *r, *list, *e, *f;
+
+    out->v = NULL;
+    out->n = 0;
+
+    if (block_ms > 0) {
+        r = iw_redis_cmd("XREAD COUNT %d BLOCK %lld STREAMS %s{room:%s}:log %s",
+                         IW_ROOM_BATCH, block_ms, conf->prefix, comm_id,
+                         after);
+    } else {
+        r = iw_redis_cmd("XREAD COUNT %d STREAMS %s{room:%s}:log %s",
+                         IW_ROOM_BATCH, conf->prefix, comm_id, after);
+    }
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type == REDIS_REPLY_ERROR) {
+        iw_error("XREAD room %s: %s", comm_id, r->str);
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1
+        || r->element[0]->type != REDIS_REPLY_ARRAY
+        || r->element[0]->elements != 2
+        || r->element[0]->element[1]->type != REDIS_REPLY_ARRAY)
+    {
+        freeReplyObject(r);             /* nil: nothing new */
+        return IW_OK;
+    }
+
+    list = r->element[0]->element[1];
+    out->v = iw_alloc(list->elements * sizeof(iw_entry_t));
+
+    for (i = 0; i < list->elements; i++) {
+        e = list->element[i];
+
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2
+            || e->element[0]->type != REDIS_REPLY_STRING)
+        {
+            continue;
+        }
+
+        out->v[out->n].sid = iw_strndup(e->element[0]->str,
+                                        e->element[0]->len);
+        out->v[out->n].json = iw_strdup("");
+        out->v[out->n].len = 0;
+        f = e->element[1];
+
+        for (k = 0; f->type == REDIS_REPLY_ARRAY && k + 1 < f->elements;
+             k += 2)
+        {
+            if (f->element[k]->type == REDIS_REPLY_STRING
+                && f->element[k + 1]->type == REDIS_REPLY_STRING
+                && strcmp(f->element[k]->str, "e") == 0)
+            {
+                free(out->v[out->n].json);
+                out->v[out->n].json = iw_strndup(f->element[k + 1]->str,
+                                                 f->element[k + 1]->len);
+                out->v[out->n].len = f->element[k + 1]->len;
+            }
+        }
+
+        out->n++;
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
+}
+
+
+/* the room's newest id, "0-0" for an empty room: where a goal that
+ * continues a room starts reading */
+
+int
+iw_room_last_id(const iw_conf_t *conf, const char *comm_id, char **sid)
+{
+    redisReply  *r;
+
+    r = iw_redis_cmd("XREVRANGE %s{room:%s}:log + - COUNT 1", conf->prefix,
+                     comm_id);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 1
+        && r->element[0]->type == REDIS_REPLY_ARRAY
+        && r->element[0]->elements == 2
+        && r->element[0]->element[0]->type == REDIS_REPLY_STRING)
+    {
+        *sid = iw_strdup(r->element[0]->element[0]->str);
+
+    } else {
+        *sid = iw_strdup("0-0");
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
+}
+
+
+int
+iw_room_members(const iw_conf_t *conf, const char *comm_id, iw_agents_t *out)
+{
+    size_t       i;
+    redisReply  *r;
+
+    out->v = NULL;
+    out->n = 0;
+
+    r = iw_redis_cmd("SMEMBERS %s{room:%s}:members", conf->prefix, comm_id);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    out->v = iw_alloc(r->elements * sizeof(iw_agent_t));
+
+    for (i = 0; i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_STRING) {
+            continue;
+        }
+
+        memset(&out->v[out->n], 0, sizeof(iw_agent_t));
+        out->v[out->n].name = iw_strdup(r->element[i]->str);
+        out->v[out->n].type = iw_strdup("");
+        out->v[out->n].desc = iw_strdup("");
+        out->n++;
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
+}
+
+
+void
+iw_entries_free(iw_entries_t *e)
+{
+    size_t  i;
+
+    for (i = 0; i < e->n; i++) {
+        free(e->v[i].sid);
+        free(e->v[i].json);
+    }
+
+    free(e->v);
+    e->v = NULL;
+    e->n = 0;
+}

@@ -1,0 +1,575 @@
+/*
+ * ioa-worker: a goal's record in Redis.
+ *
+ *   P{goal:<id>}:meta   written by nginx (goal, request, state "queued"),
+ *                       kept current by the worker (state, comm_id,
+ *                       conclusion, error, updated_at, tokens) and read by
+ *                       GET /goals/<id>.
+ *   P{goal:<id>}:fsm    the worker's state machine, everything another
+ *                       worker needs to resume the goal:
+ *       phase           "" (new) forming running concluding
+ *       comm_id         the room, chosen before it is created
+ *       new_room        "1" when this goal creates the room (not continuing)
+ *       team_name       "" when the team has no name
+ *       team            JSON [{"name","type","desc"}], the coordinator last
+ *       tasks           JSON [{"agent","task_id","task_desc"}]
+ *       deadline        ms (Redis clock) after which open tasks time out
+ *       st:<task_id>    pending in_progress completed failed timed_out
+ *                       cancelled
+ *       res:<task_id>   the task's result text
+ *       last_id         the last room entry processed
+ *       turns           envelopes in the room from the goal's start to last_id
+ *       step            the last coordinator step known to be in the room
+ *       intent          the step being posted (0: none), see goal.c
+ *       ended           why the goal concludes: settled max_turns cancelled
+ *       conclusion      the conclusion, fixed before it is posted
+ *
+ *       owner           the worker that holds the goal (fsm_save.lua)
+ *
+ * Progress (last_id, turns, task states, step) is always written with one
+ * HSET, so the record never holds a position without the task states read
+ * up to it.  Every fsm write is fenced by the owner field (fsm_save.lua):
+ * a worker that lost the goal cannot write over its successor.  Both keys
+ * share the {goal:<id>} hash tag.
+ */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "iw.h"
+
+
+static void iw_store_field(iw_goal_t *g, const char *k, const char *v,
+    size_t vlen);
+static iw_task_t *iw_store_task(iw_goal_t *g, const char *task_id);
+
+
+static void
+iw_store_replace(char **dst, const char *v, size_t n)
+{
+    free(*dst);
+    *dst = iw_strndup(v, n);
+}
+
+
+static iw_task_t *
+iw_store_task(iw_goal_t *g, const char *task_id)
+{
+    size_t  i;
+
+    for (i = 0; i < g->ntasks; i++) {
+        if (strcmp(g->tasks[i].task_id, task_id) == 0) {
+            return &g->tasks[i];
+        }
+    }
+
+    return NULL;
+}
+
+
+static int
+iw_store_parse_tasks(iw_goal_t *g, const char *json, size_t len)
+{
+    size_t       i;
+    yajl_val     doc, t;
+    const char  *agent, *id, *desc;
+
+    doc = iw_json_parse(json, len);
+
+    if (doc == NULL || !YAJL_IS_ARRAY(doc)) {
+        yajl_tree_free(doc);
+        return IW_ERROR;
+    }
+
+    g->tasks = iw_alloc(doc->u.array.len * sizeof(iw_task_t));
+    g->ntasks = 0;
+
+    for (i = 0; i < doc->u.array.len; i++) {
+        t = doc->u.array.values[i];
+        agent = iw_json_get_str(t, "agent");
+        id = iw_json_get_str(t, "task_id");
+        desc = iw_json_get_str(t, "task_desc");
+
+        if (agent == NULL || id == NULL || desc == NULL) {
+            continue;
+        }
+
+        g->tasks[g->ntasks].agent = iw_strdup(agent);
+        g->tasks[g->ntasks].task_id = iw_strdup(id);
+        g->tasks[g->ntasks].desc = iw_strdup(desc);
+        g->tasks[g->ntasks].status = iw_strdup("pending");
+        g->tasks[g->ntasks].result = NULL;
+        g->tasks[g->ntasks].dirty = 0;
+        g->ntasks++;
+    }
+
+    yajl_tree_free(doc);
+
+    return IW_OK;
+}
+
+
+static void
+iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
+{
+    iw_task_t  *t;
+
+    if (strcmp(k, "phase") == 0) {
+        iw_store_replace(&g->phase, v, vlen);
+
+    } else if (strcmp(k, "comm_id") == 0) {
+        iw_store_replace(&g->comm_id, v, vlen);
+
+    } else if (strcmp(k, "new_room") == 0) {
+        g->new_room = (vlen == 1 && v[0] == '1');
+
+    } else if (strcmp(k, "team_name") == 0) {
+        iw_store_replace(&g->team_name, v, vlen);
+
+    } else if (strcmp(k, "conclusion") == 0) {
+        iw_store_replace(&g->conclusion, v, vlen);
+
+    } else if (strcmp(k, "team") == 0) {
+        iw_store_replace(&g->team, v, vlen);
+
+    } else if (strcmp(k, "deadline") == 0) {
+        g->deadline = atoll(v);
+
+    } else if (strcmp(k, "last_id") == 0) {
+        iw_store_replace(&g->last_id, v, vlen);
+
+    } else if (strcmp(k, "turns") == 0) {
+        g->turns = atoll(v);
+
+    } else if (strcmp(k, "step") == 0) {
+        g->step = atoi(v);
+
+    } else if (strcmp(k, "intent") == 0) {
+        g->intent = atoi(v);
+
+    } else if (strcmp(k, "ended") == 0) {
+        iw_store_replace(&g->ended, v, vlen);
+
+    } else if (strncmp(k, "st:", 3) == 0) {
+        t = iw_store_task(g, k + 3);
+        if (t) {
+            iw_store_replace(&t->status, v, vlen);
+        }
+
+    } else if (strncmp(k, "res:", 4) == 0) {
+        t = iw_store_task(g, k + 4);
+        if (t) {
+            iw_store_replace(&t->result, v, vlen);
+        }
+    }
+}
+
+
+/* IW_OK with g->state NULL when the goal does not exist */
+
+int
+iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
+{
+    size_t       i;
+    long long    n;
+    redisReply  *r, *k, *v;
+
+    r = iw_redis_cmd("HGETALL %s{goal:%s}:meta", conf->prefix, g->goal_id);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    for (i = 0; i + 1 < r->elements; i += 2) {
+        k = r->element[i];
+        v = r->element[i + 1];
+
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) {
+            continue;
+        }
+
+        if (strcmp(k->str, "state") == 0) {
+            iw_store_replace(&g->state, v->str, v->len);
+
+        } else if (strcmp(k->str, "goal") == 0) {
+            iw_store_replace(&g->goal, v->str, v->len);
+
+        } else if (strcmp(k->str, "request") == 0) {
+            iw_store_replace(&g->request, v->str, v->len);
+
+        } else if (strcmp(k->str, "parent") == 0) {
+            iw_store_replace(&g->parent, v->str, v->len);
+
+        } else if (strcmp(k->str, "depth") == 0) {
+            iw_store_replace(&g->depth, v->str, v->len);
+
+        } else if (strcmp(k->str, "comm_id") == 0) {
+            iw_store_replace(&g->cont_comm_id, v->str, v->len);
+        }
+    }
+
+    freeReplyObject(r);
+
+    if (g->state == NULL) {
+        return IW_OK;
+    }
+
+    if (g->goal == NULL) {
+        g->goal = iw_strdup("");
+    }
+
+    if (g->request) {
+        g->req = iw_json_parse(g->request, strlen(g->request));
+    }
+
+    if (iw_json_get_int(g->req, "max_turns", &n) == 0 && n > 0) {
+        g->max_turns = n;
+    }
+
+    r = iw_redis_cmd("HGETALL %s{goal:%s}:fsm", conf->prefix, g->goal_id);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    /* the task list first: the st: and res: fields refer to it */
+    for (i = 0; i + 1 < r->elements; i += 2) {
+        k = r->element[i];
+        v = r->element[i + 1];
+
+        if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING
+            && strcmp(k->str, "tasks") == 0
+            && iw_store_parse_tasks(g, v->str, v->len) != IW_OK)
+        {
+            iw_error("goal %s: the fsm's task list is not valid JSON",
+                     g->goal_id);
+        }
+    }
+
+    for (i = 0; i + 1 < r->elements; i += 2) {
+        k = r->element[i];
+        v = r->element[i + 1];
+
+        if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING) {
+            iw_store_field(g, k->str, v->str, v->len);
+        }
+    }
+
+    freeReplyObject(r);
+
+    if (g->phase == NULL) {
+        g->phase = iw_strdup("");
+    }
+
+    if (g->ended == NULL) {
+        g->ended = iw_strdup("");
+    }
+
+    if (g->team_name == NULL) {
+        g->team_name = iw_strdup("");
+    }
+
+    if (g->last_id == NULL) {
+        g->last_id = iw_strdup("0-0");
+    }
+
+    return IW_OK;
+}
+
+
+/*
+ * Every write to the fsm goes through fsm_save.lua with this worker as the
+ * owner: IW_OK, IW_LOST when another worker owns the goal now (the caller
+ * lets go), IW_ERROR.  a holds the field, value pairs.
+ */
+
+static int
+iw_store_write(const iw_conf_t *conf, iw_goal_t *g, int take, iw_args_t *a)
+{
+    int          i, rc;
+    iw_args_t    e;
+    redisReply  *r;
+
+    iw_args_init(&e);
+    iw_args_addf(&e, "%s{goal:%s}:fsm", conf->prefix, g->goal_id);
+    iw_args_add(&e, conf->consumer);
+    iw_args_add(&e, take ? "1" : "0");
+
+    for (i = 0; i < a->n; i++) {
+        iw_args_addn(&e, a->v[i], a->len[i]);
+    }
+
+    r = iw_redis_eval(IW_LUA_FSM_SAVE, 1, &e);
+    iw_args_free(&e);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type != REDIS_REPLY_INTEGER) {
+        iw_error("fsm_save.lua: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    rc = r->integer == 1 ? IW_OK : IW_LOST;
+    freeReplyObject(r);
+
+    if (rc == IW_LOST) {
+        iw_warn("goal %s: another worker owns its state now; leaving it",
+                g->goal_id);
+    }
+
+    return rc;
+}
+
+
+/* the job was just handed to this worker: its writes win from now on */
+
+int
+iw_store_own(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int        rc;
+    iw_args_t  a;
+
+    iw_args_init(&a);
+    rc = iw_store_write(conf, g, 1, &a);
+    iw_args_free(&a);
+
+    return rc;
+}
+
+
+/* NULL-terminated name, value pairs */
+
+int
+iw_store_save(const iw_conf_t *conf, iw_goal_t *g, ...)
+{
+    int          rc;
+    va_list      ap;
+    iw_args_t    a;
+    const char  *k, *v;
+
+    iw_args_init(&a);
+
+    va_start(ap, g);
+
+    while ((k = va_arg(ap, const char *)) != NULL) {
+        v = va_arg(ap, const char *);
+        iw_args_add(&a, k);
+        iw_args_add(&a, v);
+    }
+
+    va_end(ap);
+
+    rc = iw_store_write(conf, g, 0, &a);
+    iw_args_free(&a);
+
+    return rc;
+}
+
+
+int
+iw_store_save_progress(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int        rc;
+    size_t     i;
+    iw_args_t  a;
+
+    iw_args_init(&a);
+    iw_args_add(&a, "last_id");
+    iw_args_add(&a, g->last_id);
+    iw_args_add(&a, "turns");
+    iw_args_addf(&a, "%lld", g->turns);
+    iw_args_add(&a, "step");
+    iw_args_addf(&a, "%d", g->step);
+    iw_args_add(&a, "intent");
+    iw_args_addf(&a, "%d", g->intent);
+
+    if (g->conclusion) {
+        iw_args_add(&a, "conclusion");
+        iw_args_add(&a, g->conclusion);
+    }
+
+    for (i = 0; i < g->ntasks; i++) {
+        if (!g->tasks[i].dirty) {
+            continue;
+        }
+
+        iw_args_addf(&a, "st:%s", g->tasks[i].task_id);
+        iw_args_add(&a, g->tasks[i].status);
+        iw_args_addf(&a, "res:%s", g->tasks[i].task_id);
+        iw_args_add(&a, g->tasks[i].result ? g->tasks[i].result : "");
+    }
+
+    rc = iw_store_write(conf, g, 0, &a);
+    iw_args_free(&a);
+
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    for (i = 0; i < g->ntasks; i++) {
+        g->tasks[i].dirty = 0;
+    }
+
+    return IW_OK;
+}
+
+
+/*
+ * meta_state.lua: state plus NULL-terminated name, value pairs, and
+ * updated_at.  Returns 1 written, 0 refused (*current then says why:
+ * "cancelling", a final state, or "" for a goal that is gone).
+ */
+
+int
+iw_store_meta_state(const iw_conf_t *conf, const char *goal_id,
+    const char *state, char **current, ...)
+{
+    int          rc;
+    va_list      ap;
+    iw_args_t    a;
+    const char  *k, *v;
+    redisReply  *r;
+
+    iw_args_init(&a);
+    iw_args_addf(&a, "%s{goal:%s}:meta", conf->prefix, goal_id);
+    iw_args_add(&a, state);
+    iw_args_add(&a, "updated_at");
+    iw_args_addf(&a, "%lld", iw_now_ms());
+
+    va_start(ap, current);
+
+    while ((k = va_arg(ap, const char *)) != NULL) {
+        v = va_arg(ap, const char *);
+        iw_args_add(&a, k);
+        iw_args_add(&a, v);
+    }
+
+    va_end(ap);
+
+    r = iw_redis_eval(IW_LUA_META_STATE, 1, &a);
+    iw_args_free(&a);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
+        || r->element[0]->type != REDIS_REPLY_INTEGER
+        || r->element[1]->type != REDIS_REPLY_STRING)
+    {
+        iw_error("meta_state.lua: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    rc = r->element[0]->integer == 1;
+
+    if (current) {
+        *current = iw_strdup(r->element[1]->str);
+    }
+
+    freeReplyObject(r);
+
+    return rc;
+}
+
+
+/* *value NULL when the field or the goal does not exist */
+
+int
+iw_store_meta_get(const iw_conf_t *conf, const char *goal_id,
+    const char *field, char **value)
+{
+    redisReply  *r;
+
+    *value = NULL;
+
+    r = iw_redis_cmd("HGET %s{goal:%s}:meta %s", conf->prefix, goal_id,
+                     field);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type == REDIS_REPLY_STRING) {
+        *value = iw_strndup(r->str, r->len);
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
+}
+
+
+char *
+iw_store_tasks_json(iw_goal_t *g)
+{
+    size_t    i;
+    iw_buf_t  b;
+
+    iw_buf_init(&b);
+    iw_buf_addc(&b, '[');
+
+    for (i = 0; i < g->ntasks; i++) {
+        if (i) {
+            iw_buf_addc(&b, ',');
+        }
+
+        iw_buf_adds(&b, "{\"agent\":");
+        iw_json_str(&b, g->tasks[i].agent);
+        iw_buf_adds(&b, ",\"task_id\":");
+        iw_json_str(&b, g->tasks[i].task_id);
+        iw_buf_adds(&b, ",\"task_desc\":");
+        iw_json_str(&b, g->tasks[i].desc);
+        iw_buf_addc(&b, '}');
+    }
+
+    iw_buf_addc(&b, ']');
+
+    return iw_buf_take(&b);
+}
+
+
+void
+iw_goal_free(iw_goal_t *g)
+{
+    size_t  i;
+
+    for (i = 0; i < g->ntasks; i++) {
+        free(g->tasks[i].agent);
+        free(g->tasks[i].task_id);
+        free(g->tasks[i].desc);
+        free(g->tasks[i].status);
+        free(g->tasks[i].result);
+    }
+
+    free(g->tasks);
+    free(g->state);
+    free(g->goal);
+    free(g->request);
+    yajl_tree_free(g->req);
+    free(g->parent);
+    free(g->depth);
+    free(g->cont_comm_id);
+    free(g->phase);
+    free(g->comm_id);
+    free(g->team_name);
+    free(g->team);
+    free(g->last_id);
+    free(g->ended);
+    free(g->conclusion);
+
+    memset(g, 0, sizeof(*g));
+}
