@@ -10,6 +10,8 @@ Usage: /usr/bin/python3 scripts/demo.py HOST:PORT
 import asyncio
 import json
 import sys
+import time
+import urllib.error
 import urllib.request
 
 import websockets
@@ -35,7 +37,7 @@ def call(path, body=None):
 
 
 def show(who, text):
-    print(f"  {who:>11} | {text}")
+    print(f"  {who:>15} | {text}")
 
 
 async def observer(stop):
@@ -118,7 +120,70 @@ async def main():
     await obs
     for ws in conns.values():
         await ws.close()
+
+    launch_goal()
     print("\ndemo done")
+
+
+TYPES = {4: "discussion", 5: "sync task", 6: "async task", 7: "task result",
+         8: "task progress", 9: "pause", 10: "conclude", 11: "conclusion"}
+
+
+def wait_online(names, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            agents = call("/query_assistant", {"name": list(names)})
+            if all(a["online"] for a in agents):
+                return True
+        except urllib.error.HTTPError:
+            pass                    # not registered yet
+        time.sleep(0.2)
+    return False
+
+
+def launch_goal():
+    """A goal end to end: the workers recruit the example agents (ioa-agent
+    processes running scripts/demo_agent.py), assign the tasks, collect the
+    results and conclude; we follow the goal's event stream."""
+    sentence = "agents that cooperate solve harder problems"
+    goal = (f'Count the words in "{sentence}". '
+            f'Shout "{sentence}" in upper case. '
+            f'Reverse the words of "{sentence}".')
+    print("\n7. a goal, end to end (POST /launch_goal, built-in planner)")
+    if not wait_online(["Counter", "Shouter", "Reverser"]):
+        print("  the example agents did not come online; see build/run/logs")
+        sys.exit(1)
+    g = call("/launch_goal", {"goal": goal})
+    show("user", f"goal {g['goal_id']}: {goal}")
+    req = urllib.request.Request(f"http://{HUB}{g['events_url']}")
+    conclusion = None
+    with urllib.request.urlopen(req, timeout=60) as stream:
+        for raw in stream:
+            line = raw.decode().rstrip("\n")
+            if not line.startswith("data: "):
+                continue
+            ev = json.loads(line[6:])
+            if ev.get("event") == "state":
+                show("goal", f"state {ev['state']}"
+                             + (f" (room {ev['comm_id']})"
+                                if ev.get("comm_id") else ""))
+                if ev["state"] in ("concluded", "failed", "cancelled"):
+                    conclusion = ev.get("conclusion") or ev.get("error")
+                    break
+            elif ev.get("event") == "envelope":
+                e = ev["envelope"]
+                nxt = e.get("next_speaker") or ""
+                nxt = ", ".join(nxt) if isinstance(nxt, list) else nxt
+                text = (e.get("task_conclusion") or e.get("content") or "")
+                text = " ".join(text.split())
+                if len(text) > 90:
+                    text = text[:87] + "..."
+                show(e["sender"], f"[{TYPES.get(e.get('type'), e.get('type'))}"
+                                  f"{' -> ' + nxt if nxt else ''}] {text}")
+    print("\nconclusion:")
+    for line in (conclusion or "(none)").splitlines():
+        print(f"  {line}")
 
 
 asyncio.run(main())

@@ -41,15 +41,42 @@ CONF
 
 /usr/sbin/nginx -p "$RUN" -c "$RUN/nginx.conf"
 
-echo "ioa is up: http://127.0.0.1:$IOA_PORT (Redis on 127.0.0.1:$IOA_REDIS_PORT)"
-echo "logs: $RUN/logs/error.log"
-
 for _ in $(seq 50); do
     curl -sf "http://127.0.0.1:$IOA_PORT/health_check" >/dev/null && break
     sleep 0.1
 done
 
-/usr/bin/python3 "$REPO/scripts/demo.py" "127.0.0.1:$IOA_PORT"
+# two goal workers and three example agents (ioa-agent with the exec
+# adapter), each recorded by PID for stop.sh
+HUB="http://127.0.0.1:$IOA_PORT"
+for i in 1 2; do
+    "$REPO/workers/build/ioa-worker" --redis "127.0.0.1:$IOA_REDIS_PORT" \
+        --scripts "$REPO/redis-scripts" --consumer "worker-$i" \
+        --task-timeout 20 </dev/null >>"$RUN/logs/worker-$i.log" 2>&1 &
+    echo $! > "$RUN/worker-$i.pid"
+done
+
+start_agent() {
+    local name=$1 desc=$2 mode=$3
+    "$REPO/workers/build/ioa-agent" --hub "$HUB" --name "$name" \
+        --desc "$desc" --timeout 10 \
+        --exec /usr/bin/python3 "$REPO/scripts/demo_agent.py" "$mode" \
+        </dev/null >>"$RUN/logs/agent-$name.log" 2>&1 &
+    echo $! > "$RUN/agent-$name.pid"
+}
+start_agent Counter "counts the words in a text" count
+start_agent Shouter "shouts a text in upper case" shout
+start_agent Reverser "reverses the order of the words of a text" reverse
+
+echo "ioa is up: $HUB (Redis on 127.0.0.1:$IOA_REDIS_PORT)"
+echo "running: 2 ioa-workers, agents Counter, Shouter, Reverser"
+echo "logs: $RUN/logs/"
+
+if ! /usr/bin/python3 "$REPO/scripts/demo.py" "127.0.0.1:$IOA_PORT"; then
+    echo "the demo failed; logs in $RUN/logs/"
+    bash "$REPO/scripts/stop.sh"
+    exit 1
+fi
 
 if [ -n "${IOA_RUN_ONCE:-}" ]; then
     bash "$REPO/scripts/stop.sh"

@@ -2,8 +2,14 @@
 # make stop: stops what scripts/run.sh started, by PID.
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 RUN="${IOA_RUN_DIR:-$REPO/build/run}"
-# nginx stops gracefully on QUIT (agents get 1001), Redis on TERM
-for entry in "nginx.pid QUIT" "redis.pid TERM"; do
+# workers and agents first (TERM: they finish or hand back their work),
+# then nginx, gracefully on QUIT (agents get 1001), then Redis on TERM
+entries=()
+for f in "$RUN"/agent-*.pid "$RUN"/worker-*.pid; do
+    [ -f "$f" ] && entries+=("$(basename "$f") TERM")
+done
+entries+=("nginx.pid QUIT" "redis.pid TERM")
+for entry in "${entries[@]}"; do
     set -- $entry
     pidfile="$RUN/$1"
     if [ -f "$pidfile" ]; then

@@ -1,7 +1,9 @@
 # t/080-make-run.t -- `make run`, the first command of the README, end to
-# end: it starts Redis and nginx with the module from conf.d/ioa.conf, runs
-# the demo against them (agents register, discover each other, team up and
-# talk, an observer follows), and IOA_RUN_ONCE=1 stops everything after it.
+# end: it starts Redis, nginx with the module from conf.d/ioa.conf, two
+# ioa-workers and three ioa-agents, runs the demo against them (agents
+# register, discover each other, team up and talk, an observer follows; then
+# a goal is launched and followed to its conclusion), and IOA_RUN_ONCE=1
+# stops everything after it.
 # Ports and the run directory are private to this test, so a developer's own
 # `make run` is left alone.  (A plain Test::More file: it starts no nginx of
 # its own through the runner.)
@@ -32,11 +34,19 @@ like $out, qr/room [0-9a-f]{32} with /, 'a team formed';
 like $out, qr/observer \| team 'demo-team' formed/, 'the observer saw the team-up';
 like $out, qr/Conclusion: BM25 explained/, 'the agents talked';
 like $out, qr/4 envelopes stored/, 'the transcript holds every envelope';
+like $out, qr/goal [0-9a-f]{32}: Count the words/, 'a goal was launched';
+like $out, qr/Counter \| \[task result\] "agents that cooperate solve harder problems" has 6 words/,
+    'an ioa-agent ran its task';
+like $out, qr/state concluded \(room [0-9a-f]{32}\)/, 'the goal concluded';
+like $out, qr/3 of 3 tasks completed/, 'with every task completed';
+like $out, qr/- Reverser: problems harder solve cooperate that agents/,
+    'and the conclusion carries the results';
 like $out, qr/demo done/, 'the demo finished';
 like $out, qr/stopped/, 'and everything was stopped';
 
 ok !-e "$dir/nginx.pid", 'no nginx pid file left';
 ok !-e "$dir/redis.pid", 'no redis pid file left';
+ok !(glob "$dir/*.pid"), 'no worker or agent left running';
 my $log = do { local (@ARGV, $/) = "$dir/logs/error.log"; <> } // '';
 unlike $log, qr/\[(?:alert|crit|emerg)\]/, 'a clean error.log';
 
