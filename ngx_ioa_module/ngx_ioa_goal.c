@@ -238,13 +238,31 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
 
 /* IoA's field types; a bad one is named in the 400 */
 
+typedef struct {
+    const char               *name;
+    ngx_uint_t                boolean;
+    int64_t                   min;
+    int64_t                   max;
+} ngx_ioa_launch_scalar_t;
+
+
+static ngx_ioa_launch_scalar_t  ngx_ioa_launch_scalars[] = {
+    { "team_up_depth", 0, 0, 16 },
+    { "max_turns", 0, 1, 10000 },
+    { "is_collaborative_planning_enabled", 1, 0, 0 },
+    { "skip_naming", 1, 0, 0 },
+    { NULL, 0, 0, 0 }
+};
+
+
 static ngx_int_t
 ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
     ngx_ioa_error_t *err)
 {
-    size_t     i;
-    yajl_val   v, w;
-    ngx_str_t  s;
+    size_t                    i;
+    yajl_val                  v, w;
+    ngx_str_t                 s;
+    ngx_ioa_launch_scalar_t  *f;
 
     if (!YAJL_IS_OBJECT(doc)) {
         ngx_ioa_error_set(err, "invalid_request", NULL,
@@ -292,28 +310,31 @@ ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
         }
     }
 
-    v = ngx_ioa_json_get(doc, "team_up_depth");
+    for (f = ngx_ioa_launch_scalars; f->name; f++) {
+        v = ngx_ioa_json_get(doc, f->name);
 
-    if (v && !YAJL_IS_NULL(v)
-        && (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 0
-            || YAJL_GET_INTEGER(v) > 16))
-    {
-        ngx_ioa_error_set(err, "invalid_request", "team_up_depth",
-                          "\"team_up_depth\" must be an integer from 0 to "
-                          "16, or null");
-        return NGX_ERROR;
-    }
+        if (v == NULL || YAJL_IS_NULL(v)) {
+            continue;
+        }
 
-    v = ngx_ioa_json_get(doc, "max_turns");
+        if (f->boolean) {
+            if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v)) {
+                ngx_ioa_error_set(err, "invalid_request", f->name,
+                                  "\"%s\" must be true or false", f->name);
+                return NGX_ERROR;
+            }
 
-    if (v && !YAJL_IS_NULL(v)
-        && (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 1
-            || YAJL_GET_INTEGER(v) > 10000))
-    {
-        ngx_ioa_error_set(err, "invalid_request", "max_turns",
-                          "\"max_turns\" must be an integer from 1 to "
-                          "10000, or null");
-        return NGX_ERROR;
+            continue;
+        }
+
+        if (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < f->min
+            || YAJL_GET_INTEGER(v) > f->max)
+        {
+            ngx_ioa_error_set(err, "invalid_request", f->name,
+                              "\"%s\" must be an integer from %L to %L, "
+                              "or null", f->name, f->min, f->max);
+            return NGX_ERROR;
+        }
     }
 
     v = ngx_ioa_json_get(doc, "cont_input");
@@ -328,24 +349,6 @@ ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
                               "{\"sender\",\"content\"}, or null");
             return NGX_ERROR;
         }
-    }
-
-    v = ngx_ioa_json_get(doc, "is_collaborative_planning_enabled");
-
-    if (v && !YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v) && !YAJL_IS_NULL(v)) {
-        ngx_ioa_error_set(err, "invalid_request",
-                          "is_collaborative_planning_enabled",
-                          "\"is_collaborative_planning_enabled\" must be "
-                          "true or false");
-        return NGX_ERROR;
-    }
-
-    v = ngx_ioa_json_get(doc, "skip_naming");
-
-    if (v && !YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v) && !YAJL_IS_NULL(v)) {
-        ngx_ioa_error_set(err, "invalid_request", "skip_naming",
-                          "\"skip_naming\" must be true or false");
-        return NGX_ERROR;
     }
 
     return NGX_OK;
