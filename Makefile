@@ -65,7 +65,7 @@ $(MODULE): $(MODULE_SRCS)
 	cp $(BUILD)/nginx/ngx_http_ioa_module.so $(MODULE).tmp
 	mv -f $(MODULE).tmp $(MODULE)
 
-run: deps $(MODULE)
+run: deps $(MODULE) agent worker
 	IOA_PORT=$(IOA_PORT) IOA_REDIS_PORT=$(IOA_REDIS_PORT) bash scripts/run.sh
 
 stop:
