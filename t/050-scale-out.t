@@ -126,7 +126,10 @@ sub master_pid_of {
 #                     errors => [..], other => [..], eof => 0|1 } }.
 sub exchange {
     my ($ctx, $agents, $comm_id, $per, $expect, $timeout) = @_;
-    my $dir = $ctx->servroot;
+    # not in the servroot: upstream Test::Nginx refuses to wipe a servroot
+    # holding files of ours
+    my $dir = File::Temp::tempdir('ioa-exchange-XXXXXX', TMPDIR => 1,
+                                  CLEANUP => 1);
     my %pid_of;
 
     pipe my $go_r, my $go_w or die "pipe: $!\n";
