@@ -13,7 +13,7 @@
 # see workers/agent/Makefile).
 #
 # Each block starts from an empty Redis, starts its agents as child
-# processes (their logs go to <servroot>/agents/, and are shown when a block
+# processes (their logs go to a scratch directory, and are shown when a block
 # fails), and drives the conversation from "Alice", a WebSocket agent as IoA
 # clients are.  Envelopes are compared whole: every field the agent writes,
 # with the hub's id, sender and timestamp.  Agents are stopped by PID at the
@@ -49,6 +49,19 @@ use IO::Select ();
 use IO::Socket::INET ();
 use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
+use File::Temp ();
+
+# Agents' logs, tool servers and second hubs live in a scratch directory of
+# this file, not in the servroot: upstream Test::Nginx wipes the servroot
+# between blocks and refuses when files of ours are in it.
+our $Scratch = File::Temp::tempdir('ioa-agent-t-XXXXXX', TMPDIR => 1,
+                                   CLEANUP => 1);
+
+sub scratch {
+    my $dir = "$Scratch/$_[0]";
+    mkdir $dir;
+    return $dir;
+}
 
 no_root_location();
 log_level('info');
@@ -80,7 +93,7 @@ sub fresh {
 #         timeout, args => [..]])
 sub agent {
     my ($ctx, %o) = @_;
-    my $dir = $ctx->servroot . '/agents';
+    my $dir = scratch('agents');
     mkdir $dir;
     (my $file = $ctx->name) =~ s/\W+/_/g;
     my $log = "$dir/" . substr($file, 0, 40) . "-$o{name}.log";
@@ -723,7 +736,7 @@ GET /health_check
 --- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
-    my $dir = $ctx->servroot . '/tool';
+    my $dir = scratch('tool');
     my ($port, $srv) = tool_server($dir);
     my $ag = agent($ctx, name => 'Tool', http => "http://127.0.0.1:$port/", timeout => 1);
     ok wait_online($ctx, 'Tool'), 'online' or diag $ag->log;
@@ -778,7 +791,7 @@ GET /health_check
 --- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
-    my %hub = (dir => $ctx->servroot . '/hub-b', log_level => 'info',
+    my %hub = (dir => scratch('hub-b'), log_level => 'info',
                http_config => 'ioa_redis 127.0.0.1:' . $ctx->redis_port . ';',
                config => 'location / { ioa_api; }');
     my $b = IoaTest::Instance->start(%hub);
@@ -1009,7 +1022,7 @@ GET /health_check
         syswrite $c, "retry: 500\n\nid: c1:1-0\ndata: $alpha\n\nid: c1:2-0\ndata: $beta\n\n";
         sleep 30;
     };
-    my $dir = $ctx->servroot . '/fake-hub';
+    my $dir = scratch('fake-hub');
     my ($port, $pid) = fake_hub($dir, $inbox);
     my $ag = agent($ctx, name => 'Fake', port => $port, exec => ['tr', 'a-z', 'A-Z']);
 
