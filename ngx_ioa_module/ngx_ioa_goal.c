@@ -69,6 +69,7 @@ static void ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_goal_cancel_done(ngx_http_request_t *r,
     redisReply *reply);
 static ngx_int_t ngx_ioa_goal_id_valid(ngx_str_t *id);
+static ngx_int_t ngx_ioa_goal_bad_id(ngx_http_request_t *r);
 static ngx_int_t ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id,
     const char *suffix, ngx_str_t *key);
 
@@ -682,12 +683,9 @@ ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id)
     ngx_str_t            key;
     const char          *argv[16];
     size_t               argvlen[16];
-    ngx_ioa_error_t      err;
 
     if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
-        ngx_ioa_error_set(&err, "invalid_request", "goal_id",
-                          "a goal id is 32 hexadecimal digits");
-        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+        return ngx_ioa_goal_bad_id(r);
     }
 
     if (ngx_http_discard_request_body(r) != NGX_OK
@@ -795,12 +793,9 @@ ngx_int_t
 ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id)
 {
     ngx_str_t        name;
-    ngx_ioa_error_t  err;
 
     if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
-        ngx_ioa_error_set(&err, "invalid_request", "goal_id",
-                          "a goal id is 32 hexadecimal digits");
-        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+        return ngx_ioa_goal_bad_id(r);
     }
 
     name.data = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + id->len);
@@ -823,12 +818,9 @@ ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id)
     ngx_str_t         meta, control;
     const char       *argv[4];
     size_t            argvlen[4];
-    ngx_ioa_error_t   err;
 
     if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
-        ngx_ioa_error_set(&err, "invalid_request", "goal_id",
-                          "a goal id is 32 hexadecimal digits");
-        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+        return ngx_ioa_goal_bad_id(r);
     }
 
     if (ngx_http_discard_request_body(r) != NGX_OK
@@ -955,6 +947,18 @@ ngx_ioa_goal_id_valid(ngx_str_t *id)
     }
 
     return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_goal_bad_id(ngx_http_request_t *r)
+{
+    ngx_ioa_error_t  err;
+
+    ngx_ioa_error_set(&err, "invalid_request", "goal_id",
+                      "a goal id is 32 hexadecimal digits");
+
+    return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
 }
 
 
