@@ -6,7 +6,7 @@
 #       prove -It/lib t/030-registry.t
 #
 # Every block starts from an empty Redis and a hub that has connected to it
-# (see hub_ready below).  Discovery is checked against a BM25 written here
+# (see hub_ready in IoaTest::Api).  Discovery is checked against a BM25 written here
 # in Perl from the contract in redis-scripts/retrieve.lua (k1 = 1.2,
 # b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), the same tokenizer),
 # so a ranking, a score or a statistic that drifts fails a test.
@@ -36,25 +36,6 @@ add_block_preprocessor(sub {
         unless defined $block->init || defined $block->must_die;
 });
 
-sub hub_ready {
-    my $path = shift // '/health_check';
-    IoaTest::redis_flush();
-    my $port = Test::Nginx::Socket::server_port_for_client();
-    my $deadline = time + 5;
-    while (time < $deadline) {
-        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-                                      PeerPort => $port, Timeout => 1);
-        if ($s) {
-            print $s "GET $path HTTP/1.0\r\n\r\n";
-            local $/;
-            my $r = <$s> // '';
-            return 1 if $r =~ m{^HTTP/1\.\d 200};
-        }
-        sleep 0.05;
-    }
-    Test::More::diag('hub_ready: /health_check never answered 200');
-    return 0;
-}
 
 # ------------------------------------------------------------ BM25 in Perl
 

@@ -35,24 +35,6 @@ add_block_preprocessor(sub {
         unless defined $block->init || defined $block->must_die;
 });
 
-sub hub_ready {
-    IoaTest::redis_flush();
-    my $port = Test::Nginx::Socket::server_port_for_client();
-    my $deadline = time + 5;
-    while (time < $deadline) {
-        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-                                      PeerPort => $port, Timeout => 1);
-        if ($s) {
-            print $s "GET /health_check HTTP/1.0\r\n\r\n";
-            local $/;
-            my $r = <$s> // '';
-            return 1 if $r =~ m{^HTTP/1\.\d 200};
-        }
-        sleep 0.05;
-    }
-    Test::More::diag('hub_ready: /health_check never answered 200');
-    return 0;
-}
 
 # Registers the names (once each) and teams them up; returns the comm_id.
 sub room {

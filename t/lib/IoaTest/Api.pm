@@ -1,6 +1,7 @@
 # IoaTest::Api -- JSON-over-HTTP helpers for ioa scenarios.
 #
 #   use IoaTest::Api;        # exports api jdec jenc wait_until curl_json
+#                            # hub_ready
 #   my ($code, $data, $res) = api($ctx, POST => '/register',
 #                                 {name => 'Alice', ...});
 #   # a hashref/arrayref body is JSON-encoded, a string is sent as is;
@@ -19,11 +20,12 @@ use warnings;
 
 use Exporter ();
 use File::Temp ();
+use IO::Socket::INET ();
 use JSON::PP ();
 use Time::HiRes qw(sleep time);
 
 our @ISA = ('Exporter');
-our @EXPORT = qw(api jdec jenc wait_until curl_json);
+our @EXPORT = qw(api jdec jenc wait_until curl_json hub_ready);
 
 my $J = JSON::PP->new->utf8->canonical->allow_nonref;
 
@@ -92,6 +94,29 @@ sub curl_json {
         $h{ lc $k } = $v;
     }
     return ($code, jdec($body), \%h, $body);
+}
+
+# An empty Redis, and the hub answering 200 on $path (default
+# /health_check): meant for a block's --- init, before its request, since
+# nginx connects to Redis asynchronously after it starts.
+sub hub_ready {
+    my $path = shift // '/health_check';
+    IoaTest::redis_flush();
+    my $port = Test::Nginx::Socket::server_port_for_client();
+    my $deadline = time + 5;
+    while (time < $deadline) {
+        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+                                      PeerPort => $port, Timeout => 1);
+        if ($s) {
+            print $s "GET $path HTTP/1.0\r\n\r\n";
+            local $/;
+            my $r = <$s> // '';
+            return 1 if $r =~ m{^HTTP/1\.\d 200};
+        }
+        sleep 0.05;
+    }
+    Test::More::diag("hub_ready: $path never answered 200");
+    return 0;
 }
 
 1;
