@@ -43,6 +43,7 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(envelope wait_health json);
 use IoaTest::Api;
+use JSON::PP ();
 use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 
@@ -85,7 +86,8 @@ sub worker {
     my @args = ('--redis', '127.0.0.1:' . $ctx->redis_port,
                 '--scripts', "$Repo/redis-scripts", '--consumer', $name,
                 '--task-timeout', $o{task_timeout} // 60,
-                '--claim-idle', $o{claim_idle} // 15);
+                '--claim-idle', $o{claim_idle} // 15,
+                '--turn-timeout', $o{turn_timeout} // 30);
     my $pid = fork // die "fork: $!\n";
     if ($pid == 0) {
         $ENV{IOA_WORKER_TEST_CRASH_AFTER_STEP} = $o{crash_after}
@@ -157,11 +159,15 @@ sub worker_log {
     return <$fh> // '';
 }
 
+# register_agents($ctx, Ann => 'writes reports', Ben => ['checks figures', 1])
+# (an array: the description and speaks_protocol)
 sub register_agents {
     my ($ctx, %desc) = @_;
     for my $name (sort keys %desc) {
+        my ($d, $proto) = ref $desc{$name} ? @{ $desc{$name} } : ($desc{$name}, 0);
         my ($code, undef, $res) = api($ctx, POST => '/register',
-            { name => $name, type => 'Thing Assistant', desc => $desc{$name} });
+            { name => $name, type => 'Thing Assistant', desc => $d,
+              speaks_protocol => $proto ? JSON::PP::true : JSON::PP::false });
         die "register $name: " . $res->status_line . "\n" unless $code == 200;
     }
 }
@@ -247,6 +253,15 @@ sub coordinator_steps {
 
 sub types { map { $_->{type} } @_ }
 
+# The coordinator's steps for a team of $k members that only run tasks
+# (run(task) -> result agents, registered without speaks_protocol): the
+# plan (1), one DISCUSSION on behalf of each member (2 ..), the assignment
+# (10), PAUSE (11), CONCLUDE_GROUP_DISCUSSION (40), CONCLUSION (41).
+sub usual_steps { my $k = shift; (1, map({ 1 + $_ } 1 .. $k), 10, 11, 40, 41) }
+sub usual_types { my $k = shift; (4, (4) x $k, 6, 9, 10, 11) }
+sub team_size { scalar(@{ redis_cmd('SMEMBERS', "ioa:{room:$_[0]}:members") }) - 1 }
+sub by_step { map { ($_->{ioa_step} => $_) } grep { $_->{sender} eq $COORD } @_ }
+
 # Stream ids compare as (ms, seq), not as strings
 sub id_lt {
     my ($am, $as) = split /-/, $_[0];
@@ -265,8 +280,11 @@ sub names_in {
 # failed result), 'progress' (progress only), 'silent', 'hold' (noted in
 # @Held, answered by release()), 'own_id' (answers under a task_id of its
 # own making, as IoA's clients do), 'forge' (answers, and also posts a
-# result for another agent's task).  Every frame an agent reads is kept in
-# $Seen{name}.
+# result for another agent's task), 'mute' (answers tasks, but never takes
+# a discussion turn).  An agent addressed by a DISCUSSION (next_speaker)
+# answers with a DISCUSSION back to the speaker, unless 'silent' or
+# 'mute'.  A SYNC_TASK_ASSIGNMENT is answered with the result alone.
+# Every frame an agent reads is kept in $Seen{name}.
 sub drive {
     my (%o) = @_;
     my $deadline = time + ($o{secs} // 20);
@@ -286,10 +304,19 @@ sub drive {
 sub act {
     my ($a, $m, $how) = @_;
     my $name = $a->name;
-    return unless ($m->{type} // -1) == 6
-        && grep { $_ eq $name } names_in($m->{next_speaker});
+    my $type = $m->{type} // -1;
+    return unless grep { $_ eq $name } names_in($m->{next_speaker});
+    if ($type == 4 && ($m->{sender} // '') ne $name) {
+        return if $how eq 'silent' || $how eq 'mute';
+        $a->post(envelope(comm_id => $m->{comm_id}, type => 4,
+            next_speaker => [$m->{sender}],
+            content => "$name: I agree with the plan"));
+        return;
+    }
+    return unless $type == 6 || $type == 5;
     my $task = $m->{tasks}{$name} or return;
     return if $how eq 'silent';
+    $how = 'sync' if $type == 5 && $how eq 'answer';
     if ($how eq 'hold') {
         push @Held, [$a, $m, $task];
         return;
@@ -310,7 +337,8 @@ sub answer {
     $a->post(envelope(comm_id => $m->{comm_id}, type => 8,
         next_speaker => $m->{sender}, task_id => $task->{task_id},
         task_desc => $task->{task_desc},
-        content => "$name: working on it in the background"));
+        content => "$name: working on it in the background"))
+        unless $how eq 'sync';
     return if $how eq 'progress';
     my $ok = $how ne 'fail';
     $a->post(envelope(comm_id => $m->{comm_id}, type => 7, next_speaker => '',
@@ -370,16 +398,30 @@ GET /health_check
 
     my @env = room($cid);
     my @mine = grep { $_->{sender} eq $COORD } @env;
-    is_deeply [types(@mine)], [4, 6, 9, 10, 11],
-        'coordinator: DISCUSSION, ASYNC_TASK_ASSIGNMENT, PAUSE, CONCLUDE_GROUP_DISCUSSION, CONCLUSION';
-    is_deeply [coordinator_steps(@env)], [1 .. 5], 'each with its ioa_step, once';
+    is_deeply [types(@mine)], [usual_types(3)],
+        'coordinator: DISCUSSION, one DISCUSSION on behalf of each member, ASYNC_TASK_ASSIGNMENT, PAUSE, CONCLUDE_GROUP_DISCUSSION, CONCLUSION';
+    is_deeply [coordinator_steps(@env)], [usual_steps(3)], 'each with its ioa_step, once';
     is $env[0]{type}, 4, 'the room starts with the discussion';
     is $env[-1]{type}, 11, 'and ends with the conclusion';
     like $_->{_raw}, qr/^\{"sender":"\Q$COORD\E","timestamp":\d+,/,
         "step $_->{ioa_step} is stored normalised: sender, then timestamp" for @mine;
     is $_->{ioa_goal}, $gid, "step $_->{ioa_step} names the goal" for @mine;
 
-    my ($disc, $assign, $pause, $concl, $final) = @mine;
+    my %step = by_step(@env);
+    my ($disc, $assign, $pause, $concl, $final) = @step{1, 10, 11, 40, 41};
+    my @behalf = @step{2, 3, 4};
+    my %desc = (Poet => 'writes poems and short verses on any topic',
+                Translator => 'translates texts between English and French',
+                Critic => 'reviews grammar, spelling and style of texts');
+    for my $b (@behalf) {
+        my $who = $b->{on_behalf_of} // '';
+        ok $desc{$who}, "on behalf of a member: $who";
+        like $b->{content}, qr/^On behalf of \Q$who\E \(.*\Q$desc{$who}\E\): I can take on: /,
+            "$who: spoken for from its registered description";
+        is_deeply $b->{next_speaker}, [$COORD], "$who: the floor goes back to the coordinator";
+    }
+    is_deeply [sort map { $_->{on_behalf_of} } @behalf], [sort keys %desc], 'each member spoken for once';
+    is_deeply $disc->{next_speaker}, [$COORD], 'nobody speaks the protocol: the coordinator keeps the floor';
     is $disc->{goal}, $goal, 'discussion: the goal piggybacked';
     is_deeply [sort map { $_->{name} } @{ $disc->{team_members} }],
         [sort $COORD, qw(Critic Poet Translator)], 'discussion: team_members';
@@ -431,7 +473,7 @@ GET /health_check
     drive(agents => $ag, secs => 5, until => sub {
         grep { ($_->{type} // -1) == 11 } @{ $Seen{Poet} } });
     is_deeply [types(grep { ($_->{sender} // '') eq $COORD } @{ $Seen{Poet} })],
-        [4, 6, 9, 10, 11], 'Poet received every coordinator envelope over its WebSocket';
+        [usual_types(3)], 'Poet received every coordinator envelope over its WebSocket';
 
     # the room is closed to outsiders
     $ag->{Outsider}->post(envelope(comm_id => $cid, type => 7, task_id => 'x',
@@ -537,7 +579,7 @@ GET /health_check
     my %st = map { /^st:(.+)$/ ? ($1 => $fsm->{$_}) : () } keys %$fsm;
     is_deeply [sort values %st], [qw(completed failed timed_out)], 'fsm: the task states';
     my @mine = grep { $_->{sender} eq $COORD } room(meta($gid)->{comm_id});
-    is_deeply [types(@mine)], [4, 6, 9, 10, 11], 'the usual coordinator steps';
+    is_deeply [types(@mine)], [usual_types(3)], 'the usual coordinator steps';
     like worker_log($ctx, 'w1'), qr/task \w+ \(Ben\) timed out/, 'the worker logged the timeout';
     like worker_log($ctx, 'w1'), qr/Ann reported on Ben's task \w+; ignored/,
         'a result for someone else\'s task is ignored (Ann forged one for Ben)';
@@ -586,11 +628,11 @@ GET /health_check
        "$other concluded the goal" or diag worker_logs($ctx);
 
     my @env = room($cid);
-    is_deeply [coordinator_steps(@env)], [1 .. 5], 'every step once: 1 2 3 4 5';
-    is_deeply [types(grep { $_->{sender} eq $COORD } @env)], [4, 6, 9, 10, 11], 'in IoA\'s order';
+    is_deeply [coordinator_steps(@env)], [usual_steps(2)], 'every step once';
+    is_deeply [types(grep { $_->{sender} eq $COORD } @env)], [usual_types(2)], 'in IoA\'s order';
     like meta($gid)->{conclusion}, qr/2 of 2 tasks completed/, 'with both results';
     like worker_log($ctx, $other), qr/took over job .* \(goal $gid\)/, "$other took the job over";
-    like worker_log($ctx, $other), qr/goal $gid: resumed in phase running at step [23]/,
+    like worker_log($ctx, $other), qr/goal $gid: resumed in phase running at step 1[01]/,
         "$other resumed after the assignment";
     my @f = feed($gid);
     my @copied = map { $_->{envelope}{id} } grep { $_->{event} eq 'envelope' } @f;
@@ -619,7 +661,7 @@ GET /health_check
     register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
     my $ag = connect_agents($ctx, qw(Ann Ben));
 
-    for my $step (1 .. 5) {
+    for my $step (usual_steps(2)) {
         # both die after posting $step; whichever takes the goal first does
         my @w = map { worker($ctx, "s$step$_", claim_idle => 1, crash_after => $step) } 1, 2;
         my $gid = launch(goal => 'Write the report. Check the figures.',
@@ -631,7 +673,7 @@ GET /health_check
         is scalar(keys %Workers), 1, "step $step: one worker died, on its own";
         my $cid = meta($gid)->{comm_id};
         my @env = room($cid);
-        is_deeply [coordinator_steps(@env)], [1 .. 5], "step $step: every step once";
+        is_deeply [coordinator_steps(@env)], [usual_steps(2)], "step $step: every step once";
         like worker_logs($ctx), qr/goal $gid: step $step is already in the room/,
             "step $step: the successor found it there";
         is meta($gid)->{conclusion}, $env[-1]{content},
@@ -681,13 +723,14 @@ GET /health_check
     like $c, qr/- Ann \(cancelled\)/, 'open tasks are cancelled';
     ok !grep({ $_->{type} == 7 } @env), 'no results were ever posted';
 
-    # a limit smaller than the opening: discussion, assignment, then conclude
+    # a limit smaller than the opening: the discussion (the plan, then the
+    # member spoken for), then conclude: no assignment, no pause
     my $g2 = launch(goal => 'Write the report.', team_member_names => ['Ann'],
                     max_turns => 2);
     ok drive(agents => $ag, how => \%how, secs => 15,
              until => sub { state_of($g2) eq 'concluded' }), 'max_turns 2: concluded';
     is_deeply [types(grep { $_->{sender} eq $COORD } room(meta($g2)->{comm_id}))],
-        [4, 6, 10, 11], 'max_turns 2: no pause';
+        [4, 4, 10, 11], 'max_turns 2: no assignment, no pause';
     is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
 --- no_error_log
 [alert]
@@ -738,7 +781,7 @@ GET /health_check
     for my $g ($gid, $sub) {
         my $m = meta($g);
         my @mine = grep { $_->{sender} eq $COORD } room($m->{comm_id});
-        is_deeply [types(@mine)], [4, 6, 9, 11], "$g: the conclusion follows the pause, no conclude";
+        is_deeply [types(@mine)], [4, 4, 6, 9, 11], "$g: the conclusion follows the pause, no conclude";
         like $mine[-1]{content}, qr/^The goal was cancelled before it was achieved\./,
             "$g: the CONCLUSION says it was cancelled";
         like $mine[-1]{content}, qr/\((cancelled)\): no result yet/, "$g: its task cancelled";
@@ -794,14 +837,14 @@ GET /health_check
     waitpid $pid{$holder}, 0;
     is $? >> 8, 0, "$holder exits 0 on SIGTERM";
     delete $Workers{ $pid{$holder} };
-    like worker_log($ctx, $holder), qr/goal $gid: released at step 3 for another worker/,
+    like worker_log($ctx, $holder), qr/goal $gid: released at step 11 for another worker/,
         "$holder released the job";
 
     release();
     ok drive(agents => $ag, secs => 10, until => sub { state_of($gid) eq 'concluded' }),
        "$other concluded it" or diag worker_logs($ctx);
     ok time - $t0 < 8, sprintf('well before the 30 s claim idle (%.1f s)', time - $t0);
-    is_deeply [coordinator_steps(room($cid))], [1 .. 5], 'every step once';
+    is_deeply [coordinator_steps(room($cid))], [usual_steps(team_size($cid))], 'every step once';
     is_deeply stop_workers(), { $other => 0 }, "$other exits 0";
 --- no_error_log
 [alert]
@@ -852,7 +895,8 @@ GET /health_check
        "$holder, woken up, lets the goal go" or diag worker_logs($ctx);
     sleep 0.5;
     is_deeply fsm($gid), \%before, 'it wrote nothing over the fsm';
-    is_deeply [coordinator_steps(room($cid))], [1 .. 5], 'and posted nothing: every step once';
+    is_deeply [coordinator_steps(room($cid))], [usual_steps(team_size($cid))],
+        'and posted nothing: every step once';
     is state_of($gid), 'concluded', 'the goal stays concluded';
     is_deeply stop_workers(), { w1 => 0, w2 => 0 }, 'both exit 0';
 --- no_error_log
@@ -895,7 +939,7 @@ GET /health_check
     like worker_log($ctx, 'w1'), qr/redis connection lost/, 'the worker saw the cut';
     like worker_log($ctx, 'w1'), qr/goal $gid: resumed in phase running/, 'and resumed the goal';
     my @env = room($cid);
-    is_deeply [coordinator_steps(@env)], [1 .. 5], 'every step once';
+    is_deeply [coordinator_steps(@env)], [usual_steps(team_size($cid))], 'every step once';
     is_deeply [map { $_->{envelope}{id} } grep { $_->{event} eq 'envelope' } feed($gid)],
         [map { $_->{id} } @env], 'feed exact';
     is_deeply stop_workers(), { w1 => 0 }, 'exits 0';
@@ -932,7 +976,7 @@ GET /health_check
     is meta($g2)->{comm_id}, $cid, 'in the same room';
     my @env = room($cid);
     my @second = grep { ($_->{ioa_goal} // '') eq $g2 } @env;
-    is_deeply [map { $_->{ioa_step} } @second], [1 .. 5], 'the continuation\'s own five steps';
+    is_deeply [map { $_->{ioa_step} } @second], [usual_steps(2)], 'the continuation\'s own steps';
     ok id_lt($end, $second[0]{id}), 'after everything of the first goal';
     my ($assign) = grep { $_->{type} == 6 } @second;
     is $assign->{tasks}{Ben}{task_desc}, 'Draw a second chart', 'planned from cont_input: Ben';
@@ -940,7 +984,7 @@ GET /health_check
     my @copied = map { $_->{envelope}{id} } grep { $_->{event} eq 'envelope' } feed($g2);
     is_deeply \@copied, [map { $_->{id} } grep { id_lt($end, $_->{id}) } @env],
         'its feed: the room from where it started';
-    is_deeply [coordinator_steps(grep { ($_->{ioa_goal} // '') eq $g1 } @env)], [1 .. 5],
+    is_deeply [coordinator_steps(grep { ($_->{ioa_goal} // '') eq $g1 } @env)], [usual_steps(2)],
         'the first goal\'s steps untouched';
 
     # a room the coordinator is not in, and no room at all
@@ -952,6 +996,144 @@ GET /health_check
     ok wait_until(sub { state_of($g4) eq 'failed' }, 5), 'no such room: failed';
     like meta($g4)->{error}, qr/no room f{32} to continue/, 'saying why';
     is_deeply stop_workers(), { w1 => 0 }, 'exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 12: a sequence ("..., then ..."): one SYNC_TASK_ASSIGNMENT at a time, each after the result before it and handed that result; members that speak the protocol get the discussion turn (one takes it, a mute one is waited for until --turn-timeout), the member that only runs tasks is spoken for
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    %Seen = ();
+    register_agents($ctx, Ann => 'writes reports: write the report',
+                    Ben => ['checks figures: check the figures', 1],
+                    Cid => ['draws charts: draw the chart', 1]);
+    my $ag = connect_agents($ctx, qw(Ann Ben Cid));
+    worker($ctx, 'w1', turn_timeout => 2);
+    my %how = (Cid => 'mute');
+
+    my $gid = launch(goal => 'Write the report, then check the figures and then draw the chart.',
+                     team_member_names => [qw(Ann Ben Cid)]);
+    ok drive(agents => $ag, how => \%how, secs => 20,
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my $cid = meta($gid)->{comm_id};
+    my @env = room($cid);
+    my %step = by_step(@env);
+    my $team = fsm($gid)->{team};
+    my @names = map { $_->{name} } @{ json()->decode($team) };
+    my $ann = (grep { $names[$_] eq 'Ann' } 0 .. $#names)[0];
+
+    is_deeply [sort { $a <=> $b } keys %step], [1, 2 + $ann, 20, 22, 24, 40, 41],
+        'steps: plan, Ann spoken for, three assignments in turn, conclude, conclusion';
+    is_deeply [sort @{ $step{1}{next_speaker} }], [qw(Ben Cid)],
+        'the plan gives the floor to the protocol speakers';
+    like $step{1}{content}, qr/one after the other/, 'the plan says it is a sequence';
+    is $step{2 + $ann}{on_behalf_of}, 'Ann', 'the coordinator speaks for Ann';
+    my ($ben) = grep { $_->{sender} eq 'Ben' && $_->{type} == 4 } @env;
+    ok $ben, 'Ben took its discussion turn';
+    ok !grep({ $_->{sender} eq 'Cid' && $_->{type} == 4 } @env), 'Cid stayed mute';
+    like worker_log($ctx, 'w1'), qr/1 speaker did not take the turn within 2 s/,
+        'the worker waited for Cid no longer than --turn-timeout';
+    ok id_lt($ben->{id}, $step{20}{id}), 'the first assignment came after Ben\'s turn';
+
+    my @assign = @step{20, 22, 24};
+    is_deeply [map { $_->{type} } @assign], [5, 5, 5], 'SYNC_TASK_ASSIGNMENT each';
+    is_deeply [map { names_in($_->{next_speaker}) } @assign], [qw(Ann Ben Cid)], 'in the order of the goal';
+    is_deeply [map { $_->{task_id} } @assign], [map { (values %{ $_->{tasks} })[0]{task_id} } @assign],
+        'each names its task_id';
+    for my $i (0, 1) {
+        my ($who) = names_in($assign[$i]{next_speaker});
+        my ($res) = grep { $_->{sender} eq $who && $_->{type} == 7 } @env;
+        ok $res && id_lt($res->{id}, $assign[$i + 1]{id}), "step " . ($i + 2) . " waited for $who\'s result";
+    }
+    like $assign[1]{content}, qr/^check the figures\n\nResults so far:\nStep 1 \(Ann\): Ann did: Write the report$/,
+        'the second step is handed the first result';
+    like $assign[2]{content}, qr/^draw the chart\n\nResults so far:\nStep 1 \(Ann\): Ann did: Write the report\nStep 2 \(Ben\): Ben did: check the figures\n/,
+        'the third step both results';
+    like meta($gid)->{conclusion}, qr/3 of 3 tasks completed/, 'every step completed';
+    is_deeply stop_workers(), { w1 => 0 }, 'exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 13: a nested team (team_up_depth 1): clauses whose best agent cannot join a full team go to a sub-team; the sub-goal (another worker, depth 0) concludes and its conclusion comes back as the parent task's INFORM_TASK_RESULT; without team_up_depth there is no sub-team
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    %Seen = ();
+    my %skills = (Ann => 'write the report', Ben => 'check the figures',
+                  Cid => 'draw the chart', Dan => 'translate the text',
+                  Eve => 'summarise the paper', Fay => 'plan the budget');
+    register_agents($ctx, %skills);
+    my $ag = connect_agents($ctx, sort keys %skills);
+    worker($ctx, 'w1');
+    worker($ctx, 'w2');
+
+    my $goal = 'Write the report. Check the figures. Draw the chart. '
+             . 'Translate the text. Summarise the paper. Plan the budget.';
+    my $gid = launch(goal => $goal, team_up_depth => 1);
+    ok drive(agents => $ag, secs => 30,
+             until => sub { state_of($gid) eq 'concluded' }),
+       'the parent concluded' or diag worker_logs($ctx);
+    my $cid = meta($gid)->{comm_id};
+    is_deeply [sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cid}:members") }],
+        [sort $COORD, qw(Ann Ben Cid Dan)], 'the parent team is full at four';
+    my @env = room($cid);
+    my %step = by_step(@env);
+    my $assign = $step{10};
+    is scalar(@{ $assign->{sub_teams} // [] }), 1, 'one task for a sub-team';
+    my $sub = $assign->{sub_teams}[0];
+    is $sub->{task_desc}, 'Summarise the paper. Plan the budget.', 'the clauses nobody in the team fits';
+    ok grep({ $_ eq $COORD } names_in($assign->{next_speaker})), 'the coordinator is its assignee';
+
+    my ($res) = grep { $_->{type} == 7 && $_->{sender} eq $COORD } @env;
+    ok $res, 'the sub-team\'s result is in the parent room';
+    is $res->{task_id}, $sub->{task_id}, 'as the result of that task';
+    is $res->{task_status}, 'completed', 'completed';
+    is $res->{ioa_step}, 12 + 4, 'posted as step 12 + its task index';
+    my $child = $res->{sub_goal};
+    like $child, qr/^[0-9a-f]{32}$/, 'naming the sub-goal';
+    my $cm = meta($child);
+    is $cm->{state}, 'concluded', 'the sub-goal concluded';
+    is $cm->{parent}, $gid, 'its parent';
+    is $cm->{depth}, '0', 'one level less of team_up_depth';
+    is $res->{task_conclusion}, $cm->{conclusion}, 'its conclusion is the task result';
+    like $cm->{conclusion}, qr/2 of 2 tasks completed/, 'the sub-team did both clauses';
+    is_deeply [sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cm->{comm_id}}:members") }],
+        [sort $COORD, qw(Eve Fay)], 'the sub-team: the agents that fit';
+    my ($cassign) = grep { $_->{type} == 6 } room($cm->{comm_id});
+    ok !exists $cassign->{sub_teams}, 'depth 0: the sub-team nests no further';
+    like meta($gid)->{conclusion}, qr/5 of 5 tasks completed/, 'the parent: every task completed';
+    like meta($gid)->{conclusion}, qr/- \Q$COORD\E: Goal: Summarise the paper/, 'the sub-team\'s conclusion in it';
+
+    # without team_up_depth: the extra clauses go to the team's members
+    my $g2 = launch(goal => $goal);
+    ok drive(agents => $ag, secs => 20,
+             until => sub { state_of($g2) eq 'concluded' }),
+       'without depth: concluded' or diag worker_logs($ctx);
+    my ($a2) = grep { $_->{type} == 6 } room(meta($g2)->{comm_id});
+    ok !exists $a2->{sub_teams}, 'without depth: no sub-team';
+    is_deeply [sort keys %{ $a2->{tasks} }], [qw(Ann Ben Cid Dan)], 'the four members share the work';
+    is_deeply stop_workers(), { w1 => 0, w2 => 0 }, 'both exit 0';
 --- no_error_log
 [alert]
 [crit]

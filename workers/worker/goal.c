@@ -76,60 +76,21 @@
 #include "iw.h"
 
 
-#define IW_STEP_DISCUSSION      1
-#define IW_STEP_ASSIGN          2
-#define IW_STEP_PAUSE           3
-#define IW_STEP_CONCLUDE        4
-#define IW_STEP_CONCLUSION      5
-
-#define IW_TYPE_DISCUSSION      4
-#define IW_TYPE_ASYNC_ASSIGN    6
-#define IW_TYPE_RESULT          7
-#define IW_TYPE_PROGRESS        8
-#define IW_TYPE_PAUSE           9
-#define IW_TYPE_CONCLUDE        10
-#define IW_TYPE_CONCLUSION      11
-
-/* the longest a blocking read waits: bounds how late a cancel or SIGTERM
- * is noticed while the room is quiet */
-#define IW_GOAL_WAIT_MS         500
-
 /* a goal handed out this many times has killed every worker that took it */
 #define IW_GOAL_MAX_DELIVERIES  10
 
 /* discovery: agents kept per capability query, as IoA's registry */
 #define IW_GOAL_RETRIEVE_LIMIT  3
 
-/* returned by the phase functions when the goal is over and acknowledged */
-#define IW_GOAL_ENDED           1
-
-
 static int iw_goal_loop(const iw_conf_t *conf, iw_goal_t *g);
-static int iw_goal_lease(const iw_conf_t *conf, iw_goal_t *g, int now);
 static int iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_goal_start(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_goal_form(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error);
-static int iw_goal_running(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g);
-static int iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g,
-    long long block_ms);
-static int iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g,
-    iw_entries_t *e);
-static void iw_goal_task_update(iw_goal_t *g, yajl_val env,
-    const char *sender, long long type);
-static int iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step,
-    int type, const char *content, const char *next_speaker,
-    const char *extra);
-static int iw_goal_fail(const iw_conf_t *conf, iw_goal_t *g,
-    const char *error);
 static int iw_goal_cancel_early(const iw_conf_t *conf, iw_goal_t *g,
     const char *why);
 static int iw_goal_cancel_children(const iw_conf_t *conf, iw_goal_t *g);
-static int iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g,
-    const char *ended);
-static int iw_goal_settled(iw_task_t *t);
-static int iw_goal_final(const char *state);
 
 
 /* test hook: die like kill -9 right after posting this step, before the
@@ -140,10 +101,11 @@ static int  iw_goal_crash_after = -1;
 int
 iw_goal_run(const iw_conf_t *conf, iw_job_t *job)
 {
-    int         rc;
-    char       *env;
-    long long   deliveries;
-    iw_goal_t   g;
+    int          rc, created;
+    char        *env, *job_of;
+    long long    deliveries;
+    iw_goal_t    g;
+    redisReply  *r;
 
     env = getenv("IOA_WORKER_TEST_CRASH_AFTER_STEP");
     if (env && *env) {
@@ -183,6 +145,35 @@ iw_goal_run(const iw_conf_t *conf, iw_job_t *job)
         iw_info("goal %s: already %s; job acknowledged", g.goal_id, g.state);
         rc = iw_jobs_ack(conf, g.job_id);
         goto done;
+    }
+
+    /* one job per goal: a second one (a spawn repeated after a crash) is
+     * dropped; the first job to be taken names itself in the record */
+    r = iw_redis_cmd("HSETNX %s{goal:%s}:meta job %s", conf->prefix,
+                     g.goal_id, g.job_id);
+    if (r == NULL) {
+        rc = IW_ERROR;
+        goto done;
+    }
+
+    created = (r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    freeReplyObject(r);
+
+    if (!created) {
+        if (iw_store_meta_get(conf, g.goal_id, "job", &job_of) != IW_OK) {
+            rc = IW_ERROR;
+            goto done;
+        }
+
+        if (job_of && strcmp(job_of, g.job_id) != 0) {
+            iw_warn("goal %s: job %s is a second job for it (the first is "
+                    "%s); dropped", g.goal_id, g.job_id, job_of);
+            free(job_of);
+            rc = iw_jobs_ack(conf, g.job_id);
+            goto done;
+        }
+
+        free(job_of);
     }
 
     rc = iw_jobs_deliveries(conf, g.job_id, &deliveries);
@@ -267,6 +258,10 @@ iw_goal_loop(const iw_conf_t *conf, iw_goal_t *g)
             return IW_OK;
         }
 
+        if (rc == IW_STOPPED && iw_stop) {
+            continue;                   /* released at the top */
+        }
+
         if (rc != IW_OK) {
             return rc;
         }
@@ -278,7 +273,7 @@ iw_goal_loop(const iw_conf_t *conf, iw_goal_t *g)
  * now set (right before a post).  The time is taken before the call: the
  * lease is at least as fresh as that. */
 
-static int
+int
 iw_goal_lease(const iw_conf_t *conf, iw_goal_t *g, int now)
 {
     int        rc;
@@ -391,7 +386,8 @@ iw_goal_start(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     rc = iw_store_meta_state(conf, g->goal_id, "forming", &current,
-                             "worker", conf->consumer, "planner", "builtin",
+                             "worker", conf->consumer,
+                             "planner", conf->llm ? "llm" : "builtin",
                              "tokens", "0", "prompt_tokens", "0",
                              "completion_tokens", "0", NULL);
     if (rc == IW_ERROR) {
@@ -514,8 +510,9 @@ iw_goal_form(const iw_conf_t *conf, iw_goal_t *g)
 static int
 iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
 {
-    int          rc, online_only, is_member;
-    char        *text, *tasks, *start, **names, hex[33];
+    int          rc, online_only, is_member, allow_sub;
+    char        *text, *tasks, *start, **names, **llm_names, *discussion,
+                 hex[33];
     size_t       i, j, n;
     yajl_val     v, cont;
     iw_buf_t     team, unknown;
@@ -527,6 +524,8 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
     memset(&given, 0, sizeof(given));
     memset(&members, 0, sizeof(members));
     names = NULL;
+    llm_names = NULL;
+    discussion = NULL;
     n = 0;
     start = NULL;
 
@@ -604,6 +603,20 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
         }
     }
 
+    v = iw_json_get(g->req, "online_only");
+    online_only = !(v && YAJL_IS_FALSE(v));
+
+    /* the LLM recruits with IoA's two tools; nobody usable: the built-in
+     * planner recruits instead */
+    if (names == NULL && iw_llm_on(conf, g)) {
+        rc = iw_llm_team(conf, g, text, online_only, &llm_names, &n);
+        if (rc != IW_OK) {
+            goto done;
+        }
+
+        names = n ? llm_names : NULL;
+    }
+
     if (names) {
         if (iw_reg_query(conf, names, n, &given) != IW_OK) {
             rc = IW_ERROR;
@@ -634,8 +647,8 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
 
     /* one capability query per clause; a given team ranks everyone, online
      * or not, and keeps its own members */
-    v = iw_json_get(g->req, "online_only");
-    online_only = !(v && YAJL_IS_FALSE(v));
+    allow_sub = g->depth && *g->depth && atoll(g->depth) >= 1
+                && !(g->cont_comm_id && *g->cont_comm_id);
 
     ranked = iw_alloc(plan.nclauses * sizeof(iw_agents_t));
     memset(ranked, 0, plan.nclauses * sizeof(iw_agents_t));
@@ -652,7 +665,8 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
     }
 
     if (rc == IW_OK) {
-        iw_plan_pick(&plan, ranked, names ? &given : NULL, g->goal);
+        iw_plan_pick(&plan, ranked, names ? &given : NULL, g->goal,
+                     conf->name, allow_sub);
     }
 
     for (i = 0; i < plan.nclauses; i++) {
@@ -671,6 +685,14 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
                             "team_member_names",
                             online_only ? "online " : "");
         goto done;
+    }
+
+    /* the LLM assigns the work; invalid or no answer: the built-in one */
+    if (iw_llm_on(conf, g)) {
+        rc = iw_llm_plan(conf, g, text, allow_sub, &plan, &discussion);
+        if (rc != IW_OK) {
+            goto done;
+        }
     }
 
     /* the plan, persisted: comm_id, team (coordinator last), tasks */
@@ -707,11 +729,13 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
             iw_json_str(&team, plan.team[i].type);
             iw_buf_adds(&team, ",\"desc\":");
             iw_json_str(&team, plan.team[i].desc);
+            iw_buf_addf(&team, ",\"protocol\":%s",
+                        plan.team[i].protocol ? "true" : "false");
 
         } else {
             iw_json_str(&team, conf->name);
             iw_buf_adds(&team, ",\"type\":\"Human Assistant\",\"desc\":"
-                        "\"ioa's built-in coordinator\"");
+                        "\"ioa's built-in coordinator\",\"protocol\":true");
         }
 
         iw_buf_addc(&team, '}');
@@ -721,18 +745,23 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
     free(g->team);
     g->team = iw_buf_take(&team);
 
-    g->tasks = iw_alloc(plan.nteam * sizeof(iw_task_t));
-    g->ntasks = plan.nteam;
+    g->tasks = iw_alloc(plan.nwork * sizeof(iw_task_t));
+    g->ntasks = plan.nwork;
 
-    for (i = 0; i < plan.nteam; i++) {
+    for (i = 0; i < plan.nwork; i++) {
         iw_random_hex(hex);
+        memset(&g->tasks[i], 0, sizeof(iw_task_t));
         g->tasks[i].agent = iw_strdup(plan.work[i].agent);
         g->tasks[i].task_id = iw_strdup(hex);
         g->tasks[i].desc = iw_strdup(plan.work[i].desc);
         g->tasks[i].status = iw_strdup("pending");
-        g->tasks[i].result = NULL;
-        g->tasks[i].dirty = 0;
+        g->tasks[i].sub = plan.work[i].sub;
     }
+
+    g->sync = plan.sync;
+    free(g->discussion);
+    g->discussion = discussion;
+    discussion = NULL;
 
     free(g->last_id);
     g->last_id = iw_strdup(start);
@@ -746,26 +775,41 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
                        "new_room", g->new_room ? "1" : "0",
                        "team_name", g->team_name, "team", g->team,
                        "tasks", tasks, "last_id", g->last_id, "turns", "0",
-                       "step", "0", "intent", "0", "deadline", "0", NULL);
+                       "step", "0", "intent", "0", "deadline", "0",
+                       "sync", g->sync ? "1" : "0",
+                       "discussion", g->discussion ? g->discussion : "",
+                       NULL);
     free(tasks);
 
     if (rc == IW_OK) {
         iw_buf_init(&team);
 
         for (i = 0; i < g->ntasks; i++) {
-            iw_buf_addf(&team, "%s%s", i ? ", " : "", g->tasks[i].agent);
+            iw_buf_addf(&team, "%s%s%s", i ? ", " : "", g->tasks[i].agent,
+                        g->tasks[i].sub ? " (sub-team)" : "");
         }
 
-        iw_info("goal %s: team %s in room %s (%zu clause%s)", g->goal_id,
-                team.data, g->comm_id, plan.nclauses,
-                plan.nclauses == 1 ? "" : "s");
+        iw_info("goal %s: tasks for %s in room %s (%zu clause%s, %s)",
+                g->goal_id, team.data, g->comm_id, plan.nclauses,
+                plan.nclauses == 1 ? "" : "s",
+                g->sync ? "one after the other" : "in parallel");
         iw_buf_free(&team);
     }
 
 done:
 
     free(start);
-    free(names);
+
+    if (names != llm_names) {
+        free(names);
+    }
+
+    for (i = 0; i < n && llm_names; i++) {
+        free(llm_names[i]);
+    }
+
+    free(llm_names);
+    free(discussion);
     iw_agents_free(&given);
     iw_agents_free(&members);
     iw_plan_free(&plan);
@@ -774,7 +818,23 @@ done:
 }
 
 
-static int
+/* the task list (with the sub-goals' ids) after a change */
+
+int
+iw_goal_save_tasks(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int    rc;
+    char  *tasks;
+
+    tasks = iw_store_tasks_json(g);
+    rc = iw_store_save(conf, g, "tasks", tasks, NULL);
+    free(tasks);
+
+    return rc;
+}
+
+
+int
 iw_goal_settled(iw_task_t *t)
 {
     return !iw_streq(t->status, "pending")
@@ -782,7 +842,7 @@ iw_goal_settled(iw_task_t *t)
 }
 
 
-static int
+int
 iw_goal_final(const char *state)
 {
     return iw_streq(state, "concluded") || iw_streq(state, "failed")
@@ -790,193 +850,7 @@ iw_goal_final(const char *state)
 }
 
 
-/* Reads the room: everything up to its end when block_ms is 0, else one
- * read that waits up to block_ms.  Then an intent still above step after a
- * full read was never posted (see the top of this file). */
-
-static int
-iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g, long long block_ms)
-{
-    int           rc;
-    size_t        n;
-    iw_entries_t  e;
-
-    do {
-        rc = iw_room_read(conf, g->comm_id, g->last_id, block_ms, &e);
-        if (rc != IW_OK) {
-            return rc;
-        }
-
-        n = e.n;
-        rc = n ? iw_goal_absorb(conf, g, &e) : IW_OK;
-        iw_entries_free(&e);
-
-        if (rc != IW_OK) {
-            return rc;
-        }
-
-    } while (block_ms == 0 && n > 0);
-
-    if (block_ms == 0 && g->intent > g->step) {
-        iw_info("goal %s: step %d is not in the room; it will be posted",
-                g->goal_id, g->intent);
-        g->intent = 0;
-
-        return iw_store_save(conf, g, "intent", "0", NULL);
-    }
-
-    return IW_OK;
-}
-
-
-static int
-iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
-{
-    size_t       i;
-    yajl_val     env;
-    long long    type, step;
-    const char  *sender, *goal, *content;
-
-    for (i = 0; i < e->n; i++) {
-        if (iw_event_envelope(conf, g->goal_id, e->v[i].sid, e->v[i].json,
-                              e->v[i].len)
-            != IW_OK)
-        {
-            return IW_ERROR;
-        }
-
-        g->turns++;
-        free(g->last_id);
-        g->last_id = iw_strdup(e->v[i].sid);
-
-        env = iw_json_parse(e->v[i].json, e->v[i].len);
-        sender = iw_json_get_str(env, "sender");
-
-        if (sender == NULL) {
-            yajl_tree_free(env);
-            continue;
-        }
-
-        if (strcmp(sender, conf->name) == 0) {
-            goal = iw_json_get_str(env, "ioa_goal");
-
-            if (iw_streq(goal, g->goal_id)
-                && iw_json_get_int(env, "ioa_step", &step) == 0
-                && step > g->step)
-            {
-                /* a step of ours found in the room: it was posted */
-                if (step == g->intent) {
-                    iw_info("goal %s: step %lld is already in the room "
-                            "(%s); not posting it again", g->goal_id, step,
-                            e->v[i].sid);
-                }
-
-                g->step = (int) step;
-
-                if (g->intent <= g->step) {
-                    g->intent = 0;
-                }
-
-                /* the record must say what the room says */
-                if (step == IW_STEP_CONCLUSION
-                    && (content = iw_json_get_str(env, "content")))
-                {
-                    free(g->conclusion);
-                    g->conclusion = iw_strdup(content);
-                }
-            }
-
-        } else if (g->step < IW_STEP_CONCLUSION
-                   && iw_json_get_int(env, "type", &type) == 0
-                   && (type == IW_TYPE_PROGRESS || type == IW_TYPE_RESULT))
-        {
-            iw_goal_task_update(g, env, sender, type);
-        }
-
-        yajl_tree_free(env);
-    }
-
-    return iw_store_save_progress(conf, g);
-}
-
-
-/*
- * A task is found by its task_id, and must belong to the sender.  An agent
- * that made up its own task_id (IoA's clients do: the assignee creates it)
- * is matched by name instead: each member has exactly one task.  States
- * only move forward.
- */
-
-static void
-iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
-    long long type)
-{
-    size_t       i;
-    iw_task_t   *t, *mine;
-    const char  *id, *status, *text;
-
-    id = iw_json_get_str(env, "task_id");
-    t = NULL;
-    mine = NULL;
-
-    for (i = 0; i < g->ntasks; i++) {
-        if (strcmp(g->tasks[i].agent, sender) == 0) {
-            mine = &g->tasks[i];
-        }
-
-        if (id && strcmp(g->tasks[i].task_id, id) == 0) {
-            t = &g->tasks[i];
-        }
-    }
-
-    if (t && t != mine) {
-        iw_warn("goal %s: %s reported on %s's task %s; ignored", g->goal_id,
-                sender, t->agent, t->task_id);
-        return;
-    }
-
-    t = mine;
-
-    if (t == NULL || iw_goal_settled(t)) {
-        return;
-    }
-
-    if (type == IW_TYPE_PROGRESS) {
-        if (iw_streq(t->status, "pending")) {
-            free(t->status);
-            t->status = iw_strdup("in_progress");
-            t->dirty = 1;
-            iw_info("goal %s: task %s (%s) in progress", g->goal_id,
-                    t->task_id, t->agent);
-        }
-
-        return;
-    }
-
-    status = iw_json_get_str(env, "task_status");
-
-    if (!iw_streq(status, "failed") && !iw_streq(status, "timed_out")) {
-        status = "completed";
-    }
-
-    text = iw_json_get_str(env, "task_conclusion");
-
-    if (text == NULL || *text == '\0') {
-        text = iw_json_get_str(env, "content");
-    }
-
-    free(t->status);
-    free(t->result);
-    t->status = iw_strdup(status);
-    t->result = iw_strdup(text ? text : "");
-    t->dirty = 1;
-
-    iw_info("goal %s: task %s (%s) %s", g->goal_id, t->task_id, t->agent,
-            status);
-}
-
-
-static int
+int
 iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g, const char *ended)
 {
     int  rc;
@@ -998,157 +872,10 @@ iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g, const char *ended)
 
 
 static int
-iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
-{
-    int        rc;
-    char      *text, deadline[32];
-    size_t     i, open;
-    iw_buf_t   b, tasks;
-    long long  now, wait;
-
-    rc = iw_goal_drain(conf, g, 0);
-    if (rc != IW_OK) {
-        return rc;
-    }
-
-    if (g->max_turns && g->turns >= g->max_turns) {
-        return iw_goal_to_concluding(conf, g, "max_turns");
-    }
-
-    if (g->step < IW_STEP_DISCUSSION) {
-        text = iw_plan_discussion(g->goal, g->tasks, g->ntasks);
-        iw_buf_init(&b);
-        iw_buf_addc(&b, '[');
-        iw_json_str(&b, conf->name);
-        iw_buf_addc(&b, ']');
-
-        rc = iw_goal_post(conf, g, IW_STEP_DISCUSSION, IW_TYPE_DISCUSSION,
-                          text, b.data, NULL);
-        free(text);
-        iw_buf_free(&b);
-
-        return rc;
-    }
-
-    if (g->step < IW_STEP_ASSIGN) {
-        if (g->deadline == 0) {
-            if (iw_redis_time_ms(&now) != IW_OK) {
-                return IW_ERROR;
-            }
-
-            g->deadline = now + conf->task_timeout_ms;
-            snprintf(deadline, sizeof(deadline), "%lld", g->deadline);
-
-            rc = iw_store_save(conf, g, "deadline", deadline, NULL);
-            if (rc != IW_OK) {
-                return rc;
-            }
-        }
-
-        /* next_speaker: the assignees; "tasks": each one's task */
-        iw_buf_init(&b);
-        iw_buf_init(&tasks);
-        iw_buf_addc(&b, '[');
-        iw_buf_adds(&tasks, "\"tasks\":{");
-
-        for (i = 0; i < g->ntasks; i++) {
-            if (i) {
-                iw_buf_addc(&b, ',');
-                iw_buf_addc(&tasks, ',');
-            }
-
-            iw_json_str(&b, g->tasks[i].agent);
-            iw_json_str(&tasks, g->tasks[i].agent);
-            iw_buf_adds(&tasks, ":{\"task_id\":");
-            iw_json_str(&tasks, g->tasks[i].task_id);
-            iw_buf_adds(&tasks, ",\"task_desc\":");
-            iw_json_str(&tasks, g->tasks[i].desc);
-            iw_buf_addc(&tasks, '}');
-        }
-
-        iw_buf_addc(&b, ']');
-        iw_buf_addc(&tasks, '}');
-        text = iw_plan_assignment(g->tasks, g->ntasks);
-
-        rc = iw_goal_post(conf, g, IW_STEP_ASSIGN, IW_TYPE_ASYNC_ASSIGN, text,
-                          b.data, tasks.data);
-        free(text);
-        iw_buf_free(&b);
-        iw_buf_free(&tasks);
-
-        return rc;
-    }
-
-    if (g->step < IW_STEP_PAUSE) {
-        iw_buf_init(&b);
-        iw_buf_adds(&b, "\"triggers\":[");
-
-        for (i = 0; i < g->ntasks; i++) {
-            if (i) {
-                iw_buf_addc(&b, ',');
-            }
-
-            iw_json_str(&b, g->tasks[i].task_id);
-        }
-
-        iw_buf_addc(&b, ']');
-        text = iw_plan_pause(g->tasks, g->ntasks, conf->task_timeout_ms);
-
-        rc = iw_goal_post(conf, g, IW_STEP_PAUSE, IW_TYPE_PAUSE, text, "\"\"",
-                          b.data);
-        free(text);
-        iw_buf_free(&b);
-
-        return rc;
-    }
-
-    /* waiting for the triggers */
-
-    if (iw_redis_time_ms(&now) != IW_OK) {
-        return IW_ERROR;
-    }
-
-    for (i = 0, open = 0; i < g->ntasks; i++) {
-        if (iw_goal_settled(&g->tasks[i])) {
-            continue;
-        }
-
-        if (now >= g->deadline) {
-            free(g->tasks[i].status);
-            g->tasks[i].status = iw_strdup("timed_out");
-            g->tasks[i].dirty = 1;
-            iw_info("goal %s: task %s (%s) timed out", g->goal_id,
-                    g->tasks[i].task_id, g->tasks[i].agent);
-            continue;
-        }
-
-        open++;
-    }
-
-    rc = iw_store_save_progress(conf, g);
-    if (rc != IW_OK) {
-        return rc;
-    }
-
-    if (open == 0) {
-        return iw_goal_to_concluding(conf, g, "settled");
-    }
-
-    wait = g->deadline - now;
-
-    if (wait > IW_GOAL_WAIT_MS) {
-        wait = IW_GOAL_WAIT_MS;
-    }
-
-    return iw_goal_drain(conf, g, wait > 0 ? wait : 1);
-}
-
-
-static int
 iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
 {
     int          rc, cancelled;
-    char        *text, *current;
+    char        *text, *current, tokens[32];
     size_t       i;
     iw_buf_t     b;
     const char  *final;
@@ -1183,7 +910,7 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
         iw_buf_addc(&b, ']');
 
         rc = iw_goal_post(conf, g, IW_STEP_CONCLUDE, IW_TYPE_CONCLUDE, text,
-                          b.data, NULL);
+                          b.data, NULL, NULL);
         free(text);
         iw_buf_free(&b);
 
@@ -1191,6 +918,15 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     if (g->step < IW_STEP_CONCLUSION) {
+        if (g->conclusion == NULL && !cancelled
+            && !iw_streq(g->ended, "token_budget") && iw_llm_on(conf, g))
+        {
+            rc = iw_llm_conclusion(conf, g, &g->conclusion);
+            if (rc != IW_OK) {
+                return rc;
+            }
+        }
+
         if (g->conclusion == NULL) {
             g->conclusion = iw_plan_conclusion(g->goal, g->ended, g->tasks,
                                                g->ntasks,
@@ -1204,7 +940,7 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
         }
 
         return iw_goal_post(conf, g, IW_STEP_CONCLUSION, IW_TYPE_CONCLUSION,
-                            g->conclusion, "\"\"", NULL);
+                            g->conclusion, "\"\"", NULL, NULL);
     }
 
     /* the CONCLUSION is in the room (and, after the drain above, in the
@@ -1212,10 +948,13 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
 
     final = cancelled ? "cancelled" : "concluded";
 
+    snprintf(tokens, sizeof(tokens), "%lld",
+             g->prompt_tokens + g->completion_tokens);
+
     rc = iw_store_meta_state(conf, g->goal_id, final, &current,
                              "comm_id", g->comm_id,
                              "conclusion", g->conclusion ? g->conclusion : "",
-                             "tokens", "0", NULL);
+                             "tokens", tokens, "ended", g->ended, NULL);
     if (rc == IW_ERROR) {
         return IW_ERROR;
     }
@@ -1254,9 +993,10 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
  * ("name":value,...) put after IoA's fields.
  */
 
-static int
+int
 iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
-    const char *content, const char *next_speaker, const char *extra)
+    const char *content, const char *next_speaker, const char *task_id,
+    const char *extra)
 {
     int          rc;
     char        *sid, buf[16];
@@ -1315,7 +1055,9 @@ iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
     }
 
     v = iw_json_get(g->req, "is_collaborative_planning_enabled");
-    iw_buf_addf(&b, ",\"task_id\":\"\",\"task_desc\":\"\","
+    iw_buf_adds(&b, ",\"task_id\":");
+    iw_json_str(&b, task_id ? task_id : "");
+    iw_buf_addf(&b, ",\"task_desc\":\"\","
                 "\"is_collaborative_planning_enabled\":%s",
                 v && YAJL_IS_TRUE(v) ? "true" : "false");
 
@@ -1369,7 +1111,7 @@ iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
 }
 
 
-static int
+int
 iw_goal_fail(const iw_conf_t *conf, iw_goal_t *g, const char *error)
 {
     int    rc;

@@ -46,7 +46,11 @@ typedef struct {
     char         *name;              /* the coordinator agent */
     char         *consumer;          /* name in the consumer group */
     long long     task_timeout_ms;
+    long long     turn_timeout_ms;   /* a protocol speaker's discussion turn */
     long long     claim_idle_ms;
+    long long     token_budget;      /* LLM tokens per goal, 0: no limit */
+
+    struct iw_llm_conf_s  *llm;      /* NULL: the built-in planner */
 
     char         *reg_base;          /* P{reg}: */
     char         *jobs_key;          /* P{jobs}:goals */
@@ -116,6 +120,7 @@ typedef enum {
     IW_LUA_JOB_TOUCH,
     IW_LUA_META_STATE,
     IW_LUA_FSM_SAVE,
+    IW_LUA_GOAL_SPAWN,
     IW_LUA_N
 } iw_lua_e;
 
@@ -170,6 +175,7 @@ typedef struct {
     char         *desc;
     int           found;
     int           online;
+    int           protocol;          /* speaks IoA itself: its turns are its own */
 } iw_agent_t;
 
 typedef struct {
@@ -195,33 +201,46 @@ typedef struct {
     char         *status;            /* pending in_progress completed failed
                                         timed_out cancelled */
     char         *result;
+    int           sub;               /* a sub-team does it: agent is the
+                                        coordinator, child the sub-goal */
+    char         *child;             /* the sub-goal's id, NULL until chosen */
+    int           queued;            /* the sub-goal's job is queued */
     int           dirty;
 } iw_task_t;
 
 typedef struct {
     char         *agent;
     char         *desc;
+    int           sub;
 } iw_assignment_t;
 
 typedef struct {
     char            **clauses;
     size_t            nclauses;
+    int               then;          /* clauses chained with "then" */
     iw_agent_t       *team;          /* without the coordinator */
     size_t            nteam;
-    iw_assignment_t  *work;          /* one per team member, same order */
+    iw_assignment_t  *work;
+    size_t            nwork;
+    int               sync;          /* one task after the other */
 } iw_plan_t;
 
 #define IW_PLAN_MAX_CLAUSES  8
 #define IW_PLAN_MAX_TEAM     4
+#define IW_PLAN_MAX_TASKS    8
 
 void iw_plan_clauses(const char *goal, iw_plan_t *plan);
 void iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
-    const char *goal);
+    const char *goal, const char *coordinator, int allow_sub);
+void iw_plan_set_work(iw_plan_t *plan, iw_assignment_t *work, size_t n,
+    int sync);
 void iw_plan_free(iw_plan_t *plan);
 char *iw_plan_team_name(const char *goal);
 
-char *iw_plan_discussion(const char *goal, iw_task_t *t, size_t n);
+char *iw_plan_discussion(const char *goal, int sync, iw_task_t *t, size_t n);
+char *iw_plan_behalf(const iw_agent_t *a, iw_task_t *t, size_t n);
 char *iw_plan_assignment(iw_task_t *t, size_t n);
+char *iw_plan_sync_task(iw_task_t *t, size_t i);
 char *iw_plan_pause(iw_task_t *t, size_t n, long long timeout_ms);
 char *iw_plan_conclude(const char *ended, long long max_turns);
 char *iw_plan_conclusion(const char *goal, const char *ended,
@@ -257,7 +276,17 @@ typedef struct {
     int           intent;            /* step being posted, 0 none */
     char         *ended;             /* why concluding: "" settled
                                         max_turns cancelled */
-    char         *conclusion;        /* fixed before step 5 is posted */
+    char         *conclusion;        /* fixed before the CONCLUSION is
+                                        posted */
+    int           sync;              /* tasks one after the other */
+    char         *discussion;        /* the plan's text, NULL: built-in */
+    char         *spoke;             /* ",a,b," protocol speakers who took
+                                        their discussion turn */
+    long long     turn_deadline;     /* ms: their turns end */
+    long long     deadline_step;     /* the step the deadline belongs to */
+    long long     prompt_tokens;     /* LLM usage so far */
+    long long     completion_tokens;
+    char         *planner;           /* "builtin", "llm" */
 
     /* only in memory */
     long long     max_turns;         /* 0: no limit */
@@ -306,8 +335,72 @@ int iw_room_members(const iw_conf_t *conf, const char *comm_id,
 void iw_entries_free(iw_entries_t *e);
 
 
-/* goal.c */
+/*
+ * goal.c, conversation.c, subteam.c: the goal's state machine.
+ *
+ * The coordinator's steps, each posted exactly once (goal.c), numbered so
+ * that they are posted in increasing order whatever the plan:
+ */
+#define IW_STEP_DISCUSSION      1   /* the plan */
+#define IW_STEP_BEHALF          2   /* + i: for member i, who only runs tasks */
+#define IW_STEP_ASSIGN         10   /* parallel: every task at once */
+#define IW_STEP_PAUSE          11   /* triggers: the task ids */
+#define IW_STEP_SUB_RESULT     12   /* + i: the sub-team result of task i */
+#define IW_STEP_SYNC           20   /* + 2i: task i of a sequence,
+                                       + 2i + 1: its sub-team result */
+#define IW_STEP_CONCLUDE       40
+#define IW_STEP_CONCLUSION     41
+
+#define IW_TYPE_DISCUSSION      4
+#define IW_TYPE_SYNC_ASSIGN     5
+#define IW_TYPE_ASYNC_ASSIGN    6
+#define IW_TYPE_RESULT          7
+#define IW_TYPE_PROGRESS        8
+#define IW_TYPE_PAUSE           9
+#define IW_TYPE_CONCLUDE        10
+#define IW_TYPE_CONCLUSION      11
+
+/* the longest a blocking read waits: bounds how late a cancel or SIGTERM
+ * is noticed while the room is quiet */
+#define IW_GOAL_WAIT_MS         500
+
+/* returned by the phase functions when the goal is over and acknowledged */
+#define IW_GOAL_ENDED           1
+
+/* returned by a part of the running phase that has nothing left to do */
+#define IW_GOAL_NEXT            2
+
 int iw_goal_run(const iw_conf_t *conf, iw_job_t *job);
+int iw_goal_lease(const iw_conf_t *conf, iw_goal_t *g, int now);
+int iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
+    const char *content, const char *next_speaker, const char *task_id,
+    const char *extra);
+int iw_goal_fail(const iw_conf_t *conf, iw_goal_t *g, const char *error);
+int iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g,
+    const char *ended);
+int iw_goal_settled(iw_task_t *t);
+int iw_goal_final(const char *state);
+int iw_goal_save_tasks(const iw_conf_t *conf, iw_goal_t *g);
+
+/* conversation.c: the running phase */
+int iw_goal_running(const iw_conf_t *conf, iw_goal_t *g);
+int iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g, long long block_ms);
+int iw_goal_members(iw_goal_t *g, iw_agents_t *out);
+
+/* subteam.c: a task done by a nested team */
+int iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i,
+    const char *text);
+int iw_sub_poll(const iw_conf_t *conf, iw_goal_t *g, size_t i, int step);
+int iw_sub_cancel(const iw_conf_t *conf, iw_goal_t *g, size_t i);
+
+
+/* llm_planner.c: the LLM's part, each with the built-in as the fallback */
+int iw_llm_on(const iw_conf_t *conf, iw_goal_t *g);
+int iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
+    int online_only, char ***names, size_t *n);
+int iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
+    int allow_sub, iw_plan_t *plan, char **discussion);
+int iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text);
 
 
 #endif /* IW_H */

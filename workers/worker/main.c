@@ -3,7 +3,12 @@
  *
  *   ioa-worker --redis HOST:PORT [--prefix ioa:] [--scripts DIR]
  *              [--name ioa-coordinator] [--consumer NAME]
- *              [--task-timeout SEC] [--claim-idle SEC]
+ *              [--task-timeout SEC] [--turn-timeout SEC]
+ *              [--claim-idle SEC] [--token-budget N]
+ *
+ * The planner: an LLM when IOA_LLM_BASE_URL (or OPENAI_BASE_URL) is set
+ * (llm.c reads the environment), else the built-in deterministic one.  The
+ * start line in the log says which.
  *
  * The loop, while no SIGTERM:
  *   - (re)connect to Redis with backoff (100 ms doubling to 5 s, half of it
@@ -34,6 +39,7 @@
 #include <unistd.h>
 
 #include "iw.h"
+#include "llm.h"
 
 
 #define IW_BACKOFF_MIN_MS    100
@@ -76,9 +82,20 @@ iw_usage(FILE *f)
         "  --consumer NAME      name in the consumer group (host-pid)\n"
         "  --task-timeout SEC   a task that does not report back in time is\n"
         "                       timed out and the goal goes on (60)\n"
+        "  --turn-timeout SEC   an agent that speaks the protocol has this\n"
+        "                       long for its discussion turn (30)\n"
         "  --claim-idle SEC     a goal whose worker was silent this long is\n"
         "                       taken over (15)\n"
-        "  --help\n");
+        "  --token-budget N     LLM tokens per goal; reaching it concludes\n"
+        "                       the goal (IOA_LLM_TOKEN_BUDGET, 0: none;\n"
+        "                       default 100000)\n"
+        "  --help\n"
+        "\n"
+        "LLM (any OpenAI-compatible chat completions endpoint):\n"
+        "  IOA_LLM_BASE_URL (or OPENAI_BASE_URL), IOA_LLM_API_KEY (or\n"
+        "  OPENAI_API_KEY), IOA_LLM_MODEL, IOA_LLM_TIMEOUT,\n"
+        "  IOA_LLM_MAX_ATTEMPTS, IOA_LLM_RESPONSE_FORMAT.  Unset: the\n"
+        "  built-in planner.\n");
 }
 
 
@@ -103,6 +120,26 @@ iw_parse_seconds(const char *opt, const char *v, long long *ms)
 
     if (*ms == 0) {
         *ms = 1;
+    }
+
+    return 0;
+}
+
+
+/* a count >= 0 */
+
+static int
+iw_parse_count(const char *opt, const char *v, long long *n)
+{
+    char  *end;
+
+    errno = 0;
+    *n = strtoll(v, &end, 10);
+
+    if (errno || end == v || *end != '\0' || *n < 0) {
+        fprintf(stderr, "ioa-worker: %s: \"%s\" is not a count (0 or "
+                "more)\n", opt, v);
+        return -1;
     }
 
     return 0;
@@ -143,7 +180,7 @@ int
 main(int argc, char **argv)
 {
     int               c, rc, fresh, retries;
-    char              host[HOST_NAME_MAX + 1], *cursor;
+    char              host[HOST_NAME_MAX + 1], *cursor, *env, *planner;
     iw_job_t          job;
     iw_conf_t         conf;
     long long         backoff, next_claim, now, block;
@@ -157,6 +194,8 @@ main(int argc, char **argv)
         { "consumer", required_argument, NULL, 'c' },
         { "task-timeout", required_argument, NULL, 't' },
         { "claim-idle", required_argument, NULL, 'i' },
+        { "turn-timeout", required_argument, NULL, 'u' },
+        { "token-budget", required_argument, NULL, 'b' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -168,7 +207,17 @@ main(int argc, char **argv)
     conf.scripts_dir = iw_strdup("./redis-scripts");
     conf.name = iw_strdup("ioa-coordinator");
     conf.task_timeout_ms = 60000;
+    conf.turn_timeout_ms = 30000;
     conf.claim_idle_ms = 15000;
+    conf.token_budget = 100000;
+
+    env = getenv("IOA_LLM_TOKEN_BUDGET");
+
+    if (env && *env && iw_parse_count("IOA_LLM_TOKEN_BUDGET", env,
+                                      &conf.token_budget) != 0)
+    {
+        return 2;
+    }
 
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -203,6 +252,20 @@ main(int argc, char **argv)
             break;
         case 'i':
             if (iw_parse_seconds("--claim-idle", optarg, &conf.claim_idle_ms)
+                != 0)
+            {
+                return 2;
+            }
+            break;
+        case 'u':
+            if (iw_parse_seconds("--turn-timeout", optarg,
+                                 &conf.turn_timeout_ms) != 0)
+            {
+                return 2;
+            }
+            break;
+        case 'b':
+            if (iw_parse_count("--token-budget", optarg, &conf.token_budget)
                 != 0)
             {
                 return 2;
@@ -253,12 +316,31 @@ main(int argc, char **argv)
         return 1;
     }
 
+    conf.llm = iw_alloc(sizeof(iw_llm_conf_t));
+    rc = iw_llm_conf_from_env(conf.llm);
+
+    if (rc < 0) {
+        return 2;
+    }
+
+    if (rc == 0) {
+        free(conf.llm);
+        conf.llm = NULL;
+        planner = iw_strdup("built-in planner (no IOA_LLM_BASE_URL)");
+
+    } else {
+        planner = iw_sprintf("LLM planner: %s at %s, token budget %lld",
+                             conf.llm->model, conf.llm->base_url,
+                             conf.token_budget);
+    }
+
     srand((unsigned) (getpid() ^ iw_now_ms()));
 
     iw_info("started as %s (coordinator %s, redis %s:%d, prefix \"%s\", "
-            "task timeout %lld ms, claim idle %lld ms, built-in planner)",
+            "task timeout %lld ms, claim idle %lld ms, %s)",
             conf.consumer, conf.name, conf.redis_host, conf.redis_port,
-            conf.prefix, conf.task_timeout_ms, conf.claim_idle_ms);
+            conf.prefix, conf.task_timeout_ms, conf.claim_idle_ms, planner);
+    free(planner);
 
     job.id = NULL;
     job.goal_id = NULL;

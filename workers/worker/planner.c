@@ -158,9 +158,11 @@ iw_plan_clauses(const char *goal, iw_plan_t *plan)
 
         } else if (c == ',' && iw_word_at(goal, n, i, ", then ")) {
             skip = 7;
+            plan->then = 1;
 
         } else if (c == ' ' && iw_word_at(goal, n, i, " and then ")) {
             skip = 10;
+            plan->then = 1;
         }
 
         if (skip) {
@@ -203,18 +205,24 @@ iw_plan_join(iw_plan_t *plan, iw_agent_t *a)
     m->desc = iw_strdup(a->desc);
     m->found = a->found;
     m->online = a->online;
+    m->protocol = a->protocol;
 }
 
 
 /*
  * ranked[i]: the registry's agents for clause i, best first.  fixed: the
- * given team (team_member_names), or NULL to recruit.  Leaves plan->nteam 0
- * when nobody matched anything (the caller fails the goal).
+ * given team (team_member_names), or NULL to recruit.  allow_sub: the goal
+ * may nest a team (team_up_depth >= 1): a clause whose best agent cannot
+ * join a full team goes to a sub-team instead of to a member who is only
+ * second best.  Leaves plan->nteam 0 when nobody matched anything (the
+ * caller fails the goal).
  */
+
+#define IW_PLAN_SUB  -2
 
 void
 iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
-    const char *goal)
+    const char *goal, const char *coordinator, int allow_sub)
 {
     int        *owner, m;
     size_t      i, j, k, *load, least;
@@ -241,6 +249,11 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
                 m = (int) plan->nteam - 1;
             }
 
+            if (m < 0 && k == 0 && fixed == NULL && allow_sub) {
+                owner[i] = IW_PLAN_SUB;
+                break;
+            }
+
             if (m >= 0) {
                 owner[i] = m;
                 break;
@@ -263,7 +276,7 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
     }
 
     for (i = 0; i < plan->nclauses; i++) {
-        if (owner[i] >= 0) {
+        if (owner[i] != -1) {
             continue;
         }
 
@@ -277,8 +290,29 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
         load[least]++;
     }
 
-    plan->work = iw_alloc(plan->nteam * sizeof(iw_assignment_t));
+    plan->work = iw_alloc((plan->nteam + plan->nclauses + 1)
+                          * sizeof(iw_assignment_t));
+    plan->nwork = 0;
+    plan->sync = plan->then;
 
+    if (plan->sync) {
+        /* "..., then ...": one task per clause, in order, each handed the
+         * results before it; a member who matched nothing has no task */
+        for (i = 0; i < plan->nclauses; i++) {
+            plan->work[plan->nwork].agent = iw_strdup(owner[i] >= 0
+                                            ? plan->team[owner[i]].name
+                                            : coordinator);
+            plan->work[plan->nwork].desc = iw_strdup(plan->clauses[i]);
+            plan->work[plan->nwork].sub = (owner[i] == IW_PLAN_SUB);
+            plan->nwork++;
+        }
+
+        free(load);
+        free(owner);
+        return;
+    }
+
+    /* in parallel: one task per member, its clauses joined */
     for (j = 0; j < plan->nteam; j++) {
         iw_buf_init(&b);
 
@@ -298,12 +332,54 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
             iw_buf_adds(&b, goal);
         }
 
-        plan->work[j].agent = iw_strdup(plan->team[j].name);
-        plan->work[j].desc = iw_buf_take(&b);
+        plan->work[plan->nwork].agent = iw_strdup(plan->team[j].name);
+        plan->work[plan->nwork].desc = iw_buf_take(&b);
+        plan->work[plan->nwork].sub = 0;
+        plan->nwork++;
+    }
+
+    /* and the clauses for a sub-team, as one sub-goal */
+    iw_buf_init(&b);
+
+    for (i = 0; i < plan->nclauses; i++) {
+        if (owner[i] == IW_PLAN_SUB) {
+            iw_buf_adds(&b, b.len ? " " : "");
+            iw_buf_adds(&b, plan->clauses[i]);
+            iw_buf_adds(&b, ".");
+        }
+    }
+
+    if (b.len) {
+        plan->work[plan->nwork].agent = iw_strdup(coordinator);
+        plan->work[plan->nwork].desc = iw_buf_take(&b);
+        plan->work[plan->nwork].sub = 1;
+        plan->nwork++;
+
+    } else {
+        iw_buf_free(&b);
     }
 
     free(load);
     free(owner);
+}
+
+
+/* the LLM's assignment replaces the built-in one (work is taken over) */
+
+void
+iw_plan_set_work(iw_plan_t *plan, iw_assignment_t *work, size_t n, int sync)
+{
+    size_t  i;
+
+    for (i = 0; i < plan->nwork; i++) {
+        free(plan->work[i].agent);
+        free(plan->work[i].desc);
+    }
+
+    free(plan->work);
+    plan->work = work;
+    plan->nwork = n;
+    plan->sync = sync;
 }
 
 
@@ -318,7 +394,7 @@ iw_plan_free(iw_plan_t *plan)
     }
 
     if (plan->work) {
-        for (i = 0; i < plan->nteam; i++) {
+        for (i = 0; i < plan->nwork; i++) {
             free(plan->work[i].agent);
             free(plan->work[i].desc);
         }
@@ -363,21 +439,62 @@ iw_plan_team_name(const char *goal)
 /* ---- the texts of the coordinator's envelopes ---- */
 
 char *
-iw_plan_discussion(const char *goal, iw_task_t *t, size_t n)
+iw_plan_discussion(const char *goal, int sync, iw_task_t *t, size_t n)
 {
     size_t    i;
     iw_buf_t  b;
 
     iw_buf_init(&b);
-    iw_buf_addf(&b, "Team, our goal: %s\nI split it into %zu task%s, one "
-                "for each of us, to run in parallel:", goal, n,
-                n == 1 ? "" : "s");
+
+    if (sync) {
+        iw_buf_addf(&b, "Team, our goal: %s\nI split it into %zu step%s, "
+                    "one after the other, each building on the one before:",
+                    goal, n, n == 1 ? "" : "s");
+
+    } else {
+        iw_buf_addf(&b, "Team, our goal: %s\nI split it into %zu task%s, "
+                    "to run in parallel:", goal, n, n == 1 ? "" : "s");
+    }
 
     for (i = 0; i < n; i++) {
-        iw_buf_addf(&b, "\n- %s: %s", t[i].agent, t[i].desc);
+        iw_buf_addf(&b, "\n- %s%s: %s", t[i].agent,
+                    t[i].sub ? " (with a sub-team)" : "", t[i].desc);
     }
 
     iw_buf_adds(&b, "\nI will collect the results and conclude.");
+
+    return iw_buf_take(&b);
+}
+
+
+/* what the coordinator says in the discussion for a member that only runs
+ * tasks, from its registered description */
+
+char *
+iw_plan_behalf(const iw_agent_t *a, iw_task_t *t, size_t n)
+{
+    size_t    i, mine;
+    iw_buf_t  b;
+
+    iw_buf_init(&b);
+    iw_buf_addf(&b, "On behalf of %s (%s%s%s): ", a->name,
+                a->type && *a->type ? a->type : "agent",
+                a->desc && *a->desc ? ", " : "",
+                a->desc && *a->desc ? a->desc : "");
+
+    for (i = 0, mine = 0; i < n; i++) {
+        if (strcmp(t[i].agent, a->name) == 0) {
+            iw_buf_addf(&b, "%s%s", mine++ ? "; " : "I can take on: ",
+                        t[i].desc);
+        }
+    }
+
+    if (mine == 0) {
+        iw_buf_adds(&b, "I have no task in this plan and stand by.");
+
+    } else {
+        iw_buf_adds(&b, ". I will report the result when it is done.");
+    }
 
     return iw_buf_take(&b);
 }
@@ -402,6 +519,31 @@ iw_plan_assignment(iw_task_t *t, size_t n)
 }
 
 
+/* step i of a sequence: its task, with what the steps before produced */
+
+char *
+iw_plan_sync_task(iw_task_t *t, size_t i)
+{
+    size_t    k;
+    iw_buf_t  b;
+
+    iw_buf_init(&b);
+    iw_buf_adds(&b, t[i].desc);
+
+    for (k = 0; k < i; k++) {
+        if (iw_streq(t[k].status, "completed") && t[k].result
+            && *t[k].result)
+        {
+            iw_buf_addf(&b, "%sStep %zu (%s): %s",
+                        k == 0 ? "\n\nResults so far:\n" : "\n", k + 1,
+                        t[k].agent, t[k].result);
+        }
+    }
+
+    return iw_buf_take(&b);
+}
+
+
 char *
 iw_plan_pause(iw_task_t *t, size_t n, long long timeout_ms)
 {
@@ -419,6 +561,11 @@ iw_plan_conclude(const char *ended, long long max_turns)
     if (iw_streq(ended, "max_turns")) {
         return iw_sprintf("The room reached max_turns (%lld); concluding "
                           "with what we have.", max_turns);
+    }
+
+    if (iw_streq(ended, "token_budget")) {
+        return iw_strdup("The goal used up its token budget; concluding "
+                         "with what we have.");
     }
 
     return iw_strdup("Every task has settled; concluding the discussion.");
@@ -446,6 +593,9 @@ iw_plan_conclusion(const char *goal, const char *ended, iw_task_t *t,
     } else if (iw_streq(ended, "max_turns")) {
         iw_buf_addf(&b, "Concluded at the turn limit (max_turns %lld).\n",
                     max_turns);
+
+    } else if (iw_streq(ended, "token_budget")) {
+        iw_buf_adds(&b, "Concluded at the token budget.\n");
     }
 
     iw_buf_addf(&b, "Goal: %s\n%zu of %zu task%s completed.", goal, done, n,
@@ -458,7 +608,7 @@ iw_plan_conclusion(const char *goal, const char *ended, iw_task_t *t,
             iw_buf_addf(&b, ": %s", t[i].result ? t[i].result : "");
 
         } else if (iw_streq(t[i].status, "failed")) {
-            iw_buf_addf(&b, " (failed): %s",
+            iw_buf_addf(&b, " (%s): %s", t[i].status,
                         t[i].result && *t[i].result ? t[i].result
                                                     : "no reason given");
 

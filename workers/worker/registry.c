@@ -85,6 +85,7 @@ iw_agent_set(iw_agent_t *a, const char *name, const char *type,
     a->desc = iw_strdup(desc);
     a->found = 1;
     a->online = 0;
+    a->protocol = 0;
 }
 
 
@@ -136,6 +137,7 @@ iw_reg_query(const iw_conf_t *conf, char **names, size_t n, iw_agents_t *out)
                      iw_reply_str(e[3]));
         out->v[i].found = iw_streq(iw_reply_str(e[0]), "1");
         out->v[i].online = iw_streq(iw_reply_str(e[6]), "1");
+        out->v[i].protocol = iw_streq(iw_reply_str(e[7]), "1");
     }
 
     freeReplyObject(r);
@@ -191,6 +193,7 @@ iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
         iw_agent_set(&out->v[i], iw_reply_str(e[0]), iw_reply_str(e[1]),
                      iw_reply_str(e[2]));
         out->v[i].online = iw_streq(iw_reply_str(e[5]), "1");
+        out->v[i].protocol = iw_streq(iw_reply_str(e[6]), "1");
     }
 
     freeReplyObject(r);

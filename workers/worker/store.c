@@ -11,9 +11,19 @@
  *       comm_id         the room, chosen before it is created
  *       new_room        "1" when this goal creates the room (not continuing)
  *       team_name       "" when the team has no name
- *       team            JSON [{"name","type","desc"}], the coordinator last
- *       tasks           JSON [{"agent","task_id","task_desc"}]
+ *       team            JSON [{"name","type","desc","protocol"}], the
+ *                       coordinator last
+ *       tasks           JSON [{"agent","task_id","task_desc","sub",
+ *                       "child","queued"}] (sub: a sub-team does it, as
+ *                       the sub-goal child; queued: its job is queued)
+ *       sync            "1": the tasks run one after the other
+ *       discussion      the LLM's plan text (absent: the built-in text)
+ *       spoke           ",a,b," protocol speakers who took their turn
+ *       turn_deadline   ms (Redis clock) when their turns end
  *       deadline        ms (Redis clock) after which open tasks time out
+ *       deadline_step   the step (assignment) the deadline belongs to
+ *       prompt_tokens, completion_tokens    LLM usage of the goal
+ *       planner         builtin, llm
  *       st:<task_id>    pending in_progress completed failed timed_out
  *                       cancelled
  *       res:<task_id>   the task's result text
@@ -72,7 +82,8 @@ iw_store_parse_tasks(iw_goal_t *g, const char *json, size_t len)
 {
     size_t       i;
     yajl_val     doc, t;
-    const char  *agent, *id, *desc;
+    yajl_val     v;
+    const char  *agent, *id, *desc, *child;
 
     doc = iw_json_parse(json, len);
 
@@ -99,6 +110,12 @@ iw_store_parse_tasks(iw_goal_t *g, const char *json, size_t len)
         g->tasks[g->ntasks].desc = iw_strdup(desc);
         g->tasks[g->ntasks].status = iw_strdup("pending");
         g->tasks[g->ntasks].result = NULL;
+        v = iw_json_get(t, "sub");
+        g->tasks[g->ntasks].sub = v && YAJL_IS_TRUE(v);
+        child = iw_json_get_str(t, "child");
+        g->tasks[g->ntasks].child = child && *child ? iw_strdup(child) : NULL;
+        v = iw_json_get(t, "queued");
+        g->tasks[g->ntasks].queued = v && YAJL_IS_TRUE(v);
         g->tasks[g->ntasks].dirty = 0;
         g->ntasks++;
     }
@@ -134,6 +151,32 @@ iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
 
     } else if (strcmp(k, "deadline") == 0) {
         g->deadline = atoll(v);
+
+    } else if (strcmp(k, "deadline_step") == 0) {
+        g->deadline_step = atoll(v);
+
+    } else if (strcmp(k, "turn_deadline") == 0) {
+        g->turn_deadline = atoll(v);
+
+    } else if (strcmp(k, "sync") == 0) {
+        g->sync = (vlen == 1 && v[0] == '1');
+
+    } else if (strcmp(k, "discussion") == 0) {
+        if (vlen) {
+            iw_store_replace(&g->discussion, v, vlen);
+        }
+
+    } else if (strcmp(k, "spoke") == 0) {
+        iw_store_replace(&g->spoke, v, vlen);
+
+    } else if (strcmp(k, "prompt_tokens") == 0) {
+        g->prompt_tokens = atoll(v);
+
+    } else if (strcmp(k, "completion_tokens") == 0) {
+        g->completion_tokens = atoll(v);
+
+    } else if (strcmp(k, "planner") == 0) {
+        iw_store_replace(&g->planner, v, vlen);
 
     } else if (strcmp(k, "last_id") == 0) {
         iw_store_replace(&g->last_id, v, vlen);
@@ -279,6 +322,10 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
 
     if (g->last_id == NULL) {
         g->last_id = iw_strdup("0-0");
+    }
+
+    if (g->spoke == NULL) {
+        g->spoke = iw_strdup(",");
     }
 
     return IW_OK;
@@ -533,6 +580,14 @@ iw_store_tasks_json(iw_goal_t *g)
         iw_json_str(&b, g->tasks[i].task_id);
         iw_buf_adds(&b, ",\"task_desc\":");
         iw_json_str(&b, g->tasks[i].desc);
+
+        if (g->tasks[i].sub) {
+            iw_buf_adds(&b, ",\"sub\":true,\"child\":");
+            iw_json_str_or_null(&b, g->tasks[i].child);
+            iw_buf_addf(&b, ",\"queued\":%s",
+                        g->tasks[i].queued ? "true" : "false");
+        }
+
         iw_buf_addc(&b, '}');
     }
 
@@ -553,6 +608,7 @@ iw_goal_free(iw_goal_t *g)
         free(g->tasks[i].desc);
         free(g->tasks[i].status);
         free(g->tasks[i].result);
+        free(g->tasks[i].child);
     }
 
     free(g->tasks);
@@ -570,6 +626,9 @@ iw_goal_free(iw_goal_t *g)
     free(g->last_id);
     free(g->ended);
     free(g->conclusion);
+    free(g->discussion);
+    free(g->spoke);
+    free(g->planner);
 
     memset(g, 0, sizeof(*g));
 }

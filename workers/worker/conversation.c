@@ -1,0 +1,861 @@
+/*
+ * ioa-worker: the running phase of a goal, the conversation in the room.
+ *
+ * The coordinator chairs the room (it created it, so the hub's floor
+ * control always lets it speak) and runs IoA's message types in an order
+ * fixed by the persisted plan, one step per call of iw_goal_running():
+ *
+ *   discussion   DISCUSSION with the plan (step 1).  next_speaker: the
+ *                members that speak the protocol themselves (registered
+ *                with speaks_protocol), else the coordinator.  For every
+ *                member that only runs tasks the coordinator speaks in its
+ *                place, from its registered description, marked
+ *                "on_behalf_of" (steps 2 + i).  Then it waits until each
+ *                protocol speaker has taken its DISCUSSION turn, or until
+ *                --turn-timeout has passed: a silent speaker cannot stall
+ *                the room.
+ *   parallel     ASYNC_TASK_ASSIGNMENT with every task (step 10), PAUSE
+ *                with the task ids as triggers (step 11), then the answers
+ *                (INFORM_TASK_PROGRESS, INFORM_TASK_RESULT) until every
+ *                task has settled or --task-timeout marks the rest
+ *                timed_out.
+ *   sequence     ("..., then ..."; or the LLM's choice) one
+ *                SYNC_TASK_ASSIGNMENT per task (step 20 + 2i), each with
+ *                the results before it, waiting for its result (or its
+ *                deadline) before the next.
+ *
+ * A task marked sub is done by a nested team: the coordinator is its
+ * assignee, a sub-goal does the work (subteam.c), and its conclusion comes
+ * back into this room as the task's INFORM_TASK_RESULT (step 12 + i, or
+ * 21 + 2i in a sequence), posted by the coordinator.
+ *
+ * max_turns (envelopes in the room since the goal started) and the token
+ * budget are checked before every step and end the phase at once.
+ *
+ * Reading the room: every entry is copied to the goal's feed and absorbed
+ * in Stream order, and the read position is saved with what was learnt
+ * (iw_store_save_progress), so a successor re-reads at most one batch.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iw.h"
+
+
+static int iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_goal_set_deadline(const iw_conf_t *conf, iw_goal_t *g,
+    int step, long long *now);
+static int iw_goal_expire(const iw_conf_t *conf, iw_goal_t *g, size_t i,
+    long long now);
+static int iw_goal_wait(const iw_conf_t *conf, iw_goal_t *g,
+    long long until, long long now);
+static int iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g,
+    iw_entries_t *e);
+static void iw_goal_task_update(iw_goal_t *g, yajl_val env,
+    const char *sender, long long type);
+static int iw_goal_assigned(iw_goal_t *g, size_t i);
+static void iw_goal_task_json(iw_buf_t *tasks, iw_buf_t *subs, iw_task_t *t,
+    const char *desc);
+
+
+int
+iw_goal_members(iw_goal_t *g, iw_agents_t *out)
+{
+    size_t       i;
+    yajl_val     team, m, v;
+    const char  *s;
+
+    out->v = NULL;
+    out->n = 0;
+
+    team = g->team ? iw_json_parse(g->team, strlen(g->team)) : NULL;
+
+    if (team == NULL || !YAJL_IS_ARRAY(team)) {
+        yajl_tree_free(team);
+        return IW_ERROR;
+    }
+
+    out->v = iw_alloc((team->u.array.len + 1) * sizeof(iw_agent_t));
+
+    for (i = 0; i < team->u.array.len; i++) {
+        m = team->u.array.values[i];
+        s = iw_json_get_str(m, "name");
+
+        if (s == NULL) {
+            continue;
+        }
+
+        out->v[out->n].name = iw_strdup(s);
+        s = iw_json_get_str(m, "type");
+        out->v[out->n].type = iw_strdup(s ? s : "");
+        s = iw_json_get_str(m, "desc");
+        out->v[out->n].desc = iw_strdup(s ? s : "");
+        v = iw_json_get(m, "protocol");
+        out->v[out->n].protocol = v && YAJL_IS_TRUE(v);
+        out->v[out->n].found = 1;
+        out->v[out->n].online = 0;
+        out->n++;
+    }
+
+    yajl_tree_free(team);
+
+    return IW_OK;
+}
+
+
+int
+iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int  rc;
+
+    rc = iw_goal_drain(conf, g, 0);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    if (g->max_turns && g->turns >= g->max_turns) {
+        return iw_goal_to_concluding(conf, g, "max_turns");
+    }
+
+    if (conf->token_budget
+        && g->prompt_tokens + g->completion_tokens >= conf->token_budget)
+    {
+        return iw_goal_to_concluding(conf, g, "token_budget");
+    }
+
+    rc = iw_goal_discuss(conf, g);
+
+    if (rc == IW_GOAL_NEXT) {
+        rc = g->sync ? iw_goal_sequence(conf, g) : iw_goal_parallel(conf, g);
+    }
+
+    if (rc == IW_GOAL_NEXT) {
+        return iw_goal_to_concluding(conf, g, "settled");
+    }
+
+    return rc;
+}
+
+
+static int
+iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int          rc, step;
+    char        *text, *mark, *extra;
+    size_t       i, nspeakers, waiting;
+    iw_buf_t     b, e;
+    long long    now;
+    iw_agents_t  team;
+
+    if (iw_goal_members(g, &team) != IW_OK) {
+        return iw_goal_fail(conf, g, "the goal's team is not valid JSON");
+    }
+
+    rc = IW_GOAL_NEXT;
+    iw_buf_init(&b);
+    iw_buf_addc(&b, '[');
+
+    for (i = 0, nspeakers = 0; i < team.n; i++) {
+        if (team.v[i].protocol && !iw_streq(team.v[i].name, conf->name)) {
+            iw_buf_adds(&b, nspeakers++ ? "," : "");
+            iw_json_str(&b, team.v[i].name);
+        }
+    }
+
+    if (g->step < IW_STEP_DISCUSSION) {
+        if (nspeakers && g->turn_deadline == 0) {
+            if (iw_redis_time_ms(&now) != IW_OK) {
+                rc = IW_ERROR;
+                goto done;
+            }
+
+            g->turn_deadline = now + conf->turn_timeout_ms;
+            text = iw_sprintf("%lld", g->turn_deadline);
+            rc = iw_store_save(conf, g, "turn_deadline", text, NULL);
+            free(text);
+
+            if (rc != IW_OK) {
+                goto done;
+            }
+        }
+
+        if (nspeakers == 0) {
+            iw_json_str(&b, conf->name);
+        }
+
+        iw_buf_addc(&b, ']');
+
+        text = g->discussion ? iw_strdup(g->discussion)
+                             : iw_plan_discussion(g->goal, g->sync, g->tasks,
+                                                  g->ntasks);
+        rc = iw_goal_post(conf, g, IW_STEP_DISCUSSION, IW_TYPE_DISCUSSION,
+                          text, b.data, NULL, NULL);
+        free(text);
+        goto done;
+    }
+
+    /* the coordinator speaks for the members that only run tasks */
+    for (i = 0; i < team.n && i < IW_STEP_ASSIGN - IW_STEP_BEHALF; i++) {
+        step = IW_STEP_BEHALF + (int) i;
+
+        if (team.v[i].protocol || iw_streq(team.v[i].name, conf->name)
+            || g->step >= step)
+        {
+            continue;
+        }
+
+        iw_buf_free(&b);
+        iw_buf_init(&b);
+        iw_buf_addc(&b, '[');
+        iw_json_str(&b, conf->name);
+        iw_buf_addc(&b, ']');
+
+        iw_buf_init(&e);
+        iw_buf_adds(&e, "\"on_behalf_of\":");
+        iw_json_str(&e, team.v[i].name);
+        extra = iw_buf_take(&e);
+
+        text = iw_plan_behalf(&team.v[i], g->tasks, g->ntasks);
+        rc = iw_goal_post(conf, g, step, IW_TYPE_DISCUSSION, text, b.data,
+                          NULL, extra);
+        free(text);
+        free(extra);
+        goto done;
+    }
+
+    /* and leaves the protocol speakers their turn, up to a deadline */
+    if (nspeakers && g->step < IW_STEP_ASSIGN && g->step < IW_STEP_SYNC) {
+        for (i = 0, waiting = 0; i < team.n; i++) {
+            if (!team.v[i].protocol || iw_streq(team.v[i].name, conf->name)) {
+                continue;
+            }
+
+            mark = iw_sprintf(",%s,", team.v[i].name);
+            waiting += strstr(g->spoke, mark) == NULL;
+            free(mark);
+        }
+
+        if (waiting) {
+            if (iw_redis_time_ms(&now) != IW_OK) {
+                rc = IW_ERROR;
+                goto done;
+            }
+
+            if (now < g->turn_deadline) {
+                rc = iw_goal_wait(conf, g, g->turn_deadline, now);
+                goto done;
+            }
+
+            iw_info("goal %s: %zu speaker%s did not take the turn within "
+                    "%lld s; going on", g->goal_id, waiting,
+                    waiting == 1 ? "" : "s", conf->turn_timeout_ms / 1000);
+        }
+    }
+
+done:
+
+    iw_buf_free(&b);
+    iw_agents_free(&team);
+
+    return rc;
+}
+
+
+/* every task at once, then PAUSE with the triggers, then the answers */
+
+static int
+iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int        rc;
+    char      *text;
+    size_t     i, j, open, npeople;
+    iw_buf_t   b, tasks, subs, extra;
+    long long  now;
+
+    if (g->step < IW_STEP_ASSIGN) {
+        rc = iw_goal_set_deadline(conf, g, IW_STEP_ASSIGN, &now);
+        if (rc != IW_OK) {
+            return rc;
+        }
+
+        /* next_speaker: the assignees, once each; "tasks": each one's task,
+         * "sub_teams": the tasks the coordinator hands to nested teams */
+        iw_buf_init(&b);
+        iw_buf_init(&tasks);
+        iw_buf_init(&subs);
+        iw_buf_addc(&b, '[');
+
+        for (i = 0, npeople = 0; i < g->ntasks; i++) {
+            for (j = 0; j < i && strcmp(g->tasks[j].agent,
+                                        g->tasks[i].agent) != 0; j++)
+            {
+                /* void */
+            }
+
+            if (j == i) {
+                iw_buf_adds(&b, npeople++ ? "," : "");
+                iw_json_str(&b, g->tasks[i].agent);
+            }
+
+            iw_goal_task_json(&tasks, &subs, &g->tasks[i], g->tasks[i].desc);
+        }
+
+        iw_buf_addc(&b, ']');
+
+        iw_buf_init(&extra);
+        iw_buf_adds(&extra, "\"tasks\":{");
+        iw_buf_add(&extra, tasks.data ? tasks.data : "", tasks.len);
+        iw_buf_addc(&extra, '}');
+
+        if (subs.len) {
+            iw_buf_adds(&extra, ",\"sub_teams\":[");
+            iw_buf_add(&extra, subs.data, subs.len);
+            iw_buf_addc(&extra, ']');
+        }
+
+        text = iw_plan_assignment(g->tasks, g->ntasks);
+        rc = iw_goal_post(conf, g, IW_STEP_ASSIGN, IW_TYPE_ASYNC_ASSIGN, text,
+                          b.data, NULL, extra.data);
+        free(text);
+        iw_buf_free(&b);
+        iw_buf_free(&tasks);
+        iw_buf_free(&subs);
+        iw_buf_free(&extra);
+
+        return rc;
+    }
+
+    if (g->step < IW_STEP_PAUSE) {
+        iw_buf_init(&b);
+        iw_buf_adds(&b, "\"triggers\":[");
+
+        for (i = 0; i < g->ntasks; i++) {
+            iw_buf_adds(&b, i ? "," : "");
+            iw_json_str(&b, g->tasks[i].task_id);
+        }
+
+        iw_buf_addc(&b, ']');
+        text = iw_plan_pause(g->tasks, g->ntasks, conf->task_timeout_ms);
+
+        rc = iw_goal_post(conf, g, IW_STEP_PAUSE, IW_TYPE_PAUSE, text, "\"\"",
+                          NULL, b.data);
+        free(text);
+        iw_buf_free(&b);
+
+        return rc;
+    }
+
+    /* nested teams: start them, and bring their results back in task
+     * order (the steps must increase) */
+    for (i = 0; i < g->ntasks; i++) {
+        if (!g->tasks[i].sub || iw_goal_settled(&g->tasks[i])) {
+            continue;
+        }
+
+        if (!g->tasks[i].queued) {
+            return iw_sub_spawn(conf, g, i, g->tasks[i].desc);
+        }
+    }
+
+    for (i = 0; i < g->ntasks; i++) {
+        if (!g->tasks[i].sub || iw_goal_settled(&g->tasks[i])) {
+            continue;
+        }
+
+        rc = iw_sub_poll(conf, g, i, IW_STEP_SUB_RESULT + (int) i);
+
+        if (rc != IW_GOAL_NEXT) {
+            return rc;                  /* posted, or an error */
+        }
+
+        break;                          /* not done yet: wait for it */
+    }
+
+    /* waiting for the triggers */
+
+    if (iw_redis_time_ms(&now) != IW_OK) {
+        return IW_ERROR;
+    }
+
+    for (i = 0, open = 0; i < g->ntasks; i++) {
+        if (iw_goal_settled(&g->tasks[i])) {
+            continue;
+        }
+
+        if (now >= g->deadline) {
+            rc = iw_goal_expire(conf, g, i, now);
+            if (rc != IW_OK) {
+                return rc;
+            }
+
+            continue;
+        }
+
+        open++;
+    }
+
+    rc = iw_store_save_progress(conf, g);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    if (open == 0) {
+        return IW_GOAL_NEXT;
+    }
+
+    return iw_goal_wait(conf, g, g->deadline, now);
+}
+
+
+/* one task after the other, each handed the results before it */
+
+static int
+iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int        rc, step;
+    char      *text;
+    size_t     i;
+    iw_buf_t   b, tasks, subs, extra;
+    long long  now;
+
+    for (i = 0; i < g->ntasks; i++) {
+        step = IW_STEP_SYNC + 2 * (int) i;
+
+        if (g->step < step) {
+            rc = iw_goal_set_deadline(conf, g, step, &now);
+            if (rc != IW_OK) {
+                return rc;
+            }
+
+            text = iw_plan_sync_task(g->tasks, i);
+
+            iw_buf_init(&b);
+            iw_buf_init(&tasks);
+            iw_buf_init(&subs);
+            iw_buf_init(&extra);
+            iw_buf_addc(&b, '[');
+            iw_json_str(&b, g->tasks[i].agent);
+            iw_buf_addc(&b, ']');
+            iw_goal_task_json(&tasks, &subs, &g->tasks[i], text);
+            iw_buf_adds(&extra, "\"tasks\":{");
+            iw_buf_add(&extra, tasks.data ? tasks.data : "", tasks.len);
+            iw_buf_addc(&extra, '}');
+
+            if (subs.len) {
+                iw_buf_adds(&extra, ",\"sub_teams\":[");
+                iw_buf_add(&extra, subs.data, subs.len);
+                iw_buf_addc(&extra, ']');
+            }
+
+            rc = iw_goal_post(conf, g, step, IW_TYPE_SYNC_ASSIGN, text,
+                              b.data, g->tasks[i].task_id, extra.data);
+            free(text);
+            iw_buf_free(&b);
+            iw_buf_free(&tasks);
+            iw_buf_free(&subs);
+            iw_buf_free(&extra);
+
+            return rc;
+        }
+
+        if (iw_goal_settled(&g->tasks[i])) {
+            continue;
+        }
+
+        if (g->tasks[i].sub) {
+            if (!g->tasks[i].queued) {
+                text = iw_plan_sync_task(g->tasks, i);
+                rc = iw_sub_spawn(conf, g, i, text);
+                free(text);
+                return rc;
+            }
+
+            rc = iw_sub_poll(conf, g, i, step + 1);
+            if (rc != IW_GOAL_NEXT) {
+                return rc;
+            }
+        }
+
+        if (iw_redis_time_ms(&now) != IW_OK) {
+            return IW_ERROR;
+        }
+
+        if (now >= g->deadline) {
+            rc = iw_goal_expire(conf, g, i, now);
+            if (rc != IW_OK) {
+                return rc;
+            }
+
+            rc = iw_store_save_progress(conf, g);
+            if (rc != IW_OK) {
+                return rc;
+            }
+
+            continue;
+        }
+
+        return iw_goal_wait(conf, g, g->deadline, now);
+    }
+
+    return IW_GOAL_NEXT;
+}
+
+
+/* The deadline of the tasks of an assignment step is fixed once, before
+ * the step is posted, so that a successor keeps it. */
+
+static int
+iw_goal_set_deadline(const iw_conf_t *conf, iw_goal_t *g, int step,
+    long long *now)
+{
+    int    rc;
+    char   deadline[32], which[16];
+
+    if (iw_redis_time_ms(now) != IW_OK) {
+        return IW_ERROR;
+    }
+
+    if (g->deadline_step == step && g->deadline) {
+        return IW_OK;
+    }
+
+    g->deadline = *now + conf->task_timeout_ms;
+    g->deadline_step = step;
+    snprintf(deadline, sizeof(deadline), "%lld", g->deadline);
+    snprintf(which, sizeof(which), "%d", step);
+
+    rc = iw_store_save(conf, g, "deadline", deadline, "deadline_step", which,
+                       NULL);
+
+    return rc;
+}
+
+
+/* a task past its deadline: timed_out; a nested team working on it is
+ * cancelled (its conclusion would come too late) */
+
+static int
+iw_goal_expire(const iw_conf_t *conf, iw_goal_t *g, size_t i, long long now)
+{
+    iw_task_t  *t;
+
+    (void) now;
+
+    t = &g->tasks[i];
+
+    free(t->status);
+    t->status = iw_strdup("timed_out");
+    t->dirty = 1;
+
+    iw_info("goal %s: task %s (%s) timed out", g->goal_id, t->task_id,
+            t->agent);
+
+    if (t->sub && t->child) {
+        return iw_sub_cancel(conf, g, i);
+    }
+
+    return IW_OK;
+}
+
+
+/* waits for the room until `until` (Redis clock), at most IW_GOAL_WAIT_MS;
+ * sub-teams are polled between the reads */
+
+static int
+iw_goal_wait(const iw_conf_t *conf, iw_goal_t *g, long long until,
+    long long now)
+{
+    long long  wait;
+
+    wait = until - now;
+
+    if (wait > IW_GOAL_WAIT_MS) {
+        wait = IW_GOAL_WAIT_MS;
+    }
+
+    return iw_goal_drain(conf, g, wait > 0 ? wait : 1);
+}
+
+
+/* "agent": {"task_id","task_desc"} for the "tasks" map, or for a nested
+ * team {"task_id","task_desc"} in "sub_teams" */
+
+static void
+iw_goal_task_json(iw_buf_t *tasks, iw_buf_t *subs, iw_task_t *t,
+    const char *desc)
+{
+    iw_buf_t  *b;
+
+    b = t->sub ? subs : tasks;
+    iw_buf_adds(b, b->len ? "," : "");
+
+    if (t->sub) {
+        iw_buf_adds(b, "{\"task_id\":");
+
+    } else {
+        iw_json_str(b, t->agent);
+        iw_buf_adds(b, ":{\"task_id\":");
+    }
+
+    iw_json_str(b, t->task_id);
+    iw_buf_adds(b, ",\"task_desc\":");
+    iw_json_str(b, desc);
+    iw_buf_addc(b, '}');
+}
+
+
+/* Reads the room: everything up to its end when block_ms is 0, else one
+ * read that waits up to block_ms.  Then an intent still above step after a
+ * full read was never posted (see goal.c). */
+
+int
+iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g, long long block_ms)
+{
+    int           rc;
+    size_t        n;
+    iw_entries_t  e;
+
+    do {
+        rc = iw_room_read(conf, g->comm_id, g->last_id, block_ms, &e);
+        if (rc != IW_OK) {
+            return rc;
+        }
+
+        n = e.n;
+        rc = n ? iw_goal_absorb(conf, g, &e) : IW_OK;
+        iw_entries_free(&e);
+
+        if (rc != IW_OK) {
+            return rc;
+        }
+
+    } while (block_ms == 0 && n > 0);
+
+    if (block_ms == 0 && g->intent > g->step) {
+        iw_info("goal %s: step %d is not in the room; it will be posted",
+                g->goal_id, g->intent);
+        g->intent = 0;
+
+        return iw_store_save(conf, g, "intent", "0", NULL);
+    }
+
+    return IW_OK;
+}
+
+
+static int
+iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
+{
+    int          spoke;
+    char        *mark, *s;
+    size_t       i, k;
+    yajl_val     env;
+    long long    type, step;
+    iw_agents_t  team;
+    const char  *sender, *goal, *content;
+
+    if (iw_goal_members(g, &team) != IW_OK) {
+        team.n = 0;
+    }
+
+    spoke = 0;
+
+    for (i = 0; i < e->n; i++) {
+        if (iw_event_envelope(conf, g->goal_id, e->v[i].sid, e->v[i].json,
+                              e->v[i].len)
+            != IW_OK)
+        {
+            iw_agents_free(&team);
+            return IW_ERROR;
+        }
+
+        g->turns++;
+        free(g->last_id);
+        g->last_id = iw_strdup(e->v[i].sid);
+
+        env = iw_json_parse(e->v[i].json, e->v[i].len);
+        sender = iw_json_get_str(env, "sender");
+
+        if (sender == NULL || iw_json_get_int(env, "type", &type) != 0) {
+            type = -1;
+        }
+
+        if (sender == NULL) {
+            yajl_tree_free(env);
+            continue;
+        }
+
+        if (strcmp(sender, conf->name) == 0) {
+            goal = iw_json_get_str(env, "ioa_goal");
+
+            if (iw_streq(goal, g->goal_id)
+                && iw_json_get_int(env, "ioa_step", &step) == 0
+                && step > g->step)
+            {
+                /* a step of ours found in the room: it was posted */
+                if (step == g->intent) {
+                    iw_info("goal %s: step %lld is already in the room "
+                            "(%s); not posting it again", g->goal_id, step,
+                            e->v[i].sid);
+                }
+
+                g->step = (int) step;
+
+                if (g->intent <= g->step) {
+                    g->intent = 0;
+                }
+
+                /* the record must say what the room says */
+                if (step == IW_STEP_CONCLUSION
+                    && (content = iw_json_get_str(env, "content")))
+                {
+                    free(g->conclusion);
+                    g->conclusion = iw_strdup(content);
+                }
+
+            }
+
+            /* a nested team's result, posted by us (whether this worker
+             * or the one before it: task states only move forward) */
+            if (iw_streq(goal, g->goal_id) && type == IW_TYPE_RESULT) {
+                iw_goal_task_update(g, env, sender, type);
+            }
+
+        } else if (g->step < IW_STEP_CONCLUSION
+                   && (type == IW_TYPE_PROGRESS || type == IW_TYPE_RESULT))
+        {
+            iw_goal_task_update(g, env, sender, type);
+
+        } else if (type == IW_TYPE_DISCUSSION
+                   && g->step >= IW_STEP_DISCUSSION)
+        {
+            /* a protocol speaker took its turn */
+            for (k = 0; k < team.n; k++) {
+                if (team.v[k].protocol && strcmp(team.v[k].name, sender) == 0)
+                {
+                    mark = iw_sprintf(",%s,", sender);
+
+                    if (strstr(g->spoke, mark) == NULL) {
+                        s = iw_sprintf("%s%s,", g->spoke, sender);
+                        free(g->spoke);
+                        g->spoke = s;
+                        spoke = 1;
+                        iw_info("goal %s: %s took its turn", g->goal_id,
+                                sender);
+                    }
+
+                    free(mark);
+                }
+            }
+        }
+
+        yajl_tree_free(env);
+    }
+
+    iw_agents_free(&team);
+
+    if (spoke && iw_store_save(conf, g, "spoke", g->spoke, NULL) != IW_OK) {
+        return IW_ERROR;
+    }
+
+    return iw_store_save_progress(conf, g);
+}
+
+
+/* a task's assignment is in the room: only then can it be answered */
+
+static int
+iw_goal_assigned(iw_goal_t *g, size_t i)
+{
+    if (g->sync) {
+        return g->step >= IW_STEP_SYNC + 2 * (int) i;
+    }
+
+    return g->step >= IW_STEP_ASSIGN;
+}
+
+
+/*
+ * A task is found by its task_id, and must belong to the sender.  An agent
+ * that made up its own task_id (IoA's clients do: the assignee creates it)
+ * is matched by name instead: its first open task that was assigned.
+ * States only move forward.
+ */
+
+static void
+iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
+    long long type)
+{
+    size_t       i;
+    iw_task_t   *t, *mine;
+    const char  *id, *status, *text;
+
+    id = iw_json_get_str(env, "task_id");
+    t = NULL;
+    mine = NULL;
+
+    for (i = 0; i < g->ntasks; i++) {
+        if (mine == NULL && strcmp(g->tasks[i].agent, sender) == 0
+            && !iw_goal_settled(&g->tasks[i]) && iw_goal_assigned(g, i))
+        {
+            mine = &g->tasks[i];
+        }
+
+        if (id && strcmp(g->tasks[i].task_id, id) == 0) {
+            t = &g->tasks[i];
+        }
+    }
+
+    if (t && strcmp(t->agent, sender) != 0) {
+        iw_warn("goal %s: %s reported on %s's task %s; ignored", g->goal_id,
+                sender, t->agent, t->task_id);
+        return;
+    }
+
+    if (t == NULL) {
+        t = mine;
+    }
+
+    if (t == NULL || iw_goal_settled(t)) {
+        return;
+    }
+
+    if (type == IW_TYPE_PROGRESS) {
+        if (iw_streq(t->status, "pending")) {
+            free(t->status);
+            t->status = iw_strdup("in_progress");
+            t->dirty = 1;
+            iw_info("goal %s: task %s (%s) in progress", g->goal_id,
+                    t->task_id, t->agent);
+        }
+
+        return;
+    }
+
+    status = iw_json_get_str(env, "task_status");
+
+    if (!iw_streq(status, "failed") && !iw_streq(status, "timed_out")
+        && !iw_streq(status, "cancelled"))
+    {
+        status = "completed";
+    }
+
+    text = iw_json_get_str(env, "task_conclusion");
+
+    if (text == NULL || *text == '\0') {
+        text = iw_json_get_str(env, "content");
+    }
+
+    free(t->status);
+    free(t->result);
+    t->status = iw_strdup(status);
+    t->result = iw_strdup(text ? text : "");
+    t->dirty = 1;
+
+    iw_info("goal %s: task %s (%s) %s", g->goal_id, t->task_id, t->agent,
+            status);
+}

@@ -1,0 +1,1603 @@
+/*
+ * ioa-worker: the LLM client, one chat completion against an
+ * OpenAI-compatible endpoint (POST {base_url}/chat/completions).
+ *
+ * A call is a loop of attempts.  Each attempt is judged by what came back:
+ *
+ *   answer     2xx, choices[0].message.content holds a JSON object (after
+ *              repair, see iw_llm_extract_json()): done.
+ *   refusal    400 or 422 that names response_format or the schema, or
+ *              a 5xx that names response_format or json_schema (older
+ *              servers fail so): the server cannot do this format, so
+ *              c->format steps down (json_schema, json_object, none: the
+ *              schema then goes into the prompt) and the request is sent
+ *              again at once.  The same for max_tokens (OpenAI's reasoning
+ *              models want max_completion_tokens) and temperature.  These
+ *              change the conf, so they happen once per process (one
+ *              warning each), and they do not use up the attempts: they
+ *              can happen at most four times in all.
+ *   transient  connection refused or reset, a timeout, 408, 409, 429, 5xx,
+ *              a 2xx that is not a completion, a completion that is not a
+ *              JSON object (a sampled model may do better next time): try
+ *              again after a backoff, exponential with jitter so that
+ *              workers that failed together do not retry together, or
+ *              after the server's Retry-After when it is longer.
+ *   fatal      401, 403, 404, any other 4xx, a redirect, a TLS
+ *              verification failure, an oversized answer: a wrong key, URL
+ *              or model name, which no retry mends and the operator must
+ *              see, so the call fails at once with the server's own words.
+ *
+ * Why libcurl's multi interface for a blocking program: the easy
+ * interface calls back only "about once a second" while it waits, and the
+ * worker must renew its job's lease and notice SIGTERM more often than
+ * that.  With one easy handle in a multi handle this file drives the loop
+ * itself and calls the tick every IW_LLM_TICK_MS.  curl_multi_poll() also
+ * returns when a signal interrupts it, so SIGTERM is seen at once (or a
+ * tick later, when the signal went to curl's resolver thread).  Both
+ * handles live as long as the process, so the connection to the endpoint
+ * (TLS included) is reused from one call to the next.
+ *
+ * Nothing a server sends can crash the worker: the answer's size is
+ * capped (IW_LLM_MAX_BODY), its nesting too (yajl_tree_free() recurses),
+ * invalid UTF-8 and NULs are replaced before yajl sees them, and every
+ * string in the result is valid UTF-8 so the caller may copy it into the
+ * room's JSON as it is (json.c relies on that).
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "iw.h"
+#include "llm.h"
+
+
+/* a completion of max_tokens is a few KiB; megabytes mean a wrong URL or
+ * a broken server, and must not become the worker's memory */
+#define IW_LLM_MAX_BODY          (4 * 1024 * 1024)
+
+/* yajl_tree_free() and iw_json_emit() recurse: a deeper answer is refused
+ * before it is parsed, so 4 MiB of "[" cannot exhaust the stack */
+#define IW_LLM_MAX_DEPTH         128
+
+#define IW_LLM_BACKOFF_CAP_MS    10000
+#define IW_LLM_RETRY_AFTER_CAP   30000
+
+/* candidates iw_llm_extract_json() tries: each costs a pass over the text */
+#define IW_LLM_EXTRACT_TRIES     16
+
+/* how much of a server's or a model's text goes into an error */
+#define IW_LLM_SNIPPET           200
+
+#define IW_LLM_DEFAULT_MODEL     "gpt-4o-mini"
+
+
+/* how an attempt ended */
+#define IW_LLM_DONE      0
+#define IW_LLM_AGAIN     1           /* the conf changed: send again now */
+#define IW_LLM_RETRY     2
+#define IW_LLM_FATAL     3
+
+
+typedef struct {
+    iw_buf_t     body;
+    int          too_big;
+    int          done;
+    CURLcode     curl_rc;
+    long         status;
+    long long    retry_after_ms;
+    char        *redirect;
+    char         errbuf[CURL_ERROR_SIZE];
+} iw_llm_http_t;
+
+
+static int iw_llm_curl_init(void);
+static const char *iw_llm_getenv(const char *name, const char *fallback,
+    const char **used);
+static int iw_llm_bad_text(const char *s, int allow_space);
+static struct curl_slist *iw_llm_header(struct curl_slist *l,
+    const char *header);
+static char *iw_llm_body(iw_llm_conf_t *c, yajl_val msgs, const char *name,
+    yajl_val schema, int format);
+static int iw_llm_request(iw_llm_conf_t *c, const char *body,
+    struct curl_slist *headers, int (*tick)(void *data), void *tick_data,
+    iw_llm_http_t *h);
+static size_t iw_llm_write(char *p, size_t size, size_t nmemb, void *data);
+static int iw_llm_judge(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
+    iw_llm_result_t *out);
+static int iw_llm_refused(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
+    const char *msg);
+static char *iw_llm_content(yajl_val message);
+static int iw_llm_wait(long long ms, int (*tick)(void *data),
+    void *tick_data);
+static long long iw_llm_backoff(iw_llm_conf_t *c, int n);
+static void iw_llm_error(iw_llm_result_t *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static char *iw_llm_clean(const char *s, size_t n, size_t max);
+static const char *iw_llm_server_message(yajl_val doc);
+static int iw_llm_mentions(const char *s, size_t n, const char *word);
+static void iw_llm_utf8_fix(char *s, size_t n);
+static void iw_llm_fix_tree(yajl_val v);
+static int iw_llm_depth_ok(const char *s, size_t n);
+static yajl_val iw_llm_parse(const char *s, size_t n);
+static const char *iw_llm_balanced(const char *s, const char *end);
+static const char *iw_llm_format_name(int format);
+
+
+static CURLM  *iw_llm_multi;
+static CURL   *iw_llm_easy;
+
+
+static int
+iw_llm_curl_init(void)
+{
+    static int  done;
+
+    if (done) {
+        return iw_llm_multi && iw_llm_easy ? 0 : -1;
+    }
+
+    done = 1;
+
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        return -1;
+    }
+
+    iw_llm_multi = curl_multi_init();
+    iw_llm_easy = curl_easy_init();
+
+    return iw_llm_multi && iw_llm_easy ? 0 : -1;
+}
+
+
+/* an empty variable counts as unset: compose files write "VAR=" */
+
+static const char *
+iw_llm_getenv(const char *name, const char *fallback, const char **used)
+{
+    const char  *v;
+
+    *used = name;
+    v = getenv(name);
+
+    if ((v == NULL || *v == '\0') && fallback) {
+        *used = fallback;
+        v = getenv(fallback);
+    }
+
+    return (v && *v) ? v : NULL;
+}
+
+
+/* control characters would break the request's header lines */
+
+static int
+iw_llm_bad_text(const char *s, int allow_space)
+{
+    for ( /* void */ ; *s; s++) {
+        if ((unsigned char) *s < 0x20 || *s == 0x7f
+            || (*s == ' ' && !allow_space))
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+int
+iw_llm_conf_from_env(iw_llm_conf_t *c)
+{
+    char                    *end, *q, *path;
+    size_t                   n;
+    double                   d;
+    long long                ll;
+    const char              *base, *key, *model, *v, *name;
+    curl_version_info_data  *ver;
+    const char *const       *p;
+
+    memset(c, 0, sizeof(iw_llm_conf_t));
+
+    /* the defaults */
+    c->timeout_ms = 60000;
+    c->connect_timeout_ms = 5000;
+    c->max_attempts = 4;
+    c->backoff_ms = 500;
+    c->format = IW_LLM_FORMAT_SCHEMA;
+    c->max_tokens = 1024;
+    c->temperature = 0.2;
+
+    base = iw_llm_getenv("IOA_LLM_BASE_URL", "OPENAI_BASE_URL", &name);
+    if (base == NULL) {
+        return 0;
+    }
+
+    if ((strncasecmp(base, "http://", 7) != 0
+         && strncasecmp(base, "https://", 8) != 0)
+        || iw_llm_bad_text(base, 0))
+    {
+        iw_error("%s must be an http:// or https:// URL such as "
+                 "http://127.0.0.1:8080/v1, not \"%s\"", name, base);
+        return -1;
+    }
+
+    if (iw_llm_curl_init() != 0) {
+        iw_error("libcurl failed to initialise");
+        return -1;
+    }
+
+    if (strncasecmp(base, "https://", 8) == 0) {
+        ver = curl_version_info(CURLVERSION_NOW);
+
+        for (p = ver->protocols; *p && strcmp(*p, "https") != 0; p++) {
+            /* void */
+        }
+
+        if (*p == NULL) {
+            iw_error("%s is https but this libcurl has no TLS", name);
+            return -1;
+        }
+    }
+
+    /*
+     * The base URL as the OpenAI SDKs take it (".../v1"), with any
+     * trailing slash dropped; the whole endpoint is accepted too, since
+     * that is what a server's documentation usually shows.  A query string
+     * (Azure's api-version) stays at the end.
+     */
+
+    q = strchr(base, '?');
+    path = iw_strndup(base, q ? (size_t) (q - base) : strlen(base));
+    n = strlen(path);
+
+    while (n > 8 && path[n - 1] == '/') {
+        path[--n] = '\0';
+    }
+
+    if (n > 17 && strcmp(path + n - 17, "/chat/completions") == 0) {
+        n -= 17;
+        path[n] = '\0';
+
+        while (n > 8 && path[n - 1] == '/') {
+            path[--n] = '\0';
+        }
+    }
+
+    c->base_url = iw_sprintf("%s%s", path, q ? q : "");
+    c->url = iw_sprintf("%s/chat/completions%s", path, q ? q : "");
+    free(path);
+
+    key = iw_llm_getenv("IOA_LLM_API_KEY", "OPENAI_API_KEY", &name);
+    if (key) {
+        if (iw_llm_bad_text(key, 0)) {
+            iw_error("%s holds spaces or control characters", name);
+            goto failed;
+        }
+
+        c->api_key = iw_strdup(key);
+    }
+
+    model = iw_llm_getenv("IOA_LLM_MODEL", "OPENAI_MODEL", &name);
+    if (model && iw_llm_bad_text(model, 1)) {
+        iw_error("%s holds control characters", name);
+        goto failed;
+    }
+
+    c->model = iw_strdup(model ? model : IW_LLM_DEFAULT_MODEL);
+
+    v = iw_llm_getenv("IOA_LLM_TIMEOUT", NULL, &name);
+    if (v) {
+        d = strtod(v, &end);
+        if (end == v || *end != '\0' || !(d >= 0.001 && d <= 86400)) {
+            iw_error("IOA_LLM_TIMEOUT must be seconds (0.001 to 86400), "
+                     "not \"%s\"", v);
+            goto failed;
+        }
+
+        c->timeout_ms = (long long) (d * 1000 + 0.5);
+
+        /* a connect slower than the whole request is no use */
+        if (c->connect_timeout_ms > c->timeout_ms) {
+            c->connect_timeout_ms = c->timeout_ms;
+        }
+    }
+
+    v = iw_llm_getenv("IOA_LLM_MAX_ATTEMPTS", NULL, &name);
+    if (v) {
+        ll = strtoll(v, &end, 10);
+        if (end == v || *end != '\0' || ll < 1 || ll > 100) {
+            iw_error("IOA_LLM_MAX_ATTEMPTS must be 1 to 100, not \"%s\"", v);
+            goto failed;
+        }
+
+        c->max_attempts = (int) ll;
+    }
+
+    v = iw_llm_getenv("IOA_LLM_RESPONSE_FORMAT", NULL, &name);
+    if (v) {
+        if (strcmp(v, "json_schema") == 0) {
+            c->format = IW_LLM_FORMAT_SCHEMA;
+
+        } else if (strcmp(v, "json_object") == 0) {
+            c->format = IW_LLM_FORMAT_OBJECT;
+
+        } else if (strcmp(v, "none") == 0) {
+            c->format = IW_LLM_FORMAT_NONE;
+
+        } else {
+            iw_error("IOA_LLM_RESPONSE_FORMAT must be json_schema, "
+                     "json_object or none, not \"%s\"", v);
+            goto failed;
+        }
+    }
+
+    v = iw_llm_getenv("IOA_LLM_MAX_TOKENS", NULL, &name);
+    if (v) {
+        ll = strtoll(v, &end, 10);
+        if (end == v || *end != '\0' || ll < 16 || ll > 1000000) {
+            iw_error("IOA_LLM_MAX_TOKENS must be 16 to 1000000, not \"%s\"",
+                     v);
+            goto failed;
+        }
+
+        c->max_tokens = ll;
+    }
+
+    v = iw_llm_getenv("IOA_LLM_TEMPERATURE", NULL, &name);
+    if (v) {
+        d = strtod(v, &end);
+        if (end == v || *end != '\0' || !(d >= 0 && d <= 2)) {
+            iw_error("IOA_LLM_TEMPERATURE must be 0 to 2, not \"%s\"", v);
+            goto failed;
+        }
+
+        c->temperature = d;
+    }
+
+    return 1;
+
+failed:
+
+    iw_llm_conf_free(c);
+
+    return -1;
+}
+
+
+void
+iw_llm_conf_free(iw_llm_conf_t *c)
+{
+    free(c->base_url);
+    free(c->url);
+    free(c->api_key);
+    free(c->model);
+    memset(c, 0, sizeof(iw_llm_conf_t));
+}
+
+
+static const char *
+iw_llm_format_name(int format)
+{
+    switch (format) {
+    case IW_LLM_FORMAT_SCHEMA: return "json_schema";
+    case IW_LLM_FORMAT_OBJECT: return "json_object";
+    default:                   return "none";
+    }
+}
+
+
+/* out of memory ends the process, as iw_alloc() does (see util.c) */
+
+static struct curl_slist *
+iw_llm_header(struct curl_slist *l, const char *header)
+{
+    struct curl_slist  *n;
+
+    n = curl_slist_append(l, header);
+    if (n == NULL) {
+        fprintf(stderr, "ioa-worker: out of memory (curl_slist_append)\n");
+        abort();
+    }
+
+    return n;
+}
+
+
+int
+iw_llm_chat(iw_llm_conf_t *c, const char *messages_json,
+    const char *schema_name, const char *schema_json,
+    int (*tick)(void *data), void *tick_data, iw_llm_result_t *out)
+{
+    int                 rc, n, verdict, format;
+    char               *body, name[65];
+    size_t              i;
+    yajl_val            msgs, schema;
+    iw_buf_t            hb;
+    long long           start, wait;
+    iw_llm_http_t       h;
+    struct curl_slist  *headers;
+
+    memset(out, 0, sizeof(iw_llm_result_t));
+    memset(&h, 0, sizeof(h));
+    iw_buf_init(&h.body);
+
+    start = iw_mono_ms();
+    msgs = NULL;
+    schema = NULL;
+    headers = NULL;
+    rc = IW_LLM_FAILED;
+
+    /* OpenAI's rule for the name: [a-zA-Z0-9_-]{1,64} */
+    for (i = 0; schema_name && schema_name[i] && i < 64; i++) {
+        name[i] = (strchr("_-", schema_name[i])
+                   || (schema_name[i] >= 'a' && schema_name[i] <= 'z')
+                   || (schema_name[i] >= 'A' && schema_name[i] <= 'Z')
+                   || (schema_name[i] >= '0' && schema_name[i] <= '9'))
+                  ? schema_name[i] : '_';
+    }
+
+    if (i == 0) {
+        strcpy(name, "answer");
+
+    } else {
+        name[i] = '\0';
+    }
+
+    msgs = messages_json
+           ? iw_llm_parse(messages_json, strlen(messages_json)) : NULL;
+    if (msgs == NULL || !YAJL_IS_ARRAY(msgs) || msgs->u.array.len == 0) {
+        iw_llm_error(out, "the messages are not a JSON array of messages");
+        goto done;
+    }
+
+    if (schema_json) {
+        schema = iw_llm_parse(schema_json, strlen(schema_json));
+        if (schema == NULL || !YAJL_IS_OBJECT(schema)) {
+            iw_llm_error(out, "the schema of %s is not a JSON object", name);
+            goto done;
+        }
+    }
+
+    if (iw_llm_curl_init() != 0) {
+        iw_llm_error(out, "libcurl failed to initialise");
+        goto done;
+    }
+
+    /* an empty "Expect:" stops curl from waiting for a 100 Continue on a
+     * long prompt, which some servers never send */
+    headers = iw_llm_header(NULL, "Content-Type: application/json");
+    headers = iw_llm_header(headers, "Accept: application/json");
+    headers = iw_llm_header(headers, "Expect:");
+
+    if (c->api_key) {
+        iw_buf_init(&hb);
+        iw_buf_addf(&hb, "Authorization: Bearer %s", c->api_key);
+        headers = iw_llm_header(headers, hb.data);
+        iw_buf_free(&hb);
+    }
+
+    for (n = 0; /* void */ ; /* void */ ) {
+
+        /* json_schema needs a schema: without one, ask for any object */
+        format = c->format;
+        if (format == IW_LLM_FORMAT_SCHEMA && schema == NULL) {
+            format = IW_LLM_FORMAT_OBJECT;
+        }
+
+        body = iw_llm_body(c, msgs, name, schema, format);
+
+        rc = iw_llm_request(c, body, headers, tick, tick_data, &h);
+        free(body);
+        out->attempts++;
+
+        if (rc != 0) {
+            iw_info("llm: %s from %s: stopped during attempt %d (%lld ms)",
+                    name, c->model, out->attempts, iw_mono_ms() - start);
+            goto done;
+        }
+
+        verdict = iw_llm_judge(c, format, &h, out);
+
+        if (verdict == IW_LLM_DONE) {
+            rc = IW_LLM_OK;
+            break;
+        }
+
+        if (verdict == IW_LLM_AGAIN) {
+            continue;
+        }
+
+        rc = IW_LLM_FAILED;
+
+        if (verdict == IW_LLM_FATAL || ++n >= c->max_attempts) {
+            break;
+        }
+
+        wait = iw_llm_backoff(c, n);
+        if (h.retry_after_ms > wait) {
+            wait = h.retry_after_ms;
+        }
+
+        iw_warn("llm: %s from %s: attempt %d of %d failed: %s; again in "
+                "%lld ms", name, c->model, n, c->max_attempts, out->error,
+                wait);
+
+        rc = iw_llm_wait(wait, tick, tick_data);
+        if (rc != 0) {
+            goto done;
+        }
+    }
+
+    if (rc == IW_LLM_OK) {
+        free(out->error);
+        out->error = NULL;
+
+        iw_info("llm: %s from %s: %d attempt%s, %lld prompt + %lld "
+                "completion tokens, %lld ms", name, c->model, out->attempts,
+                out->attempts == 1 ? "" : "s", out->prompt_tokens,
+                out->completion_tokens, iw_mono_ms() - start);
+
+    } else {
+        if (n > 1) {
+            body = out->error;
+            out->error = iw_sprintf("%s (after %d attempts)", body, n);
+            free(body);
+        }
+
+        iw_warn("llm: %s from %s failed: %d attempt%s, %lld prompt + %lld "
+                "completion tokens, %lld ms: %s", name, c->model,
+                out->attempts, out->attempts == 1 ? "" : "s",
+                out->prompt_tokens, out->completion_tokens,
+                iw_mono_ms() - start, out->error);
+    }
+
+done:
+
+    iw_buf_free(&h.body);
+    free(h.redirect);
+    curl_slist_free_all(headers);
+
+    if (rc != IW_LLM_OK && out->json) {
+        yajl_tree_free(out->json);
+        out->json = NULL;
+    }
+
+    if (rc != IW_LLM_OK && rc != IW_LLM_FAILED) {
+        free(out->error);
+        out->error = iw_strdup("stopped");
+    }
+
+    yajl_tree_free(msgs);
+    yajl_tree_free(schema);
+
+    return rc;
+}
+
+
+void
+iw_llm_result_free(iw_llm_result_t *r)
+{
+    if (r->json) {
+        yajl_tree_free(r->json);
+    }
+
+    free(r->content);
+    free(r->error);
+    memset(r, 0, sizeof(iw_llm_result_t));
+}
+
+
+/*
+ * The request body.  Rebuilt for every attempt because a refusal changes
+ * the format, and with it where the schema goes: for json_object and none
+ * it is appended to the last message (json_object also needs the word
+ * "JSON" in the prompt, on OpenAI).
+ */
+
+static char *
+iw_llm_body(iw_llm_conf_t *c, yajl_val msgs, const char *name,
+    yajl_val schema, int format)
+{
+    int        appended;
+    size_t     i, j, last;
+    yajl_val   m, content;
+    iw_buf_t   b, instr, text;
+
+    iw_buf_init(&b);
+    iw_buf_init(&instr);
+
+    if (format != IW_LLM_FORMAT_SCHEMA) {
+        iw_buf_adds(&instr, "Answer with one JSON object");
+
+        if (schema) {
+            iw_buf_adds(&instr, " matching this JSON Schema");
+        }
+
+        iw_buf_adds(&instr, ", and nothing else: no prose, no code fence.");
+
+        if (schema) {
+            iw_buf_adds(&instr, "\nJSON Schema: ");
+            iw_json_emit(&instr, schema);
+        }
+    }
+
+    iw_buf_adds(&b, "{\"model\":");
+    iw_json_str(&b, c->model);
+    iw_buf_adds(&b, ",\"messages\":[");
+
+    last = msgs->u.array.len - 1;
+    appended = 0;
+
+    for (i = 0; i <= last; i++) {
+        m = msgs->u.array.values[i];
+        content = iw_json_get(m, "content");
+
+        if (i) {
+            iw_buf_addc(&b, ',');
+        }
+
+        if (i < last || instr.len == 0 || content == NULL
+            || !YAJL_IS_STRING(content))
+        {
+            iw_json_emit(&b, m);
+            continue;
+        }
+
+        iw_buf_addc(&b, '{');
+
+        for (j = 0; j < m->u.object.len; j++) {
+            if (j) {
+                iw_buf_addc(&b, ',');
+            }
+
+            iw_json_str(&b, m->u.object.keys[j]);
+            iw_buf_addc(&b, ':');
+
+            if (m->u.object.values[j] != content) {
+                iw_json_emit(&b, m->u.object.values[j]);
+                continue;
+            }
+
+            iw_buf_init(&text);
+            iw_buf_adds(&text, YAJL_GET_STRING(content));
+            iw_buf_adds(&text, "\n\n");
+            iw_buf_add(&text, instr.data, instr.len);
+            iw_json_strn(&b, text.data, text.len);
+            iw_buf_free(&text);
+        }
+
+        iw_buf_addc(&b, '}');
+        appended = 1;
+    }
+
+    if (instr.len && !appended) {
+        iw_buf_adds(&b, ",{\"role\":\"user\",\"content\":");
+        iw_json_strn(&b, instr.data, instr.len);
+        iw_buf_addc(&b, '}');
+    }
+
+    iw_buf_addc(&b, ']');
+
+    if (c->max_completion_tokens) {
+        iw_buf_addf(&b, ",\"max_completion_tokens\":%lld", c->max_tokens);
+
+    } else {
+        iw_buf_addf(&b, ",\"max_tokens\":%lld", c->max_tokens);
+    }
+
+    if (!c->no_temperature) {
+        iw_buf_addf(&b, ",\"temperature\":%g", c->temperature);
+    }
+
+    iw_buf_adds(&b, ",\"stream\":false");
+
+    if (format == IW_LLM_FORMAT_SCHEMA) {
+        iw_buf_adds(&b, ",\"response_format\":{\"type\":\"json_schema\","
+                    "\"json_schema\":{\"name\":");
+        iw_json_str(&b, name);
+        iw_buf_adds(&b, ",\"schema\":");
+        iw_json_emit(&b, schema);
+        iw_buf_adds(&b, ",\"strict\":true}}");
+
+    } else if (format == IW_LLM_FORMAT_OBJECT) {
+        iw_buf_adds(&b, ",\"response_format\":{\"type\":\"json_object\"}");
+    }
+
+    iw_buf_addc(&b, '}');
+    iw_buf_free(&instr);
+
+    return iw_buf_take(&b);
+}
+
+
+/*
+ * One HTTP exchange.  0 when it ended (well or not: h says how), or the
+ * tick's nonzero value, the transfer abandoned.
+ */
+
+static int
+iw_llm_request(iw_llm_conf_t *c, const char *body,
+    struct curl_slist *headers, int (*tick)(void *data), void *tick_data,
+    iw_llm_http_t *h)
+{
+    int         rc, running, left;
+    char       *url;
+    CURL       *e;
+    CURLM      *m;
+    CURLMsg    *msg;
+    CURLMcode   mc;
+    curl_off_t  ra;
+    long long   last, now, wait;
+
+    e = iw_llm_easy;
+    m = iw_llm_multi;
+
+    h->body.len = 0;
+    h->too_big = 0;
+    h->done = 0;
+    h->curl_rc = CURLE_OK;
+    h->status = 0;
+    h->retry_after_ms = 0;
+    free(h->redirect);
+    h->redirect = NULL;
+    h->errbuf[0] = '\0';
+
+    curl_easy_setopt(e, CURLOPT_URL, c->url);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) strlen(body));
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "ioa-worker");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, iw_llm_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, h);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, h->errbuf);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long) c->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long) c->connect_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+
+    /* a dead peer must not hold a connection open until the timeout */
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+
+    mc = curl_multi_add_handle(m, e);
+    if (mc != CURLM_OK) {
+        h->curl_rc = CURLE_FAILED_INIT;
+        snprintf(h->errbuf, sizeof(h->errbuf), "%s",
+                 curl_multi_strerror(mc));
+        curl_easy_reset(e);
+        return 0;
+    }
+
+    rc = 0;
+    last = iw_mono_ms();
+
+    for ( ;; ) {
+        mc = curl_multi_perform(m, &running);
+        if (mc != CURLM_OK || running == 0) {
+            break;
+        }
+
+        now = iw_mono_ms();
+        wait = last + IW_LLM_TICK_MS - now;
+
+        if (wait <= 0) {
+            if (tick && (rc = tick(tick_data)) != 0) {
+                break;
+            }
+
+            last = iw_mono_ms();
+            wait = IW_LLM_TICK_MS;
+        }
+
+        /* returns when curl has work, when wait is over, or on a signal */
+        mc = curl_multi_poll(m, NULL, 0, (int) wait, NULL);
+        if (mc != CURLM_OK) {
+            break;
+        }
+    }
+
+    if (rc == 0 && mc != CURLM_OK) {
+        h->curl_rc = CURLE_FAILED_INIT;
+        snprintf(h->errbuf, sizeof(h->errbuf), "%s",
+                 curl_multi_strerror(mc));
+    }
+
+    while (rc == 0 && (msg = curl_multi_info_read(m, &left)) != NULL) {
+        if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) {
+            h->done = 1;
+            h->curl_rc = msg->data.result;
+        }
+    }
+
+    if (rc == 0) {
+        if (!h->done && h->curl_rc == CURLE_OK) {
+            h->curl_rc = CURLE_RECV_ERROR;
+            snprintf(h->errbuf, sizeof(h->errbuf),
+                     "the transfer ended unfinished");
+        }
+
+        (void) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &h->status);
+
+        ra = 0;
+        if (curl_easy_getinfo(e, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK
+            && ra > 0)
+        {
+            h->retry_after_ms = ra > IW_LLM_RETRY_AFTER_CAP / 1000
+                                ? IW_LLM_RETRY_AFTER_CAP
+                                : (long long) ra * 1000;
+        }
+
+        url = NULL;
+        if (curl_easy_getinfo(e, CURLINFO_REDIRECT_URL, &url) == CURLE_OK
+            && url)
+        {
+            h->redirect = iw_strdup(url);
+        }
+    }
+
+    curl_multi_remove_handle(m, e);
+
+    /* no pointer into this call (h, body, headers) may outlive it; a reset
+     * keeps the connections, so keep-alive still works */
+    curl_easy_reset(e);
+
+    return rc;
+}
+
+
+static size_t
+iw_llm_write(char *p, size_t size, size_t nmemb, void *data)
+{
+    size_t          n;
+    iw_llm_http_t  *h;
+
+    h = data;
+    n = size * nmemb;
+
+    if (h->body.len + n > IW_LLM_MAX_BODY) {
+        h->too_big = 1;
+        return 0;                         /* curl ends with a write error */
+    }
+
+    iw_buf_add(&h->body, p, n);
+
+    return n;
+}
+
+
+/*
+ * What the attempt's answer means (see the top of the file); out->error
+ * says why for everything but IW_LLM_DONE.
+ */
+
+static int
+iw_llm_judge(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
+    iw_llm_result_t *out)
+{
+    int          verdict;
+    char        *msg, *snip;
+    yajl_val     doc, ch, message;
+    long long    v;
+    const char  *finish, *said;
+
+    if (h->too_big) {
+        iw_llm_error(out, "the answer from %s is larger than %d MiB",
+                     c->url, IW_LLM_MAX_BODY / 1024 / 1024);
+        return IW_LLM_FATAL;
+    }
+
+    if (h->curl_rc != CURLE_OK) {
+        iw_llm_error(out, "%s: %s%s", c->url,
+                     h->errbuf[0] ? h->errbuf
+                                  : curl_easy_strerror(h->curl_rc),
+                     h->curl_rc == CURLE_OPERATION_TIMEDOUT
+                     ? " (IOA_LLM_TIMEOUT)" : "");
+
+        switch (h->curl_rc) {
+        case CURLE_UNSUPPORTED_PROTOCOL:
+        case CURLE_URL_MALFORMAT:
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CERTPROBLEM:
+        case CURLE_SSL_CACERT_BADFILE:
+            return IW_LLM_FATAL;
+        default:
+            return IW_LLM_RETRY;
+        }
+    }
+
+    iw_llm_utf8_fix(h->body.data, h->body.len);
+    doc = h->body.len ? iw_llm_parse(h->body.data, h->body.len) : NULL;
+
+    if (h->status < 200 || h->status > 299) {
+        said = iw_llm_server_message(doc);
+        msg = said ? iw_llm_clean(said, strlen(said), IW_LLM_SNIPPET) : NULL;
+
+        if (msg == NULL || *msg == '\0') {
+            free(msg);
+            msg = h->body.len ? iw_llm_clean(h->body.data, h->body.len,
+                                             IW_LLM_SNIPPET)
+                              : iw_strdup("(no body)");
+        }
+
+        yajl_tree_free(doc);
+
+        if (iw_llm_refused(c, format, h, msg)) {
+            iw_llm_error(out, "HTTP %ld from %s: %s", h->status, c->url,
+                         msg);
+            free(msg);
+            return IW_LLM_AGAIN;
+        }
+
+        iw_llm_error(out, "HTTP %ld from %s: %s%s%s%s", h->status, c->url,
+                     msg, h->redirect ? " (redirected to " : "",
+                     h->redirect ? h->redirect : "",
+                     h->redirect ? ": check IOA_LLM_BASE_URL)" : "");
+        free(msg);
+
+        if (h->status == 408 || h->status == 409 || h->status == 425
+            || h->status == 429 || h->status >= 500)
+        {
+            return IW_LLM_RETRY;
+        }
+
+        h->retry_after_ms = 0;
+
+        return IW_LLM_FATAL;
+    }
+
+    if (doc == NULL) {
+        snip = iw_llm_clean(h->body.data ? h->body.data : "", h->body.len,
+                            IW_LLM_SNIPPET);
+        iw_llm_error(out, "HTTP %ld from %s is not a JSON completion: %s",
+                     h->status, c->url, *snip ? snip : "(no body)");
+        free(snip);
+        return IW_LLM_RETRY;
+    }
+
+    /* the tokens count even when the content is of no use */
+    if (iw_json_get_int(iw_json_get(doc, "usage"), "prompt_tokens", &v) == 0
+        && v > 0)
+    {
+        out->prompt_tokens += v;
+    }
+
+    if (iw_json_get_int(iw_json_get(doc, "usage"), "completion_tokens", &v)
+        == 0 && v > 0)
+    {
+        out->completion_tokens += v;
+    }
+
+    ch = iw_json_get(doc, "choices");
+    ch = (ch && YAJL_IS_ARRAY(ch) && ch->u.array.len)
+         ? ch->u.array.values[0] : NULL;
+    message = iw_json_get(ch, "message");
+
+    if (message == NULL || !YAJL_IS_OBJECT(message)) {
+        said = iw_llm_server_message(doc);
+        msg = said ? iw_llm_clean(said, strlen(said), IW_LLM_SNIPPET)
+                   : iw_llm_clean(h->body.data, h->body.len, IW_LLM_SNIPPET);
+        iw_llm_error(out, "the answer from %s has no choices[0].message: %s",
+                     c->url, msg);
+        free(msg);
+        yajl_tree_free(doc);
+        return IW_LLM_RETRY;
+    }
+
+    free(out->content);
+    out->content = iw_llm_content(message);
+
+    if (out->content) {
+        iw_llm_utf8_fix(out->content, strlen(out->content));
+    }
+
+    finish = iw_json_get_str(ch, "finish_reason");
+
+    if (out->content) {
+        out->json = iw_llm_extract_json(out->content, strlen(out->content));
+    }
+
+    verdict = IW_LLM_DONE;
+
+    if (out->json) {
+        /* "\udc00" decodes to bytes that are not UTF-8 */
+        iw_llm_fix_tree(out->json);
+
+    } else if ((said = iw_json_get_str(message, "refusal")) != NULL) {
+        msg = iw_llm_clean(said, strlen(said), IW_LLM_SNIPPET);
+        iw_llm_error(out, "the model refused: %s", msg);
+        free(msg);
+        verdict = IW_LLM_RETRY;
+
+    } else {
+        snip = out->content
+               ? iw_llm_clean(out->content, strlen(out->content),
+                              IW_LLM_SNIPPET)
+               : iw_strdup("");
+
+        if (iw_streq(finish, "length")) {
+            iw_llm_error(out, "model output was cut at max_tokens (%lld, "
+                         "IOA_LLM_MAX_TOKENS) before the JSON object ended: "
+                         "%s", c->max_tokens, snip);
+
+        } else if (*snip == '\0') {
+            iw_llm_error(out, "model output is empty (finish_reason %s)",
+                         finish ? finish : "null");
+
+        } else {
+            iw_llm_error(out, "model output is not a JSON object: %s", snip);
+        }
+
+        free(snip);
+        verdict = IW_LLM_RETRY;
+    }
+
+    yajl_tree_free(doc);
+
+    return verdict;
+}
+
+
+/*
+ * A 4xx (or a 5xx that says so) about a part of the request this server
+ * does not take: adapt the conf for good and send again.  1 when adapted.
+ */
+
+static int
+iw_llm_refused(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
+    const char *msg)
+{
+    int          client;
+    const char  *b;
+    size_t       n;
+
+    b = h->body.data ? h->body.data : "";
+    n = h->body.len;
+    client = (h->status == 400 || h->status == 422);
+
+    if (format != IW_LLM_FORMAT_NONE
+        && (iw_llm_mentions(b, n, "response_format")
+            || iw_llm_mentions(b, n, "json_schema")
+            || (client && (iw_llm_mentions(b, n, "schema")
+                           || iw_llm_mentions(b, n, "json_object"))))
+        && (client || h->status >= 500))
+    {
+        c->format = format + 1;
+        iw_warn("llm: %s refused response_format %s (HTTP %ld: %s); using "
+                "%s from now on", c->url, iw_llm_format_name(format),
+                h->status, msg, iw_llm_format_name(c->format));
+        return 1;
+    }
+
+    if (client && !c->max_completion_tokens
+        && iw_llm_mentions(b, n, "max_completion_tokens"))
+    {
+        c->max_completion_tokens = 1;
+        iw_warn("llm: %s wants max_completion_tokens (HTTP %ld: %s); using "
+                "it from now on", c->url, h->status, msg);
+        return 1;
+    }
+
+    if (client && !c->no_temperature
+        && iw_llm_mentions(b, n, "temperature"))
+    {
+        c->no_temperature = 1;
+        iw_warn("llm: %s refused the temperature (HTTP %ld: %s); sending "
+                "none from now on", c->url, h->status, msg);
+        return 1;
+    }
+
+    return 0;
+}
+
+
+/* content is a string, or (some servers) an array of text parts */
+
+static char *
+iw_llm_content(yajl_val message)
+{
+    size_t       i;
+    iw_buf_t     b;
+    yajl_val     v;
+    const char  *t;
+
+    v = iw_json_get(message, "content");
+
+    if (v && YAJL_IS_STRING(v)) {
+        return iw_strdup(YAJL_GET_STRING(v));
+    }
+
+    if (v == NULL || !YAJL_IS_ARRAY(v)) {
+        return NULL;
+    }
+
+    iw_buf_init(&b);
+
+    for (i = 0; i < v->u.array.len; i++) {
+        t = iw_json_get_str(v->u.array.values[i], "text");
+        if (t) {
+            iw_buf_adds(&b, t);
+        }
+    }
+
+    return b.len ? iw_buf_take(&b) : (iw_buf_free(&b), NULL);
+}
+
+
+static int
+iw_llm_wait(long long ms, int (*tick)(void *data), void *tick_data)
+{
+    int        rc;
+    long long  end, now;
+
+    end = iw_mono_ms() + ms;
+
+    for ( ;; ) {
+        if (tick && (rc = tick(tick_data)) != 0) {
+            return rc;
+        }
+
+        now = iw_mono_ms();
+        if (now >= end) {
+            return 0;
+        }
+
+        iw_sleep_ms(end - now < IW_LLM_TICK_MS ? end - now : IW_LLM_TICK_MS);
+    }
+}
+
+
+/* "equal jitter": half the delay fixed, half random (rand() is seeded by
+ * main), so that workers that failed together spread out */
+
+static long long
+iw_llm_backoff(iw_llm_conf_t *c, int n)
+{
+    long long  d;
+
+    d = c->backoff_ms;
+
+    while (--n > 0 && d < IW_LLM_BACKOFF_CAP_MS) {
+        d *= 2;
+    }
+
+    if (d > IW_LLM_BACKOFF_CAP_MS) {
+        d = IW_LLM_BACKOFF_CAP_MS;
+    }
+
+    if (d <= 1) {
+        return d;
+    }
+
+    return d / 2 + (long long) rand() % (d / 2 + 1);
+}
+
+
+static void
+iw_llm_error(iw_llm_result_t *out, const char *fmt, ...)
+{
+    int       n;
+    char     *s;
+    va_list   ap;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+
+    if (n < 0) {
+        return;
+    }
+
+    s = iw_alloc((size_t) n + 1);
+
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t) n + 1, fmt, ap);
+    va_end(ap);
+
+    free(out->error);
+    out->error = s;
+}
+
+
+/* at most max bytes of s as one line of UTF-8, "..." when cut */
+
+static char *
+iw_llm_clean(const char *s, size_t n, size_t max)
+{
+    char    *p;
+    size_t   i, m, cut;
+
+    while (n && (unsigned char) *s <= ' ') {
+        s++;
+        n--;
+    }
+
+    cut = n > max;
+    m = cut ? max : n;
+
+    /* do not cut a character in two */
+    while (cut && m && ((unsigned char) s[m] & 0xc0) == 0x80) {
+        m--;
+    }
+
+    p = iw_alloc(m + 4);
+    memcpy(p, s, m);
+
+    for (i = 0; i < m; i++) {
+        if ((unsigned char) p[i] < 0x20 || p[i] == 0x7f) {
+            p[i] = ' ';
+        }
+    }
+
+    iw_llm_utf8_fix(p, m);
+
+    while (m && p[m - 1] == ' ') {
+        m--;
+    }
+
+    if (cut) {
+        memcpy(p + m, "...", 3);
+        m += 3;
+    }
+
+    p[m] = '\0';
+
+    return p;
+}
+
+
+/*
+ * The error text of a failed request, as each server family writes it:
+ * OpenAI, llama-server, Ollama {"error":{"message"}}, Ollama also
+ * {"error":"..."}, vLLM {"object":"error","message"}, FastAPI's 422
+ * {"detail": "..." or [{"msg"}]}.
+ */
+
+static const char *
+iw_llm_server_message(yajl_val doc)
+{
+    yajl_val     e;
+    const char  *s;
+
+    e = iw_json_get(doc, "error");
+
+    if (e && YAJL_IS_STRING(e)) {
+        return YAJL_GET_STRING(e);
+    }
+
+    s = iw_json_get_str(e, "message");
+    if (s) {
+        return s;
+    }
+
+    s = iw_json_get_str(doc, "message");
+    if (s) {
+        return s;
+    }
+
+    e = iw_json_get(doc, "detail");
+
+    if (e && YAJL_IS_STRING(e)) {
+        return YAJL_GET_STRING(e);
+    }
+
+    if (e && YAJL_IS_ARRAY(e) && e->u.array.len) {
+        return iw_json_get_str(e->u.array.values[0], "msg");
+    }
+
+    return NULL;
+}
+
+
+/* case-insensitive, ASCII: the servers' messages vary in case */
+
+static int
+iw_llm_mentions(const char *s, size_t n, const char *word)
+{
+    size_t  i, j, w;
+    char    a, b;
+
+    w = strlen(word);
+
+    for (i = 0; i + w <= n; i++) {
+        for (j = 0; j < w; j++) {
+            a = s[i + j];
+            b = word[j];
+            a = (a >= 'A' && a <= 'Z') ? a + 32 : a;
+
+            if (a != b) {
+                break;
+            }
+        }
+
+        if (j == w) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * In place: every byte that is not part of a well-formed UTF-8 sequence
+ * (overlongs and surrogates included) becomes '?', and NUL becomes a
+ * space, so that yajl (which stops at a NUL and refuses bad UTF-8) parses
+ * what can be parsed and nothing else downstream sees bad bytes.
+ */
+
+static void
+iw_llm_utf8_fix(char *s, size_t n)
+{
+    size_t          i, k, need;
+    unsigned char   c, lo, hi, *u;
+
+    u = (unsigned char *) s;
+
+    for (i = 0; i < n; /* void */ ) {
+        c = u[i];
+
+        if (c < 0x80) {
+            if (c == 0) {
+                u[i] = ' ';
+            }
+
+            i++;
+            continue;
+        }
+
+        lo = 0x80;
+        hi = 0xbf;
+
+        if (c >= 0xc2 && c <= 0xdf) {
+            need = 1;
+
+        } else if (c >= 0xe0 && c <= 0xef) {
+            need = 2;
+            lo = (c == 0xe0) ? 0xa0 : 0x80;
+            hi = (c == 0xed) ? 0x9f : 0xbf;
+
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            need = 3;
+            lo = (c == 0xf0) ? 0x90 : 0x80;
+            hi = (c == 0xf4) ? 0x8f : 0xbf;
+
+        } else {
+            u[i++] = '?';
+            continue;
+        }
+
+        for (k = 1; k <= need; k++) {
+            if (i + k >= n
+                || u[i + k] < (k == 1 ? lo : 0x80)
+                || u[i + k] > (k == 1 ? hi : 0xbf))
+            {
+                break;
+            }
+        }
+
+        if (k <= need) {
+            u[i++] = '?';
+            continue;
+        }
+
+        i += need + 1;
+    }
+}
+
+
+static void
+iw_llm_fix_tree(yajl_val v)
+{
+    size_t  i;
+
+    if (v == NULL) {
+        return;
+    }
+
+    if (YAJL_IS_STRING(v)) {
+        iw_llm_utf8_fix(v->u.string, strlen(v->u.string));
+
+    } else if (YAJL_IS_ARRAY(v)) {
+        for (i = 0; i < v->u.array.len; i++) {
+            iw_llm_fix_tree(v->u.array.values[i]);
+        }
+
+    } else if (YAJL_IS_OBJECT(v)) {
+        for (i = 0; i < v->u.object.len; i++) {
+            iw_llm_utf8_fix((char *) v->u.object.keys[i],
+                            strlen(v->u.object.keys[i]));
+            iw_llm_fix_tree(v->u.object.values[i]);
+        }
+    }
+}
+
+
+static int
+iw_llm_depth_ok(const char *s, size_t n)
+{
+    int     depth, str;
+    size_t  i;
+
+    depth = 0;
+    str = 0;
+
+    for (i = 0; i < n; i++) {
+        if (str) {
+            if (s[i] == '\\') {
+                i++;
+
+            } else if (s[i] == '"') {
+                str = 0;
+            }
+
+        } else if (s[i] == '"') {
+            str = 1;
+
+        } else if (s[i] == '{' || s[i] == '[') {
+            if (++depth > IW_LLM_MAX_DEPTH) {
+                return 0;
+            }
+
+        } else if (s[i] == '}' || s[i] == ']') {
+            depth--;
+        }
+    }
+
+    return 1;
+}
+
+
+static yajl_val
+iw_llm_parse(const char *s, size_t n)
+{
+    if (!iw_llm_depth_ok(s, n)) {
+        return NULL;
+    }
+
+    return iw_json_parse(s, n);
+}
+
+
+/* the end of the {...} that starts at s, strings skipped; NULL if open */
+
+static const char *
+iw_llm_balanced(const char *s, const char *end)
+{
+    int          str;
+    size_t       depth;
+    const char  *p;
+
+    depth = 0;
+    str = 0;
+
+    for (p = s; p < end; p++) {
+        if (str) {
+            if (*p == '\\') {
+                p++;
+
+            } else if (*p == '"') {
+                str = 0;
+            }
+
+        } else if (*p == '"') {
+            str = 1;
+
+        } else if (*p == '{') {
+            depth++;
+
+        } else if (*p == '}' && --depth == 0) {
+            return p + 1;
+        }
+    }
+
+    return NULL;
+}
+
+
+/*
+ * The candidates are the top-level {...} spans in order: one that does
+ * not parse is skipped as a whole, because the objects inside a broken
+ * answer are parts of it, not the answer (a task of a plan would pass for
+ * the plan).  An opening brace that never closes (a lone "{" in prose,
+ * an answer cut short) is skipped by itself.  Models' commonest
+ * slip, the trailing comma, is forgiven, and so are comments (yajl's
+ * tree parser skips them); single quotes and the like are not: the
+ * request is sent again instead.
+ */
+
+yajl_val
+iw_llm_extract_json(const char *text, size_t len)
+{
+    int          tries;
+    char        *copy;
+    size_t       i, j, k, n;
+    yajl_val     v;
+    const char  *p, *end, *e, *t;
+
+    if (text == NULL) {
+        return NULL;
+    }
+
+    end = text + len;
+    p = text;
+
+    /* a reasoning model's thoughts come first and may hold braces */
+    for (t = text; (size_t) (end - t) >= 8; t++) {
+        if (memcmp(t, "</think>", 8) == 0) {
+            p = t + 8;
+        }
+    }
+
+    for (tries = 0; tries < IW_LLM_EXTRACT_TRIES; tries++) {
+        p = memchr(p, '{', (size_t) (end - p));
+        if (p == NULL) {
+            return NULL;
+        }
+
+        e = iw_llm_balanced(p, end);
+        if (e == NULL) {
+            p++;
+            continue;
+        }
+
+        n = (size_t) (e - p);
+
+        v = iw_llm_parse(p, n);
+        if (v && YAJL_IS_OBJECT(v)) {
+            return v;
+        }
+
+        yajl_tree_free(v);
+
+        /* drop each comma followed only by blanks and a closing bracket */
+        copy = iw_alloc(n + 1);
+
+        for (i = 0, j = 0; i < n; i++) {
+            copy[j++] = p[i];
+
+            if (p[i] == '"') {
+                for (i++; i < n && p[i] != '"'; i++) {
+                    copy[j++] = p[i];
+
+                    if (p[i] == '\\' && i + 1 < n) {
+                        copy[j++] = p[++i];
+                    }
+                }
+
+                if (i < n) {
+                    copy[j++] = p[i];
+                }
+
+                continue;
+            }
+
+            if (p[i] == ',') {
+                for (k = i + 1; k < n && strchr(" \t\r\n", p[k]) && p[k];
+                     k++)
+                {
+                    /* void */
+                }
+
+                if (k < n && (p[k] == '}' || p[k] == ']')) {
+                    j--;
+                }
+            }
+        }
+
+        v = iw_llm_parse(copy, j);
+        free(copy);
+
+        if (v && YAJL_IS_OBJECT(v)) {
+            return v;
+        }
+
+        yajl_tree_free(v);
+        p = e;
+    }
+
+    return NULL;
+}

@@ -1,0 +1,112 @@
+/*
+ * ioa-worker: the LLM client (llm.c), one chat completion at a time
+ * against any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp's
+ * llama-server, Ollama's /v1).
+ *
+ * The caller asks for one JSON object described by a JSON Schema and gets
+ * it parsed, or a precise reason why not; retries, backoff, the server's
+ * quirks and the repair of a model's sloppy output are all in here.  The
+ * worker is a blocking program (iw.h), so a call blocks too, but it calls
+ * the caller's tick at least every IW_LLM_TICK_MS so the job's lease is
+ * renewed and SIGTERM is noticed while a slow model thinks.
+ */
+
+#ifndef IW_LLM_H
+#define IW_LLM_H
+
+#include "iw.h"
+
+
+#define IW_LLM_FORMAT_SCHEMA  0   /* response_format json_schema (strict) */
+#define IW_LLM_FORMAT_OBJECT  1   /* response_format json_object */
+#define IW_LLM_FORMAT_NONE    2   /* no response_format: JSON asked in the
+                                     prompt only */
+
+/* the longest the tick waits, in flight or backing off */
+#define IW_LLM_TICK_MS        200
+
+/* iw_llm_chat()'s results besides the tick's own (which must be < 0) */
+#define IW_LLM_OK             0
+#define IW_LLM_FAILED         1
+
+
+typedef struct iw_llm_conf_s {
+    char        *base_url;           /* http://127.0.0.1:8080/v1, no
+                                        trailing slash */
+    char        *url;                /* base_url + /chat/completions */
+    char        *api_key;            /* NULL: no Authorization header */
+    char        *model;              /* default "gpt-4o-mini" */
+    long long    timeout_ms;         /* per attempt, whole request: 60000 */
+    long long    connect_timeout_ms; /* 5000 */
+    int          max_attempts;       /* 4 */
+    long long    backoff_ms;         /* the first backoff, doubled on each
+                                        retry, jittered, at most 10 s: 500 */
+    int          format;             /* IW_LLM_FORMAT_*: downgraded for the
+                                        process' lifetime when the server
+                                        refuses it */
+    long long    max_tokens;         /* 1024 */
+    double       temperature;        /* 0.2 */
+
+    /* learnt from the server's 400s, like format (OpenAI's reasoning
+     * models want max_completion_tokens and only the default temperature) */
+    int          max_completion_tokens;
+    int          no_temperature;
+} iw_llm_conf_t;
+
+
+typedef struct {
+    yajl_val     json;               /* the answer, a JSON object (parsed,
+                                        repaired), or NULL on failure */
+    char        *content;            /* the message content of the last
+                                        attempt that had one, or NULL */
+    long long    prompt_tokens;      /* summed over every attempt whose */
+    long long    completion_tokens;  /* answer reported usage */
+    int          attempts;           /* HTTP requests made */
+    char        *error;              /* on failure: one line, the reason */
+} iw_llm_result_t;
+
+
+/*
+ * Reads IOA_LLM_BASE_URL (or OPENAI_BASE_URL), IOA_LLM_API_KEY (or
+ * OPENAI_API_KEY), IOA_LLM_MODEL (or OPENAI_MODEL), IOA_LLM_TIMEOUT
+ * (seconds, fractions allowed), IOA_LLM_MAX_ATTEMPTS,
+ * IOA_LLM_RESPONSE_FORMAT (json_schema, json_object, none),
+ * IOA_LLM_MAX_TOKENS and IOA_LLM_TEMPERATURE; an empty variable is unset.
+ * 1: an endpoint is configured; 0: none (c is left unallocated, the
+ * built-in planner is used); -1: an invalid value, said on stderr.
+ */
+int iw_llm_conf_from_env(iw_llm_conf_t *c);
+void iw_llm_conf_free(iw_llm_conf_t *c);
+
+/*
+ * One chat completion whose answer must be a JSON object.
+ *
+ * messages_json: a JSON array of {"role","content"}.  schema_json (may be
+ * NULL) describes the object: sent as response_format json_schema named
+ * schema_name, or, for the other formats, appended to the last message
+ * ("Answer with one JSON object matching this JSON Schema: ...").
+ *
+ * tick(tick_data), if not NULL, is called at least every IW_LLM_TICK_MS
+ * while a request is in flight and while backing off; a nonzero (negative)
+ * return aborts at once and is returned.
+ *
+ * IW_LLM_OK: out->json is set.  IW_LLM_FAILED: every attempt failed or the
+ * server refused the request (out->error says why).  Either way out's
+ * tokens and attempts are set and it must be freed with
+ * iw_llm_result_free(); out need not be initialised.
+ */
+int iw_llm_chat(iw_llm_conf_t *c, const char *messages_json,
+    const char *schema_name, const char *schema_json,
+    int (*tick)(void *data), void *tick_data, iw_llm_result_t *out);
+
+void iw_llm_result_free(iw_llm_result_t *r);
+
+/*
+ * The JSON object in a model's text: skips a <think> block, ```json
+ * fences, prose before and junk after; the first balanced {...} that
+ * parses (trailing commas forgiven), NULL if none.
+ */
+yajl_val iw_llm_extract_json(const char *text, size_t len);
+
+
+#endif /* IW_LLM_H */

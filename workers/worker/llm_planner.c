@@ -1,0 +1,615 @@
+/*
+ * ioa-worker: the LLM's part of a goal, when an endpoint is configured
+ * (IOA_LLM_BASE_URL, see llm.c).  Three decisions, each one structured
+ * call whose answer is checked before it is used, and each with the
+ * built-in planner as its fallback:
+ *
+ *   team     IoA's two tools: the model either calls agent_discovery
+ *            (capability queries, answered from the registry with BM25,
+ *            online agents only unless asked otherwise) or team_up (the
+ *            member names).  At most IW_LLM_TEAM_ATTEMPTS rounds; in the
+ *            last the schema allows team_up only, so the loop always ends.
+ *            Names the registry does not know, offline agents and the
+ *            coordinator are dropped; nobody left: the built-in planner
+ *            recruits.
+ *   plan     the discussion text, parallel or sequence, and the tasks:
+ *            each for a team member (an enum in the schema), optionally
+ *            for a sub-team when team_up_depth allows.  Tasks for unknown
+ *            agents or without text are dropped; no task left: the
+ *            built-in assignment.  In parallel one member gets one task
+ *            (the "tasks" map of the assignment is keyed by agent), so a
+ *            member's tasks are joined.
+ *   conclusion  the answer to the goal from the results.
+ *
+ * Why checks and not trust: with a schema-constrained server the answer
+ * has the right shape but any content (the random-weight model of
+ * t/110-llm-goals.t answers noise), and without one not even the shape.
+ * Whatever comes back, the state machine gets a valid plan.
+ *
+ * Every call's token usage is added to the goal (fsm and meta, so GET
+ * /goals/<id> shows it as it grows).  The token budget (--token-budget)
+ * is a hard limit: once reached, no further call is made (the built-in
+ * planner takes over) and the running phase concludes (conversation.c).
+ *
+ * While a call runs the job's lease is renewed and SIGTERM is noticed
+ * (the tick), so a slow model cannot make another worker take the goal.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iw.h"
+#include "llm.h"
+
+
+#define IW_LLM_TEAM_ATTEMPTS  3
+
+typedef struct {
+    const iw_conf_t  *conf;
+    iw_goal_t        *g;
+} iw_llm_tick_t;
+
+
+static int iw_llm_call(const iw_conf_t *conf, iw_goal_t *g,
+    const char *what, const char *system, const char *user,
+    const char *schema, yajl_val *answer);
+static int iw_llm_tick(void *data);
+static int iw_llm_account(const iw_conf_t *conf, iw_goal_t *g,
+    long long prompt, long long completion);
+static void iw_llm_team_list(iw_buf_t *b, const char *coordinator,
+    iw_agents_t *a);
+
+
+int
+iw_llm_on(const iw_conf_t *conf, iw_goal_t *g)
+{
+    if (conf->llm == NULL) {
+        return 0;
+    }
+
+    return conf->token_budget == 0
+           || g->prompt_tokens + g->completion_tokens < conf->token_budget;
+}
+
+
+static int
+iw_llm_tick(void *data)
+{
+    iw_llm_tick_t  *t;
+
+    t = data;
+
+    if (iw_stop) {
+        return IW_STOPPED;
+    }
+
+    return iw_goal_lease(t->conf, t->g, 0);
+}
+
+
+/*
+ * One structured call.  IW_OK with *answer set (an object) or NULL (the
+ * model failed: the caller falls back), IW_STOPPED, IW_LOST or IW_ERROR.
+ */
+
+static int
+iw_llm_call(const iw_conf_t *conf, iw_goal_t *g, const char *what,
+    const char *system, const char *user, const char *schema,
+    yajl_val *answer)
+{
+    int              rc;
+    iw_buf_t         m;
+    iw_llm_tick_t    tick;
+    iw_llm_result_t  res;
+
+    *answer = NULL;
+
+    iw_buf_init(&m);
+    iw_buf_adds(&m, "[{\"role\":\"system\",\"content\":");
+    iw_json_str(&m, system);
+    iw_buf_adds(&m, "},{\"role\":\"user\",\"content\":");
+    iw_json_str(&m, user);
+    iw_buf_adds(&m, "}]");
+
+    tick.conf = conf;
+    tick.g = g;
+    memset(&res, 0, sizeof(res));
+
+    rc = iw_llm_chat(conf->llm, m.data, what, schema, iw_llm_tick, &tick,
+                     &res);
+    iw_buf_free(&m);
+
+    if (rc < 0) {
+        iw_llm_result_free(&res);
+        return rc;                      /* the tick's: stop, lost, error */
+    }
+
+    if (iw_llm_account(conf, g, res.prompt_tokens, res.completion_tokens)
+        != IW_OK)
+    {
+        iw_llm_result_free(&res);
+        return IW_ERROR;
+    }
+
+    if (rc == 0 && res.json && YAJL_IS_OBJECT(res.json)) {
+        *answer = res.json;
+        res.json = NULL;
+
+    } else {
+        iw_warn("goal %s: the LLM gave no usable %s (%s); the built-in "
+                "planner decides instead", g->goal_id, what,
+                res.error ? res.error : "no JSON object");
+    }
+
+    iw_llm_result_free(&res);
+
+    return IW_OK;
+}
+
+
+static int
+iw_llm_account(const iw_conf_t *conf, iw_goal_t *g, long long prompt,
+    long long completion)
+{
+    int          rc;
+    char         p[32], c[32];
+    redisReply  *r;
+
+    if (prompt <= 0 && completion <= 0) {
+        return IW_OK;
+    }
+
+    g->prompt_tokens += prompt > 0 ? prompt : 0;
+    g->completion_tokens += completion > 0 ? completion : 0;
+    snprintf(p, sizeof(p), "%lld", g->prompt_tokens);
+    snprintf(c, sizeof(c), "%lld", g->completion_tokens);
+
+    rc = iw_store_save(conf, g, "prompt_tokens", p, "completion_tokens", c,
+                       NULL);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    r = iw_redis_cmd("HSET %s{goal:%s}:meta prompt_tokens %s "
+                     "completion_tokens %s tokens %lld", conf->prefix,
+                     g->goal_id, p, c,
+                     g->prompt_tokens + g->completion_tokens);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    if (conf->token_budget
+        && g->prompt_tokens + g->completion_tokens >= conf->token_budget)
+    {
+        iw_warn("goal %s: token budget reached (%lld of %lld)", g->goal_id,
+                g->prompt_tokens + g->completion_tokens, conf->token_budget);
+    }
+
+    return IW_OK;
+}
+
+
+static void
+iw_llm_team_list(iw_buf_t *b, const char *coordinator, iw_agents_t *a)
+{
+    size_t  i;
+
+    for (i = 0; i < a->n; i++) {
+        if (coordinator && iw_streq(a->v[i].name, coordinator)) {
+            continue;
+        }
+
+        iw_buf_addf(b, "\n- %s (%s): %s", a->v[i].name, a->v[i].type,
+                    a->v[i].desc);
+    }
+}
+
+
+/* ---- team formation: agent_discovery and team_up ---- */
+
+int
+iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
+    int online_only, char ***names, size_t *n)
+{
+    int          rc, attempt, last;
+    char        *user, *system, **picked;
+    size_t       i, j, k, np;
+    iw_buf_t     seen;
+    yajl_val     ans, v, q;
+    iw_agents_t  found, known;
+    const char  *tool, *s;
+
+    static const char  *schema_any =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"tool\":{\"type\":\"string\","
+        "\"enum\":[\"agent_discovery\",\"team_up\"]},"
+        "\"queries\":{\"type\":\"array\",\"maxItems\":4,"
+        "\"items\":{\"type\":\"string\",\"maxLength\":120}},"
+        "\"team_members\":{\"type\":\"array\",\"maxItems\":4,"
+        "\"items\":{\"type\":\"string\",\"maxLength\":64}}},"
+        "\"required\":[\"tool\",\"queries\",\"team_members\"],"
+        "\"additionalProperties\":false}";
+
+    static const char  *schema_last =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"tool\":{\"type\":\"string\",\"enum\":[\"team_up\"]},"
+        "\"queries\":{\"type\":\"array\",\"maxItems\":0,"
+        "\"items\":{\"type\":\"string\"}},"
+        "\"team_members\":{\"type\":\"array\",\"maxItems\":4,"
+        "\"items\":{\"type\":\"string\",\"maxLength\":64}}},"
+        "\"required\":[\"tool\",\"queries\",\"team_members\"],"
+        "\"additionalProperties\":false}";
+
+    *names = NULL;
+    *n = 0;
+    picked = NULL;
+    np = 0;
+
+    iw_buf_init(&seen);
+
+    for (attempt = 1; attempt <= IW_LLM_TEAM_ATTEMPTS; attempt++) {
+        last = (attempt == IW_LLM_TEAM_ATTEMPTS);
+
+        system = iw_sprintf(
+            "You are %s, the coordinator of a network of AI agents. Form a "
+            "team of at most 4 agents for the goal. You have two tools: "
+            "agent_discovery (\"queries\": short descriptions of the "
+            "capabilities you need; the registry answers with matching "
+            "agents) and team_up (\"team_members\": the names of the "
+            "agents you choose, taken from the discovery results). Answer "
+            "with one JSON object: {\"tool\", \"queries\", "
+            "\"team_members\"}.%s", conf->name,
+            last ? " This is your last turn: you must call team_up now."
+                 : "");
+        user = iw_sprintf("Goal: %s\n\nDiscovery results so far:%s", text,
+                          seen.len ? seen.data : "\n(none yet)");
+
+        rc = iw_llm_call(conf, g, "team", system, user,
+                         last ? schema_last : schema_any, &ans);
+        free(system);
+        free(user);
+
+        if (rc != IW_OK) {
+            iw_buf_free(&seen);
+            return rc;
+        }
+
+        if (ans == NULL) {
+            break;
+        }
+
+        tool = iw_json_get_str(ans, "tool");
+
+        if (!last && iw_streq(tool, "agent_discovery")) {
+            v = iw_json_get(ans, "queries");
+
+            for (i = 0, k = 0; v && YAJL_IS_ARRAY(v) && i < v->u.array.len
+                               && k < 4; i++)
+            {
+                q = v->u.array.values[i];
+
+                if (!YAJL_IS_STRING(q) || *YAJL_GET_STRING(q) == '\0') {
+                    continue;
+                }
+
+                k++;
+                rc = iw_reg_retrieve(conf, YAJL_GET_STRING(q), 3,
+                                     online_only, &found);
+                if (rc != IW_OK) {
+                    yajl_tree_free(ans);
+                    iw_buf_free(&seen);
+                    return rc;
+                }
+
+                iw_buf_addf(&seen, "\nagent_discovery(\"%s\"):",
+                            YAJL_GET_STRING(q));
+                iw_llm_team_list(&seen, conf->name, &found);
+
+                if (found.n == 0) {
+                    iw_buf_adds(&seen, " no agent");
+                }
+
+                iw_agents_free(&found);
+            }
+
+            if (k == 0) {
+                iw_buf_adds(&seen, "\n(agent_discovery needs at least one "
+                            "query)");
+            }
+
+            iw_info("goal %s: LLM team round %d: agent_discovery with %zu "
+                    "quer%s", g->goal_id, attempt, k, k == 1 ? "y" : "ies");
+            yajl_tree_free(ans);
+            continue;
+        }
+
+        /* team_up: keep the names the registry knows and may recruit */
+        v = iw_json_get(ans, "team_members");
+        picked = iw_alloc(4 * sizeof(char *));
+        np = 0;
+
+        for (i = 0; v && YAJL_IS_ARRAY(v) && i < v->u.array.len && np < 4;
+             i++)
+        {
+            q = v->u.array.values[i];
+
+            if (!YAJL_IS_STRING(q)) {
+                continue;
+            }
+
+            s = YAJL_GET_STRING(q);
+
+            for (j = 0; j < np && strcmp(picked[j], s) != 0; j++) {
+                /* void */
+            }
+
+            if (j == np && *s && !iw_streq(s, conf->name)) {
+                picked[np++] = iw_strdup(s);
+            }
+        }
+
+        yajl_tree_free(ans);
+
+        rc = iw_reg_query(conf, picked, np, &known);
+        if (rc != IW_OK) {
+            break;
+        }
+
+        for (i = 0, j = 0; i < np; i++) {
+            if (known.v[i].found && (known.v[i].online || !online_only)) {
+                picked[j++] = picked[i];
+
+            } else {
+                iw_buf_addf(&seen, "\nteam_up: %s is not an available "
+                            "agent", picked[i]);
+                free(picked[i]);
+            }
+        }
+
+        np = j;
+        iw_agents_free(&known);
+
+        iw_info("goal %s: LLM team round %d: team_up with %zu usable "
+                "member%s", g->goal_id, attempt, np, np == 1 ? "" : "s");
+
+        if (np) {
+            break;
+        }
+
+        free(picked);
+        picked = NULL;
+    }
+
+    iw_buf_free(&seen);
+
+    if (rc != IW_OK) {
+        for (i = 0; i < np; i++) {
+            free(picked[i]);
+        }
+
+        free(picked);
+        return rc;
+    }
+
+    *names = picked;
+    *n = np;
+
+    return IW_OK;
+}
+
+
+/* ---- the plan: discussion, parallel or sequence, tasks ---- */
+
+int
+iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
+    int allow_sub, iw_plan_t *plan, char **discussion)
+{
+    int               rc, sync, sub;
+    char             *system, *user;
+    size_t            i, j, nw;
+    iw_buf_t          schema, team, joined;
+    yajl_val          ans, v, t;
+    iw_agents_t       members;
+    const char       *agent, *desc, *mode, *d;
+    iw_assignment_t  *work;
+
+    *discussion = NULL;
+
+    iw_buf_init(&schema);
+    iw_buf_adds(&schema, "{\"type\":\"object\",\"properties\":{"
+                "\"discussion\":{\"type\":\"string\",\"maxLength\":800},"
+                "\"mode\":{\"type\":\"string\","
+                "\"enum\":[\"parallel\",\"sequence\"]},"
+                "\"tasks\":{\"type\":\"array\",\"minItems\":1,"
+                "\"maxItems\":8,\"items\":{\"type\":\"object\","
+                "\"properties\":{\"agent\":{\"type\":\"string\",\"enum\":[");
+
+    for (i = 0; i < plan->nteam; i++) {
+        iw_buf_adds(&schema, i ? "," : "");
+        iw_json_str(&schema, plan->team[i].name);
+    }
+
+    iw_buf_adds(&schema, "]},\"task_desc\":{\"type\":\"string\","
+                "\"maxLength\":600}");
+
+    if (allow_sub) {
+        iw_buf_adds(&schema, ",\"sub_team\":{\"type\":\"boolean\"}");
+    }
+
+    iw_buf_addf(&schema, "},\"required\":[\"agent\",\"task_desc\"%s],"
+                "\"additionalProperties\":false}}},"
+                "\"required\":[\"discussion\",\"mode\",\"tasks\"],"
+                "\"additionalProperties\":false}",
+                allow_sub ? ",\"sub_team\"" : "");
+
+    iw_buf_init(&team);
+    members.v = plan->team;
+    members.n = plan->nteam;
+    iw_llm_team_list(&team, NULL, &members);
+
+    system = iw_sprintf(
+        "You are %s, the coordinator of a team of AI agents working on a "
+        "goal. Split the goal into tasks for the team members, each task "
+        "for the member whose description fits it. Choose \"parallel\" "
+        "when the tasks are independent, \"sequence\" when each builds on "
+        "the one before (they then run in the order given, each with the "
+        "results before it).%s Write \"discussion\": a short message to "
+        "the team explaining the plan. Answer with one JSON object.",
+        conf->name,
+        allow_sub ? " Set \"sub_team\" on a task too large for one agent: "
+                    "a nested team will do it." : "");
+    user = iw_sprintf("Goal: %s\n\nTeam:%s", text, team.data);
+    iw_buf_free(&team);
+
+    rc = iw_llm_call(conf, g, "plan", system, user, schema.data, &ans);
+    free(system);
+    free(user);
+    iw_buf_free(&schema);
+
+    if (rc != IW_OK || ans == NULL) {
+        return rc;
+    }
+
+    mode = iw_json_get_str(ans, "mode");
+    sync = iw_streq(mode, "sequence");
+    v = iw_json_get(ans, "tasks");
+
+    work = iw_alloc(IW_PLAN_MAX_TASKS * sizeof(iw_assignment_t));
+    nw = 0;
+
+    for (i = 0; v && YAJL_IS_ARRAY(v) && i < v->u.array.len
+                && nw < IW_PLAN_MAX_TASKS; i++)
+    {
+        t = v->u.array.values[i];
+        agent = iw_json_get_str(t, "agent");
+        desc = iw_json_get_str(t, "task_desc");
+        sub = allow_sub && YAJL_IS_TRUE(iw_json_get(t, "sub_team"));
+
+        for (j = 0; agent && j < plan->nteam; j++) {
+            if (strcmp(plan->team[j].name, agent) == 0) {
+                break;
+            }
+        }
+
+        /* skip what cannot be done: an unknown agent, no text */
+        for (d = desc; d && (*d == ' ' || *d == '\n' || *d == '\t'); d++) {
+            /* void */
+        }
+
+        if (agent == NULL || j == plan->nteam || d == NULL || *d == '\0') {
+            continue;
+        }
+
+        if (sub) {
+            agent = conf->name;
+        }
+
+        /* in parallel a member has one task: join its parts */
+        if (!sync && !sub) {
+            for (j = 0; j < nw; j++) {
+                if (!work[j].sub && strcmp(work[j].agent, agent) == 0) {
+                    break;
+                }
+            }
+
+            if (j < nw) {
+                iw_buf_init(&joined);
+                iw_buf_addf(&joined, "%s; %s", work[j].desc, d);
+                free(work[j].desc);
+                work[j].desc = iw_buf_take(&joined);
+                continue;
+            }
+        }
+
+        work[nw].agent = iw_strdup(agent);
+        work[nw].desc = iw_strdup(d);
+        work[nw].sub = sub;
+        nw++;
+    }
+
+    if (nw == 0) {
+        iw_warn("goal %s: the LLM's plan names no task the team can do; "
+                "the built-in assignment is used", g->goal_id);
+        free(work);
+        yajl_tree_free(ans);
+        return IW_OK;
+    }
+
+    iw_plan_set_work(plan, work, nw, sync);
+
+    d = iw_json_get_str(ans, "discussion");
+
+    if (d && *d) {
+        *discussion = iw_strdup(d);
+    }
+
+    iw_info("goal %s: LLM plan: %zu task%s, %s", g->goal_id, nw,
+            nw == 1 ? "" : "s", sync ? "in sequence" : "in parallel");
+
+    yajl_tree_free(ans);
+
+    return IW_OK;
+}
+
+
+/* ---- the conclusion ---- */
+
+int
+iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
+{
+    int          rc;
+    char        *system, *user;
+    size_t       i;
+    iw_buf_t     results;
+    yajl_val     ans;
+    const char  *c;
+
+    static const char  *schema =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"conclusion\":{\"type\":\"string\",\"maxLength\":3000}},"
+        "\"required\":[\"conclusion\"],\"additionalProperties\":false}";
+
+    *text = NULL;
+
+    iw_buf_init(&results);
+
+    for (i = 0; i < g->ntasks; i++) {
+        iw_buf_addf(&results, "\n- %s, task \"%s\" (%s): %s",
+                    g->tasks[i].agent, g->tasks[i].desc, g->tasks[i].status,
+                    g->tasks[i].result && *g->tasks[i].result
+                    ? g->tasks[i].result : "no result");
+    }
+
+    system = iw_sprintf(
+        "You are %s, the coordinator of a team of AI agents. The team has "
+        "worked on a goal; write the conclusion: the answer to the goal, "
+        "built from the results, saying plainly what is missing when a "
+        "task failed or timed out. Answer with one JSON object "
+        "{\"conclusion\"}.", conf->name);
+    user = iw_sprintf("Goal: %s\n\nResults:%s%s", g->goal,
+                      results.len ? results.data : "\n(none)",
+                      iw_streq(g->ended, "max_turns")
+                      ? "\n\nThe room reached its turn limit." : "");
+    iw_buf_free(&results);
+
+    rc = iw_llm_call(conf, g, "conclusion", system, user, schema, &ans);
+    free(system);
+    free(user);
+
+    if (rc != IW_OK || ans == NULL) {
+        return rc;
+    }
+
+    c = iw_json_get_str(ans, "conclusion");
+
+    if (c && *c) {
+        *text = iw_strdup(c);
+    }
+
+    yajl_tree_free(ans);
+
+    return IW_OK;
+}
