@@ -197,6 +197,8 @@ ngx_ioa_envelope_parse(ngx_pool_t *pool, u_char *data, size_t len,
     ngx_memzero(env, sizeof(ngx_ioa_envelope_t));
     ngx_memzero(&ctx, sizeof(ngx_ioa_env_ctx_t));
 
+    env->type = NGX_IOA_TYPE_NONE;
+
     ctx.pool = pool;
     ctx.env = env;
     ctx.err = err;
@@ -236,7 +238,7 @@ ngx_ioa_envelope_parse(ngx_pool_t *pool, u_char *data, size_t len,
         env->json.len = len;
 
         env->is_control = 1;
-        env->type = 0;
+        env->type = NGX_IOA_TYPE_NONE;
         env->state = 0;
         env->next_speaker = NULL;
 

@@ -20,7 +20,8 @@
 #define NGX_IOA_STATE_VOTE                       2
 #define NGX_IOA_STATE_EXECUTION                  3
 
-/* CommunicationType */
+/* CommunicationType; NONE: the envelope has no "type" (plain chat) */
+#define NGX_IOA_TYPE_NONE                        -1
 #define NGX_IOA_TYPE_DEFAULT                     0
 #define NGX_IOA_TYPE_PROPOSAL                    1
 #define NGX_IOA_TYPE_VOTE                        2
@@ -45,7 +46,7 @@ typedef struct {
     ngx_str_t            json;
 
     ngx_str_t            comm_id;       /* pool copy; empty for control */
-    ngx_int_t            type;          /* 0 if absent */
+    ngx_int_t            type;          /* NGX_IOA_TYPE_NONE if absent */
     ngx_int_t            state;         /* 0 if absent */
     ngx_array_t         *next_speaker;  /* of ngx_str_t; NULL if nobody */
 

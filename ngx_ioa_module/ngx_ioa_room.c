@@ -52,6 +52,11 @@
 #define NGX_IOA_ROOM_IDLE        30000
 #define NGX_IOA_TICK             5000
 
+/* post.lua's 4 keys and ARGV[1..5]; the next_speaker names follow */
+#define NGX_IOA_POST_ARGC        9
+/* arguments passed without an allocation: IoA addresses at most a team */
+#define NGX_IOA_POST_STACK       (NGX_IOA_POST_ARGC + 16)
+
 
 typedef struct {
     ngx_str_node_t            sn;
@@ -1607,20 +1612,59 @@ done:
 }
 
 
-/* runs post.lua: membership check, append to the room's Stream and publish,
- * in one step inside Redis */
+/*
+ * runs post.lua: membership check, floor check, append to the room's Stream,
+ * publish and floor update, in one step inside Redis.  The type and the
+ * next_speaker names go along with every envelope: which types are turns is
+ * post.lua's to decide, in one place, and it reads no floor key for the
+ * others.
+ */
 
 ngx_ioa_redis_req_t *
 ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
     ngx_ioa_redis_handler_pt handler, void *data)
 {
     u_char                members[NGX_IOA_KEY_MAX], log[NGX_IOA_KEY_MAX];
+    u_char                floorset[NGX_IOA_KEY_MAX], meta[NGX_IOA_KEY_MAX];
     u_char                channel[NGX_IOA_KEY_MAX], maxlen[NGX_INT_T_LEN];
-    const char           *argv[6];
-    size_t                argvlen[6];
+    u_char                type[NGX_INT_T_LEN];
+    size_t                argvlen_buf[NGX_IOA_POST_STACK];
+    size_t               *argvlen;
+    ngx_str_t            *speaker;
+    ngx_uint_t            i, n;
+    const char           *argv_buf[NGX_IOA_POST_STACK];
+    const char          **argv;
+    ngx_ioa_redis_req_t  *req;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
+
+    n = env->next_speaker ? env->next_speaker->nelts : 0;
+
+    if (NGX_IOA_POST_ARGC + n <= NGX_IOA_POST_STACK) {
+        argv = argv_buf;
+        argvlen = argvlen_buf;
+
+    } else {
+        argv = ngx_alloc((NGX_IOA_POST_ARGC + n) * sizeof(const char *),
+                         ngx_cycle->log);
+        argvlen = ngx_alloc((NGX_IOA_POST_ARGC + n) * sizeof(size_t),
+                            ngx_cycle->log);
+
+        if (argv == NULL || argvlen == NULL) {
+            if (argv) {
+                ngx_free(argv);
+            }
+
+            if (argvlen) {
+                ngx_free(argvlen);
+            }
+
+            return NULL;
+        }
+    }
+
+    /* KEYS */
 
     argv[0] = (const char *) members;
     argvlen[0] = ngx_snprintf(members, sizeof(members), "%V{room:%V}:members",
@@ -1628,18 +1672,45 @@ ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
     argv[1] = (const char *) log;
     argvlen[1] = ngx_snprintf(log, sizeof(log), "%V{room:%V}:log",
                               &mcf->redis_prefix, &env->comm_id) - log;
-    argv[2] = (const char *) name->data;
-    argvlen[2] = name->len;
-    argv[3] = (const char *) env->json.data;
-    argvlen[3] = env->json.len;
-    argv[4] = (const char *) maxlen;
-    argvlen[4] = ngx_sprintf(maxlen, "%ui", mcf->room_log_maxlen) - maxlen;
-    argv[5] = (const char *) channel;
-    argvlen[5] = ngx_snprintf(channel, sizeof(channel), "%V{room:%V}:ch",
-                              &mcf->redis_prefix, &env->comm_id) - channel;
+    argv[2] = (const char *) floorset;
+    argvlen[2] = ngx_snprintf(floorset, sizeof(floorset),
+                              "%V{room:%V}:floor",
+                              &mcf->redis_prefix, &env->comm_id) - floorset;
+    argv[3] = (const char *) meta;
+    argvlen[3] = ngx_snprintf(meta, sizeof(meta), "%V{room:%V}:meta",
+                              &mcf->redis_prefix, &env->comm_id) - meta;
 
-    return ngx_ioa_redis_script(NGX_IOA_SCRIPT_POST, handler, data, 2, 6,
-                                argv, argvlen);
+    /* ARGV */
+
+    argv[4] = (const char *) name->data;
+    argvlen[4] = name->len;
+    argv[5] = (const char *) env->json.data;
+    argvlen[5] = env->json.len;
+    argv[6] = (const char *) maxlen;
+    argvlen[6] = ngx_sprintf(maxlen, "%ui", mcf->room_log_maxlen) - maxlen;
+    argv[7] = (const char *) channel;
+    argvlen[7] = ngx_snprintf(channel, sizeof(channel), "%V{room:%V}:ch",
+                              &mcf->redis_prefix, &env->comm_id) - channel;
+    argv[8] = (const char *) type;
+    argvlen[8] = (env->type == NGX_IOA_TYPE_NONE)
+                 ? 0 : (size_t) (ngx_sprintf(type, "%i", env->type) - type);
+
+    speaker = n ? env->next_speaker->elts : NULL;
+
+    for (i = 0; i < n; i++) {
+        argv[NGX_IOA_POST_ARGC + i] = (const char *) speaker[i].data;
+        argvlen[NGX_IOA_POST_ARGC + i] = speaker[i].len;
+    }
+
+    req = ngx_ioa_redis_script(NGX_IOA_SCRIPT_POST, handler, data, 4,
+                               NGX_IOA_POST_ARGC + n, argv, argvlen);
+
+    if (argv != argv_buf) {
+        ngx_free(argv);
+        ngx_free(argvlen);
+    }
+
+    return req;
 }
 
 
@@ -1649,7 +1720,8 @@ ngx_uint_t
 ngx_ioa_post_result(redisReply *reply, ngx_str_t *name, ngx_str_t *comm_id,
     ngx_ioa_error_t *err)
 {
-    ngx_str_t  code, text;
+    u_char     *p;
+    ngx_str_t   code, text, next;
 
     if (ngx_ioa_redis_error(reply, &code, &text) == NGX_OK) {
         return NGX_HTTP_OK;
@@ -1668,6 +1740,31 @@ ngx_ioa_post_result(redisReply *reply, ngx_str_t *name, ngx_str_t *comm_id,
                           "\"%V\" is not a member of room \"%V\"; the "
                           "envelope was not stored", name, comm_id);
         return NGX_HTTP_FORBIDDEN;
+    }
+
+    if (code.len == 11 && ngx_strncmp(code.data, "NOTYOURTURN", 11) == 0) {
+
+        /* "<sender> does not have the floor; next: <a>,<b>": names cannot
+         * hold ';' (ioa_agent_name_pattern), so the last "; next: " starts
+         * the list */
+
+        next.len = 0;
+        next.data = text.data;
+
+        for (p = text.data + text.len; p - text.data >= 8; p--) {
+            if (ngx_strncmp(p - 8, "; next: ", 8) == 0) {
+                next.data = p;
+                next.len = text.data + text.len - p;
+                break;
+            }
+        }
+
+        ngx_ioa_error_set(err, "not_your_turn", "sender",
+                          "\"%V\" does not have the floor in room \"%V\"; "
+                          "the envelope was not stored: send it again once "
+                          "an envelope names you in next_speaker (next: %V)",
+                          name, comm_id, &next);
+        return NGX_HTTP_CONFLICT;
     }
 
     if (code.len == 6 && ngx_strncmp(code.data, "NOROOM", 6) == 0) {

@@ -2,27 +2,89 @@
 --
 -- KEYS[1]  members set     R..'members'  R = e.g. "ioa:{room:<comm_id>}:"
 -- KEYS[2]  log stream      R..'log'
+-- KEYS[3]  floor set       R..'floor'    only read when ARGV[5] is a turn
+-- KEYS[4]  meta hash       R..'meta'     only read when ARGV[5] is a turn
 -- ARGV[1]  sender          the name the connection is authenticated as
 -- ARGV[2]  envelope_json   stored as the entry's only field, `e`
 -- ARGV[3]  maxlen          "0" unbounded, else XADD MAXLEN ~ maxlen
 -- ARGV[4]  channel         pub/sub channel of the room
+-- ARGV[5]  type            the envelope's "type" in decimal, "" when it has
+--                          none; optional
+-- ARGV[6..] next_speaker   the envelope's next_speaker names ("" and []
+--                          give none; a string is a one-name list)
+--
+-- The legacy call (2 keys, 4 args) is still valid: the floor is neither
+-- checked nor changed, as for any call whose ARGV[5] is absent, "" or not a
+-- turn type. Callers that take turns (the hub, the coordinator) pass all 4
+-- keys and ARGV[5..]; the keys of one room share its hash slot ({room:..}).
 --
 -- Returns  the new stream id, e.g. "1700000000000-0"
 -- Publishes  id .. ' ' .. envelope_json  on channel
--- Errors   NOROOM     the room does not exist (no members set)
---          NOTMEMBER  sender is not a member of the room
---          (in both cases nothing is stored and nothing is published)
+-- Errors   NOROOM       the room does not exist (no members set)
+--          NOTMEMBER    sender is not a member of the room
+--          NOTYOURTURN  "NOTYOURTURN <S> does not have the floor; next:
+--                       <floor members, sorted, comma-separated>"
+--          BADARG       a turn type without KEYS[3] and KEYS[4]
+--          (in every case nothing is stored and nothing is published)
 --
 -- Why one script: the ACL check, the append and the publish must be atomic so
 -- that every envelope subscribers see is already in the log, in log order,
--- and a non-member can never slip one in between check and append.
+-- and a non-member can never slip one in between check and append. The same
+-- holds for the floor: two members cannot both take the last turn.
+--
+-- Floor control. IoA lets each client decide whether an envelope addresses
+-- it; the hub enforces it instead. The floor is the set of members whose
+-- turn it is. Turn types are DISCUSSION 4, SYNC_TASK_ASSIGNMENT 5,
+-- ASYNC_TASK_ASSIGNMENT 6, PAUSE 9, CONCLUDE_GROUP_DISCUSSION 10 and
+-- CONCLUSION 11. Every other envelope (task progress 8 and results 7 answer
+-- at any time; 0-3; no type at all: plain chat) is never refused by the
+-- floor and never changes it.
+--   * No floor key: the floor is open, any member may take a turn (IoA's own
+--     behaviour, and every room until its first directed turn).
+--   * A turn by S is refused when the floor exists, S is not in it and S is
+--     not the room's creator. The creator chairs the room (IoA's team
+--     leader) and may always speak: that is how a coordinator restarts a
+--     stalled room.
+--   * After a turn by S with next_speaker L (members only):
+--       S the creator:  floor := L          (the chair re-addresses)
+--       anyone else:    floor := floor - {S} + L
+--     5, 6, 9, 10 also add S: an assigner waits for answers and then speaks
+--     again, a pauser is the trigger setter who resumes, a concluder writes
+--     the CONCLUSION. An empty result becomes {S} if the room had a floor
+--     (IoA: empty next_people becomes [self]) and stays open if it had none.
+--   * CONCLUSION 11 deletes the floor: the room is open again and can be
+--     continued.
 
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then
+-- '4' -> 1 plain turn, 2 the speaker keeps the floor, 3 ends the conversation
+local TURN = { ['4'] = 1, ['5'] = 2, ['6'] = 2, ['9'] = 2, ['10'] = 2,
+               ['11'] = 3 }
+
+local sender = ARGV[1]
+
+if redis.call('SISMEMBER', KEYS[1], sender) == 0 then
   -- Only the failure path pays for telling the two errors apart.
   if redis.call('EXISTS', KEYS[1]) == 0 then
     return redis.error_reply('NOROOM no such room')
   end
-  return redis.error_reply('NOTMEMBER ' .. ARGV[1] .. ' is not a member of this room')
+  return redis.error_reply('NOTMEMBER ' .. sender .. ' is not a member of this room')
+end
+
+-- Plain envelopes stop at this table lookup: no floor key is read.
+local turn = TURN[ARGV[5]]
+local had, chair
+
+if turn then
+  if KEYS[3] == nil or KEYS[4] == nil then
+    return redis.error_reply('BADARG a turn needs KEYS[3] and KEYS[4]')
+  end
+  had = redis.call('EXISTS', KEYS[3]) == 1
+  chair = redis.call('HGET', KEYS[4], 'creator') == sender
+  if had and not chair and redis.call('SISMEMBER', KEYS[3], sender) == 0 then
+    local floor = redis.call('SMEMBERS', KEYS[3])
+    table.sort(floor)
+    return redis.error_reply('NOTYOURTURN ' .. sender ..
+      ' does not have the floor; next: ' .. table.concat(floor, ','))
+  end
 end
 
 local id
@@ -33,4 +95,26 @@ else
   id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2])
 end
 redis.call('PUBLISH', ARGV[4], id .. ' ' .. ARGV[2])
+
+if turn == 3 then
+  redis.call('DEL', KEYS[3])
+elseif turn then
+  -- An empty set does not exist in Redis, so "open" and "empty" are the
+  -- same state and plain SREM/SADD keep the rules above.
+  if chair then
+    redis.call('DEL', KEYS[3])
+  else
+    redis.call('SREM', KEYS[3], sender)
+  end
+  for i = 6, #ARGV do
+    -- Names outside the room never get the floor: a typo must not stall it.
+    if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 1 then
+      redis.call('SADD', KEYS[3], ARGV[i])
+    end
+  end
+  if turn == 2 or (had and redis.call('EXISTS', KEYS[3]) == 0) then
+    redis.call('SADD', KEYS[3], sender)
+  end
+end
+
 return id

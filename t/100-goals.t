@@ -43,6 +43,8 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(envelope wait_health json);
 use IoaTest::Api;
+use File::Temp ();
+use HTTP::Tiny;
 use JSON::PP ();
 use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
@@ -87,11 +89,14 @@ sub worker {
                 '--scripts', "$Repo/redis-scripts", '--consumer', $name,
                 '--task-timeout', $o{task_timeout} // 60,
                 '--claim-idle', $o{claim_idle} // 15,
-                '--turn-timeout', $o{turn_timeout} // 30);
+                '--turn-timeout', $o{turn_timeout} // 30,
+                defined $o{token_budget} ? ('--token-budget', $o{token_budget}) : ());
     my $pid = fork // die "fork: $!\n";
     if ($pid == 0) {
         $ENV{IOA_WORKER_TEST_CRASH_AFTER_STEP} = $o{crash_after}
             if defined $o{crash_after};
+        delete @ENV{grep { /^(?:IOA_LLM_|OPENAI_)/ } keys %ENV};
+        $ENV{$_} = $o{env}{$_} for keys %{ $o{env} // {} };
         open STDIN, '<', '/dev/null';
         open STDOUT, '>>', $log;
         open STDERR, '>>', $log;
@@ -353,6 +358,38 @@ sub release {
     answer(@$_, 'answer') for splice @Held;
 }
 
+# A real OpenAI-compatible server: llama.cpp's llama-server (built once and
+# cached outside the repo by scripts/llm/build-llama-server.sh) on a tiny
+# random-weight model written by scripts/llm/tiny-gguf.py.  Returns the
+# base URL; the server is stopped in END.
+my $LlamaPid;
+sub llama_server {
+    my ($ctx) = @_;
+    my $bin = $ENV{IOA_LLAMA_SERVER};
+    unless ($bin) {
+        ($bin) = (`bash $Repo/scripts/llm/build-llama-server.sh` =~ /(\S+)\s*\z/);
+    }
+    die "no llama-server (scripts/llm/build-llama-server.sh)\n" unless $bin && -x $bin;
+    my $dir = File::Temp::tempdir(CLEANUP => 1);
+    system('/usr/bin/python3', "$Repo/scripts/llm/tiny-gguf.py", '--seed', 7,
+           "$dir/tiny.gguf") == 0 or die "tiny-gguf.py failed\n";
+    my $port = IoaTest::_free_port();
+    $LlamaPid = fork // die "fork: $!\n";
+    if ($LlamaPid == 0) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>>', $ctx->servroot . '/logs/llama-server.log';
+        open STDERR, '>&', \*STDOUT;
+        exec $bin, '-m', "$dir/tiny.gguf", '--host', '127.0.0.1', '--port', $port,
+             '-c', 8192, '-np', 2, '-t', 2 or POSIX::_exit(127);
+    }
+    wait_until(sub {
+        my $r = HTTP::Tiny->new(timeout => 1)->get("http://127.0.0.1:$port/health");
+        $r->{status} == 200;
+    }, 60) or die "llama-server did not come up\n";
+    return "http://127.0.0.1:$port/v1";
+}
+END { if ($LlamaPid) { kill 'TERM', $LlamaPid; waitpid $LlamaPid, 0 } }
+
 sub job_pending { redis_cmd('XPENDING', 'ioa:{jobs}:goals', 'workers')->[0] }
 
 run_tests();
@@ -418,7 +455,7 @@ GET /health_check
         ok $desc{$who}, "on behalf of a member: $who";
         like $b->{content}, qr/^On behalf of \Q$who\E \(.*\Q$desc{$who}\E\): I can take on: /,
             "$who: spoken for from its registered description";
-        is_deeply $b->{next_speaker}, [$COORD], "$who: the floor goes back to the coordinator";
+        is_deeply $b->{next_speaker}, [$COORD], "$who: the floor stays with the coordinator";
     }
     is_deeply [sort map { $_->{on_behalf_of} } @behalf], [sort keys %desc], 'each member spoken for once';
     is_deeply $disc->{next_speaker}, [$COORD], 'nobody speaks the protocol: the coordinator keeps the floor';
@@ -1039,6 +1076,10 @@ GET /health_check
         'the plan gives the floor to the protocol speakers';
     like $step{1}{content}, qr/one after the other/, 'the plan says it is a sequence';
     is $step{2 + $ann}{on_behalf_of}, 'Ann', 'the coordinator speaks for Ann';
+    is_deeply [sort @{ $step{2 + $ann}{next_speaker} }], [qw(Ben Cid)],
+        'leaving the floor with the protocol speakers';
+    is_deeply [sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cid}:floor") }], [],
+        'the CONCLUSION opened the floor again';
     my ($ben) = grep { $_->{sender} eq 'Ben' && $_->{type} == 4 } @env;
     ok $ben, 'Ben took its discussion turn';
     ok !grep({ $_->{sender} eq 'Cid' && $_->{type} == 4 } @env), 'Cid stayed mute';
@@ -1138,3 +1179,4 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+

@@ -413,6 +413,156 @@ is(scalar @{ record($R3, '-', 0)->[5] }, 50, 'count 0: the whole log');
 is_deeply(record(room('nope'), '-', 10), [ '0', '', '', '', [], [] ], 'room_record of an unknown room');
 is_deeply(record($R1, '', 1)->[5], [ $id1, $env1 ], 'start "" is the beginning too');
 
+# --- floor control (post.lua with KEYS[3] floor, KEYS[4] meta, ARGV[5] type) ------
+
+my $RF = room('f1');
+run_script('room_create', [ "${RF}meta", "${RF}members" ], 'f1', 'Floor', 'chair', $NOW,
+           qw(chair ann bob cat));
+is_deeply($sub->cmd('SUBSCRIBE', 'chan:f1'), [ 'subscribe', 'chan:f1', 2 ],
+          'subscribed to the floor room channel');
+
+my $turn_n = 0;
+# A post with the 4-key contract: type ('' for none) and next_speaker names.
+sub turn {
+    my ($sender, $type, @next) = @_;
+    $turn_n++;
+    my $env = qq({"from":"$sender","type":"$type","n":$turn_n});
+    return run_script('post', [ map { "$RF$_" } qw(members log floor meta) ],
+                      $sender, $env, '0', 'chan:f1', $type, @next);
+}
+sub floor_is {
+    my ($want, $label) = @_;
+    my $have = $r->cmd('EXISTS', "${RF}floor")
+             ? [ sort @{ $r->cmd('SMEMBERS', "${RF}floor") } ] : 'open';
+    is_deeply($have, $want, $label);
+}
+sub set_floor {
+    $r->cmd('DEL', "${RF}floor");
+    $r->cmd('SADD', "${RF}floor", @_) if @_;
+}
+sub accepted {
+    my ($reply, $label) = @_;
+    like(ref $reply ? $$reply : $reply, qr/^\d+-\d+$/, $label);
+    return $reply;
+}
+
+# Open floor: no key until a directed turn, and plain envelopes never make one.
+floor_is('open', 'a new room has an open floor (no floor key)');
+accepted(turn('cat', '4'), 'open floor: any member may take a turn');
+floor_is('open', 'open floor: a turn without next_speaker keeps it open');
+accepted(turn('cat', '4', ''), 'open floor: next_speaker "" is empty');
+floor_is('open', 'open floor: still open after next_speaker ""');
+accepted(turn('cat', '', 'bob'), 'an envelope without a type is accepted');
+floor_is('open', 'an envelope without a type never makes a floor, whatever its next_speaker');
+accepted(turn('cat', $_, 'bob'), "type $_ is accepted on an open floor") for 0 .. 3, 7, 8;
+floor_is('open', 'types 0-3, 7 and 8 never make a floor');
+accepted(post($RF, 'cat', '{"legacy":1,"type":4,"next_speaker":"bob"}', '0', 'chan:f1'),
+         'the legacy call (2 keys, 4 args) is accepted');
+accepted(run_script('post', [ map { "$RF$_" } qw(members log floor meta) ],
+                    'cat', '{"four":1}', '0', 'chan:f1'),
+         'the 4-key call without ARGV[5] is accepted');
+floor_is('open', 'neither the legacy call nor a call without ARGV[5] touches the floor');
+
+# The first directed turn makes the floor.
+my $ida = accepted(turn('ann', '4', 'bob', 'ann'), 'ann addresses bob and herself');
+floor_is([qw(ann bob)], 'floor := next_speaker');
+
+my $xlen = $r->cmd('XLEN', "${RF}log");
+# Read what was published so far, up to ann's turn: a blocking read (select()
+# cannot see what Perl has already buffered), bounded by an alarm.
+if (!ref $ida) {
+    local $SIG{ALRM} = sub { die "timed out reading the floor room channel\n" };
+    alarm 5;
+    while (my $m = $sub->read) { last if $m->[2] =~ /^\Q$ida\E / }
+    alarm 0;
+}
+my $no = turn('cat', '4', 'ann');
+is(err_code($no), 'NOTYOURTURN', 'a member out of turn: NOTYOURTURN');
+is($$no, 'NOTYOURTURN cat does not have the floor; next: ann,bob',
+   'the error names the sender and the floor, sorted');
+is($r->cmd('XLEN', "${RF}log"), $xlen, 'NOTYOURTURN: nothing stored');
+floor_is([qw(ann bob)], 'NOTYOURTURN: the floor is unchanged');
+is(err_code(turn('cat', $_)), 'NOTYOURTURN', "type $_ is a turn: refused out of turn") for 5, 6, 9, 10, 11;
+is(err_code(turn('zed', '4')), 'NOTMEMBER', 'a non-member is NOTMEMBER before any floor check');
+my $idp = accepted(turn('cat', '8', 'ann'), 'progress (8) out of turn is accepted');
+is_deeply(next_message(), [ 'message', 'chan:f1', "$idp {\"from\":\"cat\",\"type\":\"8\",\"n\":$turn_n}" ],
+          'nothing was published for the refused turns (the next message is the progress)');
+accepted(turn('cat', '7', 'ann'), 'result (7) out of turn is accepted');
+accepted(turn('cat', '', 'ann'), 'an envelope without a type out of turn is accepted');
+accepted(turn('cat', $_, 'ann'), "type $_ out of turn is accepted") for 0 .. 3;
+floor_is([qw(ann bob)], '0-3, 7, 8 and untyped envelopes never change the floor');
+accepted(post($RF, 'cat', '{"legacy":2}', '0', 'chan:f1'), 'the legacy call is never refused by the floor');
+floor_is([qw(ann bob)], 'and does not change it');
+
+# Non-creator turns: floor := floor - {S} + L (members only).
+set_floor(qw(bob cat));
+accepted(turn('bob', '4', 'ann', 'ghost', 'ann'), 'bob takes his turn');
+floor_is([qw(ann cat)], 'floor - {bob} + [ann]; the non-member ghost is ignored');
+accepted(turn('cat', '4'), 'cat takes her turn without naming anyone');
+floor_is(['ann'], 'floor - {cat}: ann still holds the floor');
+accepted(turn('ann', '4'), 'ann takes the last turn without naming anyone');
+floor_is(['ann'], 'an empty result becomes {sender} when the room had a floor');
+accepted(turn('ann', '4', ''), 'ann with next_speaker ""');
+floor_is(['ann'], '"" is empty too: {sender}');
+accepted(turn('ann', '4', 'ghost', 'chair-x'), 'ann names only non-members');
+floor_is(['ann'], 'only non-members named: empty, so {sender}');
+accepted(turn('ann', '4', 'ann', 'cat'), 'ann names herself and cat');
+floor_is([qw(ann cat)], 'a speaker may name herself');
+
+# 5, 6, 9 and 10 keep the speaker on the floor.
+for my $t ([ 5, 'SYNC_TASK_ASSIGNMENT' ], [ 6, 'ASYNC_TASK_ASSIGNMENT' ]) {
+    set_floor('ann');
+    accepted(turn('ann', $t->[0], 'bob', 'cat'), "$t->[1] by ann to bob and cat");
+    floor_is([qw(ann bob cat)], "$t->[1]: the assignees and the assigner");
+}
+set_floor(qw(ann bob));
+accepted(turn('ann', '9', ''), 'PAUSE with next_speaker ""');
+floor_is([qw(ann bob)], 'PAUSE: the pauser keeps the floor (and bob keeps his)');
+set_floor('bob');
+accepted(turn('bob', '10', 'ann'), 'CONCLUDE_GROUP_DISCUSSION by bob naming ann');
+floor_is([qw(ann bob)], 'CONCLUDE_GROUP_DISCUSSION: the concluder keeps the floor');
+set_floor('bob');
+accepted(turn('bob', '4', 'ann'), 'a DISCUSSION turn for comparison');
+floor_is(['ann'], 'DISCUSSION: the speaker does not keep the floor');
+$r->cmd('DEL', "${RF}floor");
+accepted(turn('cat', '6'), 'an assignment on an open floor naming nobody');
+floor_is(['cat'], 'the assigner alone holds the floor');
+$r->cmd('DEL', "${RF}floor");
+
+# The creator chairs the room: may always speak, and re-addresses the floor.
+set_floor(qw(ann bob));
+accepted(turn('chair', '4', 'cat'), 'the creator speaks without holding the floor');
+floor_is(['cat'], 'a creator turn replaces the floor with its next_speaker');
+accepted(turn('chair', '5', 'bob'), 'the creator assigns a task to bob');
+floor_is([qw(bob chair)], 'creator + SYNC_TASK_ASSIGNMENT: floor := [bob] + creator');
+accepted(turn('chair', '4'), 'the creator speaks naming nobody');
+floor_is(['chair'], 'creator, empty result, room had a floor: {creator}');
+accepted(turn('chair', '4', 'ghost'), 'the creator names only a non-member');
+floor_is(['chair'], 'non-members are ignored for the creator too');
+$r->cmd('DEL', "${RF}floor");
+accepted(turn('chair', '4'), 'the creator on an open floor naming nobody');
+floor_is('open', 'the floor stays open');
+$r->cmd('HSET', "${RF}meta", 'creator', 'ann');
+set_floor('bob');
+accepted(turn('ann', '4', 'cat'), 'the creator is read from the meta hash (now ann)');
+is(err_code(turn('chair', '4')), 'NOTYOURTURN', 'and the former creator has no privilege left');
+$r->cmd('HSET', "${RF}meta", 'creator', 'chair');
+
+# CONCLUSION ends the conversation: the floor is deleted.
+set_floor('bob');
+accepted(turn('bob', '11', 'ann'), 'CONCLUSION by the floor holder');
+floor_is('open', 'CONCLUSION deletes the floor: open again');
+accepted(turn('cat', '4'), 'anyone may speak after a CONCLUSION');
+set_floor('bob');
+accepted(turn('chair', '11'), 'CONCLUSION by the creator');
+floor_is('open', 'open again after the creator\'s CONCLUSION');
+
+# A turn type without the floor keys is a caller bug, refused before storing.
+$xlen = $r->cmd('XLEN', "${RF}log");
+is(err_code(run_script('post', [ "${RF}members", "${RF}log" ], 'cat', '{"x":1}', '0', 'chan:f1', '4')),
+   'BADARG', 'ARGV[5] a turn type with only 2 keys: BADARG');
+is($r->cmd('XLEN', "${RF}log"), $xlen, 'BADARG: nothing stored');
+
 done_testing();
 
 # --- helpers ----------------------------------------------------------------------

@@ -166,6 +166,14 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
         }
     }
 
+    /* the floor during the discussion: the protocol speakers, else the
+     * coordinator; the DISCUSSIONs it speaks for others leave it there */
+    if (nspeakers == 0) {
+        iw_json_str(&b, conf->name);
+    }
+
+    iw_buf_addc(&b, ']');
+
     if (g->step < IW_STEP_DISCUSSION) {
         if (nspeakers && g->turn_deadline == 0) {
             if (iw_redis_time_ms(&now) != IW_OK) {
@@ -182,12 +190,6 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
                 goto done;
             }
         }
-
-        if (nspeakers == 0) {
-            iw_json_str(&b, conf->name);
-        }
-
-        iw_buf_addc(&b, ']');
 
         text = g->discussion ? iw_strdup(g->discussion)
                              : iw_plan_discussion(g->goal, g->sync, g->tasks,
@@ -207,12 +209,6 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
         {
             continue;
         }
-
-        iw_buf_free(&b);
-        iw_buf_init(&b);
-        iw_buf_addc(&b, '[');
-        iw_json_str(&b, conf->name);
-        iw_buf_addc(&b, ']');
 
         iw_buf_init(&e);
         iw_buf_adds(&e, "\"on_behalf_of\":");

@@ -1074,7 +1074,7 @@ iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
     iw_json_str(&b, g->goal_id);
     iw_buf_addf(&b, ",\"ioa_step\":%d}", step);
 
-    rc = iw_room_post(conf, g->comm_id, b.data, &sid);
+    rc = iw_room_post(conf, g->comm_id, b.data, type, next_speaker, &sid);
     iw_buf_free(&b);
 
     if (rc == IW_ERROR) {

@@ -326,7 +326,7 @@ typedef struct {
 } iw_entries_t;
 
 int iw_room_post(const iw_conf_t *conf, const char *comm_id,
-    const char *json, char **sid);
+    const char *json, int type, const char *next_speaker, char **sid);
 int iw_room_read(const iw_conf_t *conf, const char *comm_id,
     const char *after, long long block_ms, iw_entries_t *out);
 int iw_room_last_id(const iw_conf_t *conf, const char *comm_id, char **sid);

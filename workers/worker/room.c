@@ -6,7 +6,10 @@
  * coordinator's envelopes get the same ACL, the same global order and the
  * same resume guarantees as any agent's, and nginx delivers them like its
  * own.  The envelope is built by the caller already normalised, starting
- * {"sender":..,"timestamp":.., as the hub stores what clients send.
+ * {"sender":..,"timestamp":.., as the hub stores what clients send.  Its
+ * type and next_speaker go along, as nginx sends them, so the room's floor
+ * follows the coordinator's turns (the coordinator created the room and
+ * may always speak; the agents it addresses speak next).
  *
  * Reading is XREAD on the room's Stream after an id: with block_ms 0 it
  * returns at once (catching up), otherwise it waits up to block_ms for the
@@ -23,13 +26,16 @@
 
 
 /* IW_OK (*sid the new id), IW_ERROR, or 1 when post.lua refused (NOROOM,
- * NOTMEMBER; *sid is then the reason) */
+ * NOTMEMBER, NOTYOURTURN; *sid is then the reason).  type < 0: none;
+ * next_speaker: JSON, a string or an array of strings. */
 
 int
 iw_room_post(const iw_conf_t *conf, const char *comm_id, const char *json,
-    char **sid)
+    int type, const char *next_speaker, char **sid)
 {
     int          rc;
+    size_t       i;
+    yajl_val     ns, v;
     iw_args_t    a;
     redisReply  *r;
 
@@ -38,12 +44,39 @@ iw_room_post(const iw_conf_t *conf, const char *comm_id, const char *json,
     iw_args_init(&a);
     iw_args_addf(&a, "%s{room:%s}:members", conf->prefix, comm_id);
     iw_args_addf(&a, "%s{room:%s}:log", conf->prefix, comm_id);
+    iw_args_addf(&a, "%s{room:%s}:floor", conf->prefix, comm_id);
+    iw_args_addf(&a, "%s{room:%s}:meta", conf->prefix, comm_id);
     iw_args_add(&a, conf->name);
     iw_args_add(&a, json);
     iw_args_add(&a, "0");
     iw_args_addf(&a, "%s{room:%s}:ch", conf->prefix, comm_id);
 
-    r = iw_redis_eval(IW_LUA_POST, 2, &a);
+    if (type >= 0) {
+        iw_args_addf(&a, "%d", type);
+
+    } else {
+        iw_args_add(&a, "");
+    }
+
+    ns = next_speaker ? iw_json_parse(next_speaker, strlen(next_speaker))
+                      : NULL;
+
+    if (ns && YAJL_IS_STRING(ns) && *YAJL_GET_STRING(ns)) {
+        iw_args_add(&a, YAJL_GET_STRING(ns));
+
+    } else if (ns && YAJL_IS_ARRAY(ns)) {
+        for (i = 0; i < ns->u.array.len; i++) {
+            v = ns->u.array.values[i];
+
+            if (YAJL_IS_STRING(v) && *YAJL_GET_STRING(v)) {
+                iw_args_add(&a, YAJL_GET_STRING(v));
+            }
+        }
+    }
+
+    yajl_tree_free(ns);
+
+    r = iw_redis_eval(IW_LUA_POST, 4, &a);
     iw_args_free(&a);
 
     if (r == NULL) {
@@ -54,7 +87,9 @@ iw_room_post(const iw_conf_t *conf, const char *comm_id, const char *json,
         *sid = iw_strndup(r->str, r->len);
         rc = IW_OK;
 
-    } else if (iw_reply_err(r, "NOROOM") || iw_reply_err(r, "NOTMEMBER")) {
+    } else if (iw_reply_err(r, "NOROOM") || iw_reply_err(r, "NOTMEMBER")
+               || iw_reply_err(r, "NOTYOURTURN"))
+    {
         *sid = iw_strdup(r->str);
         rc = 1;
 
