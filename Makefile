@@ -28,7 +28,7 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: all deps run stop test clean agent worker
+.PHONY: all deps run stop test clean agent worker llama
 
 all: $(MODULE) agent worker
 
@@ -71,7 +71,13 @@ run: deps $(MODULE) agent worker
 stop:
 	bash scripts/stop.sh
 
-test: deps $(MODULE) agent worker
+# llama-server for the LLM tests (t/100 TEST 14): built once from the
+# llama.cpp source in the node-llama-cpp npm package, cached outside the
+# repo (~/.cache/ioa); a few minutes the first time, nothing afterwards
+llama:
+	bash scripts/llm/build-llama-server.sh >/dev/null
+
+test: deps $(MODULE) agent worker llama
 	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/
 
 clean:

@@ -70,6 +70,12 @@ start_agent Reverser "reverses the order of the words of a text" reverse
 
 echo "ioa is up: $HUB (Redis on 127.0.0.1:$IOA_REDIS_PORT)"
 echo "running: 2 ioa-workers, agents Counter, Shouter, Reverser"
+if [ -n "${IOA_LLM_BASE_URL:-${OPENAI_BASE_URL:-}}" ]; then
+    echo "planner: the LLM at ${IOA_LLM_BASE_URL:-$OPENAI_BASE_URL}" \
+         "(model ${IOA_LLM_MODEL:-gpt-4o-mini})"
+else
+    echo "planner: built-in (set IOA_LLM_BASE_URL to use an LLM)"
+fi
 echo "logs: $RUN/logs/"
 
 if ! /usr/bin/python3 "$REPO/scripts/demo.py" "127.0.0.1:$IOA_PORT"; then

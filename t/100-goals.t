@@ -371,8 +371,8 @@ sub llama_server {
     }
     die "no llama-server (scripts/llm/build-llama-server.sh)\n" unless $bin && -x $bin;
     my $dir = File::Temp::tempdir(CLEANUP => 1);
-    system('/usr/bin/python3', "$Repo/scripts/llm/tiny-gguf.py", '--seed', 7,
-           "$dir/tiny.gguf") == 0 or die "tiny-gguf.py failed\n";
+    my $out = `/usr/bin/python3 $Repo/scripts/llm/tiny-gguf.py --seed 7 $dir/tiny.gguf 2>&1`;
+    $? == 0 or die "tiny-gguf.py failed: $out\n";
     my $port = IoaTest::_free_port();
     $LlamaPid = fork // die "fork: $!\n";
     if ($LlamaPid == 0) {
@@ -1180,3 +1180,97 @@ GET /health_check
 [crit]
 [emerg]
 
+
+
+=== TEST 14: the LLM planner against a real OpenAI-compatible server (llama-server on a random-weight model, JSON Schema output): goals of every shape from two workers, and every one ends, concluded or failed with a reason, with its token usage; the token budget is a hard limit; an endpoint that is down leaves the built-in planner in charge
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    %Seen = ();
+    my $llm = llama_server($ctx);
+    my %skills = (Ann => 'write the report', Ben => ['check the figures', 1],
+                  Cid => 'draw the chart', Dan => 'translate the text',
+                  Eve => 'summarise the paper', Fay => 'plan the budget');
+    register_agents($ctx, %skills);
+    my $ag = connect_agents($ctx, sort keys %skills);
+    my %env = (IOA_LLM_BASE_URL => $llm, IOA_LLM_API_KEY => 'test-key',
+               IOA_LLM_TIMEOUT => 60, IOA_LLM_MAX_TOKENS => 1000);
+    worker($ctx, $_, env => \%env, task_timeout => 10, turn_timeout => 2) for qw(w1 w2);
+
+    # random weights, schema-constrained: every decision is valid JSON of
+    # the right shape with arbitrary content, a fuzzer for the state machine
+    my @goals = (
+        [goal => 'Write the report. Check the figures.'],
+        [goal => 'Draw the chart, then translate the text.'],
+        [goal => 'Summarise the paper and plan the budget.', team_member_names => [qw(Eve Fay)]],
+        [goal => 'Write the report. Check the figures. Draw the chart. Translate the text. '
+               . 'Summarise the paper. Plan the budget.', team_up_depth => 1],
+        [goal => 'Translate the text. Draw the chart.', max_turns => 4],
+        [goal => 'Plan the budget, then check the figures, then write the report.'],
+        [goal => 'Do something nobody here can do: repair the flux capacitor.'],
+        [goal => 'Check the figures.', team_member_names => ['Ben'], team_up_depth => 2],
+    );
+    my @gids = map { launch(@$_) } @goals;
+    my $done = sub { !grep { state_of($_) !~ /^(?:concluded|failed)$/ } @gids };
+    ok drive(agents => $ag, secs => 300, until => $done), 'every goal ended'
+        or diag worker_logs($ctx);
+    for my $i (0 .. $#gids) {
+        my $m = meta($gids[$i]);
+        my $what = "goal $i ($goals[$i][1])";
+        like $m->{state}, qr/^(?:concluded|failed)$/, "$what: ended ($m->{state})";
+        is $m->{planner}, 'llm', "$what: planned by the LLM";
+        if ($m->{state} eq 'concluded') {
+            ok length($m->{conclusion} // ''), "$what: with a conclusion";
+            my @env = room($m->{comm_id});
+            my @mine = grep { $_->{sender} eq $COORD && ($_->{ioa_goal} // '') eq $gids[$i] } @env;
+            is $mine[-1]{type}, 11, "$what: the room ends with its CONCLUSION";
+            is $mine[-1]{content}, $m->{conclusion}, "$what: the record says what the room says";
+            my @steps = map { $_->{ioa_step} } @mine;
+            is_deeply \@steps, [sort { $a <=> $b } @steps], "$what: steps in order, none twice";
+        } else {
+            ok length($m->{error} // ''), "$what: failed with a reason: " . ($m->{error} // '');
+        }
+        ok(($m->{tokens} // 0) > 0, "$what: token usage recorded ($m->{tokens})");
+        is $m->{tokens}, ($m->{prompt_tokens} // 0) + ($m->{completion_tokens} // 0),
+            "$what: tokens = prompt + completion";
+    }
+    my $logs = worker_logs($ctx);
+    like $logs, qr/LLM team round 1: (?:agent_discovery|team_up)/, 'the team-up tools were used';
+    like $logs, qr/LLM plan: \d+ tasks?, in (?:parallel|sequence)/, 'some plans were the LLM\'s';
+    unlike $logs, qr/LLM team round [4-9]/, 'never more than three team-up rounds';
+    unlike $logs, qr/\berror:/, 'no worker error';
+    is_deeply stop_workers(), { w1 => 0, w2 => 0 }, 'both workers exit 0';
+
+    # the token budget is a hard limit: the first call uses it up, and the
+    # goal concludes without another call
+    worker($ctx, 'w3', env => \%env, token_budget => 1);
+    my $gb = launch(goal => 'Write the report. Check the figures.');
+    ok drive(agents => $ag, secs => 60, until => sub { state_of($gb) =~ /^(?:concluded|failed)$/ }),
+       'budget: ended' or diag worker_logs($ctx);
+    my $mb = meta($gb);
+    is $mb->{state}, 'concluded', 'budget: concluded';
+    is $mb->{ended}, 'token_budget', 'budget: because of the token budget';
+    like $mb->{conclusion}, qr/^Concluded at the token budget\./, 'budget: the conclusion says so';
+    like worker_log($ctx, 'w3'), qr/token budget reached/, 'budget: logged';
+    is_deeply stop_workers(), { w3 => 0 }, 'w3 exits 0';
+
+    # an endpoint that is down: the built-in planner decides, nothing stalls
+    worker($ctx, 'w4', env => { %env, IOA_LLM_BASE_URL => 'http://127.0.0.1:9/v1',
+                                IOA_LLM_MAX_ATTEMPTS => 2 });
+    my $gd = launch(goal => 'Write the report. Check the figures.');
+    ok drive(agents => $ag, secs => 60, until => sub { state_of($gd) eq 'concluded' }),
+       'endpoint down: concluded' or diag worker_logs($ctx);
+    like meta($gd)->{conclusion}, qr/2 of 2 tasks completed/, 'endpoint down: by the built-in plan';
+    like worker_log($ctx, 'w4'), qr/the LLM gave no usable team .*the built-in planner decides instead/,
+        'endpoint down: said so';
+    is_deeply stop_workers(), { w4 => 0 }, 'w4 exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
