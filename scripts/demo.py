@@ -9,6 +9,7 @@ Usage: /usr/bin/python3 scripts/demo.py HOST:PORT
 
 import asyncio
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -150,7 +151,9 @@ def launch_goal():
     goal = (f'Count the words in "{sentence}". '
             f'Shout "{sentence}" in upper case. '
             f'Reverse the words of "{sentence}".')
-    print("\n7. a goal, end to end (POST /launch_goal, built-in planner)")
+    llm = os.environ.get("IOA_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+    print("\n7. a goal, end to end (POST /launch_goal, "
+          + (f"LLM planner at {llm})" if llm else "built-in planner)"))
     if not wait_online(["Counter", "Shouter", "Reverser"]):
         print("  the example agents did not come online; see build/run/logs")
         sys.exit(1)
