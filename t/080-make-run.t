@@ -50,4 +50,24 @@ ok !(glob "$dir/*.pid"), 'no worker or agent left running';
 my $log = do { local (@ARGV, $/) = "$dir/logs/error.log"; <> } // '';
 unlike $log, qr/\[(?:alert|crit|emerg)\]/, 'a clean error.log';
 
+# the same command with IOA_LLM_BASE_URL set: the workers plan with the LLM
+# (a real llama-server on a tiny random-weight model, t/lib/IoaTest/Llama.pm)
+{
+    use lib 't/lib';
+    require IoaTest::Llama;
+    my $llm = IoaTest::Llama::llama_server();
+    my $dir2 = File::Temp::tempdir('ioa-run-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    my ($p2, $r2) = (free_port(), free_port());
+    my $out2 = `IOA_LLM_BASE_URL=$llm IOA_LLM_MAX_TOKENS=1000 IOA_RUN_ONCE=1 IOA_RUN_DIR=$dir2 IOA_PORT=$p2 IOA_REDIS_PORT=$r2 make -s run 2>&1`;
+    is $? >> 8, 0, 'LLM: make run exits 0' or diag $out2;
+    like $out2, qr/planner: the LLM at \Q$llm\E/, 'LLM: make run says which planner';
+    like $out2, qr/a goal, end to end \(POST \/launch_goal, LLM planner at /, 'LLM: so does the demo';
+    like $out2, qr/state concluded \(room [0-9a-f]{32}\)/, 'LLM: the goal concluded';
+    like $out2, qr/\nconclusion:\n  \S/, 'LLM: with a conclusion';
+    my $wlog = join '', map { local (@ARGV, $/) = $_; <> } glob "$dir2/logs/worker-*.log";
+    like $wlog, qr/LLM planner: \S+ at \Q$llm\E/, 'LLM: the workers planned with it';
+    like $wlog, qr/llm: \w+ from /, 'LLM: and called it';
+    ok !(glob "$dir2/*.pid"), 'LLM: everything stopped';
+}
+
 done_testing();

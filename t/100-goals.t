@@ -43,8 +43,7 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(envelope wait_health json);
 use IoaTest::Api;
-use File::Temp ();
-use HTTP::Tiny;
+use IoaTest::Llama;
 use JSON::PP ();
 use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
@@ -357,38 +356,6 @@ sub answer {
 sub release {
     answer(@$_, 'answer') for splice @Held;
 }
-
-# A real OpenAI-compatible server: llama.cpp's llama-server (built once and
-# cached outside the repo by scripts/llm/build-llama-server.sh) on a tiny
-# random-weight model written by scripts/llm/tiny-gguf.py.  Returns the
-# base URL; the server is stopped in END.
-my $LlamaPid;
-sub llama_server {
-    my ($ctx) = @_;
-    my $bin = $ENV{IOA_LLAMA_SERVER};
-    unless ($bin) {
-        ($bin) = (`bash $Repo/scripts/llm/build-llama-server.sh` =~ /(\S+)\s*\z/);
-    }
-    die "no llama-server (scripts/llm/build-llama-server.sh)\n" unless $bin && -x $bin;
-    my $dir = File::Temp::tempdir(CLEANUP => 1);
-    my $out = `/usr/bin/python3 $Repo/scripts/llm/tiny-gguf.py --seed 7 $dir/tiny.gguf 2>&1`;
-    $? == 0 or die "tiny-gguf.py failed: $out\n";
-    my $port = IoaTest::_free_port();
-    $LlamaPid = fork // die "fork: $!\n";
-    if ($LlamaPid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>>', $ctx->servroot . '/logs/llama-server.log';
-        open STDERR, '>&', \*STDOUT;
-        exec $bin, '-m', "$dir/tiny.gguf", '--host', '127.0.0.1', '--port', $port,
-             '-c', 8192, '-np', 2, '-t', 2 or POSIX::_exit(127);
-    }
-    wait_until(sub {
-        my $r = HTTP::Tiny->new(timeout => 1)->get("http://127.0.0.1:$port/health");
-        $r->{status} == 200;
-    }, 60) or die "llama-server did not come up\n";
-    return "http://127.0.0.1:$port/v1";
-}
-END { if ($LlamaPid) { kill 'TERM', $LlamaPid; waitpid $LlamaPid, 0 } }
 
 sub job_pending { redis_cmd('XPENDING', 'ioa:{jobs}:goals', 'workers')->[0] }
 
@@ -1193,7 +1160,7 @@ GET /health_check
 --- ioa_scenario
     fresh($ctx);
     %Seen = ();
-    my $llm = llama_server($ctx);
+    my $llm = llama_server($ctx->servroot . '/logs/llama-server.log');
     my %skills = (Ann => 'write the report', Ben => ['check the figures', 1],
                   Cid => 'draw the chart', Dan => 'translate the text',
                   Eve => 'summarise the paper', Fay => 'plan the budget');

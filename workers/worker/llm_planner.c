@@ -59,6 +59,7 @@ static int iw_llm_account(const iw_conf_t *conf, iw_goal_t *g,
     long long prompt, long long completion);
 static void iw_llm_team_list(iw_buf_t *b, const char *coordinator,
     iw_agents_t *a);
+static int iw_llm_blank(const char *s);
 
 
 int
@@ -70,6 +71,23 @@ iw_llm_on(const iw_conf_t *conf, iw_goal_t *g)
 
     return conf->token_budget == 0
            || g->prompt_tokens + g->completion_tokens < conf->token_budget;
+}
+
+
+/* NULL, "" or only white space: nothing a reader could use */
+
+static int
+iw_llm_blank(const char *s)
+{
+    if (s == NULL) {
+        return 1;
+    }
+
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') {
+        s++;
+    }
+
+    return *s == '\0';
 }
 
 
@@ -542,7 +560,7 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
 
     d = iw_json_get_str(ans, "discussion");
 
-    if (d && *d) {
+    if (!iw_llm_blank(d)) {
         *discussion = iw_strdup(d);
     }
 
@@ -605,7 +623,7 @@ iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
 
     c = iw_json_get_str(ans, "conclusion");
 
-    if (c && *c) {
+    if (!iw_llm_blank(c)) {
         *text = iw_strdup(c);
     }
 

@@ -1,0 +1,80 @@
+# IoaTest::Llama -- a real OpenAI-compatible LLM server for the tests.
+#
+#   use IoaTest::Llama;
+#   my $base = llama_server($logfile);   # "http://127.0.0.1:<port>/v1"
+#
+# llama.cpp's llama-server, built once from the llama.cpp source carried in
+# the node-llama-cpp npm package and cached outside the repo by
+# scripts/llm/build-llama-server.sh (IOA_LLAMA_SERVER names another binary),
+# serving a tiny random-weight model that scripts/llm/tiny-gguf.py writes
+# into a temp directory.  Random weights answer noise, but noise of the
+# requested JSON Schema: the LLM path is exercised end to end, and the
+# answers fuzz whatever consumes them.  The server is stopped (SIGTERM, by
+# PID) when the test process ends.
+
+package IoaTest::Llama;
+
+use strict;
+use warnings;
+
+use Exporter ();
+use Cwd ();
+use File::Basename ();
+use File::Temp ();
+use HTTP::Tiny ();
+use IO::Socket::INET ();
+use POSIX ();
+use Time::HiRes qw(sleep time);
+
+our @ISA = ('Exporter');
+our @EXPORT = qw(llama_server);
+
+my $Repo = File::Basename::dirname(File::Basename::dirname(
+    File::Basename::dirname(File::Basename::dirname(
+        Cwd::abs_path(__FILE__)))));
+my @Pids;
+
+sub _free_port {
+    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
+                                  LocalPort => 0, Proto => 'tcp') or die $!;
+    return $s->sockport;
+}
+
+sub llama_server {
+    my ($log) = @_;
+    my $bin = $ENV{IOA_LLAMA_SERVER};
+    ($bin) = (`bash $Repo/scripts/llm/build-llama-server.sh` =~ /(\S+)\s*\z/)
+        unless $bin;
+    die "no llama-server (see scripts/llm/build-llama-server.sh)\n"
+        unless $bin && -x $bin;
+    my $dir = File::Temp::tempdir(CLEANUP => 1);
+    my $out = `/usr/bin/python3 $Repo/scripts/llm/tiny-gguf.py --seed 7 $dir/tiny.gguf 2>&1`;
+    $? == 0 or die "tiny-gguf.py failed: $out\n";
+    my $port = _free_port();
+    my $pid = fork // die "fork: $!\n";
+    if ($pid == 0) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>>', $log // '/dev/null';
+        open STDERR, '>&', \*STDOUT;
+        exec $bin, '-m', "$dir/tiny.gguf", '--host', '127.0.0.1',
+             '--port', $port, '-c', 16384, '-np', 2, '-t', 2, '--no-webui'
+            or POSIX::_exit(127);
+    }
+    push @Pids, $pid;
+    my $deadline = time + 60;
+    while (time < $deadline) {
+        my $r = HTTP::Tiny->new(timeout => 1)->get("http://127.0.0.1:$port/health");
+        return "http://127.0.0.1:$port/v1" if $r->{status} == 200;
+        sleep 0.1;
+    }
+    die "llama-server did not come up on port $port\n";
+}
+
+END {
+    for my $pid (@Pids) {
+        kill 'TERM', $pid;
+        waitpid $pid, 0;
+    }
+}
+
+1;
