@@ -687,6 +687,23 @@ GET /health_check
         is fsm($gid)->{intent}, '0', "step $step: no intent left";
         stop_workers();
     }
+
+    # the same for the steps of a sequence: each SYNC_TASK_ASSIGNMENT
+    for my $step (20, 22) {
+        my @w = map { worker($ctx, "q$step$_", claim_idle => 1, crash_after => $step) } 1, 2;
+        my $gid = launch(goal => 'Write the report, then check the figures.',
+                         team_member_names => [qw(Ann Ben)]);
+        ok drive(agents => $ag, secs => 20,
+                 until => sub { state_of($gid) eq 'concluded' }),
+           "sequence step $step: concluded" or diag worker_logs($ctx);
+        reap_dead();
+        my @env = room(meta($gid)->{comm_id});
+        is_deeply [coordinator_steps(@env)], [1, 2, 3, 20, 22, 40, 41],
+            "sequence step $step: every step once";
+        is scalar(grep { $_->{type} == 7 } @env), 2, "sequence step $step: each task answered once";
+        like meta($gid)->{conclusion}, qr/2 of 2 tasks completed/, "sequence step $step: both completed";
+        stop_workers();
+    }
 --- no_error_log
 [alert]
 [crit]
