@@ -4,24 +4,23 @@
  * The state machine (phase in P{goal:<id>}:fsm, see store.c):
  *
  *   ""          new: meta state "forming", feed event, phase forming
- *   forming     plan the team and the tasks (built-in planner), persist
- *               the plan with a fresh comm_id, then form the room exactly
- *               like /teamup; meta "running" with the comm_id; phase running
- *   running     the coordinator's steps, one envelope each, then the wait:
- *                 1 DISCUSSION (4)  goal, team, plan (IoA piggybacks goal,
- *                                   team_members, team_up_depth, max_turns)
- *                 2 ASYNC_TASK_ASSIGNMENT (6)  next_speaker = assignees,
- *                                   "tasks": {agent: {task_id, task_desc}}
- *                 3 PAUSE (9)       triggers = the task ids
- *               then it follows the room, collecting INFORM_TASK_PROGRESS
- *               (8) and INFORM_TASK_RESULT (7, "task_status" completed,
- *               failed or timed_out) per task, until every task has settled
- *               or the deadline (--task-timeout after the assignment) marks
- *               the rest timed_out; max_turns (envelopes in the room since
- *               the goal started) cuts this short at any point
- *   concluding  4 CONCLUDE_GROUP_DISCUSSION (10), 5 CONCLUSION (11) with the
- *               conclusion assembled from the results; meta "concluded",
- *               feed event, XACK
+ *   forming     plan the team and the tasks (the LLM's, checked, or the
+ *               built-in planner's: llm_planner.c, planner.c), persist the
+ *               plan with a fresh comm_id, then form the room exactly like
+ *               /teamup; meta "running" with the comm_id; phase running
+ *   running     the conversation (conversation.c): the plan, the
+ *               DISCUSSIONs spoken for members that only run tasks, the
+ *               protocol speakers' turns, then the tasks in parallel
+ *               (ASYNC_TASK_ASSIGNMENT, PAUSE, the answers) or in sequence
+ *               (one SYNC_TASK_ASSIGNMENT at a time), sub-teams for nested
+ *               tasks (subteam.c); every task has a deadline, and
+ *               max_turns and the token budget cut this short at any point
+ *   concluding  CONCLUDE_GROUP_DISCUSSION (10), CONCLUSION (11) with the
+ *               conclusion (the LLM's, or assembled from the results); meta
+ *               "concluded", feed event, XACK
+ *
+ * Each envelope of the coordinator is a numbered step (IW_STEP_* in iw.h),
+ * the numbers increasing in the order they are posted whatever the plan.
  *
  * A cancel (meta state "cancelling", set by POST /goals/<id>/cancel) is
  * checked before every step and at least every IW_GOAL_WAIT_MS while
