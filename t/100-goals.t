@@ -1158,6 +1158,23 @@ GET /health_check
     my ($a2) = grep { $_->{type} == 6 } room(meta($g2)->{comm_id});
     ok !exists $a2->{sub_teams}, 'without depth: no sub-team';
     is_deeply [sort keys %{ $a2->{tasks} }], [qw(Ann Ben Cid Dan)], 'the four members share the work';
+
+    # cancelling a goal cancels the sub-team it started
+    my %how = (Eve => 'hold', Fay => 'hold');
+    my $g3 = launch(goal => $goal, team_up_depth => 1);
+    my $kid;
+    ok drive(agents => $ag, how => \%how, secs => 20, until => sub {
+                 my $t = fsm($g3)->{tasks} or return 0;
+                 ($kid) = map { $_->{child} // () } @{ json()->decode($t) };
+                 my $kc = $kid && meta($kid)->{comm_id} or return 0;
+                 grep { $_->{type} == 9 } room($kc) }),
+       'the sub-team is at work' or diag worker_logs($ctx);
+    redis_cmd('HSET', "ioa:{goal:$g3}:meta", state => 'cancelling');
+    redis_cmd('PUBLISH', "ioa:{goal:$g3}:control", 'cancel');
+    ok drive(agents => $ag, how => \%how, secs => 10, until => sub {
+                 state_of($g3) eq 'cancelled' && state_of($kid) eq 'cancelled' }),
+       'cancelling the goal cancelled its sub-team too' or diag worker_logs($ctx);
+    @Held = ();
     is_deeply stop_workers(), { w1 => 0, w2 => 0 }, 'both exit 0';
 --- no_error_log
 [alert]
