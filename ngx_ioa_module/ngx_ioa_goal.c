@@ -82,10 +82,19 @@ static ngx_ioa_transport_t  ngx_ioa_goal_wait_transport = {
 };
 
 
-/* the fields of the meta HASH a client may read, in answer order */
-static const char  *ngx_ioa_goal_fields[] = {
-    "goal_id", "goal", "state", "comm_id", "conclusion", "error",
-    "created_at", "updated_at", "parent", "depth", "tokens", NULL
+/* the fields of the meta HASH a client may read, in answer order, and
+ * whether each is a number (answered as a JSON number when it is one) */
+typedef struct {
+    const char  *name;
+    ngx_uint_t   number;
+} ngx_ioa_goal_field_t;
+
+static const ngx_ioa_goal_field_t  ngx_ioa_goal_fields[] = {
+    { "goal_id", 0 }, { "goal", 0 }, { "state", 0 }, { "comm_id", 0 },
+    { "conclusion", 0 }, { "error", 0 }, { "created_at", 1 },
+    { "updated_at", 1 }, { "parent", 0 }, { "depth", 1 },
+    { "planner", 0 }, { "ended", 0 }, { "tokens", 1 },
+    { "prompt_tokens", 1 }, { "completion_tokens", 1 }, { NULL, 0 }
 };
 
 
@@ -681,8 +690,8 @@ ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id)
 {
     size_t               n;
     ngx_str_t            key;
-    const char          *argv[16];
-    size_t               argvlen[16];
+    const char          *argv[24];
+    size_t               argvlen[24];
 
     if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
         return ngx_ioa_goal_bad_id(r);
@@ -699,9 +708,9 @@ ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id)
     argv[1] = (const char *) key.data;
     argvlen[1] = key.len;
 
-    for (n = 0; ngx_ioa_goal_fields[n]; n++) {
-        argv[n + 2] = ngx_ioa_goal_fields[n];
-        argvlen[n + 2] = ngx_strlen(ngx_ioa_goal_fields[n]);
+    for (n = 0; ngx_ioa_goal_fields[n].name; n++) {
+        argv[n + 2] = ngx_ioa_goal_fields[n].name;
+        argvlen[n + 2] = ngx_strlen(ngx_ioa_goal_fields[n].name);
     }
 
     if (ngx_ioa_rest_command(r, ngx_ioa_goal_read, n + 2, argv, argvlen)
@@ -743,13 +752,13 @@ ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply)
 
     ngx_ioa_jbuf_byte(&b, '{');
 
-    for (i = 0; i < reply->elements && ngx_ioa_goal_fields[i]; i++) {
+    for (i = 0; i < reply->elements && ngx_ioa_goal_fields[i].name; i++) {
         if (i) {
             ngx_ioa_jbuf_byte(&b, ',');
         }
 
-        name.data = (u_char *) ngx_ioa_goal_fields[i];
-        name.len = ngx_strlen(ngx_ioa_goal_fields[i]);
+        name.data = (u_char *) ngx_ioa_goal_fields[i].name;
+        name.len = ngx_strlen(ngx_ioa_goal_fields[i].name);
         ngx_ioa_jbuf_str(&b, &name);
         ngx_ioa_jbuf_byte(&b, ':');
 
@@ -764,18 +773,11 @@ ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply)
         s.len = reply->element[i]->len;
 
         /* numbers stay numbers */
-        if (name.data[0] == 'c' && name.data[1] == 'r') {
+        if (ngx_ioa_goal_fields[i].number
+            && ngx_atoi(s.data, s.len) != NGX_ERROR)
+        {
             ngx_ioa_jbuf_raw(&b, s.data, s.len);
             continue;
-        }
-
-        if (name.data[0] == 'u' || name.data[0] == 't'
-            || (name.data[0] == 'd' && name.data[1] == 'e'))
-        {
-            if (ngx_atoi(s.data, s.len) != NGX_ERROR) {
-                ngx_ioa_jbuf_raw(&b, s.data, s.len);
-                continue;
-            }
         }
 
         ngx_ioa_jbuf_str(&b, &s);

@@ -457,6 +457,11 @@ GET /health_check
     like $m->{conclusion}, qr/^Goal: \Q$goal\E\n3 of 3 tasks completed\./, 'conclusion: the summary';
     like $m->{conclusion}, qr/- \Q$_\E: \Q$_\E did: /, "conclusion: $_\'s result" for qw(Poet Translator Critic);
     is $m->{tokens}, '0', 'meta: tokens 0 (built-in planner)';
+    my (undef, $doc) = api($ctx, GET => "/goals/$gid");
+    is $doc->{planner}, 'builtin', 'GET /goals/<id>: the built-in planner';
+    ok defined $doc->{tokens} && $doc->{tokens} eq '0' && !ref $doc->{tokens},
+        'GET /goals/<id>: tokens 0';
+    is $doc->{ended}, 'settled', 'GET /goals/<id>: ended when every task settled';
     ok $m->{updated_at} >= $m->{created_at}, 'meta: updated_at';
     is job_pending(), 0, 'the job is acknowledged';
 
@@ -1241,6 +1246,11 @@ GET /health_check
         is $m->{tokens}, ($m->{prompt_tokens} // 0) + ($m->{completion_tokens} // 0),
             "$what: tokens = prompt + completion";
     }
+    my (undef, $doc) = api($ctx, GET => "/goals/$gids[0]");
+    is $doc->{planner}, 'llm', 'GET /goals/<id>: the LLM planner';
+    ok $doc->{tokens} > 0 && $doc->{tokens} == $doc->{prompt_tokens} + $doc->{completion_tokens},
+        "GET /goals/<id>: the token usage ($doc->{prompt_tokens} + $doc->{completion_tokens})";
+    like json()->encode($doc), qr/"tokens":\d+/, 'GET /goals/<id>: tokens as a number';
     my $logs = worker_logs($ctx);
     like $logs, qr/LLM team round 1: (?:agent_discovery|team_up)/, 'the team-up tools were used';
     like $logs, qr/LLM plan: \d+ tasks?, in (?:parallel|sequence)/, 'some plans were the LLM\'s';
