@@ -444,5 +444,10 @@ main(int argc, char **argv)
     free(conf.reg_base);
     free(conf.jobs_key);
 
+    if (conf.llm) {
+        iw_llm_conf_free(conf.llm);
+        free(conf.llm);
+    }
+
     return 0;
 }
