@@ -543,6 +543,24 @@ subtest 'response_format refused: json_schema, then json_object, then none' => s
     stop_server($s);
 };
 
+subtest 'a schema strict mode refuses (OpenAI\'s subset): strict false, the schema kept' => sub {
+    my $s = serve(error_answer(400, "Invalid schema for response_format 'check': In context=('properties', 'greeting'), 'maxLength' is not permitted."),
+                  answer($Hello), answer($Hello));
+    my $r = check({ IOA_LLM_BASE_URL => $s->{url}, IOA_LLM_MAX_ATTEMPTS => 1 });
+    is $r->{rc}, 0, 'exit 0, although IOA_LLM_MAX_ATTEMPTS is 1' or show($r);
+    my @q = requests($s);
+    is scalar @q, 2, 'two requests';
+    is $q[0]{json}{response_format}{json_schema}{strict}, JSON::PP::true, '1st: strict';
+    is $q[1]{json}{response_format}{type}, 'json_schema', '2nd: still json_schema';
+    is $q[1]{json}{response_format}{json_schema}{strict}, JSON::PP::false, '2nd: strict false';
+    is_deeply $q[1]{json}{response_format}{json_schema}{schema},
+        $q[0]{json}{response_format}{json_schema}{schema}, '2nd: the same schema';
+    is $r->{kv}{'final format'}, 'json_schema', 'the format stays json_schema';
+    like $r->{err}, qr/refused the schema in strict mode \(HTTP 400: Invalid schema.*\); sending it with strict false/,
+        'the warning says what and why';
+    stop_server($s);
+};
+
 subtest 'max_tokens and temperature refused (OpenAI reasoning models)' => sub {
     my $s = serve(error_answer(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."),
                   error_answer(400, "Unsupported value: 'temperature' does not support 0.2 with this model. Only the default (1) value is supported."),

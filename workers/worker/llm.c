@@ -701,7 +701,8 @@ iw_llm_body(iw_llm_conf_t *c, yajl_val msgs, const char *name,
         iw_json_str(&b, name);
         iw_buf_adds(&b, ",\"schema\":");
         iw_json_emit(&b, schema);
-        iw_buf_adds(&b, ",\"strict\":true}}");
+        iw_buf_adds(&b, c->no_strict ? ",\"strict\":false}}"
+                                  : ",\"strict\":true}}");
 
     } else if (format == IW_LLM_FORMAT_OBJECT) {
         iw_buf_adds(&b, ",\"response_format\":{\"type\":\"json_object\"}");
@@ -1057,6 +1058,20 @@ iw_llm_refused(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
     b = h->body.data ? h->body.data : "";
     n = h->body.len;
     client = (h->status == 400 || h->status == 422);
+
+    /* "Invalid schema for response_format ...: 'maxLength' is not
+     * permitted": the schema is fine for us, only not for strict mode */
+    if (client && format == IW_LLM_FORMAT_SCHEMA && !c->no_strict
+        && (iw_llm_mentions(b, n, "invalid schema")
+            || iw_llm_mentions(b, n, "not permitted")
+            || iw_llm_mentions(b, n, "strict")))
+    {
+        c->no_strict = 1;
+        iw_warn("llm: %s refused the schema in strict mode (HTTP %ld: %s); "
+                "sending it with strict false from now on", c->url,
+                h->status, msg);
+        return 1;
+    }
 
     if (format != IW_LLM_FORMAT_NONE
         && (iw_llm_mentions(b, n, "response_format")

@@ -51,6 +51,10 @@ typedef struct iw_llm_conf_s {
      * models want max_completion_tokens and only the default temperature) */
     int          max_completion_tokens;
     int          no_temperature;
+    /* learnt likewise: the server refuses our schema in strict mode (OpenAI
+     * accepts only a subset of JSON Schema there), so send strict: false
+     * and keep the schema, before giving up json_schema altogether */
+    int          no_strict;
 } iw_llm_conf_t;
 
 
