@@ -7,6 +7,7 @@
 #                   `make stop` ends it
 #   make stop       stop what `make run` started
 #   make test       install what is missing, build, run every test (prove)
+#   make bench      ioa against nchan and the Redis ceiling: BENCHMARKS.md
 #   make deps       only install the Debian packages
 #   make clean
 
@@ -28,7 +29,7 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: all deps run stop test clean agent worker llama
+.PHONY: all deps run stop test clean agent worker llama bench
 
 all: $(MODULE) agent worker
 
@@ -76,6 +77,14 @@ stop:
 # repo (~/.cache/ioa); a few minutes the first time, nothing afterwards
 llama:
 	bash scripts/llm/build-llama-server.sh >/dev/null
+
+# make bench: ioa, nchan (Redis and memory stores) and the Redis ceiling,
+# side by side in one run; writes BENCHMARKS.md (bench/run.sh)
+bench: deps $(MODULE) agent worker
+	dpkg -s libnginx-mod-nchan >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -q libnginx-mod-nchan >/dev/null
+	$(MAKE) -s -C bench
+	$(MAKE) -s -C bench/ceiling
+	bash bench/run.sh
 
 test: deps $(MODULE) agent worker llama
 	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/

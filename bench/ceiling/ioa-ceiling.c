@@ -177,7 +177,7 @@ ic_client(const ic_conf_t *c, const char *sha, const char *env, int id,
     int out)
 {
     int            i, k, room;
-    long long      calls, errors;
+    long long      calls, errors, counts[2];
     char           keys[4][96], chan[96], maxlen[24];
     const char    *argv[11];
     size_t         argvlen[11];
@@ -239,9 +239,12 @@ ic_client(const ic_conf_t *c, const char *sha, const char *env, int id,
         }
     }
 
-    if (write(out, &calls, sizeof(calls)) != sizeof(calls)
-        || write(out, &errors, sizeof(errors)) != sizeof(errors))
-    {
+    /* one write of both counts: the clients share the pipe, and a write
+     * of at most PIPE_BUF bytes is never interleaved with another */
+    counts[0] = calls;
+    counts[1] = errors;
+
+    if (write(out, counts, sizeof(counts)) != sizeof(counts)) {
         exit(1);
     }
 
@@ -320,7 +323,7 @@ main(int argc, char **argv)
     char          *body, *path, *env, sha[64], ok;
     pid_t         *pids, spid;
     double         t0, t1, cpu0, cpu1;
-    long long      calls, errors, n, e, received;
+    long long      calls, errors, n, counts[2], received;
     ic_conf_t      c;
     FILE          *jf;
     redisReply    *rep;
@@ -473,15 +476,13 @@ main(int argc, char **argv)
     calls = errors = 0;
 
     for (i = 0; i < c.procs; i++) {
-        if (read(p[0], &n, sizeof(n)) != sizeof(n)
-            || read(p[0], &e, sizeof(e)) != sizeof(e))
-        {
+        if (read(p[0], counts, sizeof(counts)) != sizeof(counts)) {
             fprintf(stderr, "ioa-ceiling: a client process died\n");
             return 1;
         }
 
-        calls += n;
-        errors += e;
+        calls += counts[0];
+        errors += counts[1];
     }
 
     t1 = ic_now();
