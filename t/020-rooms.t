@@ -25,7 +25,7 @@ use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use File::Temp ();
-use IoaTest::Agent qw(register teamup envelope wait_health json);
+use IoaTest::Agent qw(register teamup envelope wait_health json fresh_hub);
 use POSIX ();
 use Time::HiRes qw(sleep time);
 
@@ -36,13 +36,7 @@ log_level('info');
 # (scenarios are compiled in package main, so they call these directly)
 
 # Empty Redis, and the hub connected to it.
-sub fresh {
-    my $ctx = shift;
-    $ctx->redis('FLUSHALL');
-    my $res = wait_health($ctx, 200, 10);
-    die "the hub did not become healthy: " . $res->status_line . "\n"
-        unless $res->code == 200;
-}
+sub fresh { fresh_hub(shift) }
 
 sub log_key { "ioa:{room:$_[0]}:log" }
 

@@ -16,20 +16,14 @@
 use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
-use IoaTest::Agent qw(register teamup envelope wait_health json);
+use IoaTest::Agent qw(register teamup envelope wait_health json fresh_hub);
 
 no_root_location();   # "location / { ioa_api; }" is the whole server
 log_level('info');
 
 # ------------------------------------------------------------------ helpers
 
-sub fresh {
-    my $ctx = shift;
-    $ctx->redis('FLUSHALL');
-    my $res = wait_health($ctx, 200, 10);
-    die "the hub did not become healthy: " . $res->status_line . "\n"
-        unless $res->code == 200;
-}
+sub fresh { fresh_hub(shift) }
 
 sub xlen { redis_cmd('XLEN', "ioa:{room:$_[0]}:log") }
 

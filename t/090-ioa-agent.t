@@ -42,7 +42,7 @@ BEGIN {
 use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
-use IoaTest::Agent qw(register teamup envelope wait_health json);
+use IoaTest::Agent qw(register teamup envelope wait_health json fresh_hub);
 use IoaTest::Api;
 use IoaTest::Instance;
 use IO::Select ();
@@ -79,13 +79,7 @@ END {
     }
 }
 
-sub fresh {
-    my $ctx = shift;
-    $ctx->redis('FLUSHALL');
-    my $res = wait_health($ctx, 200, 10);
-    die "the hub did not become healthy: " . $res->status_line . "\n"
-        unless $res->code == 200;
-}
+sub fresh { fresh_hub(shift) }
 
 # Starts ioa-agent; returns a guard (IoaAgentProc) that stops it by PID.
 #   agent($ctx, name => 'Shouter', exec => ['tr', 'a-z', 'A-Z'],

@@ -41,7 +41,7 @@ BEGIN {
 use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
-use IoaTest::Agent qw(envelope wait_health json);
+use IoaTest::Agent qw(envelope wait_health fresh_hub json);
 use IoaTest::Api;
 use IoaTest::Llama;
 use JSON::PP ();
@@ -73,10 +73,7 @@ END {
 sub fresh {
     my $ctx = shift;
     stop_workers();
-    $ctx->redis('FLUSHALL');
-    my $res = wait_health($ctx, 200, 10);
-    die "the hub did not become healthy: " . $res->status_line . "\n"
-        unless $res->code == 200;
+    fresh_hub($ctx);
 }
 
 # Starts ioa-worker as consumer $name; returns its pid.

@@ -646,7 +646,7 @@ iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g, long long block_ms)
 static int
 iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
 {
-    int          spoke;
+    int          spoke, loaded;
     char        *mark, *s;
     size_t       i, k;
     yajl_val     env;
@@ -654,10 +654,11 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
     iw_agents_t  team;
     const char  *sender, *goal, *content;
 
-    if (iw_goal_members(g, &team) != IW_OK) {
-        team.n = 0;
-    }
-
+    /* the team is read only for a DISCUSSION, the one type that can be a
+     * protocol speaker's turn: progress and results are the common case */
+    team.v = NULL;
+    team.n = 0;
+    loaded = 0;
     spoke = 0;
 
     for (i = 0; i < e->n; i++) {
@@ -730,6 +731,14 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
                    && g->step >= IW_STEP_DISCUSSION)
         {
             /* a protocol speaker took its turn */
+            if (!loaded) {
+                loaded = 1;
+
+                if (iw_goal_members(g, &team) != IW_OK) {
+                    team.n = 0;
+                }
+            }
+
             for (k = 0; k < team.n; k++) {
                 if (team.v[k].protocol && strcmp(team.v[k].name, sender) == 0)
                 {

@@ -26,7 +26,7 @@ use Time::HiRes qw(sleep time);
 use IoaTest::WS ();
 
 our @ISA = ('Exporter');
-our @EXPORT_OK = qw(register teamup envelope wait_health json);
+our @EXPORT_OK = qw(register teamup envelope wait_health fresh_hub json);
 
 # UTF-8 bytes in and out: what goes over the socket.
 my $JSON = JSON::PP->new->utf8->canonical->allow_nonref;
@@ -73,6 +73,16 @@ sub wait_health {
         return $res if time > $deadline;
         sleep 0.05;
     }
+}
+
+# A clean slate for a scenario: Redis emptied, and the hub healthy again
+# (it reloads its scripts and resubscribes); dies if it does not recover.
+sub fresh_hub {
+    my ($ctx) = @_;
+    $ctx->redis('FLUSHALL');
+    my $res = wait_health($ctx, 200, 10);
+    die "the hub did not become healthy: " . $res->status_line . "\n"
+        unless $res->code == 200;
 }
 
 # An IoA AgentMessage as IoA's clients send it (every field, enums as
