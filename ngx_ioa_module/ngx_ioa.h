@@ -17,7 +17,10 @@
  *   ngx_ioa_json.c           JSON helpers for REST bodies and answers;
  *   ngx_ioa_redis_adapter.c  hiredis async <-> nginx event loop glue;
  *   ngx_ioa_redis.c          the per-worker Redis client: connections,
- *                            reconnects, timeouts, scripts, pub/sub;
+ *                            reconnects, timeouts, scripts, pub/sub,
+ *                            MOVED/ASK;
+ *   ngx_ioa_redis_cluster.c  Redis Cluster: setup detection, key slots,
+ *                            the slot map and its refresh;
  *   ngx_ioa_room.c           rooms and routing: per-worker subscriptions,
  *                            catch-up from the room Stream, fan-out;
  *   ngx_ioa_registry.c       /register, /retrieve_assistant, ... presence;
@@ -59,10 +62,17 @@
 #define NGX_IOA_WS_HEADER_MAX        10
 
 
+/* an address of ioa_redis */
 typedef struct {
-    ngx_str_t                 redis_host;     /* numeric, resolved at
-                                                 configuration time */
-    in_port_t                 redis_port;
+    ngx_str_t                 host;           /* numeric, resolved at
+                                                 configuration time,
+                                                 NUL-terminated */
+    in_port_t                 port;
+} ngx_ioa_redis_addr_t;
+
+
+typedef struct {
+    ngx_array_t              *redis_seeds;    /* of ngx_ioa_redis_addr_t */
     ngx_msec_t                redis_connect_timeout;
     ngx_msec_t                redis_timeout;
     ngx_msec_t                redis_backoff_max;
@@ -122,6 +132,7 @@ typedef struct {
 
 
 typedef struct ngx_ioa_client_s  ngx_ioa_client_t;
+typedef struct ngx_ioa_redis_node_s  ngx_ioa_redis_node_t;
 typedef struct ngx_ioa_room_s    ngx_ioa_room_t;
 typedef struct ngx_ioa_link_s    ngx_ioa_link_t;
 
@@ -222,6 +233,8 @@ struct ngx_ioa_room_s {
     ngx_queue_t               links;
     ngx_uint_t                nlinks;
     ngx_ioa_sub_state_e       sub;
+    ngx_ioa_redis_node_t     *sub_node;      /* where sub was sent */
+    ngx_uint_t                slot;          /* Cluster slot of its keys */
     ngx_str_t                 channel;
     ngx_str_t                 log_key;
     ngx_msec_t                idle_since;
@@ -259,22 +272,31 @@ typedef enum {
 
 ngx_int_t ngx_ioa_redis_init_process(ngx_cycle_t *cycle);
 void ngx_ioa_redis_exit_process(ngx_cycle_t *cycle);
-ngx_uint_t ngx_ioa_redis_ready(void);
-ngx_uint_t ngx_ioa_redis_sub_ready(void);
 ngx_ioa_redis_req_t *ngx_ioa_redis_command(ngx_ioa_redis_handler_pt handler,
     void *data, int argc, const char **argv, const size_t *argvlen);
 ngx_ioa_redis_req_t *ngx_ioa_redis_script(ngx_ioa_script_e script,
     ngx_ioa_redis_handler_pt handler, void *data, int nkeys, int argc,
     const char **argv, const size_t *argvlen);
 void ngx_ioa_redis_cancel(ngx_ioa_redis_req_t *req);
-ngx_int_t ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern);
-ngx_int_t ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern);
+ngx_int_t ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern,
+    ngx_ioa_redis_node_t **node);
+ngx_int_t ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern,
+    ngx_ioa_redis_node_t *node);
 ngx_int_t ngx_ioa_redis_error(redisReply *reply, ngx_str_t *code,
     ngx_str_t *text);
 
 
+/* ngx_ioa_redis_cluster.c */
+ngx_uint_t ngx_ioa_redis_cluster(void);
+ngx_uint_t ngx_ioa_redis_ready(void);
+ngx_uint_t ngx_ioa_redis_healthy(void);
+ngx_uint_t ngx_ioa_redis_key_slot(u_char *key, size_t len);
+ngx_ioa_redis_node_t *ngx_ioa_redis_owner(ngx_uint_t slot);
+
+
 /* ngx_ioa_redis_adapter.c */
-ngx_int_t ngx_ioa_redis_attach(redisAsyncContext *ac, ngx_log_t *log);
+ngx_int_t ngx_ioa_redis_attach(redisAsyncContext *ac, ngx_log_t *log,
+    ngx_event_handler_pt read);
 
 
 /* ngx_ioa_room.c */
@@ -287,13 +309,17 @@ ngx_ioa_redis_req_t *ngx_ioa_post_send(ngx_str_t *name,
     ngx_ioa_envelope_t *env, ngx_ioa_redis_handler_pt handler, void *data);
 ngx_uint_t ngx_ioa_post_result(redisReply *reply, ngx_str_t *name,
     ngx_str_t *comm_id, ngx_ioa_error_t *err);
-void ngx_ioa_room_on_sub_ready(void);
-void ngx_ioa_room_on_sub_lost(void);
+void ngx_ioa_room_on_sub_ready(ngx_ioa_redis_node_t *node);
+void ngx_ioa_room_on_sub_lost(ngx_ioa_redis_node_t *node);
+void ngx_ioa_room_on_sub_refused(ngx_ioa_redis_node_t *node, ngx_int_t slot);
+void ngx_ioa_room_on_map_changed(void);
 void ngx_ioa_room_on_cmd_ready(void);
 void ngx_ioa_room_on_message(ngx_str_t *channel, ngx_str_t *data,
     ngx_uint_t pattern);
-void ngx_ioa_room_on_subscribed(ngx_str_t *channel, ngx_uint_t pattern);
-void ngx_ioa_room_on_unsubscribed(ngx_str_t *channel, ngx_uint_t pattern);
+void ngx_ioa_room_on_subscribed(ngx_ioa_redis_node_t *node,
+    ngx_str_t *channel, ngx_uint_t pattern);
+void ngx_ioa_room_on_unsubscribed(ngx_ioa_redis_node_t *node,
+    ngx_str_t *channel, ngx_uint_t pattern);
 ngx_int_t ngx_ioa_client_parse_resume(ngx_ioa_client_t *cl, ngx_str_t *vec,
     ngx_ioa_error_t *err);
 void ngx_ioa_msg_release(ngx_ioa_msg_t *m);
@@ -322,6 +348,7 @@ ngx_int_t ngx_ioa_query_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_list_agents_handler(ngx_http_request_t *r);
 void ngx_ioa_presence_set(ngx_str_t *names, ngx_uint_t n,
     ngx_uint_t online);
+ngx_str_t *ngx_ioa_holder(void);
 
 
 /* ngx_ioa_rest.c */

@@ -840,9 +840,11 @@ ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id)
     argvlen[1] = control.len;
     argv[2] = (const char *) now;
     argvlen[2] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[3] = ngx_ioa_redis_cluster() ? "s" : "";
+    argvlen[3] = ngx_strlen(argv[3]);
 
     if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_CANCEL,
-                            ngx_ioa_goal_cancel_done, 1, 3, argv, argvlen)
+                            ngx_ioa_goal_cancel_done, 1, 4, argv, argvlen)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);

@@ -62,7 +62,7 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       NULL },
 
     { ngx_string("ioa_redis"),
-      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
       ngx_ioa_redis,
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
@@ -458,7 +458,7 @@ ngx_ioa_create_main_conf(ngx_conf_t *cf)
     /*
      * set by ngx_pcalloc():
      *
-     *     mcf->redis_host = { 0, NULL };
+     *     mcf->redis_seeds = NULL;
      *     mcf->redis_prefix = { 0, NULL };
      *     mcf->name_pattern = { 0, NULL };
      *     mcf->used = 0;
@@ -479,12 +479,24 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
 {
     ngx_ioa_main_conf_t *mcf = conf;
 
-    u_char               errstr[NGX_MAX_CONF_ERRSTR];
-    ngx_regex_compile_t  rc;
+    u_char                 errstr[NGX_MAX_CONF_ERRSTR];
+    ngx_regex_compile_t    rc;
+    ngx_ioa_redis_addr_t  *addr;
 
-    if (mcf->redis_host.len == 0) {
-        ngx_str_set(&mcf->redis_host, "127.0.0.1");
-        mcf->redis_port = 6379;
+    if (mcf->redis_seeds == NULL) {
+        mcf->redis_seeds = ngx_array_create(cf->pool, 1,
+                                            sizeof(ngx_ioa_redis_addr_t));
+        if (mcf->redis_seeds == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        addr = ngx_array_push(mcf->redis_seeds);
+        if (addr == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        ngx_str_set(&addr->host, "127.0.0.1");
+        addr->port = 6379;
     }
 
     ngx_conf_init_msec_value(mcf->redis_connect_timeout, 1000);
@@ -612,60 +624,83 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 }
 
 
+/*
+ * ioa_redis address ...: one standalone Redis, or any number of nodes of a
+ * Redis Cluster (the seeds: the module asks the first that answers for the
+ * map and finds every master from there; several seeds let a worker start
+ * while one of them is down).  Which of the two it is, is detected at run
+ * time (ngx_ioa_redis_cluster.c), so the same configuration line serves a
+ * standalone Redis that later becomes a Cluster.
+ */
+
 static char *
 ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_ioa_main_conf_t *mcf = conf;
 
-    u_char              *p;
-    ngx_str_t           *value;
-    ngx_url_t            u;
-    struct sockaddr_in  *sin;
+    u_char                *p;
+    ngx_str_t             *value;
+    ngx_url_t              u;
+    ngx_uint_t             i;
+    struct sockaddr_in    *sin;
+    ngx_ioa_redis_addr_t  *addr;
 
-    if (mcf->redis_host.len) {
+    if (mcf->redis_seeds) {
         return "is duplicate";
+    }
+
+    mcf->redis_seeds = ngx_array_create(cf->pool, cf->args->nelts - 1,
+                                        sizeof(ngx_ioa_redis_addr_t));
+    if (mcf->redis_seeds == NULL) {
+        return NGX_CONF_ERROR;
     }
 
     value = cf->args->elts;
 
-    ngx_memzero(&u, sizeof(ngx_url_t));
+    for (i = 1; i < cf->args->nelts; i++) {
 
-    u.url = value[1];
-    u.default_port = 6379;
-    u.no_resolve = 0;
+        ngx_memzero(&u, sizeof(ngx_url_t));
 
-    /* hiredis 0.14 resolves names with a blocking call, so resolve here,
-     * at configuration time, and hand it a numeric address */
+        u.url = value[i];
+        u.default_port = 6379;
+        u.no_resolve = 0;
 
-    if (ngx_parse_url(cf->pool, &u) != NGX_OK) {
-        if (u.err) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "%s in \"ioa_redis\" address \"%V\"",
-                               u.err, &u.url);
+        /* hiredis 0.14 resolves names with a blocking call, so resolve
+         * here, at configuration time, and hand it a numeric address */
+
+        if (ngx_parse_url(cf->pool, &u) != NGX_OK) {
+            if (u.err) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "%s in \"ioa_redis\" address \"%V\"",
+                                   u.err, &u.url);
+            }
+
+            return NGX_CONF_ERROR;
         }
 
-        return NGX_CONF_ERROR;
+        if (u.naddrs == 0 || u.addrs[0].sockaddr->sa_family != AF_INET) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"ioa_redis\" needs an IPv4 address or a "
+                               "name that resolves to one, not \"%V\"",
+                               &u.url);
+            return NGX_CONF_ERROR;
+        }
+
+        sin = (struct sockaddr_in *) u.addrs[0].sockaddr;
+
+        p = ngx_pnalloc(cf->pool, NGX_INET_ADDRSTRLEN + 1);
+        addr = ngx_array_push(mcf->redis_seeds);
+
+        if (p == NULL || addr == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        addr->host.len = ngx_inet_ntop(AF_INET, &sin->sin_addr, p,
+                                       NGX_INET_ADDRSTRLEN);
+        p[addr->host.len] = '\0';
+        addr->host.data = p;
+        addr->port = ntohs(sin->sin_port);
     }
-
-    if (u.naddrs == 0 || u.addrs[0].sockaddr->sa_family != AF_INET) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"ioa_redis\" needs an IPv4 address or a name "
-                           "that resolves to one, not \"%V\"", &u.url);
-        return NGX_CONF_ERROR;
-    }
-
-    sin = (struct sockaddr_in *) u.addrs[0].sockaddr;
-
-    p = ngx_pnalloc(cf->pool, NGX_INET_ADDRSTRLEN + 1);
-    if (p == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    mcf->redis_host.len = ngx_inet_ntop(AF_INET, &sin->sin_addr, p,
-                                        NGX_INET_ADDRSTRLEN);
-    p[mcf->redis_host.len] = '\0';
-    mcf->redis_host.data = p;
-    mcf->redis_port = ntohs(sin->sin_port);
 
     return NGX_CONF_OK;
 }

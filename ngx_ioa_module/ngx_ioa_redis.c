@@ -4,9 +4,11 @@
  *
  * The per-worker Redis client.
  *
- * Each nginx worker holds exactly two connections to Redis: one for
- * commands and one in SUBSCRIBE mode (Redis accepts nothing else on a
- * subscribed connection).  Both run the same small state machine:
+ * Each nginx worker holds two connections to every Redis node it uses: one
+ * for commands and one for pub/sub (Redis accepts nothing else on a
+ * subscribed connection).  A standalone Redis is one node; a Redis Cluster
+ * is one node per master, and ngx_ioa_redis_cluster.c says which node a
+ * command goes to.  Every connection runs the same small state machine:
  *
  *     DOWN --connect()--> CONNECTING --onConnect OK--> READY
  *       ^                     |                          |
@@ -25,18 +27,39 @@
  * callback a NULL reply: callers treat NULL as "Redis unavailable" and tell
  * their client so (503 or an error frame).  Nothing waits forever.
  *
- * Scripts (the redis-scripts directory, embedded at build time) are hashed
- * once at start and sent with SCRIPT LOAD as the first commands on every new
- * command connection, so EVALSHA that follows on the same connection always finds
- * them.  If Redis still answers NOSCRIPT (SCRIPT FLUSH, a failover to a
- * replica that never saw the script) the script is loaded again and the
- * very same command is resent, in order, from the copy kept for that
- * purpose.
+ * The first command on a new command connection is CLUSTER SLOTS while the
+ * setup is not known yet (see ngx_ioa_redis_cluster.c); then the scripts
+ * (the redis-scripts directory, embedded at build time, hashed once at
+ * start) are sent with SCRIPT LOAD, so EVALSHA that follows on the same
+ * connection always finds them: on a Cluster every master gets them on its
+ * own connection.  If Redis still answers NOSCRIPT (SCRIPT FLUSH, a
+ * failover to a replica that never saw the script) the script is loaded
+ * again on that connection and the very same command is resent, in order,
+ * from the formatted copy every request keeps.
  *
- * Pub/sub messages are dispatched to ngx_ioa_room.c; after the pub/sub
- * connection comes back, the room code resubscribes and every client
- * catches up from the room Streams, so traffic published while the
- * connection was down is not lost.
+ * The same copy serves the Cluster's redirections: MOVED (the slot has
+ * another owner: resent there, and the map is fixed), ASK (the slot is
+ * being migrated and the key is already on the target: ASKING and the
+ * command, to that node only) and TRYAGAIN (a script's keys are split by a
+ * migration for a moment: resent after a short pause).  A request follows
+ * at most NGX_IOA_REDIS_REDIRECTS of them.  CLUSTERDOWN, LOADING and
+ * MASTERDOWN are reported to the caller as "Redis unavailable": the command
+ * did not run, and the map is refreshed.  A command whose connection is lost
+ * is never resent: it may have run (a post), and only the caller knows
+ * whether repeating it is safe.
+ *
+ * Pub/sub connections bypass hiredis' reply dispatch: hiredis 0.14 keeps a
+ * callback per channel for SUBSCRIBE and PSUBSCRIBE only, so the messages of
+ * a shard channel (SSUBSCRIBE, Redis 7, the Cluster's per-slot pub/sub)
+ * would hit an assertion there.  Our read handler takes every reply off the
+ * connection's reader itself and dispatches on its first element, for all
+ * three kinds alike; commands are appended to the connection's buffer and
+ * hiredis only writes them.  A standalone Redis gets SUBSCRIBE (rooms) and
+ * PSUBSCRIBE (the observer feed) as before; a Cluster gets SSUBSCRIBE on the
+ * master that owns the room's slot.  Messages go to ngx_ioa_room.c; after a
+ * pub/sub connection comes back, or a slot moves, the room code
+ * resubscribes and every client catches up from the room Streams, so
+ * traffic published meanwhile is not lost.
  */
 
 
@@ -45,43 +68,43 @@
 #include <ngx_event.h>
 
 #include "ngx_ioa.h"
+#include "ngx_ioa_redis.h"
 #include "ngx_ioa_scripts.h"
 
 
-#define NGX_IOA_BACKOFF_MIN  100
+#define NGX_IOA_BACKOFF_MIN      100
 
+/* MOVED, ASK and TRYAGAIN a request follows before it gives up: a slot
+ * migration costs one or two, a failover one */
+#define NGX_IOA_REDIS_REDIRECTS  16
 
-typedef enum {
-    NGX_IOA_REDIS_DOWN = 0,
-    NGX_IOA_REDIS_CONNECTING,
-    NGX_IOA_REDIS_READY
-} ngx_ioa_redis_state_e;
-
-
-typedef struct {
-    const char               *name;
-    redisAsyncContext        *ac;
-    ngx_ioa_redis_state_e     state;
-    ngx_uint_t                pending;
-    ngx_msec_t                backoff;
-    ngx_event_t               retry;
-    ngx_event_t               timer;
-    ngx_uint_t                is_sub;
-    ngx_log_t                *log;
-} ngx_ioa_redis_conn_t;
+/* TRYAGAIN: a migration moves a slot's keys one MIGRATE at a time; a
+ * script whose keys are split waits this long before it asks again */
+#define NGX_IOA_REDIS_TRYAGAIN   25
 
 
 struct ngx_ioa_redis_req_s {
     ngx_ioa_redis_handler_pt  handler;
     void                     *data;
-    char                     *cmd;       /* kept for a NOSCRIPT resend */
+    char                     *cmd;       /* formatted, kept for resends */
     size_t                    len;
     ngx_int_t                 script;
-    ngx_uint_t                resent;
+    ngx_int_t                 slot;
+    ngx_uint_t                redirects;
+    ngx_uint_t                resent;    /* after NOSCRIPT */
+    ngx_event_t               wait;      /* after TRYAGAIN */
 };
 
 
-static void ngx_ioa_redis_connect(ngx_ioa_redis_conn_t *rc);
+static ngx_ioa_redis_req_t *ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler,
+    void *data, int argc, const char **argv, const size_t *argvlen,
+    ngx_int_t script);
+static ngx_int_t ngx_ioa_redis_send(ngx_ioa_redis_node_t *node,
+    ngx_ioa_redis_req_t *req, ngx_uint_t ask);
+static void ngx_ioa_redis_done(ngx_ioa_redis_req_t *req, redisReply *reply);
+static ngx_int_t ngx_ioa_redis_retry(ngx_ioa_redis_conn_t *rc,
+    redisAsyncContext *ac, ngx_ioa_redis_req_t *req, redisReply *reply);
+static void ngx_ioa_redis_wait_handler(ngx_event_t *ev);
 static void ngx_ioa_redis_schedule(ngx_ioa_redis_conn_t *rc);
 static void ngx_ioa_redis_retry_handler(ngx_event_t *ev);
 static void ngx_ioa_redis_timer_handler(ngx_event_t *ev);
@@ -93,15 +116,18 @@ static void ngx_ioa_redis_load_scripts(ngx_ioa_redis_conn_t *rc);
 static void ngx_ioa_redis_sent(ngx_ioa_redis_conn_t *rc);
 static void ngx_ioa_redis_replied(ngx_ioa_redis_conn_t *rc);
 static void ngx_ioa_redis_reply(redisAsyncContext *ac, void *r, void *data);
+static void ngx_ioa_redis_ignore_reply(redisAsyncContext *ac, void *r,
+    void *data);
 static void ngx_ioa_redis_load_reply(redisAsyncContext *ac, void *r,
     void *data);
-static void ngx_ioa_redis_sub_reply(redisAsyncContext *ac, void *r,
-    void *data);
+static ngx_int_t ngx_ioa_redis_sub_send(ngx_ioa_redis_node_t *node,
+    const char *cmd, ngx_str_t *channel);
+static void ngx_ioa_redis_sub_read(ngx_event_t *ev);
+static void ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc,
+    redisReply *reply);
+static ngx_uint_t ngx_ioa_redis_is(ngx_str_t *s, const char *word);
 static ngx_int_t ngx_ioa_redis_argv_reserve(int n);
 
-
-static ngx_ioa_redis_conn_t  ngx_ioa_redis_cmd;
-static ngx_ioa_redis_conn_t  ngx_ioa_redis_sub;
 
 static u_char       ngx_ioa_script_sha[NGX_IOA_SCRIPT_N][40];
 static ngx_uint_t   ngx_ioa_redis_exiting;
@@ -133,81 +159,49 @@ ngx_ioa_redis_init_process(ngx_cycle_t *cycle)
 
     ngx_ioa_redis_exiting = 0;
 
-    ngx_ioa_redis_cmd.name = "command";
-    ngx_ioa_redis_cmd.is_sub = 0;
-    ngx_ioa_redis_sub.name = "pub/sub";
-    ngx_ioa_redis_sub.is_sub = 1;
-
-    ngx_ioa_redis_cmd.log = cycle->log;
-    ngx_ioa_redis_sub.log = cycle->log;
-
-    ngx_ioa_redis_connect(&ngx_ioa_redis_cmd);
-    ngx_ioa_redis_connect(&ngx_ioa_redis_sub);
-
-    return NGX_OK;
+    /* the nodes of ioa_redis, and the first connections */
+    return ngx_ioa_redis_cluster_init(cycle);
 }
 
 
 void
 ngx_ioa_redis_exit_process(ngx_cycle_t *cycle)
 {
-    ngx_ioa_redis_conn_t  *rc;
     ngx_uint_t             i;
+    ngx_ioa_redis_node_t  *node;
 
     ngx_ioa_redis_exiting = 1;
 
-    for (i = 0; i < 2; i++) {
-        rc = i ? &ngx_ioa_redis_sub : &ngx_ioa_redis_cmd;
+    ngx_ioa_redis_cluster_exit();
 
-        if (rc->retry.timer_set) {
-            ngx_del_timer(&rc->retry);
-        }
-
-        if (rc->timer.timer_set) {
-            ngx_del_timer(&rc->timer);
-        }
-
-        if (rc->ac) {
-            redisAsyncFree(rc->ac);
-            rc->ac = NULL;
-        }
-
-        rc->state = NGX_IOA_REDIS_DOWN;
+    for (i = 0; i < ngx_ioa_redis_nnodes(); i++) {
+        node = ngx_ioa_redis_node(i);
+        ngx_ioa_redis_conn_close(&node->cmd);
+        ngx_ioa_redis_conn_close(&node->sub);
     }
 }
 
 
-ngx_uint_t
-ngx_ioa_redis_ready(void)
+void
+ngx_ioa_redis_conn_connect(ngx_ioa_redis_conn_t *rc)
 {
-    return ngx_ioa_redis_cmd.state == NGX_IOA_REDIS_READY;
-}
-
-
-ngx_uint_t
-ngx_ioa_redis_sub_ready(void)
-{
-    return ngx_ioa_redis_sub.state == NGX_IOA_REDIS_READY;
-}
-
-
-static void
-ngx_ioa_redis_connect(ngx_ioa_redis_conn_t *rc)
-{
-    redisAsyncContext    *ac;
-    ngx_ioa_main_conf_t  *mcf;
+    redisAsyncContext     *ac;
+    ngx_ioa_redis_node_t  *node;
 
     if (ngx_ioa_redis_exiting || ngx_exiting || ngx_terminate) {
         return;
     }
 
-    mcf = ngx_ioa_main_conf();
+    if (rc->retry.timer_set) {
+        ngx_del_timer(&rc->retry);
+    }
 
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, rc->log, 0,
-                   "ioa redis %s connecting to %V:%d",
-                   rc->name, &mcf->redis_host, (int) mcf->redis_port);
+    node = rc->node;
 
-    ac = redisAsyncConnect((char *) mcf->redis_host.data, mcf->redis_port);
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, rc->log, 0,
+                   "ioa redis %s connecting to %V", rc->name, &node->addr);
+
+    ac = redisAsyncConnect((char *) node->host, node->port);
 
     if (ac == NULL) {
         ngx_log_error(NGX_LOG_ERR, rc->log, 0,
@@ -218,9 +212,8 @@ ngx_ioa_redis_connect(ngx_ioa_redis_conn_t *rc)
 
     if (ac->err) {
         ngx_log_error(NGX_LOG_ERR, rc->log, 0,
-                      "ioa redis %s: cannot connect to %V:%d: %s",
-                      rc->name, &mcf->redis_host, (int) mcf->redis_port,
-                      ac->errstr);
+                      "ioa redis %s: cannot connect to %V: %s",
+                      rc->name, &node->addr, ac->errstr);
         redisAsyncFree(ac);
         ngx_ioa_redis_schedule(rc);
         return;
@@ -228,7 +221,10 @@ ngx_ioa_redis_connect(ngx_ioa_redis_conn_t *rc)
 
     ac->data = rc;
 
-    if (ngx_ioa_redis_attach(ac, rc->log) != NGX_OK) {
+    if (ngx_ioa_redis_attach(ac, rc->log,
+                             rc->is_sub ? ngx_ioa_redis_sub_read : NULL)
+        != NGX_OK)
+    {
         ngx_log_error(NGX_LOG_ERR, rc->log, 0,
                       "ioa redis %s: no free connection for Redis, "
                       "raise worker_connections", rc->name);
@@ -243,18 +239,55 @@ ngx_ioa_redis_connect(ngx_ioa_redis_conn_t *rc)
     rc->ac = ac;
     rc->state = NGX_IOA_REDIS_CONNECTING;
     rc->pending = 0;
+    rc->up = 0;
 
     rc->timer.handler = ngx_ioa_redis_timer_handler;
     rc->timer.data = rc;
     rc->timer.log = rc->log;
     rc->timer.cancelable = 1;
 
-    ngx_add_timer(&rc->timer, mcf->redis_connect_timeout);
+    ngx_add_timer(&rc->timer, ngx_ioa_main_conf()->redis_connect_timeout);
 
     /* a connection in progress shows up as writable; hiredis asks for the
      * write event itself only once a command is queued */
 
     ac->ev.addWrite(ac->ev.data);
+}
+
+
+/* closes a connection for good (no reconnect); pending callbacks get NULL */
+
+void
+ngx_ioa_redis_conn_close(ngx_ioa_redis_conn_t *rc)
+{
+    redisAsyncContext      *ac;
+    ngx_ioa_redis_state_e   state;
+
+    ac = rc->ac;
+    state = rc->state;
+
+    if (rc->retry.timer_set) {
+        ngx_del_timer(&rc->retry);
+    }
+
+    if (rc->timer.timer_set) {
+        ngx_del_timer(&rc->timer);
+    }
+
+    rc->ac = NULL;
+    rc->state = NGX_IOA_REDIS_DOWN;
+    rc->pending = 0;
+    rc->up = 0;
+
+    if (ac) {
+        /* our disconnect callback sees rc->ac != ac and stays out */
+        redisAsyncFree(ac);
+    }
+
+    if (rc->is_sub && state == NGX_IOA_REDIS_READY && !ngx_ioa_redis_exiting)
+    {
+        ngx_ioa_room_on_sub_lost(rc->node);
+    }
 }
 
 
@@ -267,12 +300,15 @@ ngx_ioa_redis_schedule(ngx_ioa_redis_conn_t *rc)
     rc->ac = NULL;
     rc->state = NGX_IOA_REDIS_DOWN;
     rc->pending = 0;
+    rc->up = 0;
 
     if (rc->timer.timer_set) {
         ngx_del_timer(&rc->timer);
     }
 
-    if (ngx_ioa_redis_exiting || ngx_exiting || ngx_terminate) {
+    if (ngx_ioa_redis_exiting || ngx_exiting || ngx_terminate
+        || !ngx_ioa_redis_conn_wanted(rc))
+    {
         return;
     }
 
@@ -306,7 +342,11 @@ ngx_ioa_redis_schedule(ngx_ioa_redis_conn_t *rc)
 static void
 ngx_ioa_redis_retry_handler(ngx_event_t *ev)
 {
-    ngx_ioa_redis_connect(ev->data);
+    ngx_ioa_redis_conn_t *rc = ev->data;
+
+    if (rc->state == NGX_IOA_REDIS_DOWN && ngx_ioa_redis_conn_wanted(rc)) {
+        ngx_ioa_redis_conn_connect(rc);
+    }
 }
 
 
@@ -318,9 +358,10 @@ ngx_ioa_redis_timer_handler(ngx_event_t *ev)
     redisAsyncContext  *ac;
 
     ngx_log_error(NGX_LOG_ERR, rc->log, 0,
-                  "ioa redis %s: %s timed out, reconnecting", rc->name,
-                  rc->state == NGX_IOA_REDIS_CONNECTING
-                  ? "connect" : "command");
+                  "ioa redis %s: %s timed out, reconnecting, redis: %V",
+                  rc->name,
+                  rc->state == NGX_IOA_REDIS_CONNECTING ? "connect" : "command",
+                  &rc->node->addr);
 
     ac = rc->ac;
 
@@ -335,6 +376,11 @@ ngx_ioa_redis_timer_handler(ngx_event_t *ev)
         rc->ac = NULL;
         redisAsyncFree(ac);
         ngx_ioa_redis_schedule(rc);
+
+        if (!rc->is_sub) {
+            ngx_ioa_redis_node_lost(rc->node);
+        }
+
         return;
     }
 
@@ -347,36 +393,74 @@ ngx_ioa_redis_on_connect(const redisAsyncContext *ac, int status)
 {
     ngx_ioa_redis_conn_t *rc = ac->data;
 
-    ngx_ioa_main_conf_t  *mcf;
-
     if (rc->timer.timer_set) {
         ngx_del_timer(&rc->timer);
     }
 
-    mcf = ngx_ioa_main_conf();
-
     if (status != REDIS_OK) {
         ngx_log_error(NGX_LOG_ERR, rc->log, 0,
-                      "ioa redis %s: cannot connect to %V:%d: %s",
-                      rc->name, &mcf->redis_host, (int) mcf->redis_port,
-                      ac->errstr);
+                      "ioa redis %s: cannot connect to %V: %s",
+                      rc->name, &rc->node->addr, ac->errstr);
 
         /* hiredis frees the context when we return */
         ngx_ioa_redis_schedule(rc);
+
+        if (!rc->is_sub) {
+            ngx_ioa_redis_node_lost(rc->node);
+        }
+
         return;
     }
 
     ngx_log_error(NGX_LOG_INFO, rc->log, 0,
-                  "ioa redis %s: connected to %V:%d",
-                  rc->name, &mcf->redis_host, (int) mcf->redis_port);
+                  "ioa redis %s: connected to %V", rc->name, &rc->node->addr);
 
     rc->state = NGX_IOA_REDIS_READY;
     rc->backoff = 0;
 
     if (rc->is_sub) {
-        ngx_ioa_room_on_sub_ready();
+        /* nothing is read before the first subscribe otherwise, and a
+         * closed connection would go unnoticed */
+        ac->ev.addRead(ac->ev.data);
+
+        ngx_ioa_room_on_sub_ready(rc->node);
         return;
     }
+
+    switch (ngx_ioa_redis_mode) {
+
+    case NGX_IOA_REDIS_UNKNOWN:
+        /* CLUSTER SLOTS first; its answer brings the node up */
+        ngx_ioa_redis_detect(rc->node);
+        return;
+
+    case NGX_IOA_REDIS_STANDALONE:
+        ngx_ioa_redis_node_up(rc->node);
+        return;
+
+    default:
+        ngx_ioa_redis_node_up(rc->node);
+        ngx_ioa_redis_refresh(0);
+        return;
+    }
+}
+
+
+/* a command connection can take commands: scripts first, then what waited
+ * for Redis */
+
+void
+ngx_ioa_redis_node_up(ngx_ioa_redis_node_t *node)
+{
+    ngx_ioa_redis_conn_t  *rc;
+
+    rc = &node->cmd;
+
+    if (rc->up || rc->state != NGX_IOA_REDIS_READY) {
+        return;
+    }
+
+    rc->up = 1;
 
     ngx_ioa_redis_load_scripts(rc);
     ngx_ioa_goal_ensure_group();
@@ -391,8 +475,9 @@ ngx_ioa_redis_on_disconnect(const redisAsyncContext *ac, int status)
 
     if (!ngx_ioa_redis_exiting) {
         ngx_log_error(NGX_LOG_ERR, rc->log, 0,
-                      "ioa redis %s: connection lost%s%s", rc->name,
-                      ac->errstr[0] ? ": " : "", ac->errstr);
+                      "ioa redis %s: connection lost%s%s, redis: %V",
+                      rc->name, ac->errstr[0] ? ": " : "", ac->errstr,
+                      &rc->node->addr);
     }
 
     if (rc->ac != ac) {
@@ -401,8 +486,15 @@ ngx_ioa_redis_on_disconnect(const redisAsyncContext *ac, int status)
 
     ngx_ioa_redis_schedule(rc);
 
-    if (rc->is_sub && !ngx_ioa_redis_exiting) {
-        ngx_ioa_room_on_sub_lost();
+    if (ngx_ioa_redis_exiting) {
+        return;
+    }
+
+    if (rc->is_sub) {
+        ngx_ioa_room_on_sub_lost(rc->node);
+
+    } else {
+        ngx_ioa_redis_node_lost(rc->node);
     }
 }
 
@@ -445,9 +537,9 @@ ngx_ioa_redis_load_reply(redisAsyncContext *ac, void *r, void *data)
         || ngx_strncmp(reply->str, ngx_ioa_script_sha[i], 40) != 0)
     {
         ngx_log_error(NGX_LOG_ALERT, rc->log, 0,
-                      "ioa redis: loading script #%ui failed: %*s", i,
-                      (size_t) (reply->str ? reply->len : 0),
-                      reply->str ? reply->str : "");
+                      "ioa redis: loading script #%ui failed: %*s, redis: %V",
+                      i, (size_t) (reply->str ? reply->len : 0),
+                      reply->str ? reply->str : "", &rc->node->addr);
     }
 }
 
@@ -485,37 +577,60 @@ ngx_ioa_redis_replied(ngx_ioa_redis_conn_t *rc)
 }
 
 
+/* commands */
+
 ngx_ioa_redis_req_t *
 ngx_ioa_redis_command(ngx_ioa_redis_handler_pt handler, void *data,
     int argc, const char **argv, const size_t *argvlen)
 {
-    ngx_ioa_redis_req_t  *req;
+    ngx_ioa_redis_req_t   *req;
+    ngx_ioa_redis_node_t  *node;
 
-    if (ngx_ioa_redis_cmd.state != NGX_IOA_REDIS_READY) {
-        return NULL;
-    }
-
-    req = ngx_alloc(sizeof(ngx_ioa_redis_req_t), ngx_cycle->log);
+    req = ngx_ioa_redis_req(handler, data, argc, argv, argvlen, -1);
     if (req == NULL) {
         return NULL;
     }
 
-    req->handler = handler;
-    req->data = data;
-    req->cmd = NULL;
-    req->len = 0;
-    req->script = -1;
-    req->resent = 0;
+    node = ngx_ioa_redis_route(req->slot);
 
-    if (redisAsyncCommandArgv(ngx_ioa_redis_cmd.ac, ngx_ioa_redis_reply, req,
-                              argc, argv, argvlen)
-        != REDIS_OK)
+    if (node == NULL || !node->cmd.up
+        || ngx_ioa_redis_send(node, req, 0) != NGX_OK)
     {
+        redisFreeCommand(req->cmd);
         ngx_free(req);
         return NULL;
     }
 
-    ngx_ioa_redis_sent(&ngx_ioa_redis_cmd);
+    return req;
+}
+
+
+/* a command for one node, whatever its keys (CLUSTER SLOTS) */
+
+ngx_ioa_redis_req_t *
+ngx_ioa_redis_node_command(ngx_ioa_redis_node_t *node,
+    ngx_ioa_redis_handler_pt handler, void *data, int argc,
+    const char **argv, const size_t *argvlen)
+{
+    ngx_ioa_redis_req_t  *req;
+
+    if (node->cmd.state != NGX_IOA_REDIS_READY) {
+        return NULL;
+    }
+
+    req = ngx_ioa_redis_req(handler, data, argc, argv, argvlen, -1);
+    if (req == NULL) {
+        return NULL;
+    }
+
+    /* not redirected: it is this node's answer that is wanted */
+    req->redirects = NGX_IOA_REDIS_REDIRECTS;
+
+    if (ngx_ioa_redis_send(node, req, 0) != NGX_OK) {
+        redisFreeCommand(req->cmd);
+        ngx_free(req);
+        return NULL;
+    }
 
     return req;
 }
@@ -526,14 +641,10 @@ ngx_ioa_redis_script(ngx_ioa_script_e script,
     ngx_ioa_redis_handler_pt handler, void *data, int nkeys, int argc,
     const char **argv, const size_t *argvlen)
 {
-    int                   n, len;
-    char                 *cmd;
-    u_char                numkeys[NGX_INT_T_LEN];
-    ngx_ioa_redis_req_t  *req;
-
-    if (ngx_ioa_redis_cmd.state != NGX_IOA_REDIS_READY) {
-        return NULL;
-    }
+    int                    n;
+    u_char                 numkeys[NGX_INT_T_LEN];
+    ngx_ioa_redis_req_t   *req;
+    ngx_ioa_redis_node_t  *node;
 
     if (ngx_ioa_redis_argv_reserve(argc + 3) != NGX_OK) {
         return NULL;
@@ -551,8 +662,35 @@ ngx_ioa_redis_script(ngx_ioa_script_e script,
         ngx_ioa_redis_argvlen[n + 3] = argvlen[n];
     }
 
-    len = redisFormatCommandArgv(&cmd, argc + 3, ngx_ioa_redis_argv,
-                                 ngx_ioa_redis_argvlen);
+    req = ngx_ioa_redis_req(handler, data, argc + 3, ngx_ioa_redis_argv,
+                            ngx_ioa_redis_argvlen, script);
+    if (req == NULL) {
+        return NULL;
+    }
+
+    node = ngx_ioa_redis_route(req->slot);
+
+    if (node == NULL || !node->cmd.up
+        || ngx_ioa_redis_send(node, req, 0) != NGX_OK)
+    {
+        redisFreeCommand(req->cmd);
+        ngx_free(req);
+        return NULL;
+    }
+
+    return req;
+}
+
+
+static ngx_ioa_redis_req_t *
+ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler, void *data, int argc,
+    const char **argv, const size_t *argvlen, ngx_int_t script)
+{
+    int                   len;
+    char                 *cmd;
+    ngx_ioa_redis_req_t  *req;
+
+    len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
     if (len < 0) {
         return NULL;
     }
@@ -568,20 +706,51 @@ ngx_ioa_redis_script(ngx_ioa_script_e script,
     req->cmd = cmd;
     req->len = len;
     req->script = script;
+    req->redirects = 0;
     req->resent = 0;
+    req->wait.timer_set = 0;
 
-    if (redisAsyncFormattedCommand(ngx_ioa_redis_cmd.ac, ngx_ioa_redis_reply,
-                                   req, cmd, len)
-        != REDIS_OK)
-    {
-        redisFreeCommand(cmd);
-        ngx_free(req);
-        return NULL;
-    }
-
-    ngx_ioa_redis_sent(&ngx_ioa_redis_cmd);
+    /* a standalone Redis has one node: no key needs hashing */
+    req->slot = (ngx_ioa_redis_mode == NGX_IOA_REDIS_CLUSTER)
+                ? ngx_ioa_redis_command_slot(argc, argv, argvlen) : -1;
 
     return req;
+}
+
+
+static ngx_int_t
+ngx_ioa_redis_send(ngx_ioa_redis_node_t *node, ngx_ioa_redis_req_t *req,
+    ngx_uint_t ask)
+{
+    ngx_ioa_redis_conn_t  *rc;
+
+    rc = &node->cmd;
+
+    /* a redirection may go to a node still connecting: hiredis queues the
+     * command and writes it once connected */
+
+    if (rc->ac == NULL) {
+        return NGX_DECLINED;
+    }
+
+    if (ask
+        && redisAsyncCommand(rc->ac, ngx_ioa_redis_ignore_reply, NULL,
+                             "ASKING")
+           == REDIS_OK)
+    {
+        ngx_ioa_redis_sent(rc);
+    }
+
+    if (redisAsyncFormattedCommand(rc->ac, ngx_ioa_redis_reply, req,
+                                   req->cmd, req->len)
+        != REDIS_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    ngx_ioa_redis_sent(rc);
+
+    return NGX_OK;
 }
 
 
@@ -605,16 +774,60 @@ ngx_ioa_redis_reply(redisAsyncContext *ac, void *r, void *data)
 
     ngx_ioa_redis_replied(rc);
 
-    if (reply
-        && reply->type == REDIS_REPLY_ERROR
-        && req->script >= 0
+    if (reply && reply->type == REDIS_REPLY_ERROR) {
+
+        switch (ngx_ioa_redis_retry(rc, ac, req, reply)) {
+
+        case NGX_OK:
+            return;
+
+        case NGX_ERROR:
+            reply = NULL;
+            break;
+
+        default:
+            break;
+        }
+    }
+
+    ngx_ioa_redis_done(req, reply);
+}
+
+
+static void
+ngx_ioa_redis_done(ngx_ioa_redis_req_t *req, redisReply *reply)
+{
+    if (req->handler) {
+        req->handler(reply, req->data);
+    }
+
+    redisFreeCommand(req->cmd);
+    ngx_free(req);
+}
+
+
+/*
+ * An error reply that may be worth another try: NGX_OK when the request
+ * was sent again (or will be), NGX_ERROR when the caller is to hear
+ * "unavailable", NGX_DECLINED when the error is the answer.
+ */
+
+static ngx_int_t
+ngx_ioa_redis_retry(ngx_ioa_redis_conn_t *rc, redisAsyncContext *ac,
+    ngx_ioa_redis_req_t *req, redisReply *reply)
+{
+    ngx_int_t              slot;
+    ngx_uint_t             ask;
+    ngx_ioa_redis_node_t  *node;
+
+    if (req->script >= 0
         && !req->resent
         && ngx_strncmp(reply->str, "NOSCRIPT", 8) == 0
         && !(ac->c.flags & (REDIS_DISCONNECTING|REDIS_FREEING)))
     {
         ngx_log_error(NGX_LOG_WARN, rc->log, 0,
-                      "ioa redis: script #%i missing in Redis, reloading",
-                      req->script);
+                      "ioa redis: script #%i missing in Redis, reloading, "
+                      "redis: %V", req->script, &rc->node->addr);
 
         req->resent = 1;
 
@@ -632,88 +845,279 @@ ngx_ioa_redis_reply(redisAsyncContext *ac, void *r, void *data)
             == REDIS_OK)
         {
             ngx_ioa_redis_sent(rc);
-            return;
+            return NGX_OK;
         }
-    }
 
-    if (req->handler) {
-        req->handler(reply, req->data);
-    }
-
-    if (req->cmd) {
-        redisFreeCommand(req->cmd);
-    }
-
-    ngx_free(req);
-}
-
-
-ngx_int_t
-ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern)
-{
-    const char  *argv[2];
-    size_t       argvlen[2];
-
-    if (ngx_ioa_redis_sub.state != NGX_IOA_REDIS_READY) {
         return NGX_DECLINED;
     }
 
-    argv[0] = pattern ? "PSUBSCRIBE" : "SUBSCRIBE";
-    argvlen[0] = ngx_strlen(argv[0]);
-    argv[1] = (const char *) channel->data;
-    argvlen[1] = channel->len;
-
-    if (redisAsyncCommandArgv(ngx_ioa_redis_sub.ac, ngx_ioa_redis_sub_reply,
-                              NULL, 2, argv, argvlen)
-        != REDIS_OK)
-    {
-        return NGX_ERROR;
-    }
-
-    ngx_ioa_redis_sent(&ngx_ioa_redis_sub);
-
-    return NGX_OK;
-}
-
-
-ngx_int_t
-ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern)
-{
-    const char  *argv[2];
-    size_t       argvlen[2];
-
-    if (ngx_ioa_redis_sub.state != NGX_IOA_REDIS_READY) {
+    if (ngx_ioa_redis_mode != NGX_IOA_REDIS_CLUSTER) {
         return NGX_DECLINED;
     }
 
-    argv[0] = pattern ? "PUNSUBSCRIBE" : "UNSUBSCRIBE";
-    argvlen[0] = ngx_strlen(argv[0]);
-    argv[1] = (const char *) channel->data;
-    argvlen[1] = channel->len;
-
-    if (redisAsyncCommandArgv(ngx_ioa_redis_sub.ac, ngx_ioa_redis_sub_reply,
-                              NULL, 2, argv, argvlen)
-        != REDIS_OK)
+    if (ngx_strncmp(reply->str, "CLUSTERDOWN", 11) == 0
+        || ngx_strncmp(reply->str, "LOADING", 7) == 0
+        || ngx_strncmp(reply->str, "MASTERDOWN", 10) == 0)
     {
+        /* it did not run; the map may be changing under us */
+        ngx_ioa_redis_refresh(1);
         return NGX_ERROR;
     }
 
-    ngx_ioa_redis_sent(&ngx_ioa_redis_sub);
+    if (req->redirects >= NGX_IOA_REDIS_REDIRECTS) {
+        return NGX_DECLINED;
+    }
 
-    return NGX_OK;
+    node = ngx_ioa_redis_redirect(reply, &slot, &ask);
+
+    if (node) {
+        req->redirects++;
+
+        ngx_log_debug3(NGX_LOG_DEBUG_HTTP, rc->log, 0,
+                       "ioa redis: %s slot %i to %V",
+                       ask ? "ASK" : "MOVED", slot, &node->addr);
+
+        if (ngx_ioa_redis_send(node, req, ask) == NGX_OK) {
+            return NGX_OK;
+        }
+
+        return NGX_ERROR;
+    }
+
+    if (ngx_strncmp(reply->str, "TRYAGAIN", 8) == 0) {
+        req->redirects++;
+
+        req->wait.handler = ngx_ioa_redis_wait_handler;
+        req->wait.data = req;
+        req->wait.log = rc->log;
+        req->wait.cancelable = 1;
+
+        ngx_add_timer(&req->wait, NGX_IOA_REDIS_TRYAGAIN);
+
+        return NGX_OK;
+    }
+
+    return NGX_DECLINED;
 }
 
 
 static void
-ngx_ioa_redis_sub_reply(redisAsyncContext *ac, void *r, void *data)
+ngx_ioa_redis_wait_handler(ngx_event_t *ev)
 {
-    redisReply  *reply = r;
-    redisReply  *type, *chan, *msg;
-    ngx_str_t    t, channel, payload;
-    ngx_uint_t   pattern;
+    ngx_ioa_redis_req_t *req = ev->data;
 
-    if (reply == NULL
-        || reply->type != REDIS_REPLY_ARRAY
+    ngx_ioa_redis_node_t  *node;
+
+    node = ngx_ioa_redis_route(req->slot);
+
+    if (node == NULL || ngx_ioa_redis_send(node, req, 0) != NGX_OK) {
+        ngx_ioa_redis_done(req, NULL);
+    }
+}
+
+
+static void
+ngx_ioa_redis_ignore_reply(redisAsyncContext *ac, void *r, void *data)
+{
+    ngx_ioa_redis_replied(ac->data);
+}
+
+
+/* pub/sub */
+
+ngx_int_t
+ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern,
+    ngx_ioa_redis_node_t **node)
+{
+    ngx_ioa_redis_node_t  *n;
+    ngx_ioa_main_conf_t   *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    if (ngx_ioa_redis_mode != NGX_IOA_REDIS_CLUSTER) {
+        n = ngx_ioa_redis_route(-1);
+
+        if (n == NULL
+            || ngx_ioa_redis_sub_send(n, pattern ? "PSUBSCRIBE" : "SUBSCRIBE",
+                                      channel)
+               != NGX_OK)
+        {
+            return NGX_DECLINED;
+        }
+
+        *node = n;
+        return NGX_OK;
+    }
+
+    /* a Cluster: a room's shard channel on the master of its slot; the
+     * feed pattern sees the plain PUBLISH copies, which reach every node,
+     * so any one will do, the registry's as well as another */
+
+    n = ngx_ioa_redis_route(pattern
+                            ? ngx_ioa_redis_key_slot(mcf->reg_base.data,
+                                                     mcf->reg_base.len)
+                            : ngx_ioa_redis_key_slot(channel->data,
+                                                     channel->len));
+
+    if (n == NULL
+        || ngx_ioa_redis_sub_send(n, pattern ? "PSUBSCRIBE" : "SSUBSCRIBE",
+                                  channel)
+           != NGX_OK)
+    {
+        return NGX_DECLINED;
+    }
+
+    *node = n;
+
+    return NGX_OK;
+}
+
+
+ngx_int_t
+ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern,
+    ngx_ioa_redis_node_t *node)
+{
+    const char  *cmd;
+
+    if (pattern) {
+        cmd = "PUNSUBSCRIBE";
+
+    } else if (ngx_ioa_redis_mode == NGX_IOA_REDIS_CLUSTER) {
+        cmd = "SUNSUBSCRIBE";
+
+    } else {
+        cmd = "UNSUBSCRIBE";
+    }
+
+    if (node == NULL || ngx_ioa_redis_sub_send(node, cmd, channel) != NGX_OK)
+    {
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_redis_sub_send(ngx_ioa_redis_node_t *node, const char *cmd,
+    ngx_str_t *channel)
+{
+    const char            *argv[2];
+    size_t                 argvlen[2];
+    redisAsyncContext     *ac;
+    ngx_ioa_redis_conn_t  *rc;
+
+    rc = &node->sub;
+    ac = rc->ac;
+
+    if (rc->state != NGX_IOA_REDIS_READY) {
+        return NGX_DECLINED;
+    }
+
+    argv[0] = cmd;
+    argvlen[0] = ngx_strlen(cmd);
+    argv[1] = (const char *) channel->data;
+    argvlen[1] = channel->len;
+
+    /* into the output buffer, past hiredis' callback lists: the read
+     * handler below dispatches the replies */
+
+    if (redisAppendCommandArgv(&ac->c, 2, argv, argvlen) != REDIS_OK) {
+        return NGX_ERROR;
+    }
+
+    ac->ev.addWrite(ac->ev.data);
+
+    ngx_ioa_redis_sent(rc);
+
+    return NGX_OK;
+}
+
+
+/* the read handler of pub/sub connections (see the adapter) */
+
+static void
+ngx_ioa_redis_sub_read(ngx_event_t *ev)
+{
+    void                  *reply;
+    ngx_connection_t      *c;
+    redisAsyncContext     *ac;
+    ngx_ioa_redis_conn_t  *rc;
+
+    c = ev->data;
+    ac = c->data;
+    rc = ac->data;
+
+    if (!(ac->c.flags & REDIS_CONNECTED)) {
+        /* a connect that failed or completed: hiredis' own business */
+        redisAsyncHandleRead(ac);
+        return;
+    }
+
+    if (redisBufferRead(&ac->c) != REDIS_OK) {
+        /* nothing waits in hiredis' callback lists, so this frees the
+         * context at once and reports the error to the disconnect
+         * callback */
+        redisAsyncDisconnect(ac);
+        return;
+    }
+
+    for ( ;; ) {
+        reply = NULL;
+
+        if (redisGetReply(&ac->c, &reply) != REDIS_OK) {
+            redisAsyncDisconnect(ac);
+            return;
+        }
+
+        if (reply == NULL) {
+            return;
+        }
+
+        ngx_ioa_redis_sub_reply(rc, reply);
+        freeReplyObject(reply);
+
+        if (rc->ac != ac) {
+            /* closed while dispatching: the context is gone */
+            return;
+        }
+    }
+}
+
+
+static void
+ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
+{
+    ngx_int_t              slot;
+    ngx_str_t              t, channel, payload;
+    ngx_uint_t             ask, pattern;
+    redisReply            *type, *chan, *msg;
+    ngx_ioa_redis_node_t  *node;
+
+    if (reply->type == REDIS_REPLY_ERROR) {
+
+        /* a (un)subscribe refused: MOVED for a slot that has another
+         * owner, or the Cluster is down */
+
+        ngx_ioa_redis_replied(rc);
+
+        ngx_log_error(NGX_LOG_WARN, rc->log, 0,
+                      "ioa redis pub/sub: %*s, redis: %V",
+                      (size_t) reply->len, reply->str, &rc->node->addr);
+
+        slot = -1;
+        node = ngx_ioa_redis_redirect(reply, &slot, &ask);
+
+        if (node == NULL || ask) {
+            slot = -1;
+        }
+
+        ngx_ioa_redis_refresh(1);
+        ngx_ioa_room_on_sub_refused(rc->node, slot);
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_ARRAY
         || reply->elements < 3
         || reply->element[0]->type != REDIS_REPLY_STRING)
     {
@@ -743,9 +1147,7 @@ ngx_ioa_redis_sub_reply(redisAsyncContext *ac, void *r, void *data)
     channel.data = (u_char *) chan->str;
     channel.len = chan->len;
 
-    if (t.len - pattern == 7
-        && ngx_strncmp(t.data + pattern, "message", 7) == 0)
-    {
+    if (ngx_ioa_redis_is(&t, "message")) {
         if (msg->type != REDIS_REPLY_STRING) {
             return;
         }
@@ -757,21 +1159,41 @@ ngx_ioa_redis_sub_reply(redisAsyncContext *ac, void *r, void *data)
         return;
     }
 
-    if (t.len - pattern == 9
-        && ngx_strncmp(t.data + pattern, "subscribe", 9) == 0)
-    {
-        ngx_ioa_redis_replied(&ngx_ioa_redis_sub);
-        ngx_ioa_room_on_subscribed(&channel, pattern);
+    if (ngx_ioa_redis_is(&t, "subscribe")) {
+        ngx_ioa_redis_replied(rc);
+        ngx_ioa_room_on_subscribed(rc->node, &channel, pattern);
         return;
     }
 
-    if (t.len - pattern == 11
-        && ngx_strncmp(t.data + pattern, "unsubscribe", 11) == 0)
-    {
-        ngx_ioa_redis_replied(&ngx_ioa_redis_sub);
-        ngx_ioa_room_on_unsubscribed(&channel, pattern);
+    if (ngx_ioa_redis_is(&t, "unsubscribe")) {
+        /* also unasked: a Cluster node that loses a slot drops the shard
+         * channels of that slot and says so */
+        ngx_ioa_redis_replied(rc);
+        ngx_ioa_room_on_unsubscribed(rc->node, &channel, pattern);
         return;
     }
+}
+
+
+/* "message", "pmessage", "smessage" are all "message", and so on */
+
+static ngx_uint_t
+ngx_ioa_redis_is(ngx_str_t *s, const char *word)
+{
+    size_t   len;
+    u_char  *p;
+
+    len = ngx_strlen(word);
+    p = s->data;
+
+    if (s->len == len + 1 && (p[0] == 'p' || p[0] == 's')) {
+        p++;
+
+    } else if (s->len != len) {
+        return 0;
+    }
+
+    return ngx_strncmp(p, word, len) == 0;
 }
 
 

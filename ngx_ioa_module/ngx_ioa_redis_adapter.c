@@ -15,6 +15,9 @@
  * kernel until the next packet.  Level triggering costs one extra epoll
  * wakeup per burst and removes the problem entirely.
  *
+ * A pub/sub connection brings its own read handler (see ngx_ioa_redis.c:
+ * it dispatches the replies itself); everything else is the same.
+ *
  * hiredis owns the file descriptor: the cleanup hook only unhooks the
  * events and frees the ngx_connection_t, hiredis closes the socket itself
  * right after.  Cleanup may run inside one of our handlers (a read that
@@ -40,7 +43,8 @@ static void ngx_ioa_redis_cleanup(void *data);
 
 
 ngx_int_t
-ngx_ioa_redis_attach(redisAsyncContext *ac, ngx_log_t *log)
+ngx_ioa_redis_attach(redisAsyncContext *ac, ngx_log_t *log,
+    ngx_event_handler_pt read)
 {
     ngx_connection_t  *c;
 
@@ -54,7 +58,7 @@ ngx_ioa_redis_attach(redisAsyncContext *ac, ngx_log_t *log)
     }
 
     c->data = ac;
-    c->read->handler = ngx_ioa_redis_read_handler;
+    c->read->handler = read ? read : ngx_ioa_redis_read_handler;
     c->write->handler = ngx_ioa_redis_write_handler;
     c->read->log = log;
     c->write->log = log;

@@ -868,6 +868,31 @@ ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix, ngx_str_t *name,
 }
 
 
+/* this worker's holder id: pid plus random bits, so a restarted worker
+ * that gets the same pid is still someone else */
+
+ngx_str_t *
+ngx_ioa_holder(void)
+{
+    u_char  rnd[8];
+
+    static u_char     data[64];
+    static ngx_str_t  holder;
+
+    if (holder.len == 0) {
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+            ngx_memzero(rnd, sizeof(rnd));
+        }
+
+        holder.data = data;
+        holder.len = ngx_sprintf(data, "%P-", ngx_pid) - data;
+        holder.len = ngx_hex_dump(data + holder.len, rnd, sizeof(rnd)) - data;
+    }
+
+    return &holder;
+}
+
+
 /* this worker holds names online until now + ioa_presence_ttl, or lets
  * them go (presence.lua keeps an agent online while any other worker or
  * instance still holds it); the tick in ngx_ioa_room.c renews it for every
@@ -878,31 +903,18 @@ void
 ngx_ioa_presence_set(ngx_str_t *names, ngx_uint_t n, ngx_uint_t online)
 {
     u_char                key[256], expiry[NGX_INT64_LEN], now[NGX_INT64_LEN];
-    u_char                rnd[8];
     int64_t               ms;
+    ngx_str_t            *holder;
     ngx_uint_t            i;
     const char          **argv;
     size_t               *argvlen;
     ngx_ioa_main_conf_t  *mcf;
 
-    /* this worker's holder id: pid plus random bits, so a restarted worker
-     * that gets the same pid is still someone else */
-    static u_char         holder[64];
-    static size_t         holder_len;
-
     if (!ngx_ioa_redis_ready()) {
         return;
     }
 
-    if (holder_len == 0) {
-        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-            ngx_memzero(rnd, sizeof(rnd));
-        }
-
-        holder_len = ngx_sprintf(holder, "%P-", ngx_pid) - holder;
-        holder_len = ngx_hex_dump(holder + holder_len, rnd, sizeof(rnd))
-                     - holder;
-    }
+    holder = ngx_ioa_holder();
 
     argv = ngx_alloc((n + 5) * sizeof(char *), ngx_cycle->log);
     argvlen = ngx_alloc((n + 5) * sizeof(size_t), ngx_cycle->log);
@@ -919,8 +931,8 @@ ngx_ioa_presence_set(ngx_str_t *names, ngx_uint_t n, ngx_uint_t online)
                  - key;
     argv[1] = (const char *) mcf->reg_base.data;
     argvlen[1] = mcf->reg_base.len;
-    argv[2] = (const char *) holder;
-    argvlen[2] = holder_len;
+    argv[2] = (const char *) holder->data;
+    argvlen[2] = holder->len;
     argv[3] = (const char *) expiry;
     argvlen[3] = ngx_sprintf(expiry, "%L", online ? ms + mcf->presence_ttl : 0)
                  - expiry;

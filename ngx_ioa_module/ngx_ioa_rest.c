@@ -508,7 +508,9 @@ ngx_ioa_rest_redis_failed(ngx_http_request_t *r, redisReply *reply)
 /* GET|POST /health_check: IoA answers "ok"; we do so only when Redis
  * answers a PING on this worker's command connection within
  * ioa_redis_timeout, so a load balancer stops sending to an instance that
- * cannot do anything useful (a connected but stalled Redis included) */
+ * cannot do anything useful (a connected but stalled Redis included).  On
+ * a Cluster every slot must have a master this worker is connected to:
+ * while a failover is under way, part of the rooms cannot be served */
 
 static void ngx_ioa_health_done(ngx_http_request_t *r, redisReply *reply);
 
@@ -521,6 +523,10 @@ ngx_ioa_health_handler(ngx_http_request_t *r)
 
     if (ngx_http_discard_request_body(r) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (!ngx_ioa_redis_healthy()) {
+        return ngx_ioa_send_unavailable(r);
     }
 
     argv[0] = "PING";
@@ -884,8 +890,10 @@ ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    argv[0] = "PUBLISH";
-    argvlen[0] = 7;
+    /* on a Cluster a shard channel, on the registry's node: the event
+     * crosses no other node (and is in order after the ZADD, same node) */
+    argv[0] = ngx_ioa_redis_cluster() ? "SPUBLISH" : "PUBLISH";
+    argvlen[0] = ngx_strlen(argv[0]);
     argv[1] = (const char *) mcf->events_channel.data;
     argvlen[1] = mcf->events_channel.len;
     argv[2] = (const char *) event.data;

@@ -33,6 +33,30 @@
  * channel.  A room in LEAVING therefore waits for the unsubscribe reply
  * before it subscribes again.
  *
+ * On a Redis Cluster a room's channel is a shard channel (SSUBSCRIBE on the
+ * master that owns the room's slot, SPUBLISH in post.lua), so an envelope
+ * crosses no other node.  A subscription is tied to the node it was sent
+ * to: when that node's pub/sub connection is lost, when the node drops the
+ * channel because the slot moved away (an unasked sunsubscribe, also after
+ * a failover demoted it), or when the slot map says another node owns the
+ * slot now, the room goes back to NONE and its links to WAIT_SUB, and the
+ * room subscribes again on the new owner and catches up from the Stream:
+ * the same path as a lost pub/sub connection on a standalone Redis.  The
+ * registry's event channel follows its own slot the same way, and after it
+ * is (re)subscribed every local agent's room list is read again, since
+ * teamup events published while nobody listened are gone.
+ *
+ * Observers (the feed of every room) PSUBSCRIBE a pattern, which shard
+ * channels never reach, and a plain PUBLISH on a Cluster is copied to every
+ * node: paying that for every envelope while nobody observes would undo
+ * what shard channels save.  So post.lua adds the PUBLISH copy ("sf") only
+ * while some nginx worker of some instance has an observer: such a worker
+ * keeps its holder id in <prefix>{reg}:observers, scored with an expiry it
+ * renews every tick, and every worker counts the live entries every tick.
+ * An observer on another instance sees the feed at most a tick after it
+ * connected; the feed is a live view without resume, so that is all it
+ * can miss.
+ *
  * Messages are built once per worker (ngx_ioa_msg_t, reference counted):
  * the WebSocket frame header is written right in front of the JSON, so one
  * buffer is the frame every recipient's socket sends.
@@ -52,8 +76,8 @@
 #define NGX_IOA_ROOM_IDLE        30000
 #define NGX_IOA_TICK             5000
 
-/* post.lua's 4 keys and ARGV[1..5]; the next_speaker names follow */
-#define NGX_IOA_POST_ARGC        9
+/* post.lua's 4 keys and ARGV[1..6]; the next_speaker names follow */
+#define NGX_IOA_POST_ARGC        10
 /* arguments passed without an allocation: IoA addresses at most a team */
 #define NGX_IOA_POST_STACK       (NGX_IOA_POST_ARGC + 16)
 
@@ -78,6 +102,12 @@ typedef struct {
 static ngx_ioa_room_t *ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create);
 static void ngx_ioa_room_free(ngx_ioa_room_t *room);
 static void ngx_ioa_room_subscribe(ngx_ioa_room_t *room);
+static void ngx_ioa_room_sub_reset(ngx_ioa_room_t *room);
+static void ngx_ioa_room_events_subscribe(void);
+static void ngx_ioa_room_feed_subscribe(void);
+static void ngx_ioa_room_reload_agents(void);
+static void ngx_ioa_room_observers(ngx_uint_t present);
+static void ngx_ioa_room_observers_reply(redisReply *reply, void *data);
 static ngx_int_t ngx_ioa_link(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
     ngx_ioa_sid_t *after);
 static void ngx_ioa_link_free(ngx_ioa_link_t *lk);
@@ -115,6 +145,10 @@ static ngx_queue_t         ngx_ioa_observers;
 static ngx_uint_t          ngx_ioa_nobservers;
 static ngx_uint_t          ngx_ioa_nclients;
 static ngx_ioa_sub_state_e ngx_ioa_feed_sub;
+static ngx_ioa_redis_node_t *ngx_ioa_feed_node;
+static ngx_uint_t          ngx_ioa_feed_remote;
+static ngx_ioa_sub_state_e ngx_ioa_events_sub;
+static ngx_ioa_redis_node_t *ngx_ioa_events_node;
 
 /* links and clients waiting for the command connection */
 static ngx_array_t        *ngx_ioa_wait_links;
@@ -219,11 +253,9 @@ ngx_ioa_client_attach(ngx_ioa_client_t *cl)
     if (cl->kind == NGX_IOA_CLIENT_OBSERVER) {
         ngx_queue_insert_tail(&ngx_ioa_observers, &cl->agent_q);
 
-        if (ngx_ioa_nobservers++ == 0 && ngx_ioa_feed_sub == NGX_IOA_SUB_NONE
-            && ngx_ioa_redis_subscribe(&ngx_ioa_main_conf()->feed_pattern, 1)
-               == NGX_OK)
-        {
-            ngx_ioa_feed_sub = NGX_IOA_SUB_PENDING;
+        if (ngx_ioa_nobservers++ == 0) {
+            ngx_ioa_room_feed_subscribe();
+            ngx_ioa_room_observers(1);
         }
 
         return NGX_OK;
@@ -306,10 +338,15 @@ ngx_ioa_client_detach(ngx_ioa_client_t *cl)
     ngx_queue_remove(&cl->agent_q);
 
     if (cl->kind == NGX_IOA_CLIENT_OBSERVER) {
-        if (--ngx_ioa_nobservers == 0
-            && ngx_ioa_feed_sub == NGX_IOA_SUB_ACTIVE
+        if (--ngx_ioa_nobservers) {
+            return;
+        }
+
+        ngx_ioa_room_observers(0);
+
+        if (ngx_ioa_feed_sub == NGX_IOA_SUB_ACTIVE
             && ngx_ioa_redis_unsubscribe(&ngx_ioa_main_conf()->feed_pattern,
-                                         1)
+                                         1, ngx_ioa_feed_node)
                == NGX_OK)
         {
             ngx_ioa_feed_sub = NGX_IOA_SUB_LEAVING;
@@ -912,6 +949,8 @@ ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create)
     room->sn.node.key = hash;
     ngx_queue_init(&room->links);
     room->sub = NGX_IOA_SUB_NONE;
+    room->slot = ngx_ioa_redis_key_slot(room->log_key.data,
+                                        room->log_key.len);
 
     ngx_rbtree_insert(&ngx_ioa_rooms, &room->sn.node);
 
@@ -934,7 +973,9 @@ ngx_ioa_room_free(ngx_ioa_room_t *room)
 static void
 ngx_ioa_room_subscribe(ngx_ioa_room_t *room)
 {
-    if (ngx_ioa_redis_subscribe(&room->channel, 0) == NGX_OK) {
+    if (ngx_ioa_redis_subscribe(&room->channel, 0, &room->sub_node)
+        == NGX_OK)
+    {
         room->sub = NGX_IOA_SUB_PENDING;
     }
 
@@ -942,17 +983,92 @@ ngx_ioa_room_subscribe(ngx_ioa_room_t *room)
 }
 
 
-void
-ngx_ioa_room_on_subscribed(ngx_str_t *channel, ngx_uint_t pattern)
+/* the room's subscription is gone: its links read the Stream again once it
+ * is back, from where each of them got to */
+
+static void
+ngx_ioa_room_sub_reset(ngx_ioa_room_t *room)
 {
-    ngx_str_t        comm_id;
     ngx_queue_t     *q;
     ngx_ioa_link_t  *lk;
-    ngx_ioa_room_t  *room;
+
+    room->sub = NGX_IOA_SUB_NONE;
+    room->sub_node = NULL;
+
+    for (q = ngx_queue_head(&room->links);
+         q != ngx_queue_sentinel(&room->links);
+         q = ngx_queue_next(q))
+    {
+        lk = ngx_queue_data(q, ngx_ioa_link_t, room_q);
+
+        if (lk->req) {
+            ngx_ioa_redis_cancel(lk->req);
+            lk->req = NULL;
+        }
+
+        ngx_ioa_link_release_held(lk);
+        lk->state = NGX_IOA_LINK_WAIT_SUB;
+    }
+}
+
+
+static void
+ngx_ioa_room_events_subscribe(void)
+{
+    if (ngx_ioa_events_sub == NGX_IOA_SUB_NONE
+        && ngx_ioa_redis_subscribe(&ngx_ioa_main_conf()->events_channel, 0,
+                                   &ngx_ioa_events_node)
+           == NGX_OK)
+    {
+        ngx_ioa_events_sub = NGX_IOA_SUB_PENDING;
+    }
+}
+
+
+static void
+ngx_ioa_room_feed_subscribe(void)
+{
+    if (ngx_ioa_nobservers && ngx_ioa_feed_sub == NGX_IOA_SUB_NONE
+        && ngx_ioa_redis_subscribe(&ngx_ioa_main_conf()->feed_pattern, 1,
+                                   &ngx_ioa_feed_node)
+           == NGX_OK)
+    {
+        ngx_ioa_feed_sub = NGX_IOA_SUB_PENDING;
+    }
+}
+
+
+void
+ngx_ioa_room_on_subscribed(ngx_ioa_redis_node_t *node, ngx_str_t *channel,
+    ngx_uint_t pattern)
+{
+    ngx_str_t             comm_id;
+    ngx_queue_t          *q;
+    ngx_ioa_link_t       *lk;
+    ngx_ioa_room_t       *room;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
 
     if (pattern) {
-        if (ngx_ioa_feed_sub == NGX_IOA_SUB_PENDING) {
+        if (ngx_ioa_feed_sub == NGX_IOA_SUB_PENDING
+            && ngx_ioa_feed_node == node)
+        {
             ngx_ioa_feed_sub = NGX_IOA_SUB_ACTIVE;
+        }
+
+        return;
+    }
+
+    if (channel->len == mcf->events_channel.len
+        && ngx_strncmp(channel->data, mcf->events_channel.data,
+                       channel->len) == 0)
+    {
+        if (ngx_ioa_events_sub == NGX_IOA_SUB_PENDING
+            && ngx_ioa_events_node == node)
+        {
+            ngx_ioa_events_sub = NGX_IOA_SUB_ACTIVE;
+            ngx_ioa_room_reload_agents();
         }
 
         return;
@@ -964,7 +1080,9 @@ ngx_ioa_room_on_subscribed(ngx_str_t *channel, ngx_uint_t pattern)
 
     room = ngx_ioa_room_get(&comm_id, 0);
 
-    if (room == NULL || room->sub != NGX_IOA_SUB_PENDING) {
+    if (room == NULL || room->sub != NGX_IOA_SUB_PENDING
+        || room->sub_node != node)
+    {
         return;
     }
 
@@ -984,21 +1102,38 @@ ngx_ioa_room_on_subscribed(ngx_str_t *channel, ngx_uint_t pattern)
 
 
 void
-ngx_ioa_room_on_unsubscribed(ngx_str_t *channel, ngx_uint_t pattern)
+ngx_ioa_room_on_unsubscribed(ngx_ioa_redis_node_t *node, ngx_str_t *channel,
+    ngx_uint_t pattern)
 {
-    ngx_str_t        comm_id;
-    ngx_ioa_room_t  *room;
+    ngx_str_t             comm_id;
+    ngx_ioa_room_t       *room;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
 
     if (pattern) {
-        if (ngx_ioa_feed_sub == NGX_IOA_SUB_LEAVING) {
+        if (ngx_ioa_feed_sub == NGX_IOA_SUB_LEAVING
+            && ngx_ioa_feed_node == node)
+        {
             ngx_ioa_feed_sub = NGX_IOA_SUB_NONE;
+            ngx_ioa_room_feed_subscribe();
+        }
 
-            if (ngx_ioa_nobservers
-                && ngx_ioa_redis_subscribe(
-                       &ngx_ioa_main_conf()->feed_pattern, 1) == NGX_OK)
-            {
-                ngx_ioa_feed_sub = NGX_IOA_SUB_PENDING;
-            }
+        return;
+    }
+
+    if (channel->len == mcf->events_channel.len
+        && ngx_strncmp(channel->data, mcf->events_channel.data,
+                       channel->len) == 0)
+    {
+        /* never asked for: the slot moved away from the node; the map
+         * refresh that follows subscribes on the new owner */
+
+        if (ngx_ioa_events_sub != NGX_IOA_SUB_NONE
+            && ngx_ioa_events_node == node)
+        {
+            ngx_ioa_events_sub = NGX_IOA_SUB_NONE;
+            ngx_ioa_events_node = NULL;
         }
 
         return;
@@ -1010,11 +1145,28 @@ ngx_ioa_room_on_unsubscribed(ngx_str_t *channel, ngx_uint_t pattern)
 
     room = ngx_ioa_room_get(&comm_id, 0);
 
-    if (room == NULL || room->sub != NGX_IOA_SUB_LEAVING) {
+    if (room == NULL || room->sub == NGX_IOA_SUB_NONE
+        || room->sub_node != node)
+    {
+        return;
+    }
+
+    if (room->sub != NGX_IOA_SUB_LEAVING) {
+        /* not asked for: a Cluster node dropped the channel because the
+         * room's slot is no longer its own (migrated, or the node was
+         * demoted by a failover); the map refresh that follows subscribes
+         * on the new owner, and the links catch up from the Stream */
+
+        ngx_log_error(NGX_LOG_INFO, ngx_cycle->log, 0,
+                      "ioa: room \"%V\" lost its subscription, "
+                      "subscribing again", &room->sn.str);
+
+        ngx_ioa_room_sub_reset(room);
         return;
     }
 
     room->sub = NGX_IOA_SUB_NONE;
+    room->sub_node = NULL;
 
     if (room->nlinks == 0) {
         ngx_ioa_room_free(room);
@@ -1225,87 +1377,13 @@ done:
 /* connection state changes reported by ngx_ioa_redis.c */
 
 void
-ngx_ioa_room_on_sub_ready(void)
+ngx_ioa_room_on_sub_ready(ngx_ioa_redis_node_t *node)
 {
-    ngx_rbtree_node_t    *node, *root, *sentinel;
-    ngx_ioa_room_t       *room;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
-
-    (void) ngx_ioa_redis_subscribe(&mcf->events_channel, 0);
-
-    if (ngx_ioa_nobservers
-        && ngx_ioa_redis_subscribe(&mcf->feed_pattern, 1) == NGX_OK)
-    {
-        ngx_ioa_feed_sub = NGX_IOA_SUB_PENDING;
-    }
-
-    root = ngx_ioa_rooms.root;
-    sentinel = ngx_ioa_rooms.sentinel;
-
-    if (root == sentinel) {
-        goto reload;
-    }
-
-    for (node = ngx_rbtree_min(root, sentinel);
-         node;
-         node = ngx_rbtree_next(&ngx_ioa_rooms, node))
-    {
-        room = (ngx_ioa_room_t *) node;
-
-        if (room->sub == NGX_IOA_SUB_NONE && room->nlinks) {
-            ngx_ioa_room_subscribe(room);
-        }
-    }
-
-reload:
-
-    /* teamup events published while we were not subscribed are lost;
-     * the agents' room sets in Redis are not */
-
-    {
-        ngx_queue_t       *q;
-        ngx_ioa_agent_t   *a;
-        ngx_ioa_client_t  *cl;
-
-        root = ngx_ioa_agents.root;
-        sentinel = ngx_ioa_agents.sentinel;
-
-        if (root == sentinel) {
-            return;
-        }
-
-        for (node = ngx_rbtree_min(root, sentinel);
-             node;
-             node = ngx_rbtree_next(&ngx_ioa_agents, node))
-        {
-            a = (ngx_ioa_agent_t *) node;
-
-            for (q = ngx_queue_head(&a->clients);
-                 q != ngx_queue_sentinel(&a->clients);
-                 q = ngx_queue_next(q))
-            {
-                cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
-
-                if (cl->rooms_loaded) {
-                    ngx_ioa_client_load_rooms(cl);
-                }
-            }
-        }
-    }
-}
-
-
-void
-ngx_ioa_room_on_sub_lost(void)
-{
-    ngx_queue_t        *q;
-    ngx_ioa_link_t     *lk;
+    ngx_rbtree_node_t  *rn, *root, *sentinel;
     ngx_ioa_room_t     *room;
-    ngx_rbtree_node_t  *node, *next, *root, *sentinel;
 
-    ngx_ioa_feed_sub = NGX_IOA_SUB_NONE;
+    ngx_ioa_room_events_subscribe();
+    ngx_ioa_room_feed_subscribe();
 
     root = ngx_ioa_rooms.root;
     sentinel = ngx_ioa_rooms.sentinel;
@@ -1314,30 +1392,234 @@ ngx_ioa_room_on_sub_lost(void)
         return;
     }
 
-    for (node = ngx_rbtree_min(root, sentinel); node; node = next) {
-        next = ngx_rbtree_next(&ngx_ioa_rooms, node);
-        room = (ngx_ioa_room_t *) node;
+    /* on a Cluster only the rooms of this node's slots can go through;
+     * the others wait for their own node */
 
-        room->sub = NGX_IOA_SUB_NONE;
+    for (rn = ngx_rbtree_min(root, sentinel);
+         rn;
+         rn = ngx_rbtree_next(&ngx_ioa_rooms, rn))
+    {
+        room = (ngx_ioa_room_t *) rn;
+
+        if (room->sub == NGX_IOA_SUB_NONE && room->nlinks) {
+            ngx_ioa_room_subscribe(room);
+        }
+    }
+}
+
+
+/* teamup events published while we were not subscribed are lost; the
+ * agents' room sets in Redis are not */
+
+static void
+ngx_ioa_room_reload_agents(void)
+{
+    ngx_queue_t        *q;
+    ngx_ioa_agent_t    *a;
+    ngx_ioa_client_t   *cl;
+    ngx_rbtree_node_t  *rn, *root, *sentinel;
+
+    root = ngx_ioa_agents.root;
+    sentinel = ngx_ioa_agents.sentinel;
+
+    if (root == sentinel) {
+        return;
+    }
+
+    for (rn = ngx_rbtree_min(root, sentinel);
+         rn;
+         rn = ngx_rbtree_next(&ngx_ioa_agents, rn))
+    {
+        a = (ngx_ioa_agent_t *) rn;
+
+        for (q = ngx_queue_head(&a->clients);
+             q != ngx_queue_sentinel(&a->clients);
+             q = ngx_queue_next(q))
+        {
+            cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+
+            if (cl->rooms_loaded) {
+                ngx_ioa_client_load_rooms(cl);
+            }
+        }
+    }
+}
+
+
+void
+ngx_ioa_room_on_sub_lost(ngx_ioa_redis_node_t *node)
+{
+    ngx_ioa_room_t     *room;
+    ngx_rbtree_node_t  *rn, *next, *root, *sentinel;
+
+    if (ngx_ioa_feed_node == node) {
+        ngx_ioa_feed_sub = NGX_IOA_SUB_NONE;
+        ngx_ioa_feed_node = NULL;
+    }
+
+    if (ngx_ioa_events_node == node) {
+        ngx_ioa_events_sub = NGX_IOA_SUB_NONE;
+        ngx_ioa_events_node = NULL;
+    }
+
+    root = ngx_ioa_rooms.root;
+    sentinel = ngx_ioa_rooms.sentinel;
+
+    if (root == sentinel) {
+        return;
+    }
+
+    for (rn = ngx_rbtree_min(root, sentinel); rn; rn = next) {
+        next = ngx_rbtree_next(&ngx_ioa_rooms, rn);
+        room = (ngx_ioa_room_t *) rn;
+
+        if (room->sub == NGX_IOA_SUB_NONE || room->sub_node != node) {
+            continue;
+        }
 
         if (room->nlinks == 0) {
             ngx_ioa_room_free(room);
             continue;
         }
 
-        for (q = ngx_queue_head(&room->links);
-             q != ngx_queue_sentinel(&room->links);
-             q = ngx_queue_next(q))
-        {
-            lk = ngx_queue_data(q, ngx_ioa_link_t, room_q);
+        ngx_ioa_room_sub_reset(room);
+    }
+}
 
-            if (lk->req) {
-                ngx_ioa_redis_cancel(lk->req);
-                lk->req = NULL;
+
+/*
+ * A (S)SUBSCRIBE was refused by a Cluster node.  After a MOVED (slot >= 0)
+ * the map already names the new owner and the room subscribes there at
+ * once; after anything else (CLUSTERDOWN) the room waits for the next map.
+ */
+
+void
+ngx_ioa_room_on_sub_refused(ngx_ioa_redis_node_t *node, ngx_int_t slot)
+{
+    ngx_ioa_room_t     *room;
+    ngx_rbtree_node_t  *rn, *next, *root, *sentinel;
+
+    if (ngx_ioa_events_sub == NGX_IOA_SUB_PENDING
+        && ngx_ioa_events_node == node)
+    {
+        ngx_ioa_events_sub = NGX_IOA_SUB_NONE;
+        ngx_ioa_events_node = NULL;
+
+        if (slot >= 0) {
+            ngx_ioa_room_events_subscribe();
+        }
+    }
+
+    if (ngx_ioa_feed_sub == NGX_IOA_SUB_PENDING && ngx_ioa_feed_node == node)
+    {
+        ngx_ioa_feed_sub = NGX_IOA_SUB_NONE;
+        ngx_ioa_feed_node = NULL;
+    }
+
+    root = ngx_ioa_rooms.root;
+    sentinel = ngx_ioa_rooms.sentinel;
+
+    if (root == sentinel) {
+        return;
+    }
+
+    for (rn = ngx_rbtree_min(root, sentinel); rn; rn = next) {
+        next = ngx_rbtree_next(&ngx_ioa_rooms, rn);
+        room = (ngx_ioa_room_t *) rn;
+
+        if (room->sub_node != node
+            || (room->sub != NGX_IOA_SUB_PENDING
+                && room->sub != NGX_IOA_SUB_LEAVING)
+            || (slot >= 0 && room->slot != (ngx_uint_t) slot))
+        {
+            continue;
+        }
+
+        if (room->sub == NGX_IOA_SUB_LEAVING || room->nlinks == 0) {
+            /* an unsubscribe that failed: the channel is not ours there */
+            room->sub = NGX_IOA_SUB_NONE;
+            room->sub_node = NULL;
+
+            if (room->nlinks == 0) {
+                ngx_ioa_room_free(room);
+                continue;
+            }
+        }
+
+        ngx_ioa_room_sub_reset(room);
+
+        if (slot >= 0) {
+            ngx_ioa_room_subscribe(room);
+        }
+    }
+}
+
+
+/* a new slot map: rooms follow their slots */
+
+void
+ngx_ioa_room_on_map_changed(void)
+{
+    ngx_ioa_room_t        *room;
+    ngx_rbtree_node_t     *rn, *next, *root, *sentinel;
+    ngx_ioa_redis_node_t  *owner;
+    ngx_ioa_main_conf_t   *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    if (ngx_ioa_events_sub == NGX_IOA_SUB_ACTIVE
+        || ngx_ioa_events_sub == NGX_IOA_SUB_PENDING)
+    {
+        owner = ngx_ioa_redis_owner(
+                    ngx_ioa_redis_key_slot(mcf->events_channel.data,
+                                           mcf->events_channel.len));
+
+        if (owner && owner != ngx_ioa_events_node) {
+            (void) ngx_ioa_redis_unsubscribe(&mcf->events_channel, 0,
+                                             ngx_ioa_events_node);
+            ngx_ioa_events_sub = NGX_IOA_SUB_NONE;
+            ngx_ioa_events_node = NULL;
+        }
+    }
+
+    ngx_ioa_room_events_subscribe();
+    ngx_ioa_room_feed_subscribe();
+
+    root = ngx_ioa_rooms.root;
+    sentinel = ngx_ioa_rooms.sentinel;
+
+    if (root == sentinel) {
+        return;
+    }
+
+    for (rn = ngx_rbtree_min(root, sentinel); rn; rn = next) {
+        next = ngx_rbtree_next(&ngx_ioa_rooms, rn);
+        room = (ngx_ioa_room_t *) rn;
+
+        if (room->nlinks == 0) {
+            continue;
+        }
+
+        if (room->sub == NGX_IOA_SUB_ACTIVE
+            || room->sub == NGX_IOA_SUB_PENDING)
+        {
+            owner = ngx_ioa_redis_owner(room->slot);
+
+            if (owner == NULL || owner == room->sub_node) {
+                continue;
             }
 
-            ngx_ioa_link_release_held(lk);
-            lk->state = NGX_IOA_LINK_WAIT_SUB;
+            /* the old owner may not have said so yet: leave it, and
+             * start over on the new one; the id filter drops anything
+             * both deliver */
+
+            (void) ngx_ioa_redis_unsubscribe(&room->channel, 0,
+                                             room->sub_node);
+            ngx_ioa_room_sub_reset(room);
+        }
+
+        if (room->sub == NGX_IOA_SUB_NONE) {
+            ngx_ioa_room_subscribe(room);
         }
     }
 }
@@ -1347,15 +1629,29 @@ void
 ngx_ioa_room_on_cmd_ready(void)
 {
     ngx_uint_t         i, n;
-    ngx_queue_t       *q;
+    ngx_queue_t       *q, waiting;
     ngx_ioa_link_t   **w, *lk;
     ngx_ioa_client_t  *cl;
 
     /* agents that connected while Redis was away are not marked online */
     ngx_ioa_room_presence();
 
-    while (!ngx_queue_empty(&ngx_ioa_wait_clients)) {
-        q = ngx_queue_head(&ngx_ioa_wait_clients);
+    /* a client whose room list still cannot be read (on a Cluster: the
+     * registry's master is not up yet) queues itself again: take the
+     * queue as it is now */
+
+    if (ngx_queue_empty(&ngx_ioa_wait_clients)) {
+        ngx_queue_init(&waiting);
+
+    } else {
+        waiting = ngx_ioa_wait_clients;
+        waiting.next->prev = &waiting;
+        waiting.prev->next = &waiting;
+        ngx_queue_init(&ngx_ioa_wait_clients);
+    }
+
+    while (!ngx_queue_empty(&waiting)) {
+        q = ngx_queue_head(&waiting);
         ngx_queue_remove(q);
         cl = ngx_queue_data(q, ngx_ioa_client_t, wait_q);
         cl->wait_q.next = NULL;
@@ -1403,6 +1699,7 @@ ngx_ioa_room_tick(ngx_event_t *ev)
     ngx_ioa_room_t  *room;
 
     ngx_ioa_room_presence();
+    ngx_ioa_room_observers(ngx_ioa_nobservers > 0);
 
     while (!ngx_queue_empty(&ngx_ioa_idle_rooms)) {
         q = ngx_queue_head(&ngx_ioa_idle_rooms);
@@ -1418,7 +1715,9 @@ ngx_ioa_room_tick(ngx_event_t *ev)
         switch (room->sub) {
 
         case NGX_IOA_SUB_ACTIVE:
-            if (ngx_ioa_redis_unsubscribe(&room->channel, 0) == NGX_OK) {
+            if (ngx_ioa_redis_unsubscribe(&room->channel, 0, room->sub_node)
+                == NGX_OK)
+            {
                 room->sub = NGX_IOA_SUB_LEAVING;
                 break;
             }
@@ -1442,6 +1741,70 @@ next:
 
     if (!ngx_exiting) {
         ngx_add_timer(ev, NGX_IOA_TICK);
+    }
+}
+
+
+/* on a Cluster: this worker's observers in <prefix>{reg}:observers
+ * (present: renewed; not: removed), and whether any worker has some */
+
+static void
+ngx_ioa_room_observers(ngx_uint_t present)
+{
+    u_char                key[NGX_IOA_KEY_MAX], ms[NGX_INT64_LEN];
+    const char           *argv[4];
+    size_t                argvlen[4];
+    ngx_str_t            *holder;
+    ngx_ioa_main_conf_t  *mcf;
+
+    if (!ngx_ioa_redis_cluster() || !ngx_ioa_redis_ready()) {
+        return;
+    }
+
+    mcf = ngx_ioa_main_conf();
+    holder = ngx_ioa_holder();
+
+    argv[1] = (const char *) key;
+    argvlen[1] = ngx_snprintf(key, sizeof(key), "%Vobservers", &mcf->reg_base)
+                 - key;
+
+    if (present) {
+        argv[0] = "ZADD";
+        argvlen[0] = 4;
+        argv[2] = (const char *) ms;
+        argvlen[2] = ngx_sprintf(ms, "%L", ngx_ioa_now_ms() + 3 * NGX_IOA_TICK)
+                     - ms;
+        argv[3] = (const char *) holder->data;
+        argvlen[3] = holder->len;
+
+        (void) ngx_ioa_redis_command(NULL, NULL, 4, argv, argvlen);
+
+    } else {
+        argv[0] = "ZREM";
+        argvlen[0] = 4;
+        argv[2] = (const char *) holder->data;
+        argvlen[2] = holder->len;
+
+        (void) ngx_ioa_redis_command(NULL, NULL, 3, argv, argvlen);
+    }
+
+    argv[0] = "ZCOUNT";
+    argvlen[0] = 6;
+    argv[2] = (const char *) ms;
+    argvlen[2] = ngx_sprintf(ms, "(%L", ngx_ioa_now_ms()) - ms;
+    argv[3] = "+inf";
+    argvlen[3] = 4;
+
+    (void) ngx_ioa_redis_command(ngx_ioa_room_observers_reply, NULL, 4, argv,
+                                 argvlen);
+}
+
+
+static void
+ngx_ioa_room_observers_reply(redisReply *reply, void *data)
+{
+    if (reply && reply->type == REDIS_REPLY_INTEGER) {
+        ngx_ioa_feed_remote = (reply->integer > 0);
     }
 }
 
@@ -1694,6 +2057,20 @@ ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
     argv[8] = (const char *) type;
     argvlen[8] = (env->type == NGX_IOA_TYPE_NONE)
                  ? 0 : (size_t) (ngx_sprintf(type, "%i", env->type) - type);
+
+    /* on a Cluster the room's channel is a shard channel, and observers
+     * anywhere want the plain copy */
+    if (!ngx_ioa_redis_cluster()) {
+        argv[9] = "";
+
+    } else if (ngx_ioa_nobservers || ngx_ioa_feed_remote) {
+        argv[9] = "sf";
+
+    } else {
+        argv[9] = "s";
+    }
+
+    argvlen[9] = ngx_strlen(argv[9]);
 
     speaker = n ? env->next_speaker->elts : NULL;
 

@@ -3,6 +3,8 @@
 -- KEYS[1]  P{goal:<id>}:meta     the goal's HASH
 -- ARGV[1]  control channel       P{goal:<id>}:control
 -- ARGV[2]  now_ms
+-- ARGV[3]  publish         "s": SPUBLISH (Redis Cluster: the channel is in
+--                          the goal's slot); else, or absent: PUBLISH
 --
 -- Returns  1 when the goal is now "cancelling", 0 when it had already ended
 --          (concluded, failed or cancelled: nothing to stop)
@@ -22,5 +24,5 @@ if state == 'concluded' or state == 'failed' or state == 'cancelled' then
   return 0
 end
 redis.call('HSET', KEYS[1], 'state', 'cancelling', 'updated_at', ARGV[2])
-redis.call('PUBLISH', ARGV[1], 'cancel')
+redis.call(ARGV[3] == 's' and 'SPUBLISH' or 'PUBLISH', ARGV[1], 'cancel')
 return 1

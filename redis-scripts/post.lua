@@ -10,13 +10,20 @@
 -- ARGV[4]  channel         pub/sub channel of the room
 -- ARGV[5]  type            the envelope's "type" in decimal, "" when it has
 --                          none; optional
--- ARGV[6..] next_speaker   the envelope's next_speaker names ("" and []
+-- ARGV[6]  publish         "s": SPUBLISH on the channel (Redis Cluster: a
+--                          shard channel, in the room's slot, so it
+--                          crosses no other node); "sf": SPUBLISH, and a
+--                          PUBLISH copy for observers (it reaches every
+--                          node); anything else, or absent: PUBLISH
+-- ARGV[7..] next_speaker   the envelope's next_speaker names ("" and []
 --                          give none; a string is a one-name list)
 --
 -- The legacy call (2 keys, 4 args) is still valid: the floor is neither
 -- checked nor changed, as for any call whose ARGV[5] is absent, "" or not a
--- turn type. Callers that take turns (the hub, the coordinator) pass all 4
--- keys and ARGV[5..]; the keys of one room share its hash slot ({room:..}).
+-- turn type, and the envelope is PUBLISHed. Callers that take turns (the
+-- hub, the coordinator) pass all 4 keys and ARGV[5..]; the keys of one room
+-- share its hash slot ({room:..}), and so does its channel, which is what
+-- lets the script SPUBLISH on a Cluster.
 --
 -- Returns  the new stream id, e.g. "1700000000000-0"
 -- Publishes  id .. ' ' .. envelope_json  on channel
@@ -94,7 +101,16 @@ if ARGV[3] ~= '0' then
 else
   id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2])
 end
-redis.call('PUBLISH', ARGV[4], id .. ' ' .. ARGV[2])
+local msg = id .. ' ' .. ARGV[2]
+local mode = ARGV[6]
+if mode == 's' or mode == 'sf' then
+  redis.call('SPUBLISH', ARGV[4], msg)
+  if mode == 'sf' then
+    redis.call('PUBLISH', ARGV[4], msg)
+  end
+else
+  redis.call('PUBLISH', ARGV[4], msg)
+end
 
 if turn == 3 then
   redis.call('DEL', KEYS[3])
@@ -106,7 +122,7 @@ elseif turn then
   else
     redis.call('SREM', KEYS[3], sender)
   end
-  for i = 6, #ARGV do
+  for i = 7, #ARGV do
     -- Names outside the room never get the floor: a typo must not stall it.
     if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 1 then
       redis.call('SADD', KEYS[3], ARGV[i])

@@ -422,13 +422,14 @@ is_deeply($sub->cmd('SUBSCRIBE', 'chan:f1'), [ 'subscribe', 'chan:f1', 2 ],
           'subscribed to the floor room channel');
 
 my $turn_n = 0;
-# A post with the 4-key contract: type ('' for none) and next_speaker names.
+# A post with the 4-key contract: type ('' for none), the publish mode (''
+# PUBLISH) and next_speaker names.
 sub turn {
     my ($sender, $type, @next) = @_;
     $turn_n++;
     my $env = qq({"from":"$sender","type":"$type","n":$turn_n});
     return run_script('post', [ map { "$RF$_" } qw(members log floor meta) ],
-                      $sender, $env, '0', 'chan:f1', $type, @next);
+                      $sender, $env, '0', 'chan:f1', $type, '', @next);
 }
 sub floor_is {
     my ($want, $label) = @_;
@@ -562,6 +563,48 @@ $xlen = $r->cmd('XLEN', "${RF}log");
 is(err_code(run_script('post', [ "${RF}members", "${RF}log" ], 'cat', '{"x":1}', '0', 'chan:f1', '4')),
    'BADARG', 'ARGV[5] a turn type with only 2 keys: BADARG');
 is($r->cmd('XLEN', "${RF}log"), $xlen, 'BADARG: nothing stored');
+
+# --- the publish mode (post.lua ARGV[6]): PUBLISH, or SPUBLISH on a Cluster --------
+
+{
+    my $ss = Resp->connect($port);
+    is_deeply($ss->cmd('SSUBSCRIBE', 'chan:f1'), [ 'ssubscribe', 'chan:f1', 1 ],
+              'a shard subscriber on the floor room channel');
+    my $ps = Resp->connect($port);
+    is_deeply($ps->cmd('SUBSCRIBE', 'chan:f1'), [ 'subscribe', 'chan:f1', 1 ],
+              'and a plain one');
+    my $plain_msg = sub {
+        return undef unless IO::Select->new($ps->{s})->can_read(2);
+        return $ps->read;
+    };
+    my $shard_msg = sub {
+        return undef unless IO::Select->new($ss->{s})->can_read(2);
+        return $ss->read;
+    };
+    my $quiet = sub {
+        my $c = shift;
+        return !IO::Select->new($c->{s})->can_read(0.2);
+    };
+    my $post_mode = sub {
+        my ($mode, @next) = @_;
+        return run_script('post', [ map { "$RF$_" } qw(members log floor meta) ],
+                          'chair', qq({"mode":"$mode"}), '0', 'chan:f1', '4', $mode, @next);
+    };
+    my $id = accepted($post_mode->('s', 'ann'), 'mode "s" is accepted');
+    is_deeply($shard_msg->(), [ 'smessage', 'chan:f1', qq($id {"mode":"s"}) ],
+              'mode "s": SPUBLISHed as "id json"');
+    ok($quiet->($ps), 'mode "s": not PUBLISHed');
+    floor_is(['ann'], 'mode "s": the names after ARGV[6] address the floor');
+    $id = accepted($post_mode->('sf'), 'mode "sf" is accepted');
+    is_deeply($shard_msg->(), [ 'smessage', 'chan:f1', qq($id {"mode":"sf"}) ],
+              'mode "sf": SPUBLISHed');
+    is_deeply($plain_msg->(), [ 'message', 'chan:f1', qq($id {"mode":"sf"}) ],
+              'mode "sf": and PUBLISHed (the observer copy)');
+    $id = accepted($post_mode->(''), 'mode "" is accepted');
+    is_deeply($plain_msg->(), [ 'message', 'chan:f1', qq($id {"mode":""}) ],
+              'mode "": PUBLISHed');
+    ok($quiet->($ss), 'mode "": not SPUBLISHed');
+}
 
 done_testing();
 

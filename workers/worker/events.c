@@ -43,6 +43,7 @@ iw_event_append(const iw_conf_t *conf, const char *goal_id, iw_buf_t *json,
     iw_args_addf(&a, "%s{room:goal-%s}:ch", conf->prefix, goal_id);
     iw_args_add(&a, kind);
     iw_args_add(&a, key);
+    iw_args_add(&a, iw_redis_cluster() ? "s" : "");
 
     r = iw_redis_eval(IW_LUA_GOAL_EVENT, 2, &a);
     iw_args_free(&a);

@@ -14,7 +14,8 @@
  * process (iw_alloc() aborts): the job stays pending and is taken over.
  *
  * Naming: everything is prefixed iw_ (ioa worker); files are named for
- * their one concern: redis.c (connection, scripts), jobs.c (consumer
+ * their one concern: redis.c (connection, scripts), cluster.c (Redis
+ * Cluster routing), jobs.c (consumer
  * group), registry.c (agents, teamup), planner.c (the built-in planner),
  * store.c (goal record), events.c (goal event feed), room.c (posting and
  * reading a room), goal.c (the state machine), main.c (CLI, main loop).
@@ -39,8 +40,15 @@
 
 
 typedef struct {
-    char         *redis_host;
-    int           redis_port;
+    char         *host;
+    int           port;
+} iw_addr_t;
+
+
+typedef struct {
+    char         *redis;             /* --redis as given, for the log */
+    iw_addr_t    *seeds;             /* its addresses */
+    int           nseeds;
     char         *prefix;            /* "ioa:" */
     char         *scripts_dir;       /* the hub's redis-scripts/ */
     char         *name;              /* the coordinator agent */
@@ -134,7 +142,12 @@ typedef struct {
 int iw_redis_init(const iw_conf_t *conf);
 int iw_redis_connect(void);
 int iw_redis_connected(void);
+int iw_redis_cluster(void);
 void iw_redis_close(void);
+redisContext *iw_redis_open(const char *host, int port);
+int iw_redis_prepare(redisContext *c, const char *host, int port);
+const char *iw_redis_script_of(const char *sha, size_t len);
+void iw_redis_broken(const char *what, const char *err);
 
 void iw_args_init(iw_args_t *a);
 void iw_args_add(iw_args_t *a, const char *s);
@@ -149,6 +162,15 @@ redisReply *iw_redis_eval(iw_lua_e script, int nkeys, iw_args_t *a);
 int iw_reply_err(redisReply *r, const char *code);
 const char *iw_reply_str(redisReply *r);
 int iw_redis_time_ms(long long *ms);
+
+
+/* cluster.c: the blocking client's routing on a Redis Cluster */
+int iw_cluster_start(redisContext *seed, const char *host, int port,
+    redisReply *slots);
+int iw_cluster_on(void);
+void iw_cluster_close(void);
+redisReply *iw_cluster_exec(const char *cmd, size_t len);
+unsigned iw_key_slot(const char *key, size_t len);
 
 
 /* jobs.c */

@@ -1,7 +1,8 @@
 /*
  * ioa-worker: command line, signals and the job loop.
  *
- *   ioa-worker --redis HOST:PORT [--prefix ioa:] [--scripts DIR]
+ *   ioa-worker --redis HOST:PORT[,HOST:PORT...] [--prefix ioa:]
+ *              [--scripts DIR]
  *              [--name ioa-coordinator] [--consumer NAME]
  *              [--task-timeout SEC] [--turn-timeout SEC]
  *              [--claim-idle SEC] [--token-budget N]
@@ -68,13 +69,15 @@ static void
 iw_usage(FILE *f)
 {
     fprintf(f,
-        "usage: ioa-worker --redis HOST:PORT [options]\n"
+        "usage: ioa-worker --redis HOST:PORT[,HOST:PORT...] [options]\n"
         "\n"
         "Takes goals from the ioa hub's job stream and runs them: team\n"
         "formation, the conversation as the coordinator agent, the\n"
         "conclusion.  Run as many as you like; they share the work.\n"
         "\n"
-        "  --redis HOST:PORT    Redis of the agent network (127.0.0.1:6379)\n"
+        "  --redis HOST:PORT    Redis of the agent network (127.0.0.1:6379);\n"
+        "                       for a Redis Cluster, one or more nodes,\n"
+        "                       comma-separated (found out at connect)\n"
         "  --prefix P           key prefix, as ioa_redis_prefix (ioa:)\n"
         "  --scripts DIR        the hub's redis-scripts directory\n"
         "                       (./redis-scripts)\n"
@@ -146,31 +149,74 @@ iw_parse_count(const char *opt, const char *v, long long *n)
 }
 
 
+/* HOST:PORT[,HOST:PORT...]: one standalone Redis, or seeds of a Redis
+ * Cluster (which of the two is found out when connecting) */
+
 static int
 iw_parse_redis(iw_conf_t *conf, const char *v)
 {
+    int          i;
     long         port;
-    char        *end;
-    const char  *colon;
+    char        *end, *item, *colon, *all, *next;
+    iw_addr_t   *a;
 
-    colon = strrchr(v, ':');
-
-    if (colon == NULL) {
-        conf->redis_host = iw_strdup(v);
-        conf->redis_port = 6379;
-        return 0;
+    for (i = 0; i < conf->nseeds; i++) {
+        free(conf->seeds[i].host);
     }
 
-    errno = 0;
-    port = strtol(colon + 1, &end, 10);
+    free(conf->seeds);
+    free(conf->redis);
 
-    if (colon == v || errno || *end != '\0' || port < 1 || port > 65535) {
-        fprintf(stderr, "ioa-worker: --redis: \"%s\" is not HOST:PORT\n", v);
-        return -1;
+    conf->redis = iw_strdup(v);
+    conf->seeds = NULL;
+    conf->nseeds = 0;
+
+    all = iw_strdup(v);
+
+    for (item = all; item; item = next) {
+        next = strchr(item, ',');
+
+        if (next) {
+            *next++ = '\0';
+        }
+
+        conf->seeds = iw_realloc(conf->seeds,
+                                 (size_t) (conf->nseeds + 1) * sizeof(iw_addr_t));
+        a = &conf->seeds[conf->nseeds];
+        colon = strrchr(item, ':');
+
+        if (colon == NULL) {
+            port = 6379;
+
+        } else {
+            errno = 0;
+            port = strtol(colon + 1, &end, 10);
+
+            if (colon == item || errno || *end != '\0' || port < 1
+                || port > 65535)
+            {
+                fprintf(stderr, "ioa-worker: --redis: \"%s\" is not "
+                        "HOST:PORT\n", item);
+                free(all);
+                return -1;
+            }
+
+            *colon = '\0';
+        }
+
+        if (*item == '\0') {
+            fprintf(stderr, "ioa-worker: --redis: an empty address in "
+                    "\"%s\"\n", v);
+            free(all);
+            return -1;
+        }
+
+        a->host = iw_strdup(item);
+        a->port = (int) port;
+        conf->nseeds++;
     }
 
-    conf->redis_host = iw_strndup(v, (size_t) (colon - v));
-    conf->redis_port = (int) port;
+    free(all);
 
     return 0;
 }
@@ -201,8 +247,10 @@ main(int argc, char **argv)
     };
 
     memset(&conf, 0, sizeof(conf));
-    conf.redis_host = iw_strdup("127.0.0.1");
-    conf.redis_port = 6379;
+
+    if (iw_parse_redis(&conf, "127.0.0.1:6379") != 0) {
+        return 2;
+    }
     conf.prefix = iw_strdup("ioa:");
     conf.scripts_dir = iw_strdup("./redis-scripts");
     conf.name = iw_strdup("ioa-coordinator");
@@ -222,7 +270,6 @@ main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'r':
-            free(conf.redis_host);
             if (iw_parse_redis(&conf, optarg) != 0) {
                 return 2;
             }
@@ -336,9 +383,9 @@ main(int argc, char **argv)
 
     srand((unsigned) (getpid() ^ iw_now_ms()));
 
-    iw_info("started as %s (coordinator %s, redis %s:%d, prefix \"%s\", "
+    iw_info("started as %s (coordinator %s, redis %s, prefix \"%s\", "
             "task timeout %lld ms, claim idle %lld ms, %s)",
-            conf.consumer, conf.name, conf.redis_host, conf.redis_port,
+            conf.consumer, conf.name, conf.redis,
             conf.prefix, conf.task_timeout_ms, conf.claim_idle_ms, planner);
     free(planner);
 
@@ -436,7 +483,12 @@ main(int argc, char **argv)
 
     iw_info("stopped");
 
-    free(conf.redis_host);
+    for (c = 0; c < conf.nseeds; c++) {
+        free(conf.seeds[c].host);
+    }
+
+    free(conf.seeds);
+    free(conf.redis);
     free(conf.prefix);
     free(conf.scripts_dir);
     free(conf.name);

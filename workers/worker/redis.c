@@ -21,6 +21,15 @@
  * NOSCRIPT answer (Redis restarted or SCRIPT FLUSH) loads the script again
  * and repeats the call once, which is safe because NOSCRIPT means nothing
  * ran.
+ *
+ * Standalone or Cluster: the first command on a connection to a --redis
+ * address is CLUSTER SLOTS.  A standalone Redis refuses it, and that one
+ * connection carries everything as described above.  A Cluster answers with
+ * its slot map, and cluster.c takes over: one such connection per master,
+ * opened when first needed and prepared the same way (scripts loaded,
+ * client name set), each command sent to the master of its key's slot.
+ * The same binary and the same flags serve both; only the address list
+ * differs, and a single address of either kind is enough.
  */
 
 #include <ctype.h>
@@ -65,8 +74,7 @@ static iw_lua_t  iw_lua[IW_LUA_N] = {
 
 
 static char *iw_read_file(const char *path);
-static int iw_lua_load(iw_lua_t *l);
-static void iw_redis_broken(const char *what);
+static int iw_lua_load(redisContext *c, iw_lua_t *l);
 
 
 int
@@ -147,64 +155,146 @@ iw_read_file(const char *path)
 }
 
 
-int
-iw_redis_connect(void)
-{
-    int              i;
-    redisReply      *r;
-    struct timeval   tv;
+/* a blocking connection with the connect and socket timeouts; NULL (and a
+ * warning) when the address does not answer */
 
-    iw_redis_close();
+redisContext *
+iw_redis_open(const char *host, int port)
+{
+    redisContext    *c;
+    struct timeval   tv;
 
     tv.tv_sec = IW_REDIS_CONNECT_TIMEOUT_MS / 1000;
     tv.tv_usec = (IW_REDIS_CONNECT_TIMEOUT_MS % 1000) * 1000;
 
-    iw_redis = redisConnectWithTimeout(iw_redis_conf->redis_host,
-                                       iw_redis_conf->redis_port, tv);
+    c = redisConnectWithTimeout(host, port, tv);
 
-    if (iw_redis == NULL || iw_redis->err) {
-        iw_warn("redis %s:%d: %s", iw_redis_conf->redis_host,
-                iw_redis_conf->redis_port,
-                iw_redis ? iw_redis->errstr : "cannot allocate a context");
-        iw_redis_close();
-        return IW_ERROR;
+    if (c == NULL || c->err) {
+        iw_warn("redis %s:%d: %s", host, port,
+                c ? c->errstr : "cannot allocate a context");
+
+        if (c) {
+            redisFree(c);
+        }
+
+        return NULL;
     }
 
     tv.tv_sec = IW_REDIS_TIMEOUT_MS / 1000;
     tv.tv_usec = (IW_REDIS_TIMEOUT_MS % 1000) * 1000;
 
-    if (redisSetTimeout(iw_redis, tv) != REDIS_OK
-        || redisEnableKeepAlive(iw_redis) != REDIS_OK)
+    if (redisSetTimeout(c, tv) != REDIS_OK
+        || redisEnableKeepAlive(c) != REDIS_OK)
     {
-        iw_redis_broken("socket options");
-        return IW_ERROR;
+        iw_warn("redis %s:%d: socket options: %s", host, port, c->errstr);
+        redisFree(c);
+        return NULL;
     }
 
+    return c;
+}
+
+
+/* every script loaded, and the client named, on a new connection */
+
+int
+iw_redis_prepare(redisContext *c, const char *host, int port)
+{
+    int          i;
+    redisReply  *r;
+
     for (i = 0; i < IW_LUA_N; i++) {
-        if (iw_lua_load(&iw_lua[i]) != IW_OK) {
+        if (iw_lua_load(c, &iw_lua[i]) != IW_OK) {
             return IW_ERROR;
         }
     }
 
     /* CLIENT LIST shows who is who (and tests can cut exactly this one) */
-    r = iw_redis_cmd("CLIENT SETNAME ioa-worker:%s", iw_redis_client_name);
+    r = redisCommand(c, "CLIENT SETNAME ioa-worker:%s", iw_redis_client_name);
+
     if (r == NULL) {
+        iw_warn("redis %s:%d: %s", host, port, c->errstr);
         return IW_ERROR;
     }
 
     freeReplyObject(r);
-
-    iw_info("connected to redis %s:%d", iw_redis_conf->redis_host,
-            iw_redis_conf->redis_port);
 
     return IW_OK;
 }
 
 
 int
+iw_redis_connect(void)
+{
+    int           i;
+    redisReply   *r;
+    redisContext *c;
+    iw_addr_t    *a;
+
+    iw_redis_close();
+
+    for (i = 0; i < iw_redis_conf->nseeds; i++) {
+        a = &iw_redis_conf->seeds[i];
+
+        c = iw_redis_open(a->host, a->port);
+        if (c == NULL) {
+            continue;
+        }
+
+        /* what is behind this address: a Cluster answers with its map */
+
+        r = redisCommand(c, "CLUSTER SLOTS");
+
+        if (r == NULL) {
+            iw_warn("redis %s:%d: %s", a->host, a->port, c->errstr);
+            redisFree(c);
+            continue;
+        }
+
+        if (iw_redis_prepare(c, a->host, a->port) != IW_OK) {
+            freeReplyObject(r);
+            redisFree(c);
+            continue;
+        }
+
+        if (r->type == REDIS_REPLY_ARRAY) {
+            if (iw_cluster_start(c, a->host, a->port, r) != IW_OK) {
+                freeReplyObject(r);
+                iw_cluster_close();
+                continue;
+            }
+
+            freeReplyObject(r);
+
+            iw_info("connected to the redis cluster at %s:%d", a->host,
+                    a->port);
+
+            return IW_OK;
+        }
+
+        freeReplyObject(r);
+        iw_redis = c;
+
+        iw_info("connected to redis %s:%d", a->host, a->port);
+
+        return IW_OK;
+    }
+
+    return IW_ERROR;
+}
+
+
+int
 iw_redis_connected(void)
 {
-    return iw_redis != NULL;
+    return iw_redis != NULL || iw_cluster_on();
+}
+
+
+int
+iw_redis_cluster(void)
+{
+    return iw_cluster_on();
 }
 
 
@@ -215,25 +305,28 @@ iw_redis_close(void)
         redisFree(iw_redis);
         iw_redis = NULL;
     }
+
+    iw_cluster_close();
 }
 
 
-static void
-iw_redis_broken(const char *what)
+void
+iw_redis_broken(const char *what, const char *err)
 {
     iw_warn("redis connection lost (%s): %s", what,
-            iw_redis && iw_redis->errstr[0] ? iw_redis->errstr : "closed");
+            err && err[0] ? err : "closed");
     iw_redis_close();
 }
 
 
 static int
-iw_lua_load(iw_lua_t *l)
+iw_lua_load(redisContext *c, iw_lua_t *l)
 {
     redisReply  *r;
 
-    r = iw_redis_cmd("SCRIPT LOAD %s", l->body);
+    r = redisCommand(c, "SCRIPT LOAD %s", l->body);
     if (r == NULL) {
+        iw_warn("redis: SCRIPT LOAD %s: %s", l->name, c->errstr);
         return IW_ERROR;
     }
 
@@ -241,7 +334,6 @@ iw_lua_load(iw_lua_t *l)
         iw_error("SCRIPT LOAD %s: %s", l->name,
                  r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         freeReplyObject(r);
-        iw_redis_close();
         return IW_ERROR;
     }
 
@@ -250,6 +342,24 @@ iw_lua_load(iw_lua_t *l)
     freeReplyObject(r);
 
     return IW_OK;
+}
+
+
+/* the source of a script by its sha1, NULL when it is not one of ours */
+
+const char *
+iw_redis_script_of(const char *sha, size_t len)
+{
+    int  i;
+
+    for (i = 0; i < IW_LUA_N; i++) {
+        if (len == 40 && iw_lua[i].sha[0] && memcmp(iw_lua[i].sha, sha, 40) == 0)
+        {
+            return iw_lua[i].body;
+        }
+    }
+
+    return NULL;
 }
 
 
@@ -325,7 +435,22 @@ iw_args_free(iw_args_t *a)
 redisReply *
 iw_redis_argv(iw_args_t *a)
 {
+    int          len;
+    char        *cmd;
     redisReply  *r;
+
+    if (iw_cluster_on()) {
+        len = redisFormatCommandArgv(&cmd, a->n, (const char **) a->v,
+                                     a->len);
+        if (len < 0) {
+            return NULL;
+        }
+
+        r = iw_cluster_exec(cmd, (size_t) len);
+        free(cmd);
+
+        return r;
+    }
 
     if (iw_redis == NULL) {
         return NULL;
@@ -333,7 +458,7 @@ iw_redis_argv(iw_args_t *a)
 
     r = redisCommandArgv(iw_redis, a->n, (const char **) a->v, a->len);
     if (r == NULL) {
-        iw_redis_broken(a->n ? a->v[0] : "command");
+        iw_redis_broken(a->n ? a->v[0] : "command", iw_redis->errstr);
     }
 
     return r;
@@ -343,8 +468,25 @@ iw_redis_argv(iw_args_t *a)
 redisReply *
 iw_redis_cmd(const char *fmt, ...)
 {
+    int          len;
+    char        *cmd;
     va_list      ap;
     redisReply  *r;
+
+    if (iw_cluster_on()) {
+        va_start(ap, fmt);
+        len = redisvFormatCommand(&cmd, fmt, ap);
+        va_end(ap);
+
+        if (len < 0) {
+            return NULL;
+        }
+
+        r = iw_cluster_exec(cmd, (size_t) len);
+        free(cmd);
+
+        return r;
+    }
 
     if (iw_redis == NULL) {
         return NULL;
@@ -355,7 +497,7 @@ iw_redis_cmd(const char *fmt, ...)
     va_end(ap);
 
     if (r == NULL) {
-        iw_redis_broken(fmt);
+        iw_redis_broken(fmt, iw_redis->errstr);
     }
 
     return r;
@@ -390,12 +532,17 @@ iw_redis_eval(iw_lua_e script, int nkeys, iw_args_t *a)
 
         freeReplyObject(r);
 
-        if (iw_lua_load(&iw_lua[script]) != IW_OK) {
-            return NULL;
+        /* on a Cluster the node that said NOSCRIPT got the script and the
+         * call again already (cluster.c): a second NOSCRIPT is final */
+
+        if (iw_cluster_on() || iw_redis == NULL
+            || iw_lua_load(iw_redis, &iw_lua[script]) != IW_OK)
+        {
+            break;
         }
     }
 
-    iw_redis_broken("NOSCRIPT twice");
+    iw_redis_broken("NOSCRIPT twice", NULL);
 
     return NULL;
 }

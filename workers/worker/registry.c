@@ -307,7 +307,10 @@ iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
     iw_json_str(&ev, conf->name);
     iw_buf_addc(&ev, '}');
 
-    r = iw_redis_cmd("PUBLISH %sevents %b", conf->reg_base, ev.data, ev.len);
+    /* on a Redis Cluster a shard channel, as the hub subscribes to it */
+    r = iw_redis_cmd("%s %sevents %b",
+                     iw_redis_cluster() ? "SPUBLISH" : "PUBLISH",
+                     conf->reg_base, ev.data, ev.len);
     iw_buf_free(&ev);
 
     if (r == NULL) {

@@ -11,6 +11,11 @@
  * follows the coordinator's turns (the coordinator created the room and
  * may always speak; the agents it addresses speak next).
  *
+ * On a Redis Cluster the envelope goes out on the room's shard channel
+ * (SPUBLISH), and also PUBLISHed while some hub has an observer: the hub
+ * keeps those in P{reg}:observers (see ngx_ioa_room.c), which is counted
+ * here at most every IW_ROOM_OBSERVERS_MS.
+ *
  * Reading is XREAD on the room's Stream after an id: with block_ms 0 it
  * returns at once (catching up), otherwise it waits up to block_ms for the
  * next entries.  At most IW_ROOM_BATCH entries per call.
@@ -22,7 +27,44 @@
 #include "iw.h"
 
 
-#define IW_ROOM_BATCH  128
+#define IW_ROOM_BATCH         128
+#define IW_ROOM_OBSERVERS_MS  5000
+
+
+static const char *iw_room_publish(const iw_conf_t *conf);
+
+
+/* post.lua's publish mode: "" PUBLISH; on a Cluster "s" SPUBLISH, "sf"
+ * both, while a hub has observers */
+
+static const char *
+iw_room_publish(const iw_conf_t *conf)
+{
+    redisReply  *r;
+
+    static int        observed;
+    static long long  checked;
+
+    if (!iw_redis_cluster()) {
+        return "";
+    }
+
+    if (iw_mono_ms() - checked >= IW_ROOM_OBSERVERS_MS || checked == 0) {
+        r = iw_redis_cmd("ZCOUNT %sobservers (%lld +inf", conf->reg_base,
+                         iw_now_ms());
+
+        if (r && r->type == REDIS_REPLY_INTEGER) {
+            observed = r->integer > 0;
+            checked = iw_mono_ms();
+        }
+
+        if (r) {
+            freeReplyObject(r);
+        }
+    }
+
+    return observed ? "sf" : "s";
+}
 
 
 /* IW_OK (*sid the new id), IW_ERROR, or 1 when post.lua refused (NOROOM,
@@ -57,6 +99,9 @@ iw_room_post(const iw_conf_t *conf, const char *comm_id, const char *json,
     } else {
         iw_args_add(&a, "");
     }
+
+    /* on a Redis Cluster the room's channel is a shard channel */
+    iw_args_add(&a, iw_room_publish(conf));
 
     ns = next_speaker ? iw_json_parse(next_speaker, strlen(next_speaker))
                       : NULL;

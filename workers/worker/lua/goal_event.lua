@@ -9,6 +9,8 @@
 -- ARGV[3]  kind          "env" or "state"
 -- ARGV[4]  key           env: the room Stream id of the envelope copied;
 --                        state: the state
+-- ARGV[5]  publish       "s": SPUBLISH (Redis Cluster: the feed's channel
+--                        is a shard channel, as a room's); else PUBLISH
 --
 -- Returns  the feed's new id, or false when the event is already there
 -- Publishes  id .. ' ' .. json on the channel, exactly as post.lua does for
@@ -48,5 +50,6 @@ end
 
 local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
 redis.call('HSET', KEYS[2], kind, key)
-redis.call('PUBLISH', ARGV[2], id .. ' ' .. ARGV[1])
+redis.call(ARGV[5] == 's' and 'SPUBLISH' or 'PUBLISH', ARGV[2],
+           id .. ' ' .. ARGV[1])
 return id
