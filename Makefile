@@ -6,7 +6,9 @@
 #                   127.0.0.1:$(IOA_PORT) and run the demo; Ctrl-C or
 #                   `make stop` ends it
 #   make stop       stop what `make run` started
-#   make test       install what is missing, build, run every test (prove)
+#   make test       install what is missing, build, run every test (prove),
+#                   then the routing and goal tests again on a Redis Cluster
+#   make test-cluster  only the Redis Cluster run (TEST_IOA_REDIS=cluster)
 #   make bench      ioa against nchan and the Redis ceiling: BENCHMARKS.md
 #   make deps       only install the Debian packages
 #   make clean
@@ -29,7 +31,7 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: all deps run stop test clean agent worker llama bench
+.PHONY: all deps run stop test test-cluster clean agent worker llama bench
 
 all: $(MODULE) agent worker
 
@@ -86,8 +88,21 @@ bench: deps $(MODULE) agent worker
 	$(MAKE) -s -C bench/ceiling
 	bash bench/run.sh
 
+# The files that route envelopes and run goals, once more against a
+# 3-master Redis Cluster that each file starts (IoaTest::Cluster): about
+# three minutes.  t/130-cluster.t (slot migration, failover, nodes down)
+# always starts Clusters of its own, so the first run has it already.
+CLUSTER_TESTS := t/020-rooms.t t/025-floor.t t/040-http-transport.t \
+    t/050-scale-out.t t/100-goals.t
+
 test: deps $(MODULE) agent worker llama
 	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/
+	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
+	    prove -It/lib $(CLUSTER_TESTS)
+
+test-cluster: deps $(MODULE) agent worker
+	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
+	    prove -It/lib $(CLUSTER_TESTS)
 
 clean:
 	rm -rf $(BUILD) workers/build t/servroot*

@@ -109,13 +109,9 @@ sub connect_resumed {
     return $agent;
 }
 
-# A Redis connection subscribed to every ioa channel: proves what is (not)
-# published.
-sub spy {
-    my $r = redis_connect();
-    $r->cmd('PSUBSCRIBE', 'ioa:*');
-    return $r;
-}
+# A Redis connection subscribed to every ioa channel, and on a Cluster to
+# the room's shard channel: proves what is (not) published.
+sub spy { redis_spy("ioa:{room:$_[0]}:ch") }
 
 run_tests();
 
@@ -254,7 +250,7 @@ GET /health_check
     $a->post(envelope(comm_id => $cid, content => 'warm-up'));
     recv_envs($_, 1, 5) for $a, $b;
     my $len = xlen($cid);
-    my $spy = spy();
+    my $spy = spy($cid);
 
     $a->post(envelope(comm_id => $cid, content => 'I am Mallory',
                       sender => 'Mallory'));
@@ -369,7 +365,7 @@ GET /health_check
     $a->post(envelope(comm_id => $cid, content => 'warm-up'));
     recv_envs($_, 1, 5) for $a, $b;
     my $len = xlen($cid);
-    my $spy = spy();
+    my $spy = spy($cid);
 
     $e->post(envelope(comm_id => $cid, content => 'let me in'));
     my $err = $e->recv(5);
@@ -760,7 +756,7 @@ GET /health_check
         my @acks = $b->recv_n($missed, 10);
         is scalar(@acks), $missed, "$missed acks";
         my @want = stream_ids($cid, "($last");
-        my $mon = redis_connect();
+        my $mon = redis_connect(key => log_key($cid));   # the room's node
         is $mon->cmd('MONITOR'), 'OK', 'MONITOR';
         my $a = IoaTest::Agent->connect($ctx, 'Alice', "?resume=$cid:$last");
         my @got = recv_envs($a, $missed, 10, "Alice ($missed missed)");
@@ -846,7 +842,7 @@ GET /health_check
     ok $c->ok, 'Carol can connect while Redis is down' or diag $c->error;
 
     redis_start();
-    unlink "$IoaTest::RedisDir/dump.rdb";
+    redis_forget_dump();
     is redis_cmd('SISMEMBER', "ioa:{room:$cid}:members", 'Bob'), 1,
         'the room came back with the dump';
     is wait_health($ctx, 200, 10)->code, 200, 'the hub reconnected (health 200)';

@@ -51,11 +51,7 @@ sub turn_ok {
     return $got;
 }
 
-sub spy {
-    my $r = redis_connect();
-    $r->cmd('PSUBSCRIBE', 'ioa:*');
-    return $r;
-}
+sub spy { redis_spy("ioa:{room:$_[0]}:ch") }
 
 run_tests();
 
@@ -90,7 +86,7 @@ GET /health_check
 
     # Carol speaks out of turn.
     my $len = xlen($cid);
-    my $spy = spy();
+    my $spy = spy($cid);
     $c->post(envelope(comm_id => $cid, content => 'me first!', next_speaker => ['Alice'],
                       type => 4));
     my $err = $c->recv(5);

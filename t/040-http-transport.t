@@ -73,8 +73,7 @@ sub inbox {
 sub inbox_ready {
     my ($cid) = @_;
     my $ok = wait_until(sub {
-        my $r = redis_cmd('PUBSUB', 'NUMSUB', "ioa:{room:$cid}:ch");
-        ref $r eq 'ARRAY' && $r->[1] >= 1;
+        redis_numsub("ioa:{room:$cid}:ch") >= 1;
     }, 3);
     sleep 0.2;
     return $ok;
@@ -676,8 +675,8 @@ GET /health_check
     # stdbuf: nghttp's stdout is a pipe, so it must not sit in a buffer
     my $pid = open(my $ng, '-|', 'stdbuf', '-oL', 'nghttp', '-t', '10', "$base/agents/Bob/inbox",
                    "$base/agents/Carol/inbox", "$base/chatlist") or die "nghttp: $!";
-    ok wait_until(sub { redis_cmd('PUBSUB', 'NUMPAT') >= 1
-                        && redis_cmd('PUBSUB', 'NUMSUB', "ioa:{room:$cid2}:ch")->[1] >= 1 }, 5),
+    ok wait_until(sub { redis_numpat() >= 1
+                        && redis_numsub("ioa:{room:$cid2}:ch") >= 1 }, 5),
         'three h2 streams attached';
     sleep 0.3;
     my @m = map { say_http($ctx, 'Carol', $cid2, "mux $_") } 1 .. 2;
@@ -772,7 +771,7 @@ GET /health_check
     like $obs[0]->header('Content-Type'), qr{^text/event-stream}, 'text/event-stream';
     my $wso = $ctx->ws('/chatlist_ws');
     ok $wso->ok, 'and IoA\'s WebSocket observer at the same time' or diag $wso->error;
-    ok wait_until(sub { redis_cmd('PUBSUB', 'NUMPAT') >= 1 }, 3), 'hub subscribed to the feed';
+    ok wait_until(sub { redis_numpat() >= 1 }, 3), 'hub subscribed to the feed';
     sleep 0.1;
 
     my (undef, $t1) = api($ctx, POST => '/teamup',

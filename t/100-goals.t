@@ -81,7 +81,7 @@ sub fresh {
 sub worker {
     my ($ctx, $name, %o) = @_;
     my $log = $ctx->servroot . "/logs/worker-$name.log";
-    my @args = ('--redis', '127.0.0.1:' . $ctx->redis_port,
+    my @args = ('--redis', redis_addrs(),     # every master on a Cluster
                 '--scripts', "$Repo/redis-scripts", '--consumer', $name,
                 '--task-timeout', $o{task_timeout} // 60,
                 '--claim-idle', $o{claim_idle} // 15,
@@ -952,10 +952,10 @@ GET /health_check
                  @Held == 2 && grep { $_->{type} == 9 } room($cid) }),
        'assigned and paused' or diag worker_logs($ctx);
 
-    my ($line) = grep { /name=ioa-worker:w1 / } split /\n/, redis_cmd('CLIENT', 'LIST');
-    my ($id) = ($line // '') =~ /\bid=(\d+)/;
-    ok $id, 'the worker\'s connection is named ioa-worker:w1';
-    is redis_cmd('CLIENT', 'KILL', 'ID', $id), 1, 'cut';
+    # (on a Cluster the worker has one connection per master it used: all
+    # of them are cut)
+    ok redis_kill_clients(qr/name=ioa-worker:w1 /) >= 1,
+       'the worker\'s connection, named ioa-worker:w1, is cut';
     release();
     ok drive(agents => $ag, secs => 10, until => sub { state_of($gid) eq 'concluded' }),
        'concluded' or diag worker_logs($ctx);
@@ -1194,6 +1194,12 @@ GET /health_check
 GET /health_check
 --- error_code_like: ^(?:200|503)$
 --- ioa_scenario
+    # the LLM path does not depend on the Redis setup, and llama-server is
+    # the slowest part of the file: once, against the standalone Redis
+    if (redis_mode() eq 'cluster') {
+        pass('the LLM planner runs against the standalone Redis only');
+        return;
+    }
     fresh($ctx);
     %Seen = ();
     my $llm = llama_server($ctx->servroot . '/logs/llama-server.log');

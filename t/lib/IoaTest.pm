@@ -25,6 +25,26 @@
 # redis_start() (same port and directory: for "Redis went away" tests),
 # redis_port(), nginx_error_log() (the current block's error.log).
 #
+# Redis Cluster.  With TEST_IOA_REDIS=cluster in the environment (or
+# `use IoaTest 'cluster'`) a 3-master Redis Cluster is started instead
+# (IoaTest::Cluster; `use IoaTest qw(cluster replicas)` adds a replica per
+# master), and everything above keeps working: $TEST_NGINX_REDIS_PORT is the
+# first master, so `ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;` finds the
+# whole cluster from it (the module detects the setup), redis_cmd() routes
+# by key slot and follows MOVED/ASK, FLUSHALL/KEYS/SAVE/CLIENT LIST go to
+# every master, redis_stop()/redis_start() stop and restart every node.
+# $TEST_NGINX_REDIS_SEEDS holds every master ("127.0.0.1:p1 127.0.0.1:p2
+# ..."; the standalone port alone otherwise), redis_addrs() the same
+# comma-separated, as ioa-worker --redis takes it.  Helpers that differ by
+# setup: redis_mode() ("standalone" or "cluster"), redis_cluster() (the
+# IoaTest::Cluster, or undef), redis_connect(key => $k) (the node that owns
+# $k's slot), redis_spy(@channels) (a connection that sees what is
+# published on those room channels: PSUBSCRIBE, plus SSUBSCRIBE on a
+# Cluster), redis_kill_clients(qr/name=.../) (CLIENT KILL on every node),
+# redis_forget_dump() (removes the dumps SAVE wrote), redis_numsub($ch)
+# (subscribers of a room channel: PUBSUB NUMSUB, or SHARDNUMSUB on the
+# owner), redis_numpat() (pattern subscriptions, summed over the masters).
+#
 # Scenarios.  A block may carry a `--- ioa_scenario` section of Perl code.
 # IoaTest registers an add_response_body_check hook, which both runners call
 # after each response's status/header/body checks and before the error.log
@@ -85,14 +105,18 @@ use Time::HiRes qw(sleep time);
 my $LoadedRunner;
 BEGIN { $LoadedRunner = !$INC{'Test/Nginx/Socket.pm'} }
 use Test::Nginx::Socket ();     # whichever copy comes first in @INC
+use IoaTest::Cluster ();
 use IoaTest::Redis ();
 use IoaTest::WS ();
 
 our @ISA = ('Exporter');
 our @EXPORT = qw(redis_cmd redis_connect redis_flush redis_start redis_stop
-                 redis_port nginx_error_log);
+                 redis_port nginx_error_log redis_mode redis_cluster
+                 redis_spy redis_kill_clients redis_forget_dump redis_addrs
+                 redis_numsub redis_numpat);
 
 our ($RedisPort, $RedisDir, $RedisPid);
+our ($Cluster, $ClusterWanted, $ClusterReplicas);
 my $Redis;               # the shared connection behind redis_cmd
 my $MainPid = $$;
 my $HooksRegistered;
@@ -100,6 +124,9 @@ my $HooksRegistered;
 sub import {
     my ($class, @opts) = @_;
     my %opt = map { $_ => 1 } @opts;
+    $ClusterWanted = 1 if $opt{cluster}
+                          || ($ENV{TEST_IOA_REDIS} // '') eq 'cluster';
+    $ClusterReplicas = 1 if $opt{replicas};
     _check_runner_origin() if $LoadedRunner;
     _register_hooks();
     redis_start() unless $opt{no_redis} || $RedisPid;
@@ -151,8 +178,32 @@ sub _free_port {
 
 sub redis_port { $RedisPort }
 
+sub redis_mode { $ClusterWanted ? 'cluster' : 'standalone' }
+
+sub redis_cluster { $Cluster }
+
+sub redis_addrs {
+    return join ',', map { "127.0.0.1:$_" } $Cluster->masters if $Cluster;
+    return "127.0.0.1:$RedisPort";
+}
+
+sub _cluster_start {
+    return $RedisPort if $RedisPid;
+    $Cluster //= IoaTest::Cluster->new(masters => 3,
+        replicas => $ClusterReplicas ? 1 : 0, free_port => \&_free_port);
+    $Cluster->start;
+    $RedisPid = -1;          # "running"; the nodes have their own pids
+    $RedisPort = $Cluster->seed;
+    $ENV{TEST_NGINX_REDIS_PORT} = $RedisPort;
+    $ENV{TEST_NGINX_REDIS_HOST} = '127.0.0.1';
+    $ENV{TEST_NGINX_REDIS_SEEDS} = join ' ', map { "127.0.0.1:$_" }
+                                             $Cluster->masters;
+    return $RedisPort;
+}
+
 # Starts (or restarts, on the same port and directory) the private redis.
 sub redis_start {
+    return _cluster_start() if $ClusterWanted;
     return $RedisPort if $RedisPid;
     $RedisDir //= File::Temp::tempdir('ioa-redis-XXXXXX', TMPDIR => 1);
     my $fixed_port = defined $RedisPort;
@@ -183,6 +234,7 @@ sub redis_start {
                 $RedisPid = $pid;
                 $ENV{TEST_NGINX_REDIS_PORT} = $RedisPort;
                 $ENV{TEST_NGINX_REDIS_HOST} = '127.0.0.1';
+                $ENV{TEST_NGINX_REDIS_SEEDS} = "127.0.0.1:$RedisPort";
                 return $RedisPort;
             }
             sleep 0.02;
@@ -202,6 +254,7 @@ sub redis_stop {
     my $pid = $RedisPid // return;
     undef $RedisPid;
     if ($Redis) { $Redis->close; undef $Redis }
+    return $Cluster->stop if $Cluster;
     _reap($pid, 'TERM');
 }
 
@@ -218,12 +271,69 @@ sub _reap {
     waitpid $pid, 0;
 }
 
+# A new connection: to the standalone Redis, or to a Cluster node (the
+# owner of key => $k's slot, port => $p, or the first master).
 sub redis_connect {
+    my %opt = @_;
     die "IoaTest: redis is not running\n" unless $RedisPid;
-    return IoaTest::Redis->new(port => $RedisPort, @_);
+    my $key = delete $opt{key};
+    my $port = delete $opt{port};
+    $port //= $Cluster->node_for($key) if $Cluster && defined $key;
+    return IoaTest::Redis->new(port => $port // $RedisPort, %opt);
+}
+
+# A connection that sees what the hub publishes on these room channels
+# (and anything PUBLISHed under ioa:), for "nothing was published" checks.
+sub redis_spy {
+    my @channels = @_;
+    my $r = redis_connect(@channels ? (key => $channels[0]) : ());
+    $r->cmd('PSUBSCRIBE', 'ioa:*');
+    if ($Cluster) {
+        $r->cmd('SSUBSCRIBE', $_) for @channels;
+    }
+    return $r;
+}
+
+# CLIENT KILL for every client whose CLIENT LIST line matches $re, on every
+# node; returns how many were cut.
+sub redis_kill_clients {
+    my $re = shift;
+    my @ports = $Cluster ? $Cluster->ports : ($RedisPort);
+    my $n = 0;
+    for my $port (@ports) {
+        my $c = eval { IoaTest::Redis->new(port => $port, timeout => 2) }
+            or next;
+        for my $line (split /\n/, $c->cmd('CLIENT', 'LIST')) {
+            next unless $line =~ $re && $line =~ /\bid=(\d+)/;
+            $n += $c->cmd('CLIENT', 'KILL', 'ID', $1) || 0;
+        }
+        $c->close;
+    }
+    return $n;
+}
+
+sub redis_numsub {
+    my $ch = shift;
+    my $r = $Cluster
+        ? $Cluster->cmd_on($Cluster->node_for($ch), 'PUBSUB', 'SHARDNUMSUB', $ch)
+        : redis_cmd('PUBSUB', 'NUMSUB', $ch);
+    return ref $r eq 'ARRAY' ? $r->[1] : 0;
+}
+
+sub redis_numpat {
+    return redis_cmd('PUBSUB', 'NUMPAT') unless $Cluster;
+    my $n = 0;
+    $n += $Cluster->cmd_on($_, 'PUBSUB', 'NUMPAT') for $Cluster->masters;
+    return $n;
+}
+
+sub redis_forget_dump {
+    unlink "$RedisDir/dump.rdb" if $RedisDir;
+    unlink glob($Cluster->dir . '/*/dump.rdb') if $Cluster;
 }
 
 sub redis_cmd {
+    return $Cluster->cmd(@_) if $Cluster;
     # An idle connection that reads as ready was closed by the server
     # (e.g. redis was restarted): reconnect rather than fail.
     if ($Redis && IO::Select->new($Redis->{sock})->can_read(0)) {
@@ -241,6 +351,7 @@ END {
         local $?;
         redis_stop();
         remove_tree($RedisDir) if $RedisDir && !$ENV{TEST_NGINX_NO_CLEAN};
+        remove_tree($Cluster->dir) if $Cluster && !$ENV{TEST_NGINX_NO_CLEAN};
     }
 }
 
