@@ -41,8 +41,9 @@
  * another owner: resent there, and the map is fixed), ASK (the slot is
  * being migrated and the key is already on the target: ASKING and the
  * command, to that node only) and TRYAGAIN (a script's keys are split by a
- * migration for a moment: resent after a short pause).  A request follows
- * at most NGX_IOA_REDIS_REDIRECTS of them.  CLUSTERDOWN, LOADING and
+ * migration for a moment: resent every 25 ms, for at most
+ * ioa_redis_timeout).  A request follows at most NGX_IOA_REDIS_REDIRECTS
+ * redirections.  CLUSTERDOWN, LOADING and
  * MASTERDOWN are reported to the caller as "Redis unavailable": the command
  * did not run, and the map is refreshed.  A command whose connection is lost
  * is never resent: it may have run (a post), and only the caller knows
@@ -74,12 +75,15 @@
 
 #define NGX_IOA_BACKOFF_MIN      100
 
-/* MOVED, ASK and TRYAGAIN a request follows before it gives up: a slot
- * migration costs one or two, a failover one */
+/* MOVED and ASK a request follows in a row before it gives up: a slot
+ * migration costs one or two, a failover one; the count starts over after
+ * each TRYAGAIN pause, which the time limit bounds instead */
 #define NGX_IOA_REDIS_REDIRECTS  16
 
-/* TRYAGAIN: a migration moves a slot's keys one MIGRATE at a time; a
- * script whose keys are split waits this long before it asks again */
+/* TRYAGAIN: while a slot is being migrated, a script whose keys are
+ * partly moved (or partly missing: a room without a floor yet) is refused
+ * until the last key has moved; it asks again this often, for at most
+ * ioa_redis_timeout */
 #define NGX_IOA_REDIS_TRYAGAIN   25
 
 
@@ -92,6 +96,7 @@ struct ngx_ioa_redis_req_s {
     ngx_int_t                 slot;
     ngx_uint_t                redirects;
     ngx_uint_t                resent;    /* after NOSCRIPT */
+    ngx_msec_t                start;
     ngx_event_t               wait;      /* after TRYAGAIN */
 };
 
@@ -708,7 +713,8 @@ ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler, void *data, int argc,
     req->script = script;
     req->redirects = 0;
     req->resent = 0;
-    req->wait.timer_set = 0;
+    req->start = ngx_current_msec;
+    ngx_memzero(&req->wait, sizeof(ngx_event_t));
 
     /* a standalone Redis has one node: no key needs hashing */
     req->slot = (ngx_ioa_redis_mode == NGX_IOA_REDIS_CLUSTER)
@@ -864,8 +870,34 @@ ngx_ioa_redis_retry(ngx_ioa_redis_conn_t *rc, redisAsyncContext *ac,
         return NGX_ERROR;
     }
 
+    if (ngx_strncmp(reply->str, "TRYAGAIN", 8) == 0) {
+
+        if (ngx_current_msec - req->start
+            >= ngx_ioa_main_conf()->redis_timeout)
+        {
+            /* it did not run; a migration that slow is an outage */
+            return NGX_ERROR;
+        }
+
+        /* while a slot migrates, a script with a missing key goes round
+         * ASK (source), TRYAGAIN (target) until the slot is settled */
+        req->redirects = 0;
+
+        req->wait.handler = ngx_ioa_redis_wait_handler;
+        req->wait.data = req;
+        req->wait.log = rc->log;
+        req->wait.cancelable = 1;
+
+        ngx_add_timer(&req->wait, NGX_IOA_REDIS_TRYAGAIN);
+
+        return NGX_OK;
+    }
+
     if (req->redirects >= NGX_IOA_REDIS_REDIRECTS) {
-        return NGX_DECLINED;
+        /* a map that keeps changing under the request: it did not run */
+        return (ngx_strncmp(reply->str, "MOVED ", 6) == 0
+                || ngx_strncmp(reply->str, "ASK ", 4) == 0)
+               ? NGX_ERROR : NGX_DECLINED;
     }
 
     node = ngx_ioa_redis_redirect(reply, &slot, &ask);
@@ -882,19 +914,6 @@ ngx_ioa_redis_retry(ngx_ioa_redis_conn_t *rc, redisAsyncContext *ac,
         }
 
         return NGX_ERROR;
-    }
-
-    if (ngx_strncmp(reply->str, "TRYAGAIN", 8) == 0) {
-        req->redirects++;
-
-        req->wait.handler = ngx_ioa_redis_wait_handler;
-        req->wait.data = req;
-        req->wait.log = rc->log;
-        req->wait.cancelable = 1;
-
-        ngx_add_timer(&req->wait, NGX_IOA_REDIS_TRYAGAIN);
-
-        return NGX_OK;
     }
 
     return NGX_DECLINED;

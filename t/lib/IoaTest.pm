@@ -117,6 +117,7 @@ our @EXPORT = qw(redis_cmd redis_connect redis_flush redis_start redis_stop
 
 our ($RedisPort, $RedisDir, $RedisPid);
 our ($Cluster, $ClusterWanted, $ClusterReplicas);
+our $ClusterNodeTimeout;     # cluster-node-timeout; set it in a BEGIN block
 my $Redis;               # the shared connection behind redis_cmd
 my $MainPid = $$;
 my $HooksRegistered;
@@ -190,7 +191,8 @@ sub redis_addrs {
 sub _cluster_start {
     return $RedisPort if $RedisPid;
     $Cluster //= IoaTest::Cluster->new(masters => 3,
-        replicas => $ClusterReplicas ? 1 : 0, free_port => \&_free_port);
+        replicas => $ClusterReplicas ? 1 : 0, free_port => \&_free_port,
+        node_timeout => $ClusterNodeTimeout);
     $Cluster->start;
     $RedisPid = -1;          # "running"; the nodes have their own pids
     $RedisPort = $Cluster->seed;

@@ -385,6 +385,10 @@ iw_cluster_exec(const char *cmd, size_t len)
                                                    : IW_CLUSTER_PAUSE_MS);
             freeReplyObject(r);
 
+            /* a migrating slot sends a script with a missing key round
+             * ASK, TRYAGAIN until it is settled: the deadline bounds that */
+            hops = 0;
+
             (void) iw_cluster_refresh();
             node = iw_slot_node[slot < 0 ? 0 : slot];
             continue;

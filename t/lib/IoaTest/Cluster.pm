@@ -134,6 +134,23 @@ sub stop_node {
     _reap(delete $n->{pid}, $sig // 'TERM');
 }
 
+# SHUTDOWN SAVE: the node writes its data set to dump.rdb in its directory
+# and exits; start_node() loads it again (a node without persistence that
+# is only stopped comes back empty).
+sub shutdown_node {
+    my ($self, $port) = @_;
+    my ($n) = grep { $_->{port} == $port } @{ $self->{nodes} };
+    return unless $n && $n->{pid};
+    if (my $c = delete $self->{conns}{$port}) { $c->close }
+    my $c = IoaTest::Redis->new(port => $port, timeout => 10);
+    $c->send('SHUTDOWN', 'SAVE');
+    eval { $c->read_reply(10) };       # the connection just closes
+    $c->close;
+    _reap(delete $n->{pid}, 'TERM');
+}
+
+sub forget_dumps { unlink glob "$_[0]{dir}/*/dump.rdb" }
+
 sub stop {
     my $self = shift;
     $self->stop_node($_->{port}) for @{ $self->{nodes} };
@@ -186,6 +203,10 @@ sub _not_ok {
     }
     return undef;
 }
+
+# In a forked child: the parent's connections are the parent's; the child
+# opens its own.
+sub forget_conns { $_[0]{conns} = {} }
 
 # A connection to one node (kept; reopened when the node closed it).
 sub conn {
@@ -295,7 +316,7 @@ sub cmd {
         || ($name eq 'config' && lc($args[1] // '') eq 'set'))
     {
         $self->refresh;
-        my @r = map { $self->_retry($_, @args) } $self->masters;
+        my @r = map { $self->_retry($_, undef, @args) } $self->masters;
         return [ map { @$_ } @r ] if $name eq 'keys';
         return 0 + eval { my $s = 0; $s += $_ for @r; $s } if $name eq 'dbsize';
         return join '', @r if $name eq 'client';
@@ -303,19 +324,31 @@ sub cmd {
         return $err // $r[0];
     }
     my $i = _key_index(@args);
-    my $port = defined $i ? $self->node_for($args[$i]) : ($self->masters)[0];
-    return $self->_retry($port, @args);
+    return $self->_retry(undef, defined $i ? $args[$i] : undef, @args);
 }
 
-# Sends to $port and follows MOVED / ASK / TRYAGAIN / CLUSTERDOWN.
+# Sends to $port (or the owner of $key's slot, or the first master) and
+# follows MOVED / ASK / TRYAGAIN / CLUSTERDOWN, and waits out a node that
+# does not answer (a failover: the map changes).
 sub _retry {
-    my ($self, $port, @args) = @_;
+    my ($self, $port, $key, @args) = @_;
     my $ask;
     my $deadline = time + 10;
     while (1) {
-        my $c = $self->conn($port);
-        $c->cmd('ASKING') if $ask;
-        my $r = $c->cmd(@args);
+        $port //= defined $key ? $self->node_for($key) : ($self->masters)[0];
+        my $r = eval {
+            my $c = $self->conn($port);
+            $c->cmd('ASKING') if $ask;
+            $c->cmd(@args);
+        };
+        if (!defined $r && $@) {
+            die $@ if time > $deadline;
+            delete $self->{conns}{$port};
+            sleep 0.1;
+            eval { $self->refresh };
+            ($port, $ask) = (undef, 0);
+            next;
+        }
         return $r unless ref $r eq 'IoaTest::Redis::Error';
         if ("$r" =~ /^MOVED \d+ [\d.]+:(\d+)/) {
             $port = $1;
@@ -327,6 +360,7 @@ sub _retry {
         } elsif ("$r" =~ /^(TRYAGAIN|CLUSTERDOWN|LOADING)/ && time < $deadline) {
             sleep 0.05;
             eval { $self->refresh };
+            ($port, $ask) = (undef, 0) if defined $key;
         } else {
             return $r;
         }
