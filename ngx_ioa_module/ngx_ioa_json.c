@@ -38,6 +38,7 @@
 #include <ngx_core.h>
 
 #include "ngx_ioa_json.h"
+#include "ngx_ioa_ws_frame.h"
 
 
 #define NGX_IOA_JSON_INT64_MAX  ((uint64_t) 0x7fffffffffffffffLL)
@@ -455,25 +456,14 @@ ngx_ioa_json_str(u_char *p, ngx_str_t *s)
 ngx_int_t
 ngx_ioa_utf8_valid(u_char *p, size_t len)
 {
-    u_char     *last;
-    ngx_int_t   n;
+    uint32_t  state;
 
-    last = p + len;
+    /* the WebSocket layer's strict validator, for a whole string */
 
-    while (p < last) {
+    state = 0;
 
-        if (*p < 0x80) {
-            p++;
-            continue;
-        }
-
-        n = ngx_ioa_utf8_char(p, last);
-
-        if (n <= 0) {
-            return NGX_ERROR;
-        }
-
-        p += n;
+    if (ngx_ioa_utf8_validate(p, len, &state) != NGX_OK || state != 0) {
+        return NGX_ERROR;
     }
 
     return NGX_OK;
@@ -701,7 +691,19 @@ ngx_ioa_jbuf_byte(ngx_ioa_jbuf_t *b, u_char c)
 void
 ngx_ioa_jbuf_str(ngx_ioa_jbuf_t *b, ngx_str_t *s)
 {
-    if (ngx_ioa_jbuf_grow(b, ngx_ioa_json_str_len(s)) != NGX_OK) {
+    size_t  len;
+
+    len = ngx_ioa_json_str_len(s);
+
+    if (ngx_ioa_jbuf_grow(b, len) != NGX_OK) {
+        return;
+    }
+
+    if (len == s->len + 2) {
+        /* nothing to escape, the common case: one copy, no second scan */
+        *b->pos++ = '"';
+        b->pos = ngx_cpymem(b->pos, s->data, s->len);
+        *b->pos++ = '"';
         return;
     }
 

@@ -97,7 +97,9 @@ static void ngx_ioa_redis_load_reply(redisAsyncContext *ac, void *r,
     void *data);
 static void ngx_ioa_redis_sub_reply(redisAsyncContext *ac, void *r,
     void *data);
-static ngx_int_t ngx_ioa_redis_argv_reserve(int n);
+static u_char *ngx_ioa_redis_bulk(u_char *p, u_char *data, size_t len);
+static u_char *ngx_ioa_redis_bulk_int(u_char *p, ngx_int_t n);
+static u_char *ngx_ioa_redis_uint(u_char *p, size_t n);
 
 
 static ngx_ioa_redis_conn_t  ngx_ioa_redis_cmd;
@@ -106,10 +108,6 @@ static ngx_ioa_redis_conn_t  ngx_ioa_redis_sub;
 static u_char       ngx_ioa_script_sha[NGX_IOA_SCRIPT_N][40];
 static ngx_uint_t   ngx_ioa_redis_exiting;
 
-/* scratch argument vectors, grown on demand; a worker is single-threaded */
-static const char **ngx_ioa_redis_argv;
-static size_t      *ngx_ioa_redis_argvlen;
-static int          ngx_ioa_redis_argv_n;
 
 
 ngx_int_t
@@ -125,10 +123,6 @@ ngx_ioa_redis_init_process(ngx_cycle_t *cycle)
                         ngx_strlen(ngx_ioa_script_sources[i]));
         ngx_sha1_final(hash, &sha1);
         ngx_hex_dump(ngx_ioa_script_sha[i], hash, 20);
-    }
-
-    if (ngx_ioa_redis_argv_reserve(64) != NGX_OK) {
-        return NGX_ERROR;
     }
 
     ngx_ioa_redis_exiting = 0;
@@ -526,55 +520,59 @@ ngx_ioa_redis_script(ngx_ioa_script_e script,
     ngx_ioa_redis_handler_pt handler, void *data, int nkeys, int argc,
     const char **argv, const size_t *argvlen)
 {
-    int                   n, len;
-    char                 *cmd;
-    u_char                numkeys[NGX_INT_T_LEN];
+    int                   n;
+    size_t                len;
+    u_char               *p;
     ngx_ioa_redis_req_t  *req;
 
     if (ngx_ioa_redis_cmd.state != NGX_IOA_REDIS_READY) {
         return NULL;
     }
 
-    if (ngx_ioa_redis_argv_reserve(argc + 3) != NGX_OK) {
-        return NULL;
-    }
+    /*
+     * The command is written in RESP here rather than by hiredis'
+     * redisFormatCommandArgv(), which runs sprintf() for every argument: on
+     * the post path that was the largest user-space cost after malloc.  It
+     * lives right behind the request, one allocation for both, and is kept
+     * for a NOSCRIPT resend.
+     */
 
-    ngx_ioa_redis_argv[0] = "EVALSHA";
-    ngx_ioa_redis_argvlen[0] = sizeof("EVALSHA") - 1;
-    ngx_ioa_redis_argv[1] = (const char *) ngx_ioa_script_sha[script];
-    ngx_ioa_redis_argvlen[1] = 40;
-    ngx_ioa_redis_argv[2] = (const char *) numkeys;
-    ngx_ioa_redis_argvlen[2] = ngx_sprintf(numkeys, "%d", nkeys) - numkeys;
+    len = sizeof("*" "\r\n") - 1 + NGX_INT_T_LEN
+          + sizeof("$7\r\nEVALSHA\r\n") - 1
+          + sizeof("$40\r\n" "\r\n") - 1 + 40
+          + sizeof("$" "\r\n" "\r\n") - 1 + 2 * NGX_INT_T_LEN;
 
     for (n = 0; n < argc; n++) {
-        ngx_ioa_redis_argv[n + 3] = argv[n];
-        ngx_ioa_redis_argvlen[n + 3] = argvlen[n];
+        len += sizeof("$" "\r\n" "\r\n") - 1 + NGX_SIZE_T_LEN + argvlen[n];
     }
 
-    len = redisFormatCommandArgv(&cmd, argc + 3, ngx_ioa_redis_argv,
-                                 ngx_ioa_redis_argvlen);
-    if (len < 0) {
-        return NULL;
-    }
-
-    req = ngx_alloc(sizeof(ngx_ioa_redis_req_t), ngx_cycle->log);
+    req = ngx_alloc(sizeof(ngx_ioa_redis_req_t) + len, ngx_cycle->log);
     if (req == NULL) {
-        redisFreeCommand(cmd);
         return NULL;
+    }
+
+    p = (u_char *) (req + 1);
+
+    p = ngx_sprintf(p, "*%d\r\n$7\r\nEVALSHA\r\n$40\r\n", argc + 3);
+    p = ngx_cpymem(p, ngx_ioa_script_sha[script], 40);
+    *p++ = CR; *p++ = LF;
+    p = ngx_ioa_redis_bulk_int(p, nkeys);
+
+    for (n = 0; n < argc; n++) {
+        p = ngx_ioa_redis_bulk(p, (u_char *) argv[n], argvlen[n]);
     }
 
     req->handler = handler;
     req->data = data;
-    req->cmd = cmd;
-    req->len = len;
+    req->cmd = (char *) (req + 1);
+    req->len = p - (u_char *) req->cmd;
     req->script = script;
     req->resent = 0;
 
     if (redisAsyncFormattedCommand(ngx_ioa_redis_cmd.ac, ngx_ioa_redis_reply,
-                                   req, cmd, len)
+                                   req, req->cmd, req->len)
         != REDIS_OK)
     {
-        redisFreeCommand(cmd);
         ngx_free(req);
         return NULL;
     }
@@ -582,6 +580,63 @@ ngx_ioa_redis_script(ngx_ioa_script_e script,
     ngx_ioa_redis_sent(&ngx_ioa_redis_cmd);
 
     return req;
+}
+
+
+/* "$<len>\r\n<data>\r\n": one RESP bulk string */
+
+static u_char *
+ngx_ioa_redis_bulk(u_char *p, u_char *data, size_t len)
+{
+    *p++ = '$';
+    p = ngx_ioa_redis_uint(p, len);
+    *p++ = CR; *p++ = LF;
+    p = ngx_cpymem(p, data, len);
+    *p++ = CR; *p++ = LF;
+
+    return p;
+}
+
+
+static u_char *
+ngx_ioa_redis_bulk_int(u_char *p, ngx_int_t n)
+{
+    u_char  *q, buf[NGX_INT_T_LEN];
+
+    q = buf;
+
+    if (n < 0) {
+        *q++ = '-';
+        n = -n;
+    }
+
+    q = ngx_ioa_redis_uint(q, (size_t) n);
+
+    return ngx_ioa_redis_bulk(p, buf, q - buf);
+}
+
+
+/* decimal digits without the printf machinery: this runs per argument */
+
+static u_char *
+ngx_ioa_redis_uint(u_char *p, size_t n)
+{
+    u_char  *s, *e, c;
+
+    s = p;
+
+    do {
+        *p++ = (u_char) ('0' + n % 10);
+        n /= 10;
+    } while (n);
+
+    for (e = p - 1; s < e; s++, e--) {
+        c = *s;
+        *s = *e;
+        *e = c;
+    }
+
+    return p;
 }
 
 
@@ -638,10 +693,6 @@ ngx_ioa_redis_reply(redisAsyncContext *ac, void *r, void *data)
 
     if (req->handler) {
         req->handler(reply, req->data);
-    }
-
-    if (req->cmd) {
-        redisFreeCommand(req->cmd);
     }
 
     ngx_free(req);
@@ -813,44 +864,4 @@ ngx_ioa_redis_error(redisReply *reply, ngx_str_t *code, ngx_str_t *text)
     text->len = last - p;
 
     return NGX_ERROR;
-}
-
-
-static ngx_int_t
-ngx_ioa_redis_argv_reserve(int n)
-{
-    const char  **argv;
-    size_t       *argvlen;
-
-    if (n <= ngx_ioa_redis_argv_n) {
-        return NGX_OK;
-    }
-
-    n = ngx_max(n, ngx_ioa_redis_argv_n * 2);
-
-    argv = ngx_alloc(n * sizeof(char *), ngx_cycle->log);
-    argvlen = ngx_alloc(n * sizeof(size_t), ngx_cycle->log);
-
-    if (argv == NULL || argvlen == NULL) {
-        if (argv) {
-            ngx_free(argv);
-        }
-
-        if (argvlen) {
-            ngx_free(argvlen);
-        }
-
-        return NGX_ERROR;
-    }
-
-    if (ngx_ioa_redis_argv) {
-        ngx_free(ngx_ioa_redis_argv);
-        ngx_free(ngx_ioa_redis_argvlen);
-    }
-
-    ngx_ioa_redis_argv = argv;
-    ngx_ioa_redis_argvlen = argvlen;
-    ngx_ioa_redis_argv_n = n;
-
-    return NGX_OK;
 }

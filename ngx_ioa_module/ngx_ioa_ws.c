@@ -563,6 +563,18 @@ ngx_ioa_ws_read_handler(ngx_event_t *rev)
         c->close = 0;
         ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_GOING_AWAY,
                          "server shutting down, reconnect and resume");
+
+        /*
+         * ngx_close_idle_connections() calls us from the worker's cycle,
+         * outside the event loop: a write posted now would wait for the
+         * next event or timer, so the close frame is written at once
+         */
+
+        if (!ws->finalized && c->write->posted) {
+            ngx_delete_posted_event(c->write);
+            (void) ngx_ioa_ws_flush(ws);
+        }
+
         return;
     }
 
