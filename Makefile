@@ -29,7 +29,7 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: all deps run stop test clean agent worker llama bench
+.PHONY: all deps run stop test clean agent worker llama bench bench-deps
 
 all: $(MODULE) agent worker
 
@@ -79,9 +79,24 @@ llama:
 	bash scripts/llm/build-llama-server.sh >/dev/null
 
 # make bench: ioa, nchan (Redis and memory stores) and the Redis ceiling,
-# side by side in one run; writes BENCHMARKS.md (bench/run.sh)
-bench: deps $(MODULE) agent worker
-	dpkg -s libnginx-mod-nchan >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -q libnginx-mod-nchan >/dev/null
+# side by side in one run, the room-size and message-size sweeps (PNG
+# plots), instructions per envelope under callgrind; writes BENCHMARKS.md
+# (bench/run.sh).  What only the benchmark needs is installed here, not by
+# `deps`: the tests do not need it.
+BENCH_DEB_PACKAGES := libnginx-mod-nchan gnuplot-nox valgrind
+
+bench-deps: deps
+	@missing=$$(for p in $(BENCH_DEB_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	  done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+bench: bench-deps $(MODULE) agent worker
 	$(MAKE) -s -C bench
 	$(MAKE) -s -C bench/ceiling
 	bash bench/run.sh
