@@ -29,6 +29,9 @@ WORKLOADS = [
     ("a", "(a) 100 rooms x 4 members, 1 publisher per room, 200 B, saturated (window 8)"),
     ("b", "(b) the same at half of (a)'s publish rate"),
     ("c", "(c) 10 rooms x 32 members, 200 B, saturated (window 8)"),
+    ("e", "(e) chat-like: 100 rooms x 4 members, every member talks, 10 messages/s each"),
+    ("f", "(f) one busy room: 8 members, all 8 publishing, saturated (window 64)"),
+    ("g", "(g) a burst: 20,000 envelopes from one publisher into a room of 4, as fast as it sends"),
 ]
 
 
@@ -124,6 +127,39 @@ def p99_ms(d):
         return d["latency_us"]["p99"] / 1000.0
     except (KeyError, TypeError):
         return None
+
+
+def latency_section(out, w):
+    """p50 / p99 against the offered rate, every server side by side."""
+    rates = sorted({int(f.split("-")[1]) for f in os.listdir(out)
+                    if f.startswith("lat-") and f.endswith(".cmd")})
+    w("## Latency against the offered rate")
+    w("")
+    if not rates:
+        w("Not run in this run (`BENCH_ONLY` without `latency`).")
+        w("")
+        return
+    w("Workload (a)'s shape (100 rooms x 4 members, 200 B) at a steady rate "
+      "instead of saturated: each cell is p50 / p99 in ms, then the share of "
+      "the expected deliveries that arrived in the measured time.")
+    w("")
+    w("| offered publishes/s | " + " | ".join(l for _, l in SERVERS) + " |")
+    w("|---|" + "---|" * len(SERVERS))
+    for r in rates:
+        cells = []
+        for server, _ in SERVERS:
+            d = load(os.path.join(out, "lat-%d-%s.json" % (r, server)))
+            if d is None:
+                cells.append("failed (lat-%d-%s.txt)" % (r, server))
+                continue
+            pub = d.get("publish_rate") or 0
+            got = d.get("delivery_rate") or 0
+            share = "%.0f%%" % (100.0 * got / (4 * pub)) if pub else "?"
+            cells.append("%s / %s, %s%s" % (ms(d, "p50"), ms(d, "p99"), share,
+                                            "" if integrity(d).startswith("ok")
+                                            else ", " + integrity(d)))
+        w("| %d | %s |" % (r * 100, " | ".join(cells)))
+    w("")
 
 
 def sweep_section(out, report, w):
@@ -467,6 +503,7 @@ def main():
       ratio(p.get("calls_per_s"), b.get("calls_per_s")))
     w("")
 
+    latency_section(out, w)
     sweep_section(out, report, w)
     extra_sections(out, w)
     callgrind_section(out, w)
@@ -479,6 +516,9 @@ def main():
             w(cmd(out, "%s-%s" % (key, server)))
     for mode in ceiling:
         w(cmd(out, "ceiling-" + mode))
+    for f in sorted(os.listdir(out)):
+        if f.startswith("lat-") and f.endswith(".cmd"):
+            w(cmd(out, f[:-4]))
     seen = set()
     for name, _, xs, _, _ in SWEEPS:
         for x in xs:

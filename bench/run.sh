@@ -27,11 +27,14 @@
 # (BENCHMARKS.md), BENCH_SWEEPS (1; 0 skips the sweeps),
 # BENCH_SWEEP_DURATION (seconds per sweep point, 3), BENCH_CALLGRIND (1; 0
 # skips bench/callgrind.sh), BENCH_ONLY (the sections to run, of "main
-# ceiling sweeps extra callgrind"; all by default), BENCH_BUFFER (messages
+# ceiling latency sweeps extra callgrind"; all by default),
+# BENCH_LATENCY_RATES (messages/s per publisher of the latency curve), BENCH_BUFFER (messages
 # each server keeps per room: ioa_room_log_maxlen and
 # nchan_message_buffer_length, 100).  Workloads are the performance issue's:
 # (a) 100 rooms x 4 members saturated with a small window, (b) the same at
-# half of (a)'s rate, (c) 10 rooms x 32 members saturated, plus the ceiling.
+# half of (a)'s rate, (c) 10 rooms x 32 members saturated, (e) chat-like
+# traffic, (f) one busy room, (g) a burst into one room, plus the ceiling
+# and the latency curve against the offered rate.
 # A section's old results are removed before it runs, so the report never
 # shows a figure from an earlier run as this one's.
 
@@ -42,7 +45,7 @@ DURATION="${BENCH_DURATION:-10}"
 SWEEP_DURATION="${BENCH_SWEEP_DURATION:-3}"
 SWEEPS="${BENCH_SWEEPS:-1}"
 CALLGRIND="${BENCH_CALLGRIND:-1}"
-ONLY="${BENCH_ONLY:-main ceiling sweeps extra callgrind}"
+ONLY="${BENCH_ONLY:-main ceiling latency sweeps extra callgrind}"
 BUFFER="${BENCH_BUFFER:-100}"
 WORKERS="${BENCH_WORKERS:-1}"
 OUT="${BENCH_OUT:-$REPO/bench/results}"
@@ -239,6 +242,33 @@ except Exception:
         run "b-$name" "$name" "$port" --rooms 100 --members 4 --size 200 --rate "$rate"
         # shellcheck disable=SC2086
         run "c-$name" "$name" "$port" $C
+        # (e) chat-like: every member talks at a human pace; what Nagle and
+        # delayed ACKs cost shows here, not under saturation
+        run "e-$name" "$name" "$port" --rooms 100 --members 4 \
+            --publishers 4 --size 200 --rate 10
+        # (f) one busy room: no per-room cap below the Redis ceiling
+        run "f-$name" "$name" "$port" --rooms 1 --members 8 \
+            --publishers 8 --size 200 --saturate --window 64
+        # (g) a burst into one room: 20,000 envelopes as fast as one
+        # publisher can send them, every one must arrive once and in order
+        run "g-$name" "$name" "$port" --rooms 1 --members 4 --size 200 \
+            --saturate --window 20000 --count 20000
+    done
+fi
+
+# ---------------------------------------------------------------- latency
+# p50/p99 against the offered rate (workload (a)'s shape at a steady rate,
+# BENCH_LATENCY_RATES messages/s per publisher, 100 publishers): where each
+# server keeps p99 under 1 ms, and where it falls behind.
+LATENCY_RATES="${BENCH_LATENCY_RATES-10 25 50 100 200}"
+if section latency; then
+    rm -f "$OUT"/lat-*
+    for r in $LATENCY_RATES; do
+        for t in $SERVERS; do
+            RUN_DURATION=$SWEEP_DURATION run "lat-$r-${t%%:*}" "${t%%:*}" \
+                "${t#*:}" --rooms 100 --members 4 --size 200 --rate "$r" \
+                --quiet
+        done
     done
 fi
 
