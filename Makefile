@@ -7,7 +7,10 @@
 #                   `make stop` ends it
 #   make stop       stop what `make run` started
 #   make test       install what is missing, build, run every test (prove)
-#   make bench      ioa against nchan and the Redis ceiling: BENCHMARKS.md
+#   make bench      install what is missing (nchan, gnuplot, valgrind), then
+#                   ioa against nchan and the Redis ceiling, the sweeps and
+#                   plots, idle memory, goal latency, discovery, callgrind:
+#                   BENCHMARKS.md (bench/run.sh; about 15 minutes)
 #   make deps       only install the Debian packages
 #   make clean
 
@@ -40,8 +43,8 @@ worker:
 	$(MAKE) -s -C workers/worker
 
 # Installs only what is missing, so a second run costs one dpkg query.
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do \
+define install-missing
+	@missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
 	  done); \
 	if [ -n "$$missing" ]; then \
@@ -50,6 +53,10 @@ deps:
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call install-missing,$(DEB_PACKAGES))
 
 # Debian's nginx-dev ships configure and headers but no top-level Makefile
 # target for modules, so configure into our build directory and build only
@@ -86,15 +93,7 @@ llama:
 BENCH_DEB_PACKAGES := libnginx-mod-nchan gnuplot-nox valgrind
 
 bench-deps: deps
-	@missing=$$(for p in $(BENCH_DEB_PACKAGES); do \
-	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
-	  done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing: $$missing"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	$(call install-missing,$(BENCH_DEB_PACKAGES))
 
 bench: bench-deps $(MODULE) agent worker
 	$(MAKE) -s -C bench
