@@ -9,7 +9,10 @@
 #   make test       install what is missing, build, run every test (prove),
 #                   then the routing and goal tests again on a Redis Cluster
 #   make test-cluster  only the Redis Cluster run (TEST_IOA_REDIS=cluster)
-#   make bench      ioa against nchan and the Redis ceiling: BENCHMARKS.md
+#   make bench      install what is missing (nchan, gnuplot, valgrind), then
+#                   ioa against nchan and the Redis ceiling, the sweeps and
+#                   plots, idle memory, goal latency, discovery, callgrind:
+#                   BENCHMARKS.md (bench/run.sh; about 15 minutes)
 #   make deps       only install the Debian packages
 #   make clean
 
@@ -31,7 +34,8 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: all deps run stop test test-cluster clean agent worker llama bench
+.PHONY: all deps run stop test test-cluster clean agent worker llama bench \
+        bench-deps
 
 all: $(MODULE) agent worker
 
@@ -42,8 +46,8 @@ worker:
 	$(MAKE) -s -C workers/worker
 
 # Installs only what is missing, so a second run costs one dpkg query.
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do \
+define install-missing
+	@missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
 	  done); \
 	if [ -n "$$missing" ]; then \
@@ -52,6 +56,10 @@ deps:
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call install-missing,$(DEB_PACKAGES))
 
 # Debian's nginx-dev ships configure and headers but no top-level Makefile
 # target for modules, so configure into our build directory and build only
@@ -81,9 +89,16 @@ llama:
 	bash scripts/llm/build-llama-server.sh >/dev/null
 
 # make bench: ioa, nchan (Redis and memory stores) and the Redis ceiling,
-# side by side in one run; writes BENCHMARKS.md (bench/run.sh)
-bench: deps $(MODULE) agent worker
-	dpkg -s libnginx-mod-nchan >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -q libnginx-mod-nchan >/dev/null
+# side by side in one run, the room-size and message-size sweeps (PNG
+# plots), instructions per envelope under callgrind; writes BENCHMARKS.md
+# (bench/run.sh).  What only the benchmark needs is installed here, not by
+# `deps`: the tests do not need it.
+BENCH_DEB_PACKAGES := libnginx-mod-nchan gnuplot-nox valgrind
+
+bench-deps: deps
+	$(call install-missing,$(BENCH_DEB_PACKAGES))
+
+bench: bench-deps $(MODULE) agent worker
 	$(MAKE) -s -C bench
 	$(MAKE) -s -C bench/ceiling
 	bash bench/run.sh

@@ -90,6 +90,13 @@ ib_http_connect(char *err, size_t errlen)
     ib_http_in.len = 0;
     ib_http_in.pos = 0;
 
+    /* the answers are searched as a string: without this, the previous
+     * connection's last answer (the one that said "Connection: close",
+     * e.g. at nginx's keepalive_requests) would be found again */
+    if (ib_http_in.data) {
+        ib_http_in.data[0] = '\0';
+    }
+
     return 0;
 }
 
@@ -157,6 +164,7 @@ ib_http_fill(char *err, size_t errlen)
     if (ib_http_in.pos && ib_http_in.pos == ib_http_in.len) {
         ib_http_in.pos = 0;
         ib_http_in.len = 0;
+        ib_http_in.data[0] = '\0';
     }
 
     for ( ;; ) {

@@ -166,6 +166,7 @@ void ib_conn_queue_frame(ib_conn_t *c, int opcode, const char *head,
     size_t head_len, size_t fill, const char *tail, size_t tail_len);
 void ib_conn_send_close(ib_conn_t *c, unsigned code);
 void ib_conn_close(ib_conn_t *c);
+int  ib_fill_ok(const char *p, size_t len);
 
 
 /* load.c: the workload */
@@ -250,6 +251,8 @@ typedef struct {
     double              connect_timeout;
     long                source_addrs;
     int                 quiet;
+    long                count;          /* -1: publish for --duration */
+    const char         *on_measure;     /* "CMD start" / "CMD stop" */
     ib_proc_t          *procs;
     size_t              nprocs;
 
@@ -286,6 +289,7 @@ typedef struct {
     uint64_t            drained_ns;
     int                 drained;        /* every expected message came */
     int                 interrupted;
+    int                 count_short;    /* --count not reached in time */
 
     /* counters: totals over the run, and the measured window */
     uint64_t            sent;

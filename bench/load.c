@@ -64,6 +64,8 @@
 
 static size_t ib_load_parse(const char *p, size_t len, uint64_t *v,
     size_t n);
+static int  ib_load_content_ok(const char *p, size_t len, uint32_t room,
+    const uint64_t *v);
 static int  ib_load_send(ib_pub_t *pub, uint64_t ts);
 static void ib_load_op(ib_conn_t *c, const char *p, size_t len);
 static void ib_load_refill(ib_pub_t *pub);
@@ -226,6 +228,12 @@ ib_load_tick(uint64_t now)
             continue;
         }
 
+        if (ib.count >= 0 && pub->seq >= (uint64_t) ib.count) {
+            /* --count reached: no more turns for this one */
+            pub->next_ns = UINT64_MAX;
+            continue;
+        }
+
         for (burst = 0; pub->next_ns <= now && burst < max_burst; burst++)
         {
             if (ib_load_send(pub, pub->next_ns) != 0) {
@@ -274,7 +282,9 @@ ib_load_send(ib_pub_t *pub, uint64_t ts)
 
     c = pub->conn;
 
-    if (c->state != IB_CONN_OPEN) {
+    if (c->state != IB_CONN_OPEN
+        || (ib.count >= 0 && pub->seq >= (uint64_t) ib.count))
+    {
         return -1;
     }
 
@@ -310,6 +320,54 @@ ib_load_send(ib_pub_t *pub, uint64_t ts)
     }
 
     return 0;
+}
+
+
+static size_t
+ib_load_digits(uint64_t v)
+{
+    size_t  n;
+
+    for (n = 1; v >= 10; n++) {
+        v /= 10;
+    }
+
+    return n;
+}
+
+
+/*
+ * The padding must arrive whole: "content" holds exactly the filler the
+ * sender put there, and its length follows from the mark's numbers (the
+ * sender's head was the room's head, the mark and "content":").  A server
+ * that cut, corrupted or mangled a large message (fragments reassembled
+ * wrongly, a buffer boundary) fails here even with the mark intact.
+ */
+
+static int
+ib_load_content_ok(const char *p, size_t len, uint32_t room,
+    const uint64_t *v)
+{
+    size_t       hl, fill, off;
+    const char  *m;
+
+    static const char  key[] = "\"content\":\"";
+
+    hl = ib_room_head_len[room] + sizeof(IB_MARK) - 1
+         + ib_load_digits(v[0]) + 1 + ib_load_digits(v[1]) + 1
+         + ib_load_digits(v[2]) + 2 + sizeof(key) - 1;
+    fill = ib.msg_bytes > hl + 2 ? ib.msg_bytes - hl - 2 : 0;
+
+    m = memmem(p, len, key, sizeof(key) - 1);
+
+    if (m == NULL) {
+        return 0;
+    }
+
+    off = (size_t) (m - p) + sizeof(key) - 1;
+
+    return off + fill < len && p[off + fill] == '"'
+           && ib_fill_ok(p + off, fill);
 }
 
 
@@ -395,6 +453,14 @@ ib_load_message(ib_conn_t *c, const char *p, size_t len, uint64_t now)
     if (v[1] == 0 || v[1] > pub->seq) {
         ib_error(&ib.err_protocol, "publisher %zu never sent seq %llu", g,
                  (unsigned long long) v[1]);
+        return;
+    }
+
+    if (!ib_load_content_ok(p, len, pub->room, v)) {
+        ib_error(&ib.err_protocol, "publisher %zu's message %llu arrived "
+                 "altered: its \"content\" is not the %zu-byte message's "
+                 "padding as sent (%zu bytes came)", g,
+                 (unsigned long long) v[1], ib.msg_bytes, len);
         return;
     }
 

@@ -872,6 +872,16 @@ ib_conn_queue_frame(ib_conn_t *c, int opcode, const char *head,
 }
 
 
+/* the n bytes at p are the filler a message of that much padding was
+ * sent with: what arrives is checked against what left, not only its mark */
+
+int
+ib_fill_ok(const char *p, size_t n)
+{
+    return n <= IB_FILL_MAX && memcmp(p, ib_fill, n) == 0;
+}
+
+
 /* XOR with the 4-byte key, 8 bytes at a time: the key repeats every 4
  * bytes, so it repeats every 8 as well */
 

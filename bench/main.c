@@ -16,6 +16,11 @@
  *             missing afterwards is lost, not late
  *   close     a close frame to every connection, then the report
  *
+ * --count M makes the load exact: each publisher sends M messages, all in
+ * the measured time (no warmup), and a run that cannot fit them fails; with
+ * --on-measure a command runs just before the measured time and after its
+ * drain (bench/callgrind.sh zeroes and dumps callgrind's counters there).
+ *
  * --idle N alone skips the rooms: N agents connect and are held for
  * --duration seconds; the server's RSS is read before the first connects
  * and at the end, and divided by N.  With --rooms too, the idle agents are
@@ -58,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <arpa/inet.h>
 
 #include "ioa_bench.h"
@@ -96,6 +102,9 @@ ib_usage(FILE *f)
         "  --window W             at most W messages in flight per "
         "publisher (8)\n"
         "  --duration SEC         measured time (10)\n"
+        "  --count M              each publisher sends exactly M messages, "
+        "all in the\n"
+        "                         measured time (no warmup)\n"
         "  --warmup SEC           unmeasured time before it (2)\n"
         "  --drain SEC            longest wait for late messages (5)\n"
         "  --idle N               hold N idle agents; alone: report server "
@@ -107,6 +116,10 @@ ib_usage(FILE *f)
         "measurement and output\n"
         "  --server-pid PID[,PID] server process to sample (repeatable)\n"
         "  --json FILE|-          one JSON object with every figure\n"
+        "  --on-measure CMD       run \"CMD start\" before the measured "
+        "time and \"CMD stop\"\n"
+        "                         after its drain (e.g. callgrind_control "
+        "-z / -d)\n"
         "  --quiet                no progress lines\n"
         "connections\n"
         "  --prefix STR           agent and channel name prefix (random)\n"
@@ -311,7 +324,7 @@ ib_options(int argc, char **argv)
         O_TARGET = 256, O_URL, O_ROOMS, O_MEMBERS, O_PUBLISHERS, O_SIZE,
         O_RATE, O_SATURATE, O_WINDOW, O_DURATION, O_WARMUP, O_DRAIN, O_IDLE,
         O_ECHO, O_TYPE, O_PID, O_JSON, O_QUIET, O_PREFIX, O_CONC, O_CTIMEOUT,
-        O_SOURCES, O_HELP, O_VERSION
+        O_SOURCES, O_COUNT, O_ON_MEASURE, O_HELP, O_VERSION
     };
     static const struct option  opts[] = {
         { "target", required_argument, NULL, O_TARGET },
@@ -336,6 +349,8 @@ ib_options(int argc, char **argv)
         { "connect-concurrency", required_argument, NULL, O_CONC },
         { "connect-timeout", required_argument, NULL, O_CTIMEOUT },
         { "source-addrs", required_argument, NULL, O_SOURCES },
+        { "count", required_argument, NULL, O_COUNT },
+        { "on-measure", required_argument, NULL, O_ON_MEASURE },
         { "help", no_argument, NULL, O_HELP },
         { "version", no_argument, NULL, O_VERSION },
         { NULL, 0, NULL, 0 }
@@ -356,6 +371,7 @@ ib_options(int argc, char **argv)
     ib.type = -1;
     ib.concurrency = 256;
     ib.connect_timeout = 10;
+    ib.count = -1;
     rate_set = 0;
 
     opterr = 0;
@@ -474,6 +490,14 @@ ib_options(int argc, char **argv)
             ib.source_addrs = ib_opt_long("source-addrs", optarg, 1, 250);
             break;
 
+        case O_COUNT:
+            ib.count = ib_opt_long("count", optarg, 0, 1000000000);
+            break;
+
+        case O_ON_MEASURE:
+            ib.on_measure = optarg;
+            break;
+
         case O_HELP:
             ib_usage(stdout);
             exit(0);
@@ -507,6 +531,11 @@ ib_options(int argc, char **argv)
 
     if (ib.saturate && rate_set) {
         ib_die_usage("--rate and --saturate exclude each other");
+    }
+
+    if (ib.count >= 0) {
+        /* every message of a counted run is in the measured time */
+        ib.warmup = 0;
     }
 
     if (ib.target == IB_TARGET_NCHAN && (!ib.echo || ib.type >= 0)) {
@@ -719,15 +748,57 @@ ib_connect_all(void)
 }
 
 
+/* --on-measure: "CMD start" / "CMD stop", waited for (a profiler's
+ * control command takes a moment; nothing is measured in time meanwhile
+ * that a counted run cares about) */
+
+static void
+ib_on_measure(const char *what)
+{
+    int     rc;
+    char   *cmd;
+    size_t  n;
+
+    if (ib.on_measure == NULL) {
+        return;
+    }
+
+    n = strlen(ib.on_measure) + strlen(what) + 2;
+    cmd = ib_alloc(n);
+    snprintf(cmd, n, "%s %s", ib.on_measure, what);
+
+    fflush(stdout);
+    fflush(stderr);
+    rc = system(cmd);
+
+    if (rc != 0) {
+        ib_warn("--on-measure: \"%s\" exited with status %d", cmd,
+                rc == -1 ? -1 : WEXITSTATUS(rc));
+    }
+
+    free(cmd);
+}
+
+
 static void
 ib_run_load(void)
 {
     uint64_t  now, end, expected, receivers;
 
+    /* without a warmup the hook runs before the first message, so that
+     * its own time does not make the rate schedule late */
+    if (ib.warmup == 0) {
+        ib_on_measure("start");
+    }
+
     now = ib_now();
     ib_load_start(now);
 
     ib_run_until(now + (uint64_t) (ib.warmup * IB_NS), "warmup");
+
+    if (ib.warmup > 0) {
+        ib_on_measure("start");
+    }
 
     ib_hist_reset(&ib.hist);
     ib.sent_window = 0;
@@ -775,6 +846,17 @@ ib_run_load(void)
     }
 
     ib.drained = ib.received_unique >= ib.sent * receivers;
+
+    ib_on_measure("stop");
+
+    if (ib.count >= 0 && ib.sent != (uint64_t) ib.count * ib.npubs) {
+        ib.count_short = 1;
+        ib_warn("--count %ld: %llu of %llu messages were sent in the "
+                "measured time (a longer --duration or a higher --rate "
+                "would fit them)", ib.count,
+                 (unsigned long long) ib.sent,
+                 (unsigned long long) ((uint64_t) ib.count * ib.npubs));
+    }
 }
 
 
@@ -885,7 +967,8 @@ main(int argc, char **argv)
 
     if (ib.err_connect + ib.err_handshake + ib.err_closed + ib.err_protocol
         + ib.err_server
-        || ib.lost || ib.duplicated || ib.reordered || ib.interrupted)
+        || ib.lost || ib.duplicated || ib.reordered || ib.interrupted
+        || ib.count_short)
     {
         return 3;
     }

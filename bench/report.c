@@ -266,6 +266,10 @@ ib_report_table(FILE *f)
             fprintf(f, "%g msg/s per publisher", ib.rate);
         }
 
+        if (ib.count >= 0) {
+            fprintf(f, ", %ld each", ib.count);
+        }
+
         if (ib.target == IB_TARGET_IOA) {
             fprintf(f, ", echo %s", ib.echo ? "on" : "off (acks)");
         }
@@ -420,6 +424,14 @@ ib_report_json(FILE *f)
 
     if (ib.type >= 0) {
         fprintf(f, "%ld", ib.type);
+    } else {
+        fprintf(f, "null");
+    }
+
+    fprintf(f, ",\"count\":");
+
+    if (ib.count >= 0) {
+        fprintf(f, "%ld", ib.count);
     } else {
         fprintf(f, "null");
     }

@@ -6,8 +6,14 @@ JSON, one file per run, and the .cmd file with the command of each) and
 writes the Markdown report: one table per workload with every server side
 by side, the ratios the performance issue sets targets for (ioa / nchan's
 Redis store, ioa / nchan's memory store, ioa's ingest / the Redis ceiling),
-the integrity check of every run, and the exact commands.  A run that
-failed is shown as failed, never left out: a missing number is a finding.
+the integrity check of every run, the sweeps (a table each, and a PNG that
+bench/plot.gp draws from the sweep-*.dat files written here), the
+instructions per envelope of bench/callgrind.sh, the sections of
+bench/idle.sh, goal.sh and discovery.sh when their JSON is there, and the
+exact commands.  A run that failed is shown as failed, never left out: a
+missing number is a finding.  Every section but the workloads' is optional:
+a file that is missing or unreadable leaves a line saying so, never a
+traceback.
 """
 
 import json
@@ -23,6 +29,19 @@ WORKLOADS = [
     ("a", "(a) 100 rooms x 4 members, 1 publisher per room, 200 B, saturated (window 8)"),
     ("b", "(b) the same at half of (a)'s publish rate"),
     ("c", "(c) 10 rooms x 32 members, 200 B, saturated (window 8)"),
+    ("e", "(e) chat-like: 100 rooms x 4 members, every member talks, 10 messages/s each"),
+    ("f", "(f) one busy room: 8 members, all 8 publishing, saturated (window 64)"),
+    ("g", "(g) a burst: 20,000 envelopes from one publisher into a room of 4, as fast as it sends"),
+]
+
+
+SWEEPS = [
+    # name, parameter, x values, their labels, what the x axis is
+    ("room", "members per room", [1, 2, 4, 8, 16, 32, 64],
+     ["1", "2", "4", "8", "16", "32", "64"], "members per room (100 rooms, 200 B)"),
+    ("size", "message size", [100, 1024, 4096, 16384, 65536],
+     ["100 B", "1 KiB", "4 KiB", "16 KiB", "64 KiB"],
+     "message size (100 rooms x 4 members)"),
 ]
 
 
@@ -66,6 +85,340 @@ def integrity(d):
         state, i.get("lost", "?"), i.get("duplicated", "?"), i.get("reordered", "?"))
 
 
+def run_env(out):
+    """run.env: the settings bench/run.sh ran with (KEY=VALUE lines)."""
+    env = {}
+    try:
+        with open(os.path.join(out, "run.env")) as f:
+            for line in f:
+                k, _, v = line.strip().partition("=")
+                if k:
+                    env[k] = v
+    except OSError:
+        pass
+    return env
+
+
+def failure(d):
+    """Why a run does not count (None: it is clean)."""
+    if d is None:
+        return "no result"
+    e = d.get("errors") or {}
+    i = d.get("integrity") or {}
+    if e.get("total"):
+        return "%s error(s): %s" % (e.get("total"), e.get("first") or "?")
+    if not i.get("ok"):
+        return "integrity: lost %s, dup %s, reordered %s%s" % (
+            i.get("lost", "?"), i.get("duplicated", "?"),
+            i.get("reordered", "?"),
+            "" if i.get("drained", True) else " (not drained)")
+    if d.get("interrupted"):
+        return "interrupted"
+    return None
+
+
+def md_cell(text, limit=90):
+    text = str(text).replace("|", "/").replace("\n", " ")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def p99_ms(d):
+    try:
+        return d["latency_us"]["p99"] / 1000.0
+    except (KeyError, TypeError):
+        return None
+
+
+def latency_section(out, w):
+    """p50 / p99 against the offered rate, every server side by side."""
+    rates = sorted({int(f.split("-")[1]) for f in os.listdir(out)
+                    if f.startswith("lat-") and f.endswith(".cmd")})
+    w("## Latency against the offered rate")
+    w("")
+    if not rates:
+        w("Not run in this run (`BENCH_ONLY` without `latency`).")
+        w("")
+        return
+    w("Workload (a)'s shape (100 rooms x 4 members, 200 B) at a steady rate "
+      "instead of saturated: each cell is p50 / p99 in ms, then the share of "
+      "the expected deliveries that arrived in the measured time.")
+    w("")
+    w("| offered publishes/s | " + " | ".join(l for _, l in SERVERS) + " |")
+    w("|---|" + "---|" * len(SERVERS))
+    for r in rates:
+        cells = []
+        for server, _ in SERVERS:
+            d = load(os.path.join(out, "lat-%d-%s.json" % (r, server)))
+            if d is None:
+                cells.append("failed (lat-%d-%s.txt)" % (r, server))
+                continue
+            pub = d.get("publish_rate") or 0
+            got = d.get("delivery_rate") or 0
+            share = "%.0f%%" % (100.0 * got / (4 * pub)) if pub else "?"
+            cells.append("%s / %s, %s%s" % (ms(d, "p50"), ms(d, "p99"), share,
+                                            "" if integrity(d).startswith("ok")
+                                            else ", " + integrity(d)))
+        w("| %d | %s |" % (r * 100, " | ".join(cells)))
+    w("")
+
+
+def sweep_section(out, report, w):
+    """The sweeps: a table and a plot each.  Skipped or not run: says so."""
+    w("## Sweeps: room size and message size")
+    w("")
+    if os.path.exists(os.path.join(out, "sweep-skipped")):
+        w("Skipped in this run (`BENCH_SWEEPS=0`).")
+        w("")
+        return
+    if not any(f.startswith("sweep-") and f.endswith(".json")
+               for f in os.listdir(out)):
+        w("Not run in this run (`BENCH_ONLY` without `sweeps`).")
+        w("")
+        return
+    w("Workload (a) with one parameter moved: 100 rooms, one publisher per "
+      "room, saturated with a window of 8, each point %s s after a 1 s "
+      "warmup (`BENCH_SWEEP_DURATION`): short, so single points are noisy; "
+      "the shape is the finding.  Deliveries/s counts every member's copy "
+      "(the publisher's own echo included); p99 is send to receive.  A "
+      "failed point is drawn as a cross, not joined by the line, and the "
+      "table says why it failed." % sweep_duration(out))
+    w("")
+    for name, param, xs, labels, xlab in SWEEPS:
+        runs = {}
+        ran = set()
+        for x in xs:
+            for server, _ in SERVERS:
+                base = os.path.join(out, "sweep-%s-%s-%s" % (name, x, server))
+                runs[(x, server)] = load(base + ".json")
+                if runs[(x, server)] is not None or os.path.exists(base + ".cmd"):
+                    ran.add((x, server))
+        if not ran:
+            w("### Against %s" % param)
+            w("")
+            w("Not run in this run (`BENCH_SWEEP_%s` left it out)." % (
+                "MEMBERS" if name == "room" else "SIZES"))
+            w("")
+            continue
+        # the plot's data: x, label, then per server rate and p99, then
+        # per server 1 when the run was clean
+        dat = os.path.join(out, "sweep-%s.dat" % name)
+        with open(dat, "w") as f:
+            f.write("# x label " + " ".join("%s/s %s-p99ms" % (s, s)
+                                            for s, _ in SERVERS)
+                    + " " + " ".join("%s-ok" % s for s, _ in SERVERS) + "\n")
+            for x, label in zip(xs, labels):
+                cols = [str(x), '"%s"' % label]
+                oks = []
+                for server, _ in SERVERS:
+                    d = runs[(x, server)]
+                    rate = d.get("delivery_rate") if d else None
+                    p99 = p99_ms(d)
+                    cols.append("%.1f" % rate if isinstance(rate, (int, float)) and rate > 0 else "NaN")
+                    cols.append("%.3f" % p99 if p99 else "NaN")
+                    oks.append("1" if failure(d) is None else "0")
+                f.write(" ".join(cols + oks) + "\n")
+        drawable = any(d and d.get("delivery_rate") for d in runs.values())
+        png = plot(out, name, dat, xlab, xs, labels) if drawable else None
+        w("### Against %s" % param)
+        w("")
+        if png:
+            w("![deliveries/s and p99 against %s](%s)" % (
+                param, os.path.relpath(png, os.path.dirname(os.path.abspath(report)))))
+        elif drawable:
+            w("(no plot: gnuplot is missing or failed; the data is in %s)" %
+              os.path.basename(dat))
+        else:
+            w("(no plot: no point has a figure)")
+        w("")
+        w("| %s | %s |" % (param, " | ".join(
+            "%s: delivered/s, p99 ms" % label for _, label in SERVERS)))
+        w("|---|%s" % ("---|" * len(SERVERS)))
+        failures = []
+        for x, label in zip(xs, labels):
+            cells = []
+            for server, slabel in SERVERS:
+                d = runs[(x, server)]
+                why = failure(d)
+                if (x, server) not in ran:
+                    cells.append("not run")
+                    continue
+                if d is None:
+                    cells.append("failed: no result (sweep-%s-%s-%s.txt)" % (name, x, server))
+                    continue
+                cell = "%s, %s" % (num(d.get("delivery_rate")),
+                                   "%.2f" % p99_ms(d) if p99_ms(d) else "-")
+                if why:
+                    cell += " **FAILED**"
+                    failures.append("%s at %s: %s" % (slabel, label, md_cell(why, 200)))
+                cells.append(cell)
+            w("| %s | %s |" % (label, " | ".join(cells)))
+        w("")
+        for line in failures:
+            w("- failed: " + line)
+        if failures:
+            w("")
+        ratios = []
+        for x, label in zip(xs, labels):
+            a = (runs[(x, "ioa")] or {}).get("delivery_rate")
+            b = (runs[(x, "nchan-redis")] or {}).get("delivery_rate")
+            c = (runs[(x, "nchan-mem")] or {}).get("delivery_rate")
+            if ratio(a, b) != "-" or ratio(a, c) != "-":
+                ratios.append("%s: %s, %s" % (label, ratio(a, b), ratio(a, c)))
+        if ratios:
+            w("- deliveries/s, ioa / nchan's Redis store and ioa / nchan's "
+              "memory store: " + "; ".join(ratios))
+            w("")
+
+
+def sweep_duration(out):
+    for f in sorted(os.listdir(out)):
+        if f.startswith("sweep-") and f.endswith(".json"):
+            d = load(os.path.join(out, f))
+            if d and (d.get("params") or {}).get("duration_s"):
+                return "%g" % d["params"]["duration_s"]
+    return "?"
+
+
+def plot(out, name, dat, xlab, xs, labels):
+    """bench/plot.gp -> sweep-NAME.png; None if it could not be drawn."""
+    png = os.path.join(out, "sweep-%s.png" % name)
+    gp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plot.gp")
+    title = {"room": "ioa and nchan against room size",
+             "size": "ioa and nchan against message size"}[name]
+    try:
+        if os.path.exists(png):
+            os.unlink(png)
+        r = subprocess.run(
+            ["gnuplot", "-e", "data='%s'; out='%s'; xlab='%s'; title='%s'; "
+             "tics='(%s)'" % (dat, png, xlab, title, ", ".join(
+                 '"%s" %s' % (l, x) for x, l in zip(xs, labels))), gp],
+            capture_output=True, text=True, timeout=60)
+        if r.returncode != 0 or not os.path.exists(png):
+            sys.stderr.write("report.py: gnuplot failed: %s\n" % r.stderr.strip())
+            if os.path.exists(png):
+                os.unlink(png)      # half drawn
+            return None
+    except (OSError, subprocess.SubprocessError) as e:
+        sys.stderr.write("report.py: gnuplot: %s\n" % e)
+        return None
+    return png
+
+
+def callgrind_section(out, w):
+    w("## Instructions per routed envelope (callgrind)")
+    w("")
+    d = load(os.path.join(out, "callgrind.json"))
+    if d is None:
+        w("Not measured in this run (bench/callgrind.sh: valgrind missing, "
+          "`BENCH_CALLGRIND=0`, or it failed: see callgrind.log).")
+        w("")
+        return
+    try:
+        wl = d.get("workload") or {}
+        w("bench/callgrind.sh: nginx with the module as one process (master_"
+          "process off) under `valgrind --tool=callgrind`, its own Redis; "
+          "ioa-bench puts %s rooms x %s members, one publisher per room, "
+          "exactly %s messages of %s B per publisher (%s), and zeroes / dumps "
+          "callgrind's counters around that phase (`--on-measure`).  The Ir "
+          "of a baseline with the same connections and no message is "
+          "subtracted.  Instructions are counted, not timed: the figure does "
+          "not depend on the machine's load, so it is the one to compare "
+          "between commits." % (
+              wl.get("rooms"), wl.get("members"), wl.get("count"),
+              wl.get("size"),
+              "rate %g/s" % wl["rate"] if wl.get("rate") else
+              "window %s" % wl.get("window")))
+        w("")
+        w("| Ir per delivery | Ir per publish | deliveries | publishes | "
+          "runs | spread |")
+        w("|---|---|---|---|---|---|")
+        w("| **%s** | %s | %s | %s | %s | %s%% |" % (
+            num(d.get("ir_per_delivery")), num(d.get("ir_per_publish")),
+            d.get("deliveries"), d.get("publishes"), len(d.get("runs") or []),
+            d.get("spread_pct")))
+        w("")
+        w("Each run (a fresh nginx and Redis): " + "; ".join(
+            "%s Ir/delivery (measured %s Ir, baseline %s Ir)" % (
+                num(r.get("ir_per_delivery")), r.get("ir_measured"),
+                r.get("ir_baseline")) for r in d.get("runs") or []) + ".")
+        w("")
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        w("callgrind.json is unreadable: %s" % e)
+        w("")
+    try:
+        with open(os.path.join(out, "callgrind.txt")) as f:
+            txt = f.read().strip()
+        w("The top functions of the measured phase (bench/results/callgrind.txt; "
+          "the raw profile is callgrind.out: `callgrind_annotate "
+          "--inclusive=yes bench/results/callgrind.out`):")
+        w("")
+        w("```")
+        w(txt)
+        w("```")
+        w("")
+    except OSError:
+        pass
+
+
+# ------------------------------------------------------------------------
+# RESERVED: idle, goal, discovery (bench/idle.sh, goal.sh, discovery.sh,
+# another engineer's, write RESULTS_DIR/<name>.json).  Give a section its
+# own renderer by adding render_<name>(doc, w) below and listing it in
+# EXTRA_RENDERERS; until then a generic one shows the JSON's figures.  A
+# missing file leaves the section out; an unreadable one says so.
+# ------------------------------------------------------------------------
+
+EXTRA = [("idle", "Idle connections"), ("goal", "Goals"),
+         ("discovery", "Discovery")]
+EXTRA_RENDERERS = {}
+
+
+def render_generic(doc, w, limit=80):
+    """Every scalar as a row of a two-column table, nested objects as
+    dotted keys (lists are left out: they are series, not figures)."""
+    rows = []
+
+    def walk(prefix, v):
+        if isinstance(v, dict):
+            for k, v2 in v.items():
+                walk("%s.%s" % (prefix, k) if prefix else str(k), v2)
+        elif not isinstance(v, list):
+            rows.append((prefix, v))
+
+    walk("", doc)
+    if not rows:
+        w("```json")
+        w(json.dumps(doc, indent=1)[:4000])
+        w("```")
+        return
+    w("| field | value |")
+    w("|---|---|")
+    for k, v in rows[:limit]:
+        w("| %s | %s |" % (md_cell(k), md_cell(v)))
+    if len(rows) > limit:
+        w("")
+        w("(%d more fields in the JSON)" % (len(rows) - limit))
+
+
+def extra_sections(out, w):
+    for name, title in EXTRA:
+        path = os.path.join(out, name + ".json")
+        if not os.path.exists(path):
+            continue
+        w("## " + title)
+        w("")
+        doc = load(path)
+        if doc is None:
+            w("%s.json is there but unreadable (see %s.log)." % (name, name))
+            w("")
+            continue
+        try:
+            EXTRA_RENDERERS.get(name, render_generic)(doc, w)
+        except Exception as e:      # one section must not sink the report
+            w("(%s.json could not be rendered: %s)" % (name, e))
+        w("")
+
+
 def main():
     out, report = sys.argv[1], sys.argv[2]
     lines = []
@@ -83,6 +436,11 @@ def main():
     w("Machine: %s, %s cores; the servers, Redis and the load generator share "
       "them, so every figure is contended, and only the ratios within this run "
       "compare." % (platform.platform(), cpu))
+    env = run_env(out)
+    if env:
+        w("Servers: %s nginx worker(s) each; every server keeps %s messages "
+          "per room (ioa_room_log_maxlen, nchan_message_buffer_length)." % (
+              env.get("BENCH_WORKERS", "?"), env.get("BENCH_BUFFER", "?")))
     w("")
 
     ceiling = {}
@@ -145,6 +503,11 @@ def main():
       ratio(p.get("calls_per_s"), b.get("calls_per_s")))
     w("")
 
+    latency_section(out, w)
+    sweep_section(out, report, w)
+    extra_sections(out, w)
+    callgrind_section(out, w)
+
     w("## Commands")
     w("")
     w("```")
@@ -153,6 +516,23 @@ def main():
             w(cmd(out, "%s-%s" % (key, server)))
     for mode in ceiling:
         w(cmd(out, "ceiling-" + mode))
+    for f in sorted(os.listdir(out)):
+        if f.startswith("lat-") and f.endswith(".cmd"):
+            w(cmd(out, f[:-4]))
+    seen = set()
+    for name, _, xs, _, _ in SWEEPS:
+        for x in xs:
+            for server, _ in SERVERS:
+                c = cmd(out, "sweep-%s-%s-%s" % (name, x, server))
+                if c != "(not run)" and c not in seen:
+                    seen.add(c)
+                    w(c)
+    wl = (load(os.path.join(out, "callgrind.json")) or {}).get("workload")
+    if wl:
+        w("CALLGRIND_ROOMS=%s CALLGRIND_MEMBERS=%s CALLGRIND_COUNT=%s "
+          "CALLGRIND_SIZE=%s CALLGRIND_MODE=%s bash bench/callgrind.sh" % (
+              wl.get("rooms"), wl.get("members"), wl.get("count"),
+              wl.get("size"), wl.get("mode")))
     w("```")
     w("")
     w("The servers' configurations are in bench/run.sh; ioa-bench's options "

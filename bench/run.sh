@@ -9,24 +9,44 @@
 #   ceiling      the Redis work of ioa's post path driven directly
 #                (bench/build/ioa-ceiling: XADD + PUBLISH in one script)
 #
-# then writes BENCHMARKS.md (bench/report.py): the table, the ratios
-# ioa/nchan and ioa/ceiling, and the exact commands.  Every server is
-# started here on free loopback ports and stopped by PID at the end.
+# then the sweeps (deliveries/s and p99 against room size and against
+# message size, every server, plotted by bench/plot.gp), the sections of
+# bench/idle.sh, goal.sh and discovery.sh when they are there, and the
+# instructions per envelope of bench/callgrind.sh; then writes BENCHMARKS.md
+# (bench/report.py): the tables, the ratios ioa/nchan and ioa/ceiling, the
+# plots, and the exact commands.  Every server is started here on free
+# loopback ports and stopped by PID at the end.
 #
 #   bash bench/run.sh                 (what `make bench` runs)
-#   BENCH_DURATION=5 bash bench/run.sh
+#   BENCH_DURATION=5 BENCH_SWEEPS=0 bash bench/run.sh
+#   BENCH_ONLY="sweeps" bash bench/run.sh      (one section, quickly)
 #
-# Environment: BENCH_DURATION (seconds per run, 10), BENCH_WORKERS (nginx
-# worker processes per server, 1: the load generator shares the 2 cores),
-# BENCH_OUT (results directory, bench/results), BENCH_REPORT
-# (BENCHMARKS.md).  Workloads are the performance issue's: (a) 100 rooms x
-# 4 members saturated with a small window, (b) the same at half of (a)'s
-# rate, (c) 10 rooms x 32 members saturated, plus the ceiling.
+# Environment: BENCH_DURATION (seconds per workload run, 10), BENCH_WORKERS
+# (nginx worker processes per server, 1: the load generator shares the 2
+# cores), BENCH_OUT (results directory, bench/results), BENCH_REPORT
+# (BENCHMARKS.md), BENCH_SWEEPS (1; 0 skips the sweeps),
+# BENCH_SWEEP_DURATION (seconds per sweep point, 3), BENCH_CALLGRIND (1; 0
+# skips bench/callgrind.sh), BENCH_ONLY (the sections to run, of "main
+# ceiling latency sweeps extra callgrind"; all by default),
+# BENCH_LATENCY_RATES (messages/s per publisher of the latency curve), BENCH_BUFFER (messages
+# each server keeps per room: ioa_room_log_maxlen and
+# nchan_message_buffer_length, 100).  Workloads are the performance issue's:
+# (a) 100 rooms x 4 members saturated with a small window, (b) the same at
+# half of (a)'s rate, (c) 10 rooms x 32 members saturated, (e) chat-like
+# traffic, (f) one busy room, (g) a burst into one room, plus the ceiling
+# and the latency curve against the offered rate.
+# A section's old results are removed before it runs, so the report never
+# shows a figure from an earlier run as this one's.
 
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DURATION="${BENCH_DURATION:-10}"
+SWEEP_DURATION="${BENCH_SWEEP_DURATION:-3}"
+SWEEPS="${BENCH_SWEEPS:-1}"
+CALLGRIND="${BENCH_CALLGRIND:-1}"
+ONLY="${BENCH_ONLY:-main ceiling latency sweeps extra callgrind}"
+BUFFER="${BENCH_BUFFER:-100}"
 WORKERS="${BENCH_WORKERS:-1}"
 OUT="${BENCH_OUT:-$REPO/bench/results}"
 REPORT="${BENCH_REPORT:-$REPO/BENCHMARKS.md}"
@@ -71,6 +91,8 @@ wait_port() {
     return 1
 }
 
+section() { [[ " $ONLY " == *" $1 "* ]]; }
+
 for f in "$BENCH" "$CEILING" "$MODULE" "$NCHAN"; do
     [[ -e "$f" ]] || { log "missing $f (make bench builds it)"; exit 1; }
 done
@@ -104,7 +126,7 @@ events { worker_connections 19000; }
 http {
     access_log off;
     client_body_temp_path $dir/body;
-$(echo "$http" | sed "s/@PORT@/$port/g; s/@REDIS@/$REDIS_PORT/g")
+$(echo "$http" | sed "s/@PORT@/$port/g; s/@REDIS@/$REDIS_PORT/g; s/@BUFFER@/$BUFFER/g")
 }
 EOF
     # stdout is the caller's $(...): keep nginx off it
@@ -114,8 +136,20 @@ EOF
     echo "$port"
 }
 
+# Every server keeps the same number of messages per room (BENCH_BUFFER):
+# ioa's room log is capped like nchan's buffer, so neither holds more than
+# the other, and Redis stays bounded through the 64 KiB sweep.  Messages up
+# to 64 KiB (the largest of the sweep) must pass every server: ioa's own
+# defaults (ioa_max_message_size 64k, ioa_send_queue_limit 1m) are kept as
+# they ship.  nchan's WebSocket publisher has no size limit of its own
+# (client_max_body_size does not apply to it: checked), but both of its
+# stores keep messages in its shared memory (the Redis store too, as a cache: with the default size
+# it fails with "Out of shared memory" at 64 KiB), which must hold 100
+# rooms x BUFFER messages of every size swept (shared memory is touched
+# only as it is used).
 IOA_PORT=$(start_nginx ioa "$MODULE" '
     ioa_redis 127.0.0.1:@REDIS@;
+    ioa_room_log_maxlen @BUFFER@;
     server {
         listen 127.0.0.1:@PORT@;
         location / { ioa_api; }
@@ -123,13 +157,14 @@ IOA_PORT=$(start_nginx ioa "$MODULE" '
 
 NCHAN_REDIS_PORT=$(start_nginx nchan-redis "$NCHAN" '
     upstream bench_redis { nchan_redis_server redis://127.0.0.1:@REDIS@; }
+    nchan_max_reserved_memory 2048M;
     server {
         listen 127.0.0.1:@PORT@;
         location ~ ^/pub/(\w+)$ {
             nchan_publisher websocket;
             nchan_channel_id $1;
             nchan_redis_pass bench_redis;
-            nchan_message_buffer_length 1000;
+            nchan_message_buffer_length @BUFFER@;
         }
         location ~ ^/sub/(\w+)$ {
             nchan_subscriber websocket;
@@ -140,13 +175,13 @@ NCHAN_REDIS_PORT=$(start_nginx nchan-redis "$NCHAN" '
     }')
 
 NCHAN_MEM_PORT=$(start_nginx nchan-mem "$NCHAN" '
-    nchan_max_reserved_memory 256M;
+    nchan_max_reserved_memory 2048M;
     server {
         listen 127.0.0.1:@PORT@;
         location ~ ^/pub/(\w+)$ {
             nchan_publisher websocket;
             nchan_channel_id $1;
-            nchan_message_buffer_length 1000;
+            nchan_message_buffer_length @BUFFER@;
         }
         location ~ ^/sub/(\w+)$ {
             nchan_subscriber websocket;
@@ -154,6 +189,12 @@ NCHAN_MEM_PORT=$(start_nginx nchan-mem "$NCHAN" '
             nchan_subscriber_first_message oldest;
         }
     }')
+
+# what report.py says the servers ran with
+printf 'BENCH_WORKERS=%s\nBENCH_BUFFER=%s\nBENCH_DURATION=%s\nBENCH_SWEEP_DURATION=%s\n' \
+    "$WORKERS" "$BUFFER" "$DURATION" "$SWEEP_DURATION" > "$OUT/run.env"
+
+SERVERS="ioa:$IOA_PORT nchan-redis:$NCHAN_REDIS_PORT nchan-mem:$NCHAN_MEM_PORT"
 
 # nginx workers of a server and Redis, for RSS and CPU
 workers_of() {
@@ -164,52 +205,154 @@ workers_of() {
 }
 
 # run NAME SERVER PORT ARGS... -> $OUT/NAME.json (SERVER: ioa, nchan-redis,
-# nchan-mem; the target protocol follows from it)
+# nchan-mem; the target protocol follows from it).  RUN_DURATION overrides
+# BENCH_DURATION for one run.
 run() {
-    local name=$1 server=$2 port=$3 target=ioa
+    local name=$1 server=$2 port=$3 target=ioa dur=${RUN_DURATION:-$DURATION}
     shift 3
     [[ $server == nchan-* ]] && target=nchan
+    rm -f "$OUT/$name.json"
     log "$name: ioa-bench --target $target $*"
     # shellcheck disable=SC2046
     "$BENCH" --target "$target" --url "http://127.0.0.1:$port" \
-        --duration "$DURATION" --warmup 1 $(workers_of "$server") \
+        --duration "$dur" --warmup 1 $(workers_of "$server") \
         --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 \
         || log "$name: ioa-bench exited $? (see $OUT/$name.txt)"
-    echo "bench/build/ioa-bench --target $target --url http://127.0.0.1:<port> --duration $DURATION --warmup 1 $*" \
+    echo "bench/build/ioa-bench --target $target --url http://127.0.0.1:<port> --duration $dur --warmup 1 $*" \
         > "$OUT/$name.cmd"
 }
 
 A="--rooms 100 --members 4 --size 200 --saturate --window 8"
 C="--rooms 10 --members 32 --size 200 --saturate --window 8"
 
-for t in ioa:$IOA_PORT nchan-redis:$NCHAN_REDIS_PORT nchan-mem:$NCHAN_MEM_PORT; do
-    name=${t%%:*}
-    port=${t#*:}
-    # shellcheck disable=SC2086
-    run "a-$name" "$name" "$port" $A
-    # (b): half of (a)'s publish rate, spread over the publishers
-    rate=$(/usr/bin/python3 -c 'import json,sys
+# ---------------------------------------------------------------- (a) (b) (c)
+if section main; then
+    for t in $SERVERS; do
+        name=${t%%:*}
+        port=${t#*:}
+        # shellcheck disable=SC2086
+        run "a-$name" "$name" "$port" $A
+        # (b): half of (a)'s publish rate, spread over the publishers
+        rate=$(/usr/bin/python3 -c 'import json,sys
 try:
     d = json.load(open(sys.argv[1]))
     print(max(1, int(d["publish_rate"] / 2 / 100)))
 except Exception:
     print(100)' "$OUT/a-$name.json")
-    run "b-$name" "$name" "$port" --rooms 100 --members 4 --size 200 --rate "$rate"
-    # shellcheck disable=SC2086
-    run "c-$name" "$name" "$port" $C
-done
+        run "b-$name" "$name" "$port" --rooms 100 --members 4 --size 200 --rate "$rate"
+        # shellcheck disable=SC2086
+        run "c-$name" "$name" "$port" $C
+        # (e) chat-like: every member talks at a human pace; what Nagle and
+        # delayed ACKs cost shows here, not under saturation
+        run "e-$name" "$name" "$port" --rooms 100 --members 4 \
+            --publishers 4 --size 200 --rate 10
+        # (f) one busy room: no per-room cap below the Redis ceiling
+        run "f-$name" "$name" "$port" --rooms 1 --members 8 \
+            --publishers 8 --size 200 --saturate --window 64
+        # (g) a burst into one room: 20,000 envelopes as fast as one
+        # publisher can send them, every one must arrive once and in order
+        run "g-$name" "$name" "$port" --rooms 1 --members 4 --size 200 \
+            --saturate --window 20000 --count 20000
+    done
+fi
+
+# ---------------------------------------------------------------- latency
+# p50/p99 against the offered rate (workload (a)'s shape at a steady rate,
+# BENCH_LATENCY_RATES messages/s per publisher, 100 publishers): where each
+# server keeps p99 under 1 ms, and where it falls behind.
+LATENCY_RATES="${BENCH_LATENCY_RATES-10 25 50 100 200}"
+if section latency; then
+    rm -f "$OUT"/lat-*
+    for r in $LATENCY_RATES; do
+        for t in $SERVERS; do
+            RUN_DURATION=$SWEEP_DURATION run "lat-$r-${t%%:*}" "${t%%:*}" \
+                "${t#*:}" --rooms 100 --members 4 --size 200 --rate "$r" \
+                --quiet
+        done
+    done
+fi
 
 # ---------------------------------------------------------------- ceiling
-for mode in "bare 1" "bare 32" "post 1" "post 32"; do
-    set -- $mode
-    log "ceiling: --script $1 --pipeline $2"
-    "$CEILING" --redis "127.0.0.1:$REDIS_PORT" --script "$1" \
-        --scripts "$REPO/redis-scripts" --pipeline "$2" --procs 4 \
-        --duration "$DURATION" --json "$OUT/ceiling-$1-$2.json" \
-        >"$OUT/ceiling-$1-$2.txt" 2>&1 || log "ceiling $1 $2 failed"
-    echo "bench/build/ioa-ceiling --redis 127.0.0.1:<port> --script $1 --scripts redis-scripts --pipeline $2 --procs 4 --duration $DURATION" \
-        > "$OUT/ceiling-$1-$2.cmd"
-done
+if section ceiling; then
+    for mode in "bare 1" "bare 32" "post 1" "post 32"; do
+        set -- $mode
+        log "ceiling: --script $1 --pipeline $2"
+        rm -f "$OUT/ceiling-$1-$2.json"
+        "$CEILING" --redis "127.0.0.1:$REDIS_PORT" --script "$1" \
+            --scripts "$REPO/redis-scripts" --pipeline "$2" --procs 4 \
+            --duration "$DURATION" --json "$OUT/ceiling-$1-$2.json" \
+            >"$OUT/ceiling-$1-$2.txt" 2>&1 || log "ceiling $1 $2 failed"
+        echo "bench/build/ioa-ceiling --redis 127.0.0.1:<port> --script $1 --scripts redis-scripts --pipeline $2 --procs 4 --duration $DURATION" \
+            > "$OUT/ceiling-$1-$2.cmd"
+    done
+fi
+
+# ---------------------------------------------------------------- sweeps
+# Workload (a) (100 rooms, one publisher each, saturated, window 8) with
+# one parameter moved: members per room (200 B messages), then message size
+# (4 members).  Short points (BENCH_SWEEP_DURATION); every server at every
+# point, in the same order, on the same Redis.  A point that fails is
+# reported as failed (report.py), never dropped.  report.py writes the
+# sweep-*.dat files and runs bench/plot.gp: sweep-room.png, sweep-size.png.
+SWEEP_MEMBERS="${BENCH_SWEEP_MEMBERS-1 2 4 8 16 32 64}"
+SWEEP_SIZES="${BENCH_SWEEP_SIZES-100 1024 4096 16384 65536}"
+if section sweeps; then
+    rm -f "$OUT"/sweep-*
+    if [[ $SWEEPS != 0 ]]; then
+        for k in $SWEEP_MEMBERS; do
+            for t in $SERVERS; do
+                RUN_DURATION=$SWEEP_DURATION run "sweep-room-$k-${t%%:*}" \
+                    "${t%%:*}" "${t#*:}" --rooms 100 --members "$k" \
+                    --size 200 --saturate --window 8 --quiet
+            done
+        done
+        for size in $SWEEP_SIZES; do
+            for t in $SERVERS; do
+                RUN_DURATION=$SWEEP_DURATION run "sweep-size-$size-${t%%:*}" \
+                    "${t%%:*}" "${t#*:}" --rooms 100 --members 4 \
+                    --size "$size" --saturate --window 8 --quiet
+            done
+        done
+    else
+        log "sweeps skipped (BENCH_SWEEPS=0)"
+        echo "BENCH_SWEEPS=0" > "$OUT/sweep-skipped"
+    fi
+fi
+
+# ------------------------------------------- idle, goal, discovery (extra)
+# RESERVED for bench/idle.sh, bench/goal.sh and bench/discovery.sh (another
+# engineer's; not part of this file's work).  Each is run if it is there,
+# with BENCH_OUT, BENCH_DURATION, BENCH_WORKERS, BENCH_REDIS_PORT (this
+# run's Redis) in its environment, and is expected to write
+# $OUT/idle.json, goal.json, discovery.json (report.py renders each one
+# that exists).  Its stdout and stderr go to $OUT/<name>.log.
+if section extra; then
+    for extra in idle goal discovery; do
+        script="$REPO/bench/$extra.sh"
+        [[ -e $script ]] || continue
+        log "$extra: bash bench/$extra.sh"
+        rm -f "$OUT/$extra.json"
+        BENCH_OUT="$OUT" BENCH_DURATION="$DURATION" BENCH_WORKERS="$WORKERS" \
+            BENCH_REDIS_PORT="$REDIS_PORT" bash "$script" \
+            >"$OUT/$extra.log" 2>&1 \
+            || log "$extra: bench/$extra.sh exited $? (see $OUT/$extra.log)"
+    done
+fi
+
+# ---------------------------------------------------------------- callgrind
+# instructions per envelope in the module, under valgrind; its own nginx and
+# Redis (bench/callgrind.sh)
+if section callgrind; then
+    rm -f "$OUT"/callgrind.*
+    if [[ $CALLGRIND != 0 ]] && command -v valgrind >/dev/null; then
+        log "callgrind: bash bench/callgrind.sh"
+        CALLGRIND_OUT="$OUT" bash "$REPO/bench/callgrind.sh" \
+            2> >(tee "$OUT/callgrind.log" >&2) \
+            || log "callgrind: bench/callgrind.sh failed (see $OUT/callgrind.log)"
+    else
+        log "callgrind skipped (BENCH_CALLGRIND=0 or no valgrind)"
+    fi
+fi
 
 /usr/bin/python3 "$REPO/bench/report.py" "$OUT" "$REPORT"
 log "wrote $REPORT"

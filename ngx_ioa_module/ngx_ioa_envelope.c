@@ -214,7 +214,8 @@ ngx_ioa_envelope_parse(ngx_pool_t *pool, u_char *data, size_t len,
         return NGX_ERROR;
     }
 
-    if (ngx_ioa_json_stream(&ngx_ioa_env_callbacks, &ctx, data, len, err)
+    if (ngx_ioa_json_stream(pool, &ngx_ioa_env_callbacks, &ctx, data, len,
+                            err)
         != NGX_OK)
     {
         return NGX_ERROR;

@@ -71,12 +71,14 @@ yajl_val ngx_ioa_json_parse(ngx_pool_t *pool, u_char *data, size_t len,
 
 /*
  * Runs one complete JSON text through a yajl callback parser with the
- * strict defaults above and releases the parser.  A callback that returns 0
- * must have filled err; yajl's own refusals become "invalid_json" with
- * yajl's one-line reason and the byte offset.
+ * strict defaults above and releases the parser.  yajl's scratch memory
+ * comes from the pool.  A callback that returns 0 must have filled err;
+ * yajl's own refusals become "invalid_json" with yajl's one-line reason and
+ * the byte offset.
  */
-ngx_int_t ngx_ioa_json_stream(const yajl_callbacks *callbacks, void *ctx,
-    u_char *data, size_t len, ngx_ioa_error_t *err);
+ngx_int_t ngx_ioa_json_stream(ngx_pool_t *pool,
+    const yajl_callbacks *callbacks, void *ctx, u_char *data, size_t len,
+    ngx_ioa_error_t *err);
 
 /* NGX_OK and *v if a JSON number text is an integer that fits int64_t */
 ngx_int_t ngx_ioa_json_int(const u_char *p, size_t len, int64_t *v);

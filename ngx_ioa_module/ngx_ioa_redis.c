@@ -102,8 +102,8 @@ struct ngx_ioa_redis_req_s {
 
 
 static ngx_ioa_redis_req_t *ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler,
-    void *data, int argc, const char **argv, const size_t *argvlen,
-    ngx_int_t script);
+    void *data, ngx_int_t script, int nkeys, int argc, const char **argv,
+    const size_t *argvlen);
 static ngx_int_t ngx_ioa_redis_send(ngx_ioa_redis_node_t *node,
     ngx_ioa_redis_req_t *req, ngx_uint_t ask);
 static void ngx_ioa_redis_done(ngx_ioa_redis_req_t *req, redisReply *reply);
@@ -131,16 +131,13 @@ static void ngx_ioa_redis_sub_read(ngx_event_t *ev);
 static void ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc,
     redisReply *reply);
 static ngx_uint_t ngx_ioa_redis_is(ngx_str_t *s, const char *word);
-static ngx_int_t ngx_ioa_redis_argv_reserve(int n);
+static u_char *ngx_ioa_redis_bulk(u_char *p, u_char *data, size_t len);
+static u_char *ngx_ioa_redis_bulk_int(u_char *p, ngx_int_t n);
+static u_char *ngx_ioa_redis_uint(u_char *p, size_t n);
 
 
 static u_char       ngx_ioa_script_sha[NGX_IOA_SCRIPT_N][40];
 static ngx_uint_t   ngx_ioa_redis_exiting;
-
-/* scratch argument vectors, grown on demand; a worker is single-threaded */
-static const char **ngx_ioa_redis_argv;
-static size_t      *ngx_ioa_redis_argvlen;
-static int          ngx_ioa_redis_argv_n;
 
 
 ngx_int_t
@@ -156,10 +153,6 @@ ngx_ioa_redis_init_process(ngx_cycle_t *cycle)
                         ngx_strlen(ngx_ioa_script_sources[i]));
         ngx_sha1_final(hash, &sha1);
         ngx_hex_dump(ngx_ioa_script_sha[i], hash, 20);
-    }
-
-    if (ngx_ioa_redis_argv_reserve(64) != NGX_OK) {
-        return NGX_ERROR;
     }
 
     ngx_ioa_redis_exiting = 0;
@@ -591,7 +584,7 @@ ngx_ioa_redis_command(ngx_ioa_redis_handler_pt handler, void *data,
     ngx_ioa_redis_req_t   *req;
     ngx_ioa_redis_node_t  *node;
 
-    req = ngx_ioa_redis_req(handler, data, argc, argv, argvlen, -1);
+    req = ngx_ioa_redis_req(handler, data, -1, 0, argc, argv, argvlen);
     if (req == NULL) {
         return NULL;
     }
@@ -601,7 +594,6 @@ ngx_ioa_redis_command(ngx_ioa_redis_handler_pt handler, void *data,
     if (node == NULL || !node->cmd.up
         || ngx_ioa_redis_send(node, req, 0) != NGX_OK)
     {
-        redisFreeCommand(req->cmd);
         ngx_free(req);
         return NULL;
     }
@@ -623,7 +615,7 @@ ngx_ioa_redis_node_command(ngx_ioa_redis_node_t *node,
         return NULL;
     }
 
-    req = ngx_ioa_redis_req(handler, data, argc, argv, argvlen, -1);
+    req = ngx_ioa_redis_req(handler, data, -1, 0, argc, argv, argvlen);
     if (req == NULL) {
         return NULL;
     }
@@ -632,7 +624,6 @@ ngx_ioa_redis_node_command(ngx_ioa_redis_node_t *node,
     req->redirects = NGX_IOA_REDIS_REDIRECTS;
 
     if (ngx_ioa_redis_send(node, req, 0) != NGX_OK) {
-        redisFreeCommand(req->cmd);
         ngx_free(req);
         return NULL;
     }
@@ -646,29 +637,11 @@ ngx_ioa_redis_script(ngx_ioa_script_e script,
     ngx_ioa_redis_handler_pt handler, void *data, int nkeys, int argc,
     const char **argv, const size_t *argvlen)
 {
-    int                    n;
-    u_char                 numkeys[NGX_INT_T_LEN];
     ngx_ioa_redis_req_t   *req;
     ngx_ioa_redis_node_t  *node;
 
-    if (ngx_ioa_redis_argv_reserve(argc + 3) != NGX_OK) {
-        return NULL;
-    }
-
-    ngx_ioa_redis_argv[0] = "EVALSHA";
-    ngx_ioa_redis_argvlen[0] = sizeof("EVALSHA") - 1;
-    ngx_ioa_redis_argv[1] = (const char *) ngx_ioa_script_sha[script];
-    ngx_ioa_redis_argvlen[1] = 40;
-    ngx_ioa_redis_argv[2] = (const char *) numkeys;
-    ngx_ioa_redis_argvlen[2] = ngx_sprintf(numkeys, "%d", nkeys) - numkeys;
-
-    for (n = 0; n < argc; n++) {
-        ngx_ioa_redis_argv[n + 3] = argv[n];
-        ngx_ioa_redis_argvlen[n + 3] = argvlen[n];
-    }
-
-    req = ngx_ioa_redis_req(handler, data, argc + 3, ngx_ioa_redis_argv,
-                            ngx_ioa_redis_argvlen, script);
+    req = ngx_ioa_redis_req(handler, data, script, nkeys, argc, argv,
+                            argvlen);
     if (req == NULL) {
         return NULL;
     }
@@ -678,7 +651,6 @@ ngx_ioa_redis_script(ngx_ioa_script_e script,
     if (node == NULL || !node->cmd.up
         || ngx_ioa_redis_send(node, req, 0) != NGX_OK)
     {
-        redisFreeCommand(req->cmd);
         ngx_free(req);
         return NULL;
     }
@@ -687,40 +659,142 @@ ngx_ioa_redis_script(ngx_ioa_script_e script,
 }
 
 
+/*
+ * A request and its command.  The command is written in RESP here rather
+ * than by hiredis' redisFormatCommandArgv(), which runs sprintf() for every
+ * argument: on the post path that was the largest user-space cost after
+ * malloc.  It lives right behind the request, one allocation for both, and
+ * is kept for the resends (NOSCRIPT, MOVED, ASK, TRYAGAIN).  A script
+ * (script >= 0) is "EVALSHA <sha> <nkeys>" and argv; a command is argv.
+ */
+
 static ngx_ioa_redis_req_t *
-ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler, void *data, int argc,
-    const char **argv, const size_t *argvlen, ngx_int_t script)
+ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler, void *data,
+    ngx_int_t script, int nkeys, int argc, const char **argv,
+    const size_t *argvlen)
 {
-    int                   len;
-    char                 *cmd;
+    int                   n;
+    size_t                len;
+    u_char               *p;
     ngx_ioa_redis_req_t  *req;
 
-    len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
-    if (len < 0) {
+    len = sizeof("*" "\r\n") - 1 + NGX_INT_T_LEN;
+
+    if (script >= 0) {
+        len += sizeof("$7\r\nEVALSHA\r\n") - 1
+               + sizeof("$40\r\n" "\r\n") - 1 + 40
+               + sizeof("$" "\r\n" "\r\n") - 1 + 2 * NGX_INT_T_LEN;
+    }
+
+    for (n = 0; n < argc; n++) {
+        len += sizeof("$" "\r\n" "\r\n") - 1 + NGX_SIZE_T_LEN + argvlen[n];
+    }
+
+    req = ngx_alloc(sizeof(ngx_ioa_redis_req_t) + len, ngx_cycle->log);
+    if (req == NULL) {
         return NULL;
     }
 
-    req = ngx_alloc(sizeof(ngx_ioa_redis_req_t), ngx_cycle->log);
-    if (req == NULL) {
-        redisFreeCommand(cmd);
-        return NULL;
+    p = (u_char *) (req + 1);
+
+    if (script >= 0) {
+        p = ngx_sprintf(p, "*%d\r\n$7\r\nEVALSHA\r\n$40\r\n", argc + 3);
+        p = ngx_cpymem(p, ngx_ioa_script_sha[script], 40);
+        *p++ = CR; *p++ = LF;
+        p = ngx_ioa_redis_bulk_int(p, nkeys);
+
+    } else {
+        p = ngx_sprintf(p, "*%d\r\n", argc);
+    }
+
+    for (n = 0; n < argc; n++) {
+        p = ngx_ioa_redis_bulk(p, (u_char *) argv[n], argvlen[n]);
     }
 
     req->handler = handler;
     req->data = data;
-    req->cmd = cmd;
-    req->len = len;
+    req->cmd = (char *) (req + 1);
+    req->len = p - (u_char *) req->cmd;
     req->script = script;
     req->redirects = 0;
     req->resent = 0;
     req->start = ngx_current_msec;
     ngx_memzero(&req->wait, sizeof(ngx_event_t));
 
-    /* a standalone Redis has one node: no key needs hashing */
-    req->slot = (ngx_ioa_redis_mode == NGX_IOA_REDIS_CLUSTER)
-                ? ngx_ioa_redis_command_slot(argc, argv, argvlen) : -1;
+    /* a standalone Redis has one node: no key needs hashing; a script's
+     * first key is its first argument here */
+
+    if (ngx_ioa_redis_mode != NGX_IOA_REDIS_CLUSTER) {
+        req->slot = -1;
+
+    } else if (script >= 0) {
+        req->slot = (nkeys > 0 && argc > 0)
+                    ? (ngx_int_t) ngx_ioa_redis_key_slot((u_char *) argv[0],
+                                                         argvlen[0])
+                    : -1;
+
+    } else {
+        req->slot = ngx_ioa_redis_command_slot(argc, argv, argvlen);
+    }
 
     return req;
+}
+
+
+/* "$<len>\r\n<data>\r\n": one RESP bulk string */
+
+static u_char *
+ngx_ioa_redis_bulk(u_char *p, u_char *data, size_t len)
+{
+    *p++ = '$';
+    p = ngx_ioa_redis_uint(p, len);
+    *p++ = CR; *p++ = LF;
+    p = ngx_cpymem(p, data, len);
+    *p++ = CR; *p++ = LF;
+
+    return p;
+}
+
+
+static u_char *
+ngx_ioa_redis_bulk_int(u_char *p, ngx_int_t n)
+{
+    u_char  *q, buf[NGX_INT_T_LEN];
+
+    q = buf;
+
+    if (n < 0) {
+        *q++ = '-';
+        n = -n;
+    }
+
+    q = ngx_ioa_redis_uint(q, (size_t) n);
+
+    return ngx_ioa_redis_bulk(p, buf, q - buf);
+}
+
+
+/* decimal digits without the printf machinery: this runs per argument */
+
+static u_char *
+ngx_ioa_redis_uint(u_char *p, size_t n)
+{
+    u_char  *s, *e, c;
+
+    s = p;
+
+    do {
+        *p++ = (u_char) ('0' + n % 10);
+        n /= 10;
+    } while (n);
+
+    for (e = p - 1; s < e; s++, e--) {
+        c = *s;
+        *s = *e;
+        *e = c;
+    }
+
+    return p;
 }
 
 
@@ -807,7 +881,6 @@ ngx_ioa_redis_done(ngx_ioa_redis_req_t *req, redisReply *reply)
         req->handler(reply, req->data);
     }
 
-    redisFreeCommand(req->cmd);
     ngx_free(req);
 }
 
@@ -1254,44 +1327,4 @@ ngx_ioa_redis_error(redisReply *reply, ngx_str_t *code, ngx_str_t *text)
     text->len = last - p;
 
     return NGX_ERROR;
-}
-
-
-static ngx_int_t
-ngx_ioa_redis_argv_reserve(int n)
-{
-    const char  **argv;
-    size_t       *argvlen;
-
-    if (n <= ngx_ioa_redis_argv_n) {
-        return NGX_OK;
-    }
-
-    n = ngx_max(n, ngx_ioa_redis_argv_n * 2);
-
-    argv = ngx_alloc(n * sizeof(char *), ngx_cycle->log);
-    argvlen = ngx_alloc(n * sizeof(size_t), ngx_cycle->log);
-
-    if (argv == NULL || argvlen == NULL) {
-        if (argv) {
-            ngx_free(argv);
-        }
-
-        if (argvlen) {
-            ngx_free(argvlen);
-        }
-
-        return NGX_ERROR;
-    }
-
-    if (ngx_ioa_redis_argv) {
-        ngx_free(ngx_ioa_redis_argv);
-        ngx_free(ngx_ioa_redis_argvlen);
-    }
-
-    ngx_ioa_redis_argv = argv;
-    ngx_ioa_redis_argvlen = argvlen;
-    ngx_ioa_redis_argv_n = n;
-
-    return NGX_OK;
 }

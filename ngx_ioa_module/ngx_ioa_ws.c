@@ -6,13 +6,20 @@
  *
  * The handshake is an ordinary nginx request: its checks answer 400 or 426
  * with a JSON body naming what is wrong, and the 101 goes through nginx's
- * header filters.  After it, this file owns the connection's read and write
- * events; the request stays alive (one extra reference) until the socket
- * closes, so its pool, log and TLS state keep working.
+ * header filters.  Then, from a posted event once nginx is done with the
+ * request, the request is freed (and logged, as a 101) together with its
+ * pool and the client header buffers, and this file owns the connection's
+ * read and write events: what a WebSocket needs lives in the connection's
+ * own pool (ngx_ioa_ws_t, the name, links), and the connection is closed
+ * with ngx_http_close_connection(), which also ends TLS.  The request's
+ * pool alone was two 4 KiB blocks per agent, most of it nginx's own
+ * bookkeeping for a request that is over; an idle agent now costs about
+ * 1.5 KB of worker memory (bench/idle.sh).
  *
- * Reading: bytes go into a small per-connection buffer (bytes a client
- * pipelined behind its handshake are moved there first) and are decoded by
- * ngx_ioa_ws_frame.c.  A data frame's payload is copied into a message
+ * Reading: bytes go into one read buffer per worker and are decoded by
+ * ngx_ioa_ws_frame.c at once, so between reads a connection keeps only an
+ * incomplete frame header (at most 14 bytes); bytes a client pipelined
+ * behind its handshake are kept aside until the first read.  A data frame's payload is copied into a message
  * buffer that is allocated at its final size when the frame header
  * arrives, after the size limit was checked, so an oversized message costs
  * nothing.  Fragments are appended and validated as UTF-8 as they arrive,
@@ -45,6 +52,18 @@
 
 #define NGX_IOA_WS_READ_BUF      16384
 #define NGX_IOA_WS_LINGER        2000
+/* recycled queue items kept per connection */
+#define NGX_IOA_WS_FREE_KEEP     16
+/* a message buffer up to this size is kept for the next message */
+#define NGX_IOA_WS_MSG_KEEP      1024
+
+/*
+ * The worker's read buffer.  Payload bytes are copied out (into the message
+ * being assembled or the control frame buffer) before the handler returns,
+ * and nothing reached from frame processing reads another connection, so
+ * one buffer serves every connection of the worker.
+ */
+static u_char  ngx_ioa_ws_rbuf[NGX_IOA_WS_READ_BUF];
 
 
 typedef struct ngx_ioa_ws_out_s  ngx_ioa_ws_out_t;
@@ -63,10 +82,16 @@ typedef struct {
     ngx_http_request_t       *request;
     ngx_connection_t         *connection;
 
-    u_char                   *start;   /* read buffer */
-    u_char                   *pos;
+    u_char                   *start;   /* the worker's read buffer, */
+    u_char                   *pos;     /* only while reading */
     u_char                   *last;
     u_char                   *end;
+
+    u_char                   *pending; /* bytes behind the handshake */
+    size_t                    pending_len;
+    ngx_msec_t                send_timeout;
+    u_char                    hdr[14]; /* incomplete frame header */
+    u_char                    hdr_len;
 
     ngx_ioa_ws_frame_t        frame;
     uint64_t                  frame_got;
@@ -83,6 +108,7 @@ typedef struct {
     ngx_ioa_ws_out_t         *out;
     ngx_ioa_ws_out_t        **out_tail;
     ngx_ioa_ws_out_t         *free;
+    ngx_uint_t                nfree;
     size_t                    out_bytes;
 
     ngx_event_t               ping;
@@ -93,6 +119,7 @@ typedef struct {
     unsigned                  closing:1;
     unsigned                  finalized:1;
     unsigned                  attached:1;
+    unsigned                  detached:1;  /* the request is freed */
 } ngx_ioa_ws_t;
 
 
@@ -123,6 +150,7 @@ static ngx_int_t ngx_ioa_ws_flush(ngx_ioa_ws_t *ws);
 static void ngx_ioa_ws_finalize(ngx_ioa_ws_t *ws);
 static void ngx_ioa_ws_done_handler(ngx_event_t *ev);
 static void ngx_ioa_ws_cleanup(void *data);
+static void ngx_ioa_ws_detach_handler(ngx_event_t *ev);
 
 
 static ngx_ioa_transport_t  ngx_ioa_ws_transport = {
@@ -137,15 +165,16 @@ ngx_int_t
 ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
     ngx_ioa_client_kind_e kind)
 {
-    size_t               n;
-    ngx_int_t            rc;
-    ngx_str_t            key;
-    ngx_uint_t           status;
-    ngx_ioa_ws_t        *ws;
-    ngx_ioa_error_t      err;
-    ngx_connection_t    *c;
-    ngx_pool_cleanup_t  *cln;
-    ngx_ioa_loc_conf_t  *lcf;
+    size_t                     n;
+    ngx_int_t                  rc;
+    ngx_str_t                  key;
+    ngx_uint_t                 status;
+    ngx_ioa_ws_t              *ws;
+    ngx_ioa_error_t            err;
+    ngx_connection_t          *c;
+    ngx_pool_cleanup_t        *cln;
+    ngx_ioa_loc_conf_t        *lcf;
+    ngx_http_core_loc_conf_t  *clcf;
 
     c = r->connection;
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
@@ -184,7 +213,7 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
     }
 
-    ws = ngx_pcalloc(r->pool, sizeof(ngx_ioa_ws_t));
+    ws = ngx_pcalloc(c->pool, sizeof(ngx_ioa_ws_t));
     if (ws == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -192,14 +221,14 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
     ws->client.kind = kind;
     ws->client.transport = &ngx_ioa_ws_transport;
     ws->client.data = ws;
-    ws->client.pool = r->pool;
+    ws->client.pool = c->pool;
     ws->client.log = c->log;
     ws->client.lcf = lcf;
     ws->client.echo = 1;
     ngx_queue_init(&ws->client.links);
 
     if (name->len) {
-        ws->client.name.data = ngx_pstrdup(r->pool, name);
+        ws->client.name.data = ngx_pstrdup(c->pool, name);
         if (ws->client.name.data == NULL) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
@@ -217,30 +246,31 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
 
     ngx_http_set_ctx(r, ws, ngx_http_ioa_module);
 
-    ws->start = ngx_palloc(r->pool, NGX_IOA_WS_READ_BUF);
-    if (ws->start == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    ws->pos = ws->start;
-    ws->last = ws->start;
-    ws->end = ws->start + NGX_IOA_WS_READ_BUF;
+    /* the location's configuration outlives the request */
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+    ws->send_timeout = clcf->send_timeout;
 
     /* frames the client sent right behind its handshake are already in
-     * nginx's header buffer */
+     * nginx's header buffer, which goes with the request */
 
     if (r->header_in && r->header_in->pos < r->header_in->last) {
         n = r->header_in->last - r->header_in->pos;
 
-        if (n > NGX_IOA_WS_READ_BUF) {
-            n = NGX_IOA_WS_READ_BUF;
+        if (n > NGX_IOA_WS_READ_BUF - sizeof(ws->hdr)) {
+            n = NGX_IOA_WS_READ_BUF - sizeof(ws->hdr);
         }
 
-        ws->last = ngx_cpymem(ws->last, r->header_in->pos, n);
+        ws->pending = ngx_alloc(n, c->log);
+        if (ws->pending == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ngx_memcpy(ws->pending, r->header_in->pos, n);
+        ws->pending_len = n;
         r->header_in->pos += n;
     }
 
-    cln = ngx_pool_cleanup_add(r->pool, 0);
+    cln = ngx_pool_cleanup_add(c->pool, 0);
     if (cln == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -275,8 +305,12 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
         ngx_del_timer(c->read);
     }
 
-    c->read->handler = ngx_ioa_ws_read_handler;
-    c->write->handler = ngx_ioa_ws_write_handler;
+    /* the request is freed once this handler has returned and nginx is
+     * done with it (a posted event); until then nginx's handlers stay */
+    ws->done.handler = ngx_ioa_ws_detach_handler;
+    ws->done.data = ws;
+    ws->done.log = c->log;
+    ngx_post_event(&ws->done, &ngx_posted_events);
 
     /* lets nginx's graceful shutdown reach us: it calls the read handler
      * of every idle connection with c->close set, and we answer 1001 */
@@ -304,16 +338,135 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
         ws->attached = 1;
     }
 
-    if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
-        ngx_ioa_ws_finalize(ws);
-        return NGX_DONE;
+    return NGX_DONE;
+}
+
+
+/*
+ * The request's pool (two 4 KiB blocks: the request, its header lists,
+ * variables, module contexts) and the client header buffers are given back;
+ * the connection keeps only its own small pool and ws.  What nginx did not
+ * manage to send of the 101 is moved into our own queue first.
+ */
+
+static void
+ngx_ioa_ws_detach_handler(ngx_event_t *ev)
+{
+    ngx_ioa_ws_t *ws = ev->data;
+
+    size_t                   size;
+    u_char                  *p;
+    ngx_chain_t             *cl, *ln;
+    ngx_connection_t        *c;
+    ngx_ioa_ws_out_t        *o;
+    ngx_http_request_t      *r;
+    ngx_http_connection_t   *hc;
+
+    r = ws->request;
+    c = ws->connection;
+
+    if (ws->finalized) {
+        return;
     }
 
-    if (ws->last > ws->pos || c->read->ready) {
+    /* the rest of the 101, if the socket did not take it all */
+
+    if (r->out) {
+        (void) ngx_http_output_filter(r, NULL);
+    }
+
+    if (r->out) {
+        size = 0;
+
+        for (cl = r->out; cl; cl = cl->next) {
+            size += ngx_buf_size(cl->buf);
+        }
+
+        o = ngx_ioa_ws_out_alloc(ws, size);
+        if (o == NULL) {
+            ngx_ioa_ws_finalize(ws);
+            return;
+        }
+
+        p = o->buf.start;
+
+        for (cl = r->out; cl; cl = cl->next) {
+            p = ngx_cpymem(p, cl->buf->pos, ngx_buf_size(cl->buf));
+        }
+
+        o->buf.pos = o->buf.start;
+        o->buf.last = p;
+        o->size = size;
+        o->next = ws->out;
+        ws->out = o;
+
+        if (ws->out_tail == &ws->out) {
+            ws->out_tail = &o->next;
+        }
+
+        ws->out_bytes += size;
+        r->out = NULL;
+    }
+
+    hc = r->http_connection;
+
+    r->main->count--;
+    ngx_http_free_request(r, 0);     /* logs it: the request line is in the
+                                        header buffers, freed after */
+
+    /* the header buffers, as ngx_http_set_keepalive() frees them */
+
+    for (cl = hc->free; cl; /* void */) {
+        ln = cl;
+        cl = cl->next;
+        ngx_pfree(c->pool, ln->buf->start);
+    }
+
+    hc->free = NULL;
+
+    for (cl = hc->busy; cl; /* void */) {
+        ln = cl;
+        cl = cl->next;
+        ngx_pfree(c->pool, ln->buf->start);
+    }
+
+    hc->busy = NULL;
+    hc->nbusy = 0;
+
+    if (c->buffer) {
+        (void) ngx_pfree(c->pool, c->buffer->start);
+        c->buffer->start = NULL;
+        c->buffer->pos = NULL;
+        c->buffer->last = NULL;
+        c->buffer->end = NULL;
+        c->buffer = NULL;
+    }
+
+    c->destroyed = 0;
+    c->data = ws;
+    c->log->action = "in WebSocket";
+    ws->request = NULL;
+    ws->detached = 1;
+
+    c->read->handler = ngx_ioa_ws_read_handler;
+    c->write->handler = ngx_ioa_ws_write_handler;
+
+    if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
+        ngx_ioa_ws_finalize(ws);
+        return;
+    }
+
+    if (ws->pending_len || c->read->ready) {
         ngx_post_event(c->read, &ngx_posted_events);
     }
 
-    return NGX_DONE;
+    if (ws->out) {
+        ngx_ioa_ws_schedule_write(ws);
+
+        if (!c->write->ready) {
+            (void) ngx_ioa_ws_flush(ws);
+        }
+    }
 }
 
 
@@ -545,14 +698,13 @@ ngx_ioa_ws_options(ngx_http_request_t *r, ngx_ioa_ws_t *ws,
 static void
 ngx_ioa_ws_read_handler(ngx_event_t *rev)
 {
+    size_t               left;
     ssize_t              n;
     ngx_ioa_ws_t        *ws;
     ngx_connection_t    *c;
-    ngx_http_request_t  *r;
 
     c = rev->data;
-    r = c->data;
-    ws = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    ws = c->data;
 
     if (ws == NULL || ws->finalized) {
         return;
@@ -563,6 +715,18 @@ ngx_ioa_ws_read_handler(ngx_event_t *rev)
         c->close = 0;
         ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_GOING_AWAY,
                          "server shutting down, reconnect and resume");
+
+        /*
+         * ngx_close_idle_connections() calls us from the worker's cycle,
+         * outside the event loop: a write posted now would wait for the
+         * next event or timer, so the close frame is written at once
+         */
+
+        if (!ws->finalized && c->write->posted) {
+            ngx_delete_posted_event(c->write);
+            (void) ngx_ioa_ws_flush(ws);
+        }
+
         return;
     }
 
@@ -570,6 +734,19 @@ ngx_ioa_ws_read_handler(ngx_event_t *rev)
         /* the lingering wait after our close frame is over */
         ngx_ioa_ws_finalize(ws);
         return;
+    }
+
+    ws->start = ngx_ioa_ws_rbuf;
+    ws->end = ngx_ioa_ws_rbuf + NGX_IOA_WS_READ_BUF;
+    ws->pos = ws->start;
+    ws->last = ngx_cpymem(ws->start, ws->hdr, ws->hdr_len);
+    ws->hdr_len = 0;
+
+    if (ws->pending) {
+        ws->last = ngx_cpymem(ws->last, ws->pending, ws->pending_len);
+        ngx_free(ws->pending);
+        ws->pending = NULL;
+        ws->pending_len = 0;
     }
 
     for ( ;; ) {
@@ -618,6 +795,24 @@ ngx_ioa_ws_read_handler(ngx_event_t *rev)
 
         ws->last += n;
     }
+
+    /* an incomplete frame header waits in the connection for the rest */
+
+    left = ws->last - ws->pos;
+
+    if (left && !ws->closing) {
+        if (left > sizeof(ws->hdr)) {
+            ngx_log_error(NGX_LOG_ALERT, c->log, 0,
+                          "ioa: %uz bytes left in the read buffer", left);
+            left = sizeof(ws->hdr);
+        }
+
+        ngx_memcpy(ws->hdr, ws->pos, left);
+        ws->hdr_len = (u_char) left;
+    }
+
+    ws->pos = NULL;
+    ws->last = NULL;
 
     if (ngx_handle_read_event(rev, 0) != NGX_OK) {
         ngx_ioa_ws_finalize(ws);
@@ -809,7 +1004,7 @@ ngx_ioa_ws_frame_done(ngx_ioa_ws_t *ws)
 
     /* keep a small buffer for the next message, give big ones back */
 
-    if (ws->msg_cap > 4096 && ws->msg) {
+    if (ws->msg_cap > NGX_IOA_WS_MSG_KEEP && ws->msg) {
         ngx_free(ws->msg);
         ws->msg = NULL;
         ws->msg_cap = 0;
@@ -1114,6 +1309,7 @@ ngx_ioa_ws_out_alloc(ngx_ioa_ws_t *ws, size_t size)
     if (size == 0 && ws->free) {
         o = ws->free;
         ws->free = o->next;
+        ws->nfree--;
 
     } else {
         o = ngx_alloc(sizeof(ngx_ioa_ws_out_t) + size, ws->connection->log);
@@ -1143,10 +1339,15 @@ ngx_ioa_ws_out_free(ngx_ioa_ws_t *ws, ngx_ioa_ws_out_t *o)
         ngx_ioa_msg_release(o->msg);
         o->msg = NULL;
 
-        /* items for shared messages carry no data and are recycled */
-        o->next = ws->free;
-        ws->free = o;
-        return;
+        /* items for shared messages carry no data and are recycled, a
+         * few: a burst must not leave an idle agent holding hundreds */
+
+        if (ws->nfree < NGX_IOA_WS_FREE_KEEP) {
+            o->next = ws->free;
+            ws->free = o;
+            ws->nfree++;
+            return;
+        }
     }
 
     ngx_free(o);
@@ -1171,11 +1372,9 @@ ngx_ioa_ws_write_handler(ngx_event_t *wev)
 {
     ngx_ioa_ws_t        *ws;
     ngx_connection_t    *c;
-    ngx_http_request_t  *r;
 
     c = wev->data;
-    r = c->data;
-    ws = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    ws = c->data;
 
     if (ws == NULL || ws->finalized) {
         return;
@@ -1201,14 +1400,13 @@ ngx_ioa_ws_flush(ngx_ioa_ws_t *ws)
     ngx_ioa_ws_out_t          *o;
     ngx_connection_t          *c;
     ngx_http_request_t        *r;
-    ngx_http_core_loc_conf_t  *clcf;
 
     c = ws->connection;
     r = ws->request;
 
     /* the 101 response may still be in nginx's output chain */
 
-    if (r->out) {
+    if (r && r->out) {
         rc = ngx_http_output_filter(r, NULL);
 
         if (rc == NGX_ERROR) {
@@ -1261,9 +1459,7 @@ ngx_ioa_ws_flush(ngx_ioa_ws_t *ws)
 
 again:
 
-    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
-
-    ngx_add_timer(c->write, clcf->send_timeout);
+    ngx_add_timer(c->write, ws->send_timeout);
 
     if (ngx_handle_write_event(c->write, 0) != NGX_OK) {
         ngx_ioa_ws_finalize(ws);
@@ -1303,7 +1499,10 @@ ngx_ioa_ws_finalize(ngx_ioa_ws_t *ws)
     ws->done.data = ws;
     ws->done.log = ws->connection->log;
 
-    ngx_post_event(&ws->done, &ngx_posted_events);
+    /* (a detach still posted becomes the close) */
+    if (!ws->done.posted) {
+        ngx_post_event(&ws->done, &ngx_posted_events);
+    }
 }
 
 
@@ -1313,6 +1512,11 @@ ngx_ioa_ws_done_handler(ngx_event_t *ev)
     ngx_ioa_ws_t *ws = ev->data;
 
     ngx_connection_t  *c;
+
+    if (ws->detached) {
+        ngx_http_close_connection(ws->connection);
+        return;
+    }
 
     c = ws->request->connection;
 
@@ -1361,5 +1565,10 @@ ngx_ioa_ws_cleanup(void *data)
     if (ws->msg) {
         ngx_free(ws->msg);
         ws->msg = NULL;
+    }
+
+    if (ws->pending) {
+        ngx_free(ws->pending);
+        ws->pending = NULL;
     }
 }

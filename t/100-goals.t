@@ -1144,6 +1144,15 @@ GET /health_check
     is $cm->{parent}, $gid, 'its parent';
     is $cm->{depth}, '0', 'one level less of team_up_depth';
     is $res->{task_conclusion}, $cm->{conclusion}, 'its conclusion is the task result';
+    # the sub-goal's end wakes the parent at once (the parent's wait reads
+    # the sub-goal's event feed with its room), not when the parent's read
+    # of its own room times out (half a second)
+    my ($fin) = grep { ($_->{event} // '') eq 'state' && $_->{state} eq 'concluded' }
+                feed($child);
+    my ($t_end) = ($fin->{_id} // '0') =~ /^(\d+)/;
+    my ($t_res) = $res->{id} =~ /^(\d+)/;
+    cmp_ok $t_res - $t_end, '<', 250, 'its result is posted right after the sub-goal ended'
+        or diag "the sub-goal ended at $t_end, its result was posted at $t_res";
     like $cm->{conclusion}, qr/2 of 2 tasks completed/, 'the sub-team did both clauses';
     is_deeply [sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cm->{comm_id}}:members") }],
         [sort $COORD, qw(Eve Fay)], 'the sub-team: the agents that fit';

@@ -12,7 +12,18 @@
 # against a fake nchan (below) that drops one message, repeats one and swaps
 # two for one subscriber (sending every message in two fragments with a ping
 # between them) it reports exactly one lost, one duplicated, one reordered,
-# answers the pings, and exits 3.
+# answers the pings, and exits 3.  The same fake in its "corrupt" mode
+# relays 64 KiB messages (fragmented to one subscriber, in single frames
+# with a 64-bit length to the other) and alters one letter of one message's
+# padding: the generator must call that message altered, and lost.
+#
+# What bench/run.sh and bench/callgrind.sh build on is checked cheaply too:
+# --count (exactly M messages per publisher, and a run that cannot fit them
+# fails), --on-measure (the hook runs around the measured time), 64 KiB
+# messages through the hub, report.py on a results directory with sections
+# missing or broken, and bench/callgrind.sh on a tiny workload when
+# valgrind is installed (skipped, saying so, when it is not: the test
+# dependencies do not include it; `make bench-deps` installs it).
 #
 #   make -C bench && TEST_NGINX_LOAD_MODULES=$PWD/build/ngx_http_ioa_module.so \
 #       prove -It/lib t/120-bench-smoke.t
@@ -168,7 +179,10 @@ my $Hub = IoaTest::Instance->start(
     dir         => "$Dir/hub",
     workers     => 2,
     log_level   => 'info',
-    http_config => "ioa_redis 127.0.0.1:$RedisPort;",
+    # keepalive_requests: the setup connection is closed after every 10th
+    # request (nginx's default is 1000; make bench registers thousands),
+    # so every run here goes through the generator's reconnection
+    http_config => "ioa_redis 127.0.0.1:$RedisPort; keepalive_requests 10;",
     config      => 'location / { ioa_api; ioa_ping_interval 1s; }',
 );
 my $Url = 'http://127.0.0.1:' . $Hub->port;
@@ -213,6 +227,64 @@ my $Pids = join ',', $Hub->pid, $Hub->worker_pids, $RedisPid;
         'idle: RSS per connection reported';
 }
 
+# --count: every publisher sends exactly M, all inside the measured time
+# (no warmup), and --on-measure runs around it
+{
+    my $hook = "$Dir/hook.sh";
+    my $hook_log = "$Dir/hook.log";
+    open my $fh, '>', $hook or die "$hook: $!";
+    print $fh "#!/bin/sh\necho \"\$1\" >> $hook_log\n";
+    close $fh;
+    chmod 0755, $hook;
+
+    my ($rc, $doc, $text) = bench('count', '--url', $Url, '--rooms', 4,
+        '--members', 4, '--rate', 50, '--count', 7, '--duration', 1,
+        '--on-measure', $hook, '--server-pid', $Pids);
+    is $rc, 0, '--count 7: exit 0' or diag $text;
+    is $doc && $doc->{params}{count}, 7, '--count 7: recorded';
+    is $doc && $doc->{params}{warmup_s}, 0, '--count 7: no warmup';
+    is $doc && $doc->{integrity}{published_total}, 28,
+        '--count 7: 4 publishers sent exactly 7 each';
+    is $doc && $doc->{published}, 28, '--count 7: all in the measured time';
+    is $doc && $doc->{integrity}{received}, 112,
+        '--count 7: every member got every one';
+    is slurp($hook_log), "start\nstop\n",
+        '--on-measure: "start" before, "stop" after the measured time';
+    like $text, qr/50 msg\/s per publisher, 7 each/, '--count: the table';
+
+    ($rc, $doc, $text) = bench('count-short', '--url', $Url, '--rooms', 1,
+        '--members', 2, '--rate', 10, '--count', 100, '--duration', 0.5,
+        '--drain', 1);
+    is $rc, 3, '--count that does not fit in --duration: exit 3';
+    like $text, qr/--count 100: \d+ of 100 messages were sent/,
+        '--count that does not fit: it says so';
+}
+
+# more agents than keepalive_requests (10 here, 1000 by default): the hub
+# closes the setup connection after the 10th pipelined registration, and
+# the generator must carry on with a fresh one, not misread the old
+# connection's last answer (make bench's room-size sweep registers 6400)
+{
+    my ($rc, $doc, $text) = bench('keepalive', '--url', $Url, '--rooms', 9,
+        '--members', 4, '--rate', 5, '--duration', 0.3, '--warmup', 0,
+        '--quiet');
+    is $rc, 0, '36 agents, 9 rooms: set up past keepalive_requests'
+        or diag $text;
+    is $doc && $doc->{connections}{open_at_end}, 36,
+        '36 agents, 9 rooms: every one connected';
+}
+
+# 64 KiB messages, the largest of make bench's size sweep, through the hub
+# (ioa_max_message_size is 64k by default): whole, every one checked
+{
+    my @r = bench('64k', '--url', $Url, '--rooms', 4, '--members', 4,
+                  '--rate', 20, '--duration', 1, '--warmup', 0.2,
+                  '--size', 65536, '--server-pid', $Pids);
+    check_clean_run('64 KiB messages', @r);
+    is +($r[1] || {})->{params}{message_bytes}, 65536,
+        '64 KiB messages: messages are 65536 bytes';
+}
+
 unlike $Hub->error_log, qr/\[(?:alert|crit|emerg)\]/, 'a clean error.log';
 
 # ------------------------------------------------------ runs that must fail
@@ -246,8 +318,14 @@ unlike $Hub->error_log, qr/\[(?:alert|crit|emerg)\]/, 'a clean error.log';
 # never gets message 3, gets message 5 twice, and gets 8 before 7.  Every
 # delivered message is sent as two fragments with a ping between them; each
 # pong that comes back is written to $pong_log.
+#
+# In the "corrupt" mode nothing is dropped, repeated or swapped: the first
+# subscriber gets every message in two fragments, the others in one frame,
+# and message 4 reaches the first subscriber with one letter of its padding
+# changed.
 sub fake_nchan {
-    my ($listen, $pong_log) = @_;
+    my ($listen, $pong_log, $mode) = @_;
+    $mode //= 'faulty';
     my $sel = IO::Select->new($listen);
     my (%cl, %subs, %count);
     my $frame = sub {
@@ -331,7 +409,19 @@ sub fake_nchan {
                     for my $i (0 .. $#subs) {
                         my $s = $subs[$i];
                         next if !$s->{ws} || !$cl{fileno $s->{fh}};
-                        if ($i == 0 && $seq == 3) {
+                        if ($mode eq 'corrupt') {
+                            if ($i > 0) {
+                                $send->($s, $frame->(0x81, $data));
+                                next;
+                            }
+                            my $d = $data;
+                            if ($seq == 4) {
+                                my $at = index($d, '"content":"') + 100;
+                                substr($d, $at, 1) =
+                                    substr($d, $at, 1) eq 'A' ? 'B' : 'A';
+                            }
+                            $deliver->($s, $d);
+                        } elsif ($i == 0 && $seq == 3) {
                             next;
                         } elsif ($i == 0 && $seq == 5) {
                             $deliver->($s, $data) for 1, 2;
@@ -384,6 +474,104 @@ sub fake_nchan {
         'a faulty server: the table says FAILED';
     like slurp($pongs), qr/^pong are you there$/m,
         'a faulty server: pings answered with their payload';
+}
+
+{
+    my $listen = IO::Socket::INET->new(Listen => 64, LocalAddr => '127.0.0.1',
+        LocalPort => 0, Proto => 'tcp', ReuseAddr => 1) or die $!;
+    my $port = $listen->sockport;
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        $SIG{TERM} = sub { POSIX::_exit(0) };
+        fake_nchan($listen, "$Dir/pongs-corrupt.log", 'corrupt');
+        POSIX::_exit(0);
+    }
+    $Children{$pid} = 'fake nchan (corrupt)';
+    close $listen;
+
+    my ($rc, $doc, $text) = bench('corrupt', '--target', 'nchan', '--url',
+        "http://127.0.0.1:$port", '--rooms', 1, '--members', 2, '--rate', 20,
+        '--count', 10, '--duration', 1, '--drain', 1, '--size', 65536);
+    stop_child($pid);
+
+    is $rc, 3, 'an altered 64 KiB message: exit 3' or diag $text;
+    is $doc && $doc->{integrity}{received}, 19,
+        'an altered 64 KiB message: the 19 others arrived whole (fragmented '
+        . 'and in 64-bit-length frames)';
+    is $doc && $doc->{integrity}{lost}, 1,
+        'an altered 64 KiB message: counted lost, not received';
+    is $doc && $doc->{errors}{protocol}, 1,
+        'an altered 64 KiB message: one protocol error';
+    like $doc && $doc->{errors}{first}, qr/publisher 0's message 4 arrived altered/,
+        'an altered 64 KiB message: named';
+}
+
+# ------------------------------------------------------------ report.py
+
+# the report from a results directory with most of it missing, one sweep
+# point, an idle section and a broken goal section: it must still be
+# written, say what is missing, and draw the sweep (when gnuplot is there)
+{
+    my $res = "$Dir/results";
+    mkdir $res;
+    my $json = slurp("$Dir/saturate.json");
+    for my $name ('sweep-room-4-ioa', 'sweep-size-100-nchan-mem') {
+        open my $fh, '>', "$res/$name.json" or die $!;
+        print $fh $json;
+    }
+    open my $fh, '>', "$res/idle.json" or die $!;
+    print $fh '{"rss_per_conn_bytes": 4321, "server": {"workers": 2}}';
+    open $fh, '>', "$res/goal.json" or die $!;
+    print $fh '{"broken';
+    close $fh;
+    open $fh, '>', "$res/sweep-room-4-nchan-redis.cmd" or die $!;
+    print $fh "bench/build/ioa-bench --target nchan ...\n";
+    close $fh;
+    my $out = `/usr/bin/python3 $Repo/bench/report.py $res $Dir/BENCH.md 2>&1`;
+    is $? >> 8, 0, 'report.py: exit 0 with sections missing' or diag $out;
+    my $md = slurp("$Dir/BENCH.md");
+    like $md, qr/^## Sweeps/m, 'report.py: the sweeps section';
+    like $md, qr/^\| 4 \| \d+, [\d.]+ \| failed: no result \S+ \| not run \|$/m,
+        'report.py: a sweep point with a result, one that failed, one not run';
+    like $md, qr/^## Idle connections.*rss_per_conn_bytes \| 4321/ms,
+        'report.py: a section from idle.json';
+    like $md, qr/goal\.json is there but unreadable/,
+        'report.py: a broken goal.json is said, not fatal';
+    unlike $md, qr/^## Discovery/m, 'report.py: no discovery.json, no section';
+    like $md, qr/callgrind\).*\n\nNot measured in this run/,
+        'report.py: no callgrind.json, said so';
+  SKIP: {
+        skip 'gnuplot is not installed (make bench-deps installs it)', 2
+            unless `sh -c 'command -v gnuplot'`;
+        ok -s "$res/sweep-room.png" && slurp("$res/sweep-room.png") =~ /^\x89PNG/,
+            'report.py: sweep-room.png drawn';
+        like $md, qr{!\[deliveries/s and p99 against members per room\]\(results/sweep-room\.png\)},
+            'report.py: the plot is referenced';
+    }
+}
+
+# ------------------------------------------------------------ callgrind.sh
+
+SKIP: {
+    skip 'valgrind is not installed: bench/callgrind.sh not checked (make '
+         . 'bench-deps installs it)', 6
+        unless `sh -c 'command -v valgrind'`;
+    my $out = "$Dir/callgrind";
+    my $text = `CALLGRIND_ROOMS=2 CALLGRIND_MEMBERS=2 CALLGRIND_COUNT=5 CALLGRIND_RATE=20 CALLGRIND_RUNS=2 CALLGRIND_OUT=$out IOA_MODULE=$Module timeout 120 bash $Repo/bench/callgrind.sh 2>&1`;
+    is $? >> 8, 0, 'callgrind.sh: exit 0' or diag $text;
+    my $doc = eval { JSON::PP::decode_json(slurp("$out/callgrind.json")) };
+    is $doc && $doc->{publishes}, 10, 'callgrind.sh: 2 publishers x 5';
+    is $doc && $doc->{deliveries}, 20, 'callgrind.sh: each to 2 members';
+    ok $doc && $doc->{ir_per_delivery} > 1000
+       && abs($doc->{ir_per_publish} - 2 * $doc->{ir_per_delivery}) < 1,
+        'callgrind.sh: Ir per delivery and per publish ('
+        . ($doc && $doc->{ir_per_delivery}) . ')';
+    ok $doc && @{ $doc->{runs} } == 2 && $doc->{spread_pct} < 5,
+        'callgrind.sh: two runs agree within 5% ('
+        . ($doc && $doc->{spread_pct}) . '%)';
+    like slurp("$out/callgrind.txt"),
+        qr/top 15 by inclusive Ir.*ngx_ioa_.*top 15 by self Ir/s,
+        'callgrind.sh: the top functions, the module\'s among them';
 }
 
 # ------------------------------------------------------------ ioa-ceiling

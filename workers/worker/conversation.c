@@ -53,6 +53,10 @@ static int iw_goal_expire(const iw_conf_t *conf, iw_goal_t *g, size_t i,
     long long now);
 static int iw_goal_wait(const iw_conf_t *conf, iw_goal_t *g,
     long long until, long long now);
+static int iw_goal_wait_subs(const iw_conf_t *conf, iw_goal_t *g,
+    long long wait, long long now);
+static int iw_goal_subs_read(iw_args_t *a, iw_goal_t *g, const char *room,
+    size_t *task, char **ids, size_t n, int *woke);
 static int iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g,
     iw_entries_t *e);
 static void iw_goal_task_update(iw_goal_t *g, yajl_val env,
@@ -559,12 +563,14 @@ iw_goal_expire(const iw_conf_t *conf, iw_goal_t *g, size_t i, long long now)
 
 
 /* waits for the room until `until` (Redis clock), at most IW_GOAL_WAIT_MS;
- * sub-teams are polled between the reads */
+ * sub-teams are polled between the reads, and while one is open its end
+ * wakes the wait too (iw_goal_wait_subs) */
 
 static int
 iw_goal_wait(const iw_conf_t *conf, iw_goal_t *g, long long until,
     long long now)
 {
+    size_t     i;
     long long  wait;
 
     wait = until - now;
@@ -573,7 +579,230 @@ iw_goal_wait(const iw_conf_t *conf, iw_goal_t *g, long long until,
         wait = IW_GOAL_WAIT_MS;
     }
 
+    for (i = 0; i < g->ntasks; i++) {
+        if (g->tasks[i].sub && g->tasks[i].queued && g->tasks[i].child
+            && !iw_goal_settled(&g->tasks[i]))
+        {
+            return iw_goal_wait_subs(conf, g, wait > 0 ? wait : 1, now);
+        }
+    }
+
     return iw_goal_drain(conf, g, wait > 0 ? wait : 1);
+}
+
+
+/*
+ * The wait while sub-teams work: one XREAD BLOCK on the room and on the
+ * event feed of every open sub-goal (P{room:goal-<child>}:log, where its
+ * worker appends a state event when it ends, after its meta state).
+ * Without it, a sub-goal that ended would be noticed only when the room
+ * read timed out (IW_GOAL_WAIT_MS, plus Redis' timeout resolution): half a
+ * second on every nested task.
+ *
+ * Nothing is absorbed here: new room entries, or a sub-goal's final state,
+ * end the wait and the next turn of the loop reads the room and polls the
+ * sub-goals as before.  The sub-goals' other events (their rooms' copies)
+ * only move the read position on.  The feeds are read from a second
+ * before `now` (Redis' TIME, taken after the sub-goals were polled): a
+ * sub-goal that ended after its poll appended its final event after it,
+ * so the event is read whatever the clocks did in between.
+ *
+ * On a Redis Cluster one XREAD cannot name streams of different slots (the
+ * room is {room:<id>}, a feed {room:goal-<child>}), so there the room is
+ * read with a short BLOCK (IW_GOAL_SUBS_POLL_MS) and each feed without one,
+ * in turn: a sub-goal's end is still seen within that much.
+ */
+
+static int
+iw_goal_wait_subs(const iw_conf_t *conf, iw_goal_t *g, long long wait,
+    long long now)
+{
+    int          rc, woke;
+    char       **ids, *room;
+    size_t       i, k, n, *task;
+    iw_args_t    a;
+    long long    end, left;
+
+    task = iw_alloc(g->ntasks * sizeof(size_t));
+    ids = iw_alloc(g->ntasks * sizeof(char *));
+
+    for (i = 0, n = 0; i < g->ntasks; i++) {
+        if (g->tasks[i].sub && g->tasks[i].queued && g->tasks[i].child
+            && !iw_goal_settled(&g->tasks[i]))
+        {
+            task[n] = i;
+            ids[n] = iw_sprintf("%lld-0", now > 1000 ? now - 1000 : 0);
+            n++;
+        }
+    }
+
+    room = iw_sprintf("%s{room:%s}:log", conf->prefix, g->comm_id);
+    end = iw_mono_ms() + wait;
+    rc = IW_OK;
+
+    for ( ;; ) {
+        left = end - iw_mono_ms();
+
+        if (left <= 0) {
+            break;
+        }
+
+        woke = 0;
+
+        if (!iw_redis_cluster()) {
+            iw_args_init(&a);
+            iw_args_add(&a, "XREAD");
+            iw_args_add(&a, "COUNT");
+            iw_args_add(&a, "32");
+            iw_args_add(&a, "BLOCK");
+            iw_args_addf(&a, "%lld", left);
+            iw_args_add(&a, "STREAMS");
+            iw_args_add(&a, room);
+
+            for (k = 0; k < n; k++) {
+                iw_args_addf(&a, "%s{room:goal-%s}:log", conf->prefix,
+                             g->tasks[task[k]].child);
+            }
+
+            iw_args_add(&a, g->last_id);
+
+            for (k = 0; k < n; k++) {
+                iw_args_add(&a, ids[k]);
+            }
+
+            rc = iw_goal_subs_read(&a, g, room, task, ids, n, &woke);
+
+        } else {
+            iw_args_init(&a);
+            iw_args_add(&a, "XREAD");
+            iw_args_add(&a, "COUNT");
+            iw_args_add(&a, "32");
+            iw_args_add(&a, "BLOCK");
+            iw_args_addf(&a, "%lld", left < IW_GOAL_SUBS_POLL_MS
+                                     ? left : IW_GOAL_SUBS_POLL_MS);
+            iw_args_add(&a, "STREAMS");
+            iw_args_add(&a, room);
+            iw_args_add(&a, g->last_id);
+
+            rc = iw_goal_subs_read(&a, g, room, task, ids, n, &woke);
+
+            for (k = 0; k < n && rc == IW_OK && !woke; k++) {
+                iw_args_init(&a);
+                iw_args_add(&a, "XREAD");
+                iw_args_add(&a, "COUNT");
+                iw_args_add(&a, "32");
+                iw_args_add(&a, "STREAMS");
+                iw_args_addf(&a, "%s{room:goal-%s}:log", conf->prefix,
+                             g->tasks[task[k]].child);
+                iw_args_add(&a, ids[k]);
+
+                rc = iw_goal_subs_read(&a, g, room, task, ids, n, &woke);
+            }
+        }
+
+        if (rc != IW_OK || woke) {
+            break;
+        }
+    }
+
+    for (k = 0; k < n; k++) {
+        free(ids[k]);
+    }
+
+    free(ids);
+    free(task);
+    free(room);
+
+    return rc;
+}
+
+
+/* one XREAD of iw_goal_wait_subs (the arguments are freed here): woke is
+ * set by new room entries or a sub-goal's final state */
+
+static int
+iw_goal_subs_read(iw_args_t *a, iw_goal_t *g, const char *room,
+    size_t *task, char **ids, size_t n, int *woke)
+{
+    size_t       i, j, k;
+    yajl_val     ev;
+    redisReply  *r, *s, *e, *f;
+    const char  *state;
+
+    r = iw_redis_argv(a);
+    iw_args_free(a);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type == REDIS_REPLY_ERROR) {
+        iw_error("XREAD room %s and its sub-goals: %s", g->comm_id, r->str);
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    /* [[key, [[id, [field, value, ...]], ...]], ...] or nil */
+    for (i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        s = r->element[i];
+
+        if (s->type != REDIS_REPLY_ARRAY || s->elements != 2
+            || s->element[0]->type != REDIS_REPLY_STRING
+            || s->element[1]->type != REDIS_REPLY_ARRAY)
+        {
+            continue;
+        }
+
+        if (strcmp(s->element[0]->str, room) == 0) {
+            *woke |= s->element[1]->elements > 0;
+            continue;
+        }
+
+        for (k = 0; k < n; k++) {
+            if (strstr(s->element[0]->str, g->tasks[task[k]].child)) {
+                break;
+            }
+        }
+
+        if (k == n) {
+            continue;
+        }
+
+        for (j = 0; j < s->element[1]->elements; j++) {
+            e = s->element[1]->element[j];
+
+            if (e->type != REDIS_REPLY_ARRAY || e->elements != 2
+                || e->element[0]->type != REDIS_REPLY_STRING)
+            {
+                continue;
+            }
+
+            free(ids[k]);
+            ids[k] = iw_strdup(e->element[0]->str);
+            f = e->element[1];
+
+            if (f->type != REDIS_REPLY_ARRAY || f->elements < 2
+                || f->element[1]->type != REDIS_REPLY_STRING)
+            {
+                continue;
+            }
+
+            ev = iw_json_parse(f->element[1]->str, f->element[1]->len);
+            state = iw_json_get_str(ev, "state");
+
+            if (iw_streq(iw_json_get_str(ev, "event"), "state")
+                && state && iw_goal_final(state))
+            {
+                *woke = 1;
+            }
+
+            yajl_tree_free(ev);
+        }
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
 }
 
 

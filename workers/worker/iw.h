@@ -386,6 +386,10 @@ void iw_entries_free(iw_entries_t *e);
  * is noticed while the room is quiet */
 #define IW_GOAL_WAIT_MS         500
 
+/* on a Redis Cluster, how often the feeds of open sub-goals are read while
+ * the room is waited for (they are in other slots than the room) */
+#define IW_GOAL_SUBS_POLL_MS    100
+
 /* returned by the phase functions when the goal is over and acknowledged */
 #define IW_GOAL_ENDED           1
 
