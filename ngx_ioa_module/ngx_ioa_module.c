@@ -14,8 +14,10 @@
  * directive cannot be half configured.
  *
  * Everything that talks to Redis starts in init_process: each worker owns
- * its own command and pub/sub connections (see ngx_ioa_redis.c), so nothing
- * is shared between workers and no IPC is needed.
+ * its own command and pub/sub connections, one pair per Redis node (the
+ * standalone Redis, or every master of a Redis Cluster: see ngx_ioa_redis.c
+ * and ngx_ioa_redis_cluster.c), so nothing is shared between workers and no
+ * IPC is needed.
  */
 
 

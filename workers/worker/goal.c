@@ -1203,8 +1203,9 @@ iw_goal_cancel_children(const iw_conf_t *conf, iw_goal_t *g)
             continue;                   /* ended, or cancelling already */
         }
 
-        p = iw_redis_cmd("PUBLISH %s{goal:%s}:control cancel", conf->prefix,
-                         r->element[i]->str);
+        p = iw_redis_cmd("%s %s{goal:%s}:control cancel",
+                         iw_redis_cluster() ? "SPUBLISH" : "PUBLISH",
+                         conf->prefix, r->element[i]->str);
         if (p == NULL) {
             freeReplyObject(r);
             return IW_ERROR;

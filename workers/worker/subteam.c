@@ -214,8 +214,9 @@ iw_sub_cancel(const iw_conf_t *conf, iw_goal_t *g, size_t i)
         return IW_OK;                   /* ended, or cancelling already */
     }
 
-    r = iw_redis_cmd("PUBLISH %s{goal:%s}:control cancel", conf->prefix,
-                     g->tasks[i].child);
+    r = iw_redis_cmd("%s %s{goal:%s}:control cancel",
+                     iw_redis_cluster() ? "SPUBLISH" : "PUBLISH",
+                     conf->prefix, g->tasks[i].child);
     if (r == NULL) {
         return IW_ERROR;
     }
