@@ -603,3 +603,34 @@ GET /health_check
 --- no_error_log
 [alert]
 [crit]
+
+
+
+=== TEST 7: bench/build/ioa-ceiling against one Cluster master: every room in that master's slots, SPUBLISH, and the subscriber counts every envelope (the per-master ceiling)
+--- http_config
+    ioa_redis $TEST_NGINX_REDIS_SEEDS;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    my $bin = "$Repo/bench/build/ioa-ceiling";
+    SKIP: {
+        skip "$bin is not built (make -C bench/ceiling)", 6 unless -x $bin;
+        my ($m, @others) = $Cl->masters;
+        my %keys = map { $_ => $Cl->cmd_on($_, 'DBSIZE') } $Cl->masters;
+        for my $script (qw(bare post)) {
+            my $out = `$bin --redis 127.0.0.1:$m --script $script --scripts $Repo/redis-scripts --rooms 20 --procs 1 --duration 1 --json - 2>&1`;
+            my ($doc) = $out =~ /^(\{.*\})$/m;
+            my $r = eval { json->decode($doc // '') } || {};
+            is $r->{redis}, 'cluster master', "$script: found the Cluster" or diag $out;
+            ok $r->{calls} > 0 && $r->{errors} == 0 && $r->{received} == $r->{calls},
+               "$script: $r->{calls} calls, every one received by the shard subscriber"
+                or diag $out;
+        }
+        is $Cl->cmd_on($_, 'DBSIZE'), $keys{$_}, "no key written on $_" for @others;
+    }
+--- no_error_log
+[alert]
+[crit]

@@ -27,6 +27,15 @@
  *
  * Processes, not threads: hiredis' blocking API per process is the plainest
  * way to keep several calls in flight, and the counts come back over a pipe.
+ *
+ * Redis Cluster: point --redis at one master.  The tool finds out (CLUSTER
+ * SLOTS) and then measures that master alone, as the hub uses it: every
+ * room's hash tag is chosen among the slots that master owns (room N is
+ * {room:N.S} with the first S that lands there), the bare script and
+ * post.lua publish with SPUBLISH (post.lua's ARGV[6] "s"), and the
+ * subscriber SSUBSCRIBEs every room's shard channel, since patterns never
+ * see those.  A Cluster's ceiling is then about this figure times the
+ * number of masters, the rooms being spread over them.
  */
 
 #define _POSIX_C_SOURCE 200809L
@@ -55,6 +64,8 @@ typedef struct {
     int          pipeline;
     double       duration;
     long         maxlen;
+    int          cluster;           /* --redis is a Cluster master */
+    char       **tags;              /* per room: "room:N" or "room:N.S" */
 } ic_conf_t;
 
 
@@ -63,6 +74,36 @@ static const char  ic_bare_lua[] =
     "'e', ARGV[2])\n"
     "redis.call('PUBLISH', ARGV[4], id .. ' ' .. ARGV[2])\n"
     "return id\n";
+
+/* the same on a Cluster: the room's shard channel */
+static const char  ic_bare_cluster_lua[] =
+    "local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', "
+    "'e', ARGV[2])\n"
+    "redis.call('SPUBLISH', ARGV[4], id .. ' ' .. ARGV[2])\n"
+    "return id\n";
+
+
+/* the Cluster key slot: CRC16/XMODEM of the hash tag, modulo 16384 */
+
+static unsigned
+ic_slot(const char *tag)
+{
+    int        i;
+    unsigned   crc;
+
+    crc = 0;
+
+    for ( /* void */ ; *tag; tag++) {
+        crc ^= (unsigned) (unsigned char) *tag << 8;
+
+        for (i = 0; i < 8; i++) {
+            crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff
+                                 : (crc << 1) & 0xffff;
+        }
+    }
+
+    return crc & 16383;
+}
 
 
 static double
@@ -81,6 +122,7 @@ ic_usage(FILE *f)
 {
     fprintf(f,
         "usage: ioa-ceiling --redis HOST:PORT [options]\n"
+        "  (a Redis Cluster master: that master alone, its own slots)\n"
         "  --script bare|post   XADD+PUBLISH only, or the hub's post.lua (bare)\n"
         "  --scripts DIR        the hub's redis-scripts (./redis-scripts)\n"
         "  --size BYTES         envelope size (200)\n"
@@ -140,6 +182,80 @@ ic_connect(const ic_conf_t *c)
 }
 
 
+/*
+ * The rooms' hash tags.  Standalone: room:N.  Cluster (CLUSTER SLOTS
+ * answers): room:N.S with the first S whose slot the master at --redis
+ * owns, so every call and every shard channel stays on it.
+ */
+
+static int
+ic_rooms(ic_conf_t *c, redisContext *r)
+{
+    int          i, s, own[16384], any;
+    char         tag[64];
+    size_t       k;
+    long long    a, b;
+    redisReply  *rep, *e, *m;
+
+    c->tags = calloc(c->rooms, sizeof(char *));
+    memset(own, 0, sizeof(own));
+    any = 0;
+
+    rep = redisCommand(r, "CLUSTER SLOTS");
+    c->cluster = (rep && rep->type == REDIS_REPLY_ARRAY);
+
+    for (k = 0; c->cluster && k < rep->elements; k++) {
+        e = rep->element[k];
+
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3
+            || e->element[2]->type != REDIS_REPLY_ARRAY
+            || e->element[2]->elements < 2)
+        {
+            continue;
+        }
+
+        m = e->element[2];
+
+        /* this master, by its port (a test Cluster is on one host) */
+        if (m->element[1]->integer != c->port) {
+            continue;
+        }
+
+        a = e->element[0]->integer;
+        b = e->element[1]->integer;
+
+        for (s = (int) a; s <= (int) b && s < 16384; s++) {
+            own[s] = 1;
+            any = 1;
+        }
+    }
+
+    freeReplyObject(rep);
+
+    if (c->cluster && !any) {
+        fprintf(stderr, "ioa-ceiling: %s:%d is a Cluster node without "
+                "slots: point --redis at a master\n", c->host, c->port);
+        return -1;
+    }
+
+    for (i = 0; i < c->rooms; i++) {
+        snprintf(tag, sizeof(tag), "room:%d", i);
+
+        for (s = 0; c->cluster; s++) {
+            snprintf(tag, sizeof(tag), "room:%d.%d", i, s);
+
+            if (own[ic_slot(tag)]) {
+                break;
+            }
+        }
+
+        c->tags[i] = strdup(tag);
+    }
+
+    return 0;
+}
+
+
 /* Redis' CPU seconds so far (user + sys, INFO cpu) */
 
 static double
@@ -178,9 +294,10 @@ ic_client(const ic_conf_t *c, const char *sha, const char *env, int id,
 {
     int            i, k, room;
     long long      calls, errors, counts[2];
+    int            argc;
     char           keys[4][96], chan[96], maxlen[24];
-    const char    *argv[11];
-    size_t         argvlen[11];
+    const char    *argv[13];
+    size_t         argvlen[13];
     redisReply    *rep;
     redisContext  *r;
     double         end;
@@ -194,11 +311,13 @@ ic_client(const ic_conf_t *c, const char *sha, const char *env, int id,
     while (ic_now() < end) {
         for (k = 0; k < c->pipeline; k++) {
             room = (room + 1) % c->rooms;
-            snprintf(keys[0], sizeof(keys[0]), "ceil:{room:%d}:members", room);
-            snprintf(keys[1], sizeof(keys[1]), "ceil:{room:%d}:log", room);
-            snprintf(keys[2], sizeof(keys[2]), "ceil:{room:%d}:floor", room);
-            snprintf(keys[3], sizeof(keys[3]), "ceil:{room:%d}:meta", room);
-            snprintf(chan, sizeof(chan), "ceil:{room:%d}:ch", room);
+            snprintf(keys[0], sizeof(keys[0]), "ceil:{%s}:members",
+                     c->tags[room]);
+            snprintf(keys[1], sizeof(keys[1]), "ceil:{%s}:log", c->tags[room]);
+            snprintf(keys[2], sizeof(keys[2]), "ceil:{%s}:floor",
+                     c->tags[room]);
+            snprintf(keys[3], sizeof(keys[3]), "ceil:{%s}:meta", c->tags[room]);
+            snprintf(chan, sizeof(chan), "ceil:{%s}:ch", c->tags[room]);
 
             /* EVALSHA sha 4 members log floor meta
              *         sender envelope maxlen channel: post.lua's call */
@@ -212,12 +331,20 @@ ic_client(const ic_conf_t *c, const char *sha, const char *env, int id,
             argv[8] = env;
             argv[9] = maxlen;
             argv[10] = chan;
+            argc = 11;
 
-            for (i = 0; i < 11; i++) {
+            if (c->cluster) {
+                /* no type (no floor read), and the shard channel */
+                argv[11] = "";
+                argv[12] = "s";
+                argc = 13;
+            }
+
+            for (i = 0; i < argc; i++) {
                 argvlen[i] = strlen(argv[i]);
             }
 
-            redisAppendCommandArgv(r, 11, argv, argvlen);
+            redisAppendCommandArgv(r, argc, argv, argvlen);
         }
 
         for (k = 0; k < c->pipeline; k++) {
@@ -268,6 +395,7 @@ ic_on_term(int sig)
 static void
 ic_subscriber(const ic_conf_t *c, int out, int ready)
 {
+    int            i;
     char           ok;
     long long      n;
     redisReply    *rep;
@@ -277,8 +405,18 @@ ic_subscriber(const ic_conf_t *c, int out, int ready)
     signal(SIGTERM, ic_on_term);
 
     r = ic_connect(c);
-    rep = redisCommand(r, "PSUBSCRIBE ceil:{room:*}:ch");
-    freeReplyObject(rep);
+
+    if (c->cluster) {
+        for (i = 0; i < c->rooms; i++) {
+            rep = redisCommand(r, "SSUBSCRIBE ceil:{%s}:ch", c->tags[i]);
+            freeReplyObject(rep);
+        }
+
+    } else {
+        rep = redisCommand(r, "PSUBSCRIBE ceil:{room:*}:ch");
+        freeReplyObject(rep);
+    }
+
     ok = 1;
 
     if (write(ready, &ok, 1) != 1) {
@@ -301,7 +439,12 @@ ic_subscriber(const ic_conf_t *c, int out, int ready)
             break;
         }
 
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4) {
+        /* pmessage, pattern, channel, payload; smessage, channel, payload */
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3
+            && rep->element[0]->type == REDIS_REPLY_STRING
+            && (strcmp(rep->element[0]->str, "pmessage") == 0
+                || strcmp(rep->element[0]->str, "smessage") == 0))
+        {
             n++;
         }
 
@@ -400,6 +543,13 @@ main(int argc, char **argv)
         return 2;
     }
 
+    /* standalone, or a Cluster master: the rooms' tags say where */
+    r = ic_connect(&c);
+
+    if (ic_rooms(&c, r) != 0) {
+        return 1;
+    }
+
     /* the script, loaded once: EVALSHA from then on, as the hub does */
     if (strcmp(c.script, "post") == 0) {
         path = malloc(strlen(c.scripts_dir) + 16);
@@ -414,10 +564,9 @@ main(int argc, char **argv)
         free(path);
 
     } else {
-        body = strdup(ic_bare_lua);
+        body = strdup(c.cluster ? ic_bare_cluster_lua : ic_bare_lua);
     }
 
-    r = ic_connect(&c);
     rep = redisCommand(r, "SCRIPT LOAD %s", body);
     if (rep == NULL || rep->type != REDIS_REPLY_STRING) {
         fprintf(stderr, "ioa-ceiling: SCRIPT LOAD: %s\n",
@@ -428,14 +577,22 @@ main(int argc, char **argv)
     freeReplyObject(rep);
     free(body);
 
-    /* fresh rooms, each with the member the calls post as */
-    rep = redisCommand(r, "EVAL %s 0", "for _, k in ipairs(redis.call("
-                       "'KEYS', 'ceil:{room:*}')) do redis.call('DEL', k) "
-                       "end return 1");
+    /* fresh rooms, each with the member the calls post as; one DEL per
+     * key, since a script may not touch keys of several slots on a
+     * Cluster */
+    rep = redisCommand(r, "KEYS ceil:{room:*");
+
+    if (rep && rep->type == REDIS_REPLY_ARRAY) {
+        for (i = 0; i < (int) rep->elements; i++) {
+            freeReplyObject(redisCommand(r, "DEL %b", rep->element[i]->str,
+                                         rep->element[i]->len));
+        }
+    }
+
     freeReplyObject(rep);
 
     for (i = 0; i < c.rooms; i++) {
-        rep = redisCommand(r, "SADD ceil:{room:%d}:members bench", i);
+        rep = redisCommand(r, "SADD ceil:{%s}:members bench", c.tags[i]);
         freeReplyObject(rep);
     }
 
@@ -501,9 +658,9 @@ main(int argc, char **argv)
 
     waitpid(spid, &status, 0);
 
-    printf("ioa-ceiling: script %s, %zu B, %d rooms, %d procs, pipeline %d, "
-           "%.1f s\n", c.script, c.size, c.rooms, c.procs, c.pipeline,
-           t1 - t0);
+    printf("ioa-ceiling: %sscript %s, %zu B, %d rooms, %d procs, "
+           "pipeline %d, %.1f s\n", c.cluster ? "one Cluster master, " : "",
+           c.script, c.size, c.rooms, c.procs, c.pipeline, t1 - t0);
     printf("  calls/s      %12.0f\n", calls / (t1 - t0));
     printf("  published    %12lld (received by the subscriber)\n", received);
     printf("  errors       %12lld\n", errors);
@@ -517,10 +674,12 @@ main(int argc, char **argv)
             return 1;
         }
 
-        fprintf(jf, "{\"tool\":\"ioa-ceiling\",\"script\":\"%s\",\"size\":%zu,"
+        fprintf(jf, "{\"tool\":\"ioa-ceiling\",\"redis\":\"%s\","
+                "\"script\":\"%s\",\"size\":%zu,"
                 "\"rooms\":%d,\"procs\":%d,\"pipeline\":%d,\"maxlen\":%ld,"
                 "\"seconds\":%.3f,\"calls\":%lld,\"calls_per_s\":%.0f,"
                 "\"received\":%lld,\"errors\":%lld,\"redis_cpu_pct\":%.1f}\n",
+                c.cluster ? "cluster master" : "standalone",
                 c.script, c.size, c.rooms, c.procs, c.pipeline, c.maxlen,
                 t1 - t0, calls, calls / (t1 - t0), received, errors,
                 100 * (cpu1 - cpu0) / (t1 - t0));
