@@ -47,11 +47,16 @@
 #define IW_CLUSTER_PAUSE_MS   100
 #define IW_CLUSTER_TRYAGAIN_MS  25
 
+/* a node that refused a connection is not tried again sooner: a failover
+ * takes seconds, and each try is a line in the log */
+#define IW_CLUSTER_RETRY_MS   1000
+
 
 typedef struct {
     char          *host;
     int            port;
     redisContext  *c;
+    long long      failed;           /* iw_mono_ms() of the last refusal */
 } iw_node_t;
 
 
@@ -143,6 +148,7 @@ iw_node_get(const char *host, size_t hlen, int port)
     iw_nodes[iw_nnodes].host = iw_strndup(host, hlen);
     iw_nodes[iw_nnodes].port = port;
     iw_nodes[iw_nnodes].c = NULL;
+    iw_nodes[iw_nnodes].failed = 0;
 
     return iw_nnodes++;
 }
@@ -159,15 +165,27 @@ iw_node_conn(int n)
         return iw_nodes[n].c;
     }
 
-    c = iw_redis_open(iw_nodes[n].host, iw_nodes[n].port);
-    if (c == NULL) {
+    if (iw_nodes[n].failed
+        && iw_mono_ms() - iw_nodes[n].failed < IW_CLUSTER_RETRY_MS)
+    {
         return NULL;
     }
 
-    if (iw_redis_prepare(c, iw_nodes[n].host, iw_nodes[n].port) != IW_OK) {
+    c = iw_redis_open(iw_nodes[n].host, iw_nodes[n].port);
+
+    if (c && iw_redis_prepare(c, iw_nodes[n].host, iw_nodes[n].port)
+             != IW_OK)
+    {
         redisFree(c);
+        c = NULL;
+    }
+
+    if (c == NULL) {
+        iw_nodes[n].failed = iw_mono_ms();
         return NULL;
     }
+
+    iw_nodes[n].failed = 0;
 
     iw_nodes[n].c = c;
 
