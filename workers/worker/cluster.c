@@ -144,7 +144,8 @@ iw_node_get(const char *host, size_t hlen, int port)
         }
     }
 
-    iw_nodes = iw_realloc(iw_nodes, (size_t) (iw_nnodes + 1) * sizeof(iw_node_t));
+    iw_nodes = iw_realloc(iw_nodes,
+                          (size_t) (iw_nnodes + 1) * sizeof(iw_node_t));
     iw_nodes[iw_nnodes].host = iw_strndup(host, hlen);
     iw_nodes[iw_nnodes].port = port;
     iw_nodes[iw_nnodes].c = NULL;

@@ -180,8 +180,8 @@ iw_parse_redis(iw_conf_t *conf, const char *v)
             *next++ = '\0';
         }
 
-        conf->seeds = iw_realloc(conf->seeds,
-                                 (size_t) (conf->nseeds + 1) * sizeof(iw_addr_t));
+        conf->seeds = iw_realloc(conf->seeds, (size_t) (conf->nseeds + 1)
+                                              * sizeof(iw_addr_t));
         a = &conf->seeds[conf->nseeds];
         colon = strrchr(item, ':');
 

@@ -353,7 +353,8 @@ iw_redis_script_of(const char *sha, size_t len)
     int  i;
 
     for (i = 0; i < IW_LUA_N; i++) {
-        if (len == 40 && iw_lua[i].sha[0] && memcmp(iw_lua[i].sha, sha, 40) == 0)
+        if (len == 40 && iw_lua[i].sha[0]
+            && memcmp(iw_lua[i].sha, sha, 40) == 0)
         {
             return iw_lua[i].body;
         }
