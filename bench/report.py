@@ -25,6 +25,8 @@ import time
 
 SERVERS = [("ioa", "ioa"), ("nchan-redis", "nchan, Redis store"),
            ("nchan-mem", "nchan, memory store")]
+# the main workloads also ran against ioa on a 3-master Redis Cluster
+MAIN_SERVERS = SERVERS + [("ioa-cluster", "ioa, 3-master Redis Cluster")]
 WORKLOADS = [
     ("a", "(a) 100 rooms x 4 members, 1 publisher per room, 200 B, saturated (window 8)"),
     ("b", "(b) the same at half of (a)'s publish rate"),
@@ -454,7 +456,7 @@ def main():
           "max ms | errors | integrity | server CPU % |")
         w("|---|---|---|---|---|---|---|---|---|---|")
         runs = {}
-        for server, label in SERVERS:
+        for server, label in MAIN_SERVERS:
             d = load(os.path.join(out, "%s-%s.json" % (key, server)))
             runs[server] = d
             if d is None:
@@ -472,6 +474,11 @@ def main():
           "memory store: %s" % (
               ratio(ioa.get("delivery_rate"), (runs.get("nchan-redis") or {}).get("delivery_rate")),
               ratio(ioa.get("delivery_rate"), (runs.get("nchan-mem") or {}).get("delivery_rate"))))
+        if runs.get("ioa-cluster"):
+            w("- ioa on the Cluster / ioa on one Redis: %s (three masters "
+              "on the same two cores: the price of slot routing and "
+              "sharded pub/sub, not the gain of more machines)" % ratio(
+                  runs["ioa-cluster"].get("delivery_rate"), ioa.get("delivery_rate")))
         if key == "a":
             c1 = (ceiling.get("bare-1") or {}).get("calls_per_s")
             c32 = (ceiling.get("bare-32") or {}).get("calls_per_s")
@@ -512,7 +519,7 @@ def main():
     w("")
     w("```")
     for key, _ in WORKLOADS:
-        for server, _ in SERVERS:
+        for server, _ in MAIN_SERVERS:
             w(cmd(out, "%s-%s" % (key, server)))
     for mode in ceiling:
         w(cmd(out, "ceiling-" + mode))

@@ -21,7 +21,8 @@
 #   BENCH_DURATION=5 BENCH_SWEEPS=0 bash bench/run.sh
 #   BENCH_ONLY="sweeps" bash bench/run.sh      (one section, quickly)
 #
-# Environment: BENCH_DURATION (seconds per workload run, 10), BENCH_WORKERS
+# Environment: BENCH_CLUSTER (1; 0: no ioa-on-a-Cluster column),
+# BENCH_DURATION (seconds per workload run, 10), BENCH_WORKERS
 # (nginx worker processes per server, 1: the load generator shares the 2
 # cores), BENCH_OUT (results directory, bench/results), BENCH_REPORT
 # (BENCHMARKS.md), BENCH_SWEEPS (1; 0 skips the sweeps),
@@ -107,13 +108,66 @@ REDIS_PID=$!
 PIDS+=("$REDIS_PID")
 wait_port "$REDIS_PORT"
 
+# ------------------------------------------------------- Redis Cluster
+# Three masters, no replicas, on loopback, for ioa's Cluster column: the same
+# module, configured with the three seeds (it detects the Cluster).  The
+# masters share the same two cores, so this shows what the Cluster's routing
+# costs, not what more machines would give.
+CLUSTER_PORTS=()
+CLUSTER_PIDS=()
+CLUSTER_SEEDS=""
+if [[ ${BENCH_CLUSTER:-1} != 0 ]]; then
+    for i in 1 2 3; do
+        port=$(free_port)
+        bus=$(free_port)
+        mkdir -p "$RUN/cluster-$port"
+        redis-server --port "$port" --cluster-port "$bus" --bind 127.0.0.1 \
+            --cluster-enabled yes --dir "$RUN/cluster-$port" \
+            --cluster-config-file nodes.conf --save '' --appendonly no \
+            --daemonize no --logfile "$RUN/cluster-$port/redis.log" &
+        PIDS+=("$!")
+        CLUSTER_PIDS+=("$!")
+        CLUSTER_PORTS+=("$port")
+    done
+    for port in "${CLUSTER_PORTS[@]}"; do
+        wait_port "$port"
+    done
+    redis-cli --cluster create "${CLUSTER_PORTS[@]/#/127.0.0.1:}" \
+        --cluster-replicas 0 --cluster-yes >"$RUN/cluster-create.log" 2>&1 \
+        || { log "redis-cli --cluster create failed"; cat "$RUN/cluster-create.log" >&2; exit 1; }
+    for i in $(seq 1 100); do
+        redis-cli -p "${CLUSTER_PORTS[0]}" cluster info 2>/dev/null \
+            | grep -q 'cluster_state:ok' && break
+        sleep 0.1
+    done
+fi
+
 # ---------------------------------------------------------------- nginx
 # start_nginx NAME LOAD_MODULE HTTP_BLOCK -> prints the port
+# A port free when it was picked can be taken before nginx binds it (an
+# outgoing connection's ephemeral port, e.g. the Cluster's bus): then nginx
+# exits, and it is started again on another port.
 start_nginx() {
-    local name=$1 module=$2 http=$3 port dir
-    port=$(free_port)
+    local name=$1 module=$2 http=$3 port dir try
     dir="$RUN/$name"
     mkdir -p "$dir/logs"
+    for try in 1 2 3 4 5; do
+        port=$(free_port)
+        start_nginx_on "$dir" "$module" "$http" "$port"
+        if wait_port "$port" && kill -0 "$(cat "$dir/master.pid")" 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+        log "$name: nginx did not start on port $port (try $try): $(tail -1 "$dir/logs/error.log" 2>/dev/null)"
+        kill "$(cat "$dir/master.pid")" 2>/dev/null || true
+    done
+    cp "$dir/logs/error.log" "$OUT/$name-error.log" 2>/dev/null || true
+    log "$name: nginx would not start; see $OUT/$name-error.log"
+    exit 1
+}
+
+start_nginx_on() {
+    local dir=$1 module=$2 http=$3 port=$4
     cat > "$dir/nginx.conf" <<EOF
 load_module $module;
 worker_processes $WORKERS;
@@ -126,14 +180,12 @@ events { worker_connections 19000; }
 http {
     access_log off;
     client_body_temp_path $dir/body;
-$(echo "$http" | sed "s/@PORT@/$port/g; s/@REDIS@/$REDIS_PORT/g; s/@BUFFER@/$BUFFER/g")
+$(echo "$http" | sed "s/@PORT@/$port/g; s/@REDIS@/$REDIS_PORT/g; s/@BUFFER@/$BUFFER/g; s/@CLUSTER@/$CLUSTER_SEEDS/g")
 }
 EOF
     # stdout is the caller's $(...): keep nginx off it
     nginx -p "$dir" -c "$dir/nginx.conf" </dev/null >"$dir/logs/stdout" 2>&1 &
     echo "$!" > "$dir/master.pid"
-    wait_port "$port"
-    echo "$port"
 }
 
 # Every server keeps the same number of messages per room (BENCH_BUFFER):
@@ -154,6 +206,18 @@ IOA_PORT=$(start_nginx ioa "$MODULE" '
         listen 127.0.0.1:@PORT@;
         location / { ioa_api; }
     }')
+
+IOA_CLUSTER_PORT=""
+if [[ ${#CLUSTER_PORTS[@]} -gt 0 ]]; then
+    CLUSTER_SEEDS="${CLUSTER_PORTS[*]/#/127.0.0.1:}"
+    IOA_CLUSTER_PORT=$(start_nginx ioa-cluster "$MODULE" '
+    ioa_redis @CLUSTER@;
+    ioa_room_log_maxlen @BUFFER@;
+    server {
+        listen 127.0.0.1:@PORT@;
+        location / { ioa_api; }
+    }')
+fi
 
 NCHAN_REDIS_PORT=$(start_nginx nchan-redis "$NCHAN" '
     upstream bench_redis { nchan_redis_server redis://127.0.0.1:@REDIS@; }
@@ -190,18 +254,31 @@ NCHAN_MEM_PORT=$(start_nginx nchan-mem "$NCHAN" '
         }
     }')
 
+for port in "$IOA_PORT" "$NCHAN_REDIS_PORT" "$NCHAN_MEM_PORT"; do
+    [[ -n $port ]] || exit 1
+done
+if [[ ${#CLUSTER_PORTS[@]} -gt 0 && -z $IOA_CLUSTER_PORT ]]; then
+    exit 1
+fi
+
 # what report.py says the servers ran with
 printf 'BENCH_WORKERS=%s\nBENCH_BUFFER=%s\nBENCH_DURATION=%s\nBENCH_SWEEP_DURATION=%s\n' \
     "$WORKERS" "$BUFFER" "$DURATION" "$SWEEP_DURATION" > "$OUT/run.env"
 
 SERVERS="ioa:$IOA_PORT nchan-redis:$NCHAN_REDIS_PORT nchan-mem:$NCHAN_MEM_PORT"
+# the main workloads also run against ioa on the Cluster
+MAIN_SERVERS="$SERVERS${IOA_CLUSTER_PORT:+ ioa-cluster:$IOA_CLUSTER_PORT}"
 
 # nginx workers of a server and Redis, for RSS and CPU
 workers_of() {
     local master
     master=$(cat "$RUN/$1/master.pid")
     pgrep -P "$master" | sed 's/^/--server-pid /' | tr '\n' ' '
-    [[ $1 == nchan-mem ]] || echo "--server-pid $REDIS_PID"
+    case $1 in
+    nchan-mem) ;;
+    ioa-cluster) printf -- '--server-pid %s ' "${CLUSTER_PIDS[@]}" ;;
+    *) echo "--server-pid $REDIS_PID" ;;
+    esac
 }
 
 # run NAME SERVER PORT ARGS... -> $OUT/NAME.json (SERVER: ioa, nchan-redis,
@@ -227,7 +304,7 @@ C="--rooms 10 --members 32 --size 200 --saturate --window 8"
 
 # ---------------------------------------------------------------- (a) (b) (c)
 if section main; then
-    for t in $SERVERS; do
+    for t in $MAIN_SERVERS; do
         name=${t%%:*}
         port=${t#*:}
         # shellcheck disable=SC2086
