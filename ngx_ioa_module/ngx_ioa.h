@@ -292,6 +292,9 @@ ngx_uint_t ngx_ioa_redis_ready(void);
 ngx_uint_t ngx_ioa_redis_healthy(void);
 ngx_uint_t ngx_ioa_redis_key_slot(u_char *key, size_t len);
 ngx_ioa_redis_node_t *ngx_ioa_redis_owner(ngx_uint_t slot);
+/* a Cluster's slot map is read again soon (trouble: work that failed is
+ * retried once every slot has its master); nothing on a standalone Redis */
+void ngx_ioa_redis_refresh(ngx_uint_t trouble);
 
 
 /* ngx_ioa_redis_adapter.c */

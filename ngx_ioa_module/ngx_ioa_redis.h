@@ -95,7 +95,6 @@ ngx_int_t ngx_ioa_redis_command_slot(int argc, const char **argv,
 ngx_ioa_redis_node_t *ngx_ioa_redis_redirect(redisReply *reply,
     ngx_int_t *slot, ngx_uint_t *ask);
 void ngx_ioa_redis_detect(ngx_ioa_redis_node_t *node);
-void ngx_ioa_redis_refresh(ngx_uint_t trouble);
 void ngx_ioa_redis_node_lost(ngx_ioa_redis_node_t *node);
 
 

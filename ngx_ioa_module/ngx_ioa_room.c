@@ -1169,14 +1169,18 @@ ngx_ioa_room_on_unsubscribed(ngx_ioa_redis_node_t *node, ngx_str_t *channel,
     if (room->sub != NGX_IOA_SUB_LEAVING) {
         /* not asked for: a Cluster node dropped the channel because the
          * room's slot is no longer its own (migrated, or the node was
-         * demoted by a failover); the map refresh that follows subscribes
-         * on the new owner, and the links catch up from the Stream */
+         * demoted by a failover); the map refresh asked for here
+         * subscribes on the new owner, and the links catch up from the
+         * Stream.  It must be asked for: a refresh that ran just before
+         * (after a MOVED) may have seen the old owner still, and the next
+         * periodic one is seconds away */
 
         ngx_log_error(NGX_LOG_INFO, ngx_cycle->log, 0,
                       "ioa: room \"%V\" lost its subscription, "
                       "subscribing again", &room->sn.str);
 
         ngx_ioa_room_sub_reset(room);
+        ngx_ioa_redis_refresh(0);
         return;
     }
 
