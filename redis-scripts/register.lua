@@ -14,15 +14,31 @@
 --
 -- Returns  {"created"|"updated", created_at}  (created_at as first registered)
 -- Errors   BADARG  empty name, KEYS not derived from B and name, tags_json not
---                  an array of strings, protocol not "0"/"1", now_ms not a number
+--                  an array of strings, protocol not "0"/"1", now_ms not a number,
+--                  a document of 2^20 tokens or more (the module's 8 KiB desc
+--                  and 32 tags of 64 bytes give at most about 5,000)
 --
 -- Document indexed = tokens of desc, then the tokens of each tag once more
 -- (tags are words the agent chose to be found by, so they weigh a little more
--- than a passing mention in desc). Postings are B..'postings:'..term, hashes of
--- name -> term frequency, derived here from B: they share the {reg} hash tag
--- with the declared keys, so this stays Cluster-correct.
+-- than a passing mention in desc).
 --
--- Why one script: the old postings must be removed, the new ones added and
+-- The index: per term, a sorted set B..'idx:'..term (member = agent name,
+-- score = tf * 2^32 + len: term frequency in the high part, the document's
+-- length in the low part; both are below 2^20, so the score is an exact
+-- double) and a hash B..'tf:'..term holding the same number per agent.
+-- retrieve.lua reads the sorted set as "tf groups, each ordered by length,
+-- then name": within one tf a shorter document always scores higher, whatever
+-- avgdl is, which is what lets it stop early (see retrieve.lua); the hash is
+-- for looking agents up by name (HMGET returns the stored string, ZMSCORE
+-- would format a double per agent, several times slower).  Nothing in the
+-- index depends on N, df or avgdl, so a registration touches only the
+-- agent's own terms: O(terms * log n), never a re-scoring of other agents.
+-- An agent that is online (in B..'onidx', see presence.lua) also has its
+-- entries copied into B..'oidx:'..term, the online index.  The keys are
+-- derived from B and share the {reg} hash tag with the declared keys, so
+-- this stays Cluster-correct.
+--
+-- Why one script: the old entries must be removed, the new ones added and
 -- n / total_len adjusted together, or a concurrent retrieve sees a half-indexed
 -- agent and the BM25 statistics drift forever.
 
@@ -98,6 +114,9 @@ for _, t in ipairs(toks) do
   end
 end
 table.sort(terms)
+if #toks >= 1048576 then
+  return redis.error_reply('BADARG the document is too long to index')
+end
 
 local old = redis.call('HMGET', KEYS[1], 'created_at', 'terms', 'len')
 local exists = old[1] ~= false
@@ -107,16 +126,26 @@ if exists then
   created_at = old[1]
   old_len = tonumber(old[3]) or 0
   -- Remove only the terms the agent no longer has; the others are overwritten
-  -- below. A posting hash left empty is deleted by Redis itself.
+  -- below (their entry carries the length, which may have changed). A key
+  -- left empty is deleted by Redis itself.
   for t in (old[2] or ''):gmatch('%S+') do
     if not tf[t] then
-      redis.call('HDEL', B .. 'postings:' .. t, name)
+      redis.call('ZREM', B .. 'idx:' .. t, name)
+      redis.call('HDEL', B .. 'tf:' .. t, name)
+      redis.call('ZREM', B .. 'oidx:' .. t, name)
     end
   end
 end
 
+-- 2^32: the tf / length split of the index entries (see the header).
+local online = redis.call('ZSCORE', B .. 'onidx', name) ~= false
 for _, t in ipairs(terms) do
-  redis.call('HSET', B .. 'postings:' .. t, name, tf[t])
+  local v = string.format('%.0f', tf[t] * 4294967296 + #toks)
+  redis.call('ZADD', B .. 'idx:' .. t, v, name)
+  redis.call('HSET', B .. 'tf:' .. t, name, v)
+  if online then
+    redis.call('ZADD', B .. 'oidx:' .. t, v, name)
+  end
 end
 
 redis.call('HSET', KEYS[1],

@@ -129,27 +129,54 @@ sub retrieve {
 
 sub names { [ map { $_->[0] } @{ $_[0] } ] }
 
-# The index must always be exact: n = agents, total_len = sum of len, and the
-# postings are exactly the agents' stored terms with their frequencies.
+# The index must always be exact: n = agents, total_len = sum of len, every
+# term of every agent in the term's sorted set (idx:) and hash (tf:) with the
+# same entry, tf * 2^32 + len, and nothing else there; the online index
+# (oidx:) holds the same entries for exactly the agents in onidx.
+my $SPLIT = 2**32;
+
 sub index_consistent {
     my ($B, $label) = @_;
     my @agents = @{ $r->cmd('ZRANGE', "${B}agents", 0, -1) };
     my ($n, $total) = @{ $r->cmd('HMGET', "${B}stats", 'n', 'total_len') };
-    my (%want, $sum);
+    my %on = map { $_ => 1 } @{ $r->cmd('ZRANGE', "${B}onidx", 0, -1) };
+    my (%want, %want_on, $sum, @bad);
     for my $a (@agents) {
         my ($terms, $len) = @{ $r->cmd('HMGET', "${B}agent:$a", 'terms', 'len') };
         $sum += $len;
-        $want{"${B}postings:$_"}{$a} = 1 for split ' ', $terms;
+        for my $t (split ' ', $terms) {
+            $want{$t}{$a} = $len;
+            $want_on{$t}{$a} = $len if $on{$a};
+        }
     }
-    my %got;
-    for my $k (@{ $r->cmd('KEYS', "${B}postings:*") }) {
-        my %h = @{ $r->cmd('HGETALL', $k) };
-        $got{$k}{$_} = 1 for grep { $h{$_} > 0 } keys %h;
+    my (%got, %got_on);
+    for my $k (@{ $r->cmd('KEYS', "${B}idx:*") }) {
+        (my $t = $k) =~ s/^\Q${B}\Eidx://;
+        my %z = @{ $r->cmd('ZRANGE', $k, 0, -1, 'WITHSCORES') };
+        my %h = @{ $r->cmd('HGETALL', "${B}tf:$t") };
+        for my $a (keys %z) {
+            push @bad, "$t/$a: hash $h{$a} zset $z{$a}" unless ($h{$a} // '') eq $z{$a};
+            push @bad, "$t/$a: tf 0" unless $z{$a} >= $SPLIT;
+            $got{$t}{$a} = $z{$a} % $SPLIT;
+        }
+        push @bad, "$t: hash has more" if keys %h != keys %z;
+    }
+    for my $k (@{ $r->cmd('KEYS', "${B}oidx:*") }) {
+        (my $t = $k) =~ s/^\Q${B}\Eoidx://;
+        my %z = @{ $r->cmd('ZRANGE', $k, 0, -1, 'WITHSCORES') };
+        for my $a (keys %z) {
+            push @bad, "online $t/$a differs" unless $z{$a} eq ($r->cmd('HGET', "${B}tf:$t", $a) // '');
+            $got_on{$t}{$a} = $z{$a} % $SPLIT;
+        }
     }
     is($n // 0, scalar @agents, "$label: stats n = number of agents");
     is($total // 0, $sum // 0, "$label: stats total_len = sum of lengths");
-    is_deeply(\%got, \%want, "$label: postings match the agents' terms");
+    is_deeply(\%got, \%want, "$label: the index holds exactly the agents' terms and lengths");
+    is_deeply(\%got_on, \%want_on, "$label: the online index holds exactly the online agents'");
+    ok(!@bad, "$label: sorted sets and hashes agree") or diag join "\n", @bad[0 .. min(9, $#bad)];
 }
+
+sub min { $_[0] < $_[1] ? $_[0] : $_[1] }
 
 # --- register / re-register ----------------------------------------------------
 
@@ -161,7 +188,8 @@ is_deeply(register($B, 'alice', desc => 'Translates documents between English an
           [ 'created', '2024-05-01-10-00-00' ], 'register a new agent: created');
 # translate document between english french + translation french
 is($r->cmd('HGET', "${B}agent:alice", 'len'), 7, 'alice: length counts desc and tags');
-is($r->cmd('HGET', "${B}postings:french", 'alice'), 2, 'alice: tag counted once more');
+is($r->cmd('HGET', "${B}tf:french", 'alice'), 2 * $SPLIT + 7, 'alice: tag counted once more (tf 2, len 7)');
+is($r->cmd('ZSCORE', "${B}idx:french", 'alice'), 2 * $SPLIT + 7, 'alice: the same entry in the sorted set');
 is($r->cmd('HGET', "${B}agent:alice", 'terms'),
    'between document english french translate translation', 'alice: distinct terms kept');
 
@@ -180,8 +208,10 @@ is_deeply([ @{ $r->cmd('HMGET', "${B}stats", 'n', 'total_len') } ], [ 2, 7 ],
 is_deeply([ @{ $r->cmd('HMGET', "${B}agent:alice", qw(desc type tags protocol updated_at created_at)) } ],
           [ 'Summarizes long reports', 'Human Assistant', '["summary"]', '0', $NOW + 5,
             '2024-05-01-10-00-00' ], 're-register: fields updated');
-is($r->cmd('EXISTS', "${B}postings:french", "${B}postings:translate"), 0,
-   're-register: postings of dropped terms are gone');
+is($r->cmd('EXISTS', map { ("${B}idx:$_", "${B}tf:$_") } qw(french translate)), 0,
+   're-register: the index keys of dropped terms are gone');
+is($r->cmd('ZSCORE', "${B}idx:summary", 'alice'), $SPLIT + 4,
+   're-register: the entries carry the new length');
 is($r->cmd('ZSCORE', "${B}agents", 'alice'), $NOW, 're-register: agents zset keeps first time');
 index_consistent($B, 'after re-register');
 is_deeply(retrieve($B, queries => [ 'French translation' ]), [], 'old terms no longer match');
@@ -296,6 +326,217 @@ is($r->cmd('ZSCORE', "${RB}online", 'ghost'), undef, 'heartbeat drops entries ex
 is($r->cmd('ZSCORE', "${RB}online", 'sam'), $NOW - 1, 'and keeps recently expired ones');
 is(err_code(presence('w1', 'soon', 'x')), 'BADARG', 'presence: BADARG');
 is(err_code(presence('', $NOW, 'x')), 'BADARG', 'presence: an empty holder is BADARG');
+
+# --- the online index (presence.lua keeps oidx: for online_only) ------------------
+
+{
+    my $OB = 'on:{reg}:';
+    my $GRACE = 600_000;    # presence.lua's ONIDX_GRACE
+    my $pres = sub {
+        my ($holder, $expiry, $now, @names) = @_;
+        return run_script('presence', [ "${OB}online" ], $OB, $holder, $expiry, $now, @names);
+    };
+    my $online = sub {
+        my ($now, $q) = @_;
+        return names(retrieve($OB, online_only => '1', now => $now, queries => [ $q ]));
+    };
+    my $indexed = sub { [ sort @{ $r->cmd('ZRANGE', "${OB}oidx:$_[0]", 0, -1) } ] };
+
+    register($OB, 'olga', desc => 'image crop');
+    register($OB, 'otto', desc => 'image');
+    $pres->('w1', $NOW + 30_000, $NOW, 'olga', 'pat');
+    is_deeply($indexed->('image'), ['olga'], 'an agent coming online is copied into the online index');
+    index_consistent($OB, 'online index: one registered agent online, one unregistered');
+    is_deeply($online->($NOW, 'image'), ['olga'], 'online_only reads it there');
+
+    register($OB, 'pat', desc => 'image rotate');
+    is_deeply($indexed->('rotate'), ['pat'], 'registering while online indexes the agent online too');
+    register($OB, 'olga', desc => 'rotate only now');
+    is_deeply($indexed->('image'), ['pat'], 're-registering while online drops the old terms there');
+    is_deeply($indexed->('rotate'), [qw(olga pat)], '... and adds the new ones');
+    index_consistent($OB, 'online index after registrations while online');
+
+    $pres->('w2', $NOW + 20_000, $NOW, 'pat');
+    $pres->('w1', '0', $NOW, 'pat');
+    is_deeply($indexed->('image'), ['pat'], 'one holder of two letting go: still indexed online');
+    $pres->('w2', '0', $NOW, 'pat');
+    is_deeply($indexed->('image'), [], 'the last holder letting go: out of the online index');
+    index_consistent($OB, 'online index after releases');
+
+    # w1 dies holding olga until NOW + 30 s: nobody lets her go
+    is_deeply($online->($NOW + 40_000, 'rotate'), [],
+              'an expired agent still in the online index is not returned');
+    $pres->('w3', $NOW + 30_000 + $GRACE, $NOW + 30_000 + $GRACE - 1, 'otto');
+    is_deeply($indexed->('rotate'), ['olga'], 'kept while within the grace (other clocks may lag)');
+    $pres->('w3', $NOW + 30_000 + $GRACE + 60_000, $NOW + 30_000 + $GRACE + 1, 'otto');
+    is_deeply($indexed->('rotate'), [], 'swept by a later heartbeat once past it');
+    is($r->cmd('ZSCORE', "${OB}onidx", 'olga'), undef, '... and out of onidx');
+    index_consistent($OB, 'online index after the sweep');
+
+    # the sweep takes at most 100 names per heartbeat
+    my @many = map { sprintf 'm%03d', $_ } 1 .. 150;
+    register($OB, $_, desc => 'image many') for @many;
+    $pres->('w4', $NOW, $NOW - 1, @many);
+    my $later = $NOW + $GRACE + 10;
+    $pres->('w3', $later + 60_000, $later, 'otto');
+    is($r->cmd('ZCARD', "${OB}oidx:many"), 50, 'a heartbeat sweeps at most 100 stale names');
+    $pres->('w3', $later + 60_000, $later, 'otto');
+    is($r->cmd('ZCARD', "${OB}oidx:many"), 0, 'the next one the rest');
+    index_consistent($OB, 'online index after a large sweep');
+}
+
+# --- the tie rule: a stop on an exact tie must look at names ----------------------
+#
+# "kay" and "dee" score exactly the same (tf 2 + tf 1 and tf 1 + tf 2 of two
+# terms with the same idf, at one length); "dee" wins on its name.  "zed"
+# (the rare third term) fills the top first, then kay's cursor yields kay.
+# The bound left is then exactly kay's score, met only by an agent at the
+# cursors standing at "dee": the walk may not stop there.
+{
+    my $TB = 'tie:{reg}:';
+    register($TB, 'kay', desc => 'xxx xxx yyy');
+    register($TB, 'dee', desc => 'xxx yyy yyy');
+    register($TB, 'zed', desc => 'zzz');
+    register($TB, sprintf('f%02d', $_), desc => 'qqq rrr sss') for 1 .. 17;
+    my $res = retrieve($TB, limit => 2, queries => [ 'xxx yyy zzz' ]);
+    is($res->[0][4], $res->[1][4], 'tie rule: kay and dee score the same');
+    is_deeply(names(retrieve($TB, limit => 1, queries => [ 'xxx yyy zzz' ])), ['dee'],
+              'tie rule: the equal score with the smaller name is found before stopping');
+}
+
+# --- exact BM25 on a random corpus, against a reference written here ---------------
+#
+# retrieve.lua stops reading postings as soon as no unread agent can still
+# enter the top (see its header).  It must return exactly what scoring every
+# agent would: same names, same order (ties by name in byte order), same
+# scores.  A few thousand agents over a Zipf vocabulary, repeated words (tf up
+# to 5), tags, stopwords, many agents of one length, a block of agents with
+# identical descriptions whose names differ in case and punctuation, 30 %
+# online, some expired but still in the online index; a few hundred queries
+# with every option.  The reference is plain Perl over the same documents.
+
+{
+    my $XB = 'rand:{reg}:';
+    my $rng = 20240601;      # our own LCG: the same corpus on every perl
+    my $rand = sub { $rng = ($rng * 1103515245 + 12345) % 2**31; return $rng / 2**31 * ($_[0] // 1) };
+    my @sy = qw(ka ri to mu sen la vo dre pi nax qua zel bo tri fen gor li sha mon dac ver ul pra ti on);
+    my (%seen, @vocab);
+    while (@vocab < 400) {
+        my $w = join '', map { $sy[int $rand->(scalar @sy)] } 1 .. 2 + int $rand->(2);
+        # no trailing "s" and 4+ letters: the tokenizer keeps such words as they are
+        push @vocab, $w if length $w >= 4 && $w !~ /s$/ && !$seen{$w}++;
+    }
+    my (@cum, $acc);
+    push @cum, $acc += 1 / $_ for 1 .. @vocab;
+    my $draw = sub {
+        my $x = $rand->($acc);
+        my ($lo, $hi) = (0, $#cum);
+        while ($lo < $hi) {
+            my $m = int(($lo + $hi) / 2);
+            if ($cum[$m] < $x) { $lo = $m + 1 } else { $hi = $m }
+        }
+        return $vocab[$lo];
+    };
+
+    my (%doc, @all);
+    my $add = sub {
+        my ($name, $words, $tags) = @_;
+        my $desc = join ' ', map { $rand->() < 0.15 ? "the $_" : $_ } @$words;
+        my $tj = '[' . join(',', map { qq("$_") } @$tags) . ']';
+        my $rep = register($XB, $name, desc => ucfirst($desc) . '.', tags => $tj);
+        die "register $name: $$rep" if ref $rep eq 'Err';
+        my @toks = (@$words, @$tags);
+        $doc{$name} = { len => scalar @toks, tf => {} };
+        $doc{$name}{tf}{$_}++ for @toks;
+        push @all, $name;
+    };
+    for my $i (1 .. 2500) {
+        my @w = map { $draw->() } 1 .. 3 + int $rand->(10);
+        push @w, ($w[0]) x (1 + int $rand->(4)) if $rand->() < 0.15;
+        $add->(sprintf('a%05d', $i), \@w, [ map { $draw->() } 1 .. int $rand->(3) ]);
+    }
+    my @same = ($vocab[3], $vocab[9], $vocab[40]);
+    $add->($_, \@same, []) for qw(Zed alpha Beta a-b a_b aB A.b b b0 Ab a+b a@b), map { "t$_" } 1 .. 40;
+    $add->(sprintf('s%04d', $_), [ $vocab[0], $vocab[1], $vocab[2 + $_ % 5], $vocab[60] ], [])
+        for 1 .. 300;        # 300 agents of length 4 sharing the commonest words
+    index_consistent($XB, 'random corpus');
+
+    my (%online, @on, @stale);
+    for my $name (@all) {
+        my $x = $rand->();
+        if ($x < 0.3) { push @on, $name; $online{$name} = 1 } elsif ($x < 0.35) { push @stale, $name }
+    }
+    run_script('presence', [ "${XB}online" ], $XB, 'w1', $NOW + 60_000, $NOW, @on);
+    run_script('presence', [ "${XB}online" ], $XB, 'w2', $NOW - 5_000, $NOW - 10_000, @stale);
+    index_consistent($XB, 'random corpus with presence');
+
+    my %post;
+    for my $name (@all) {
+        push @{ $post{$_} }, $name for keys %{ $doc{$name}{tf} };
+    }
+    my $N = @all;
+    my $total = 0;
+    $total += $doc{$_}{len} for @all;
+    my $avgdl = $total / $N;
+    my ($k1, $bb) = (1.2, 0.75);
+    my ($k1p1, $omb) = ($k1 + 1, 1 - $bb);
+    my %stop = map { $_ => 1 } qw(the and of to with for);
+
+    my $reference = sub {
+        my (%o) = @_;
+        my (@out, %emitted);
+        for my $q (@{ $o{queries} }) {
+            my (%dup, @terms, %score);
+            for my $t (split ' ', $q) {
+                push @terms, $t unless $stop{$t} || $dup{$t}++;
+            }
+            for my $t (@terms) {
+                my $df = @{ $post{$t} || [] } or next;
+                my $idf = log(1 + ($N - $df + 0.5) / ($df + 0.5));
+                for my $d (@{ $post{$t} }) {
+                    my ($f, $dl) = ($doc{$d}{tf}{$t}, $doc{$d}{len});
+                    $score{$d} = ($score{$d} // 0) + $idf * $f * $k1p1 / ($f + $k1 * ($omb + $bb * $dl / $avgdl));
+                }
+            }
+            my @rank = sort { $score{$b} <=> $score{$a} || $a cmp $b }
+                       grep { $_ ne $o{exclude} && (!$o{online_only} || $online{$_}) } keys %score;
+            splice @rank, $o{limit} if @rank > $o{limit};
+            for (@rank) {
+                push @out, [ $_, sprintf('%.4f', $score{$_}), $online{$_} ? '1' : '0' ] unless $emitted{$_}++;
+            }
+        }
+        return \@out;
+    };
+
+    my ($bad, $nonempty, @diag) = (0, 0);
+    for my $i (1 .. 400) {
+        my @qs;
+        for (1 .. ($rand->() < 0.2 ? 2 + int $rand->(2) : 1)) {
+            my @w = map { $draw->() } 1 .. 1 + int $rand->(4);
+            push @w, 'the' if $rand->() < 0.3;
+            push @w, 'unheardof' if $rand->() < 0.1;
+            push @w, $w[0] if $rand->() < 0.1;
+            push @qs, join ' ', @w;
+        }
+        my %o = (queries => \@qs, limit => (1, 3, 3, 10, 50)[int $rand->(5)],
+                 online_only => $rand->() < 0.3 ? 1 : 0,
+                 exclude => $rand->() < 0.5 ? $all[int $rand->(scalar @all)] : '');
+        $o{queries} = [ $same[0] ] if $i % 40 == 0;      # the tie block, cut by limit
+        my $want = $reference->(%o);
+        my $got = retrieve($XB, queries => $o{queries}, limit => $o{limit},
+                           online_only => $o{online_only} ? '1' : '0', exclude => $o{exclude});
+        $got = [ map { [ @$_[0, 4, 5] ] } @$got ] unless ref $got eq 'Err';
+        $nonempty++ if @$want;
+        next if ref $got ne 'Err' && Test::More::_deep_check($got, $want);
+        $bad++;
+        push @diag, "query " . join(' | ', @{ $o{queries} }) . " limit $o{limit} online_only $o{online_only}"
+            . " exclude '$o{exclude}':\n  got  " . (ref $got eq 'Err' ? $$got : join ' ', map { "$_->[0]=$_->[1]" } @$got)
+            . "\n  want " . join(' ', map { "$_->[0]=$_->[1]" } @$want) if @diag < 5;
+    }
+    ok($nonempty > 300, "random corpus: $nonempty of 400 queries have results");
+    is($bad, 0, 'random corpus: every answer is exactly the full BM25 ranking (names, order, scores, online)')
+        or diag join "\n", @diag;
+}
 
 # --- query -----------------------------------------------------------------------
 

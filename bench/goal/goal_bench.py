@@ -21,52 +21,20 @@ Only the Python standard library (the Debian interpreter, /usr/bin/python3).
 import argparse
 import http.client
 import json
-import socket
+import os
 import statistics
 import sys
 import time
 import urllib.parse
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
+from resp import Redis  # noqa: E402
+
 TYPES = {0: "DEFAULT", 1: "PROPOSAL", 2: "VOTE", 3: "VOTING_RESULT",
          4: "DISCUSSION", 5: "SYNC_TASK_ASSIGNMENT", 6: "ASYNC_TASK_ASSIGNMENT",
          7: "INFORM_TASK_RESULT", 8: "INFORM_TASK_PROGRESS", 9: "PAUSE",
          10: "CONCLUDE_GROUP_DISCUSSION", 11: "CONCLUSION"}
-
-
-class Redis:
-    """The few RESP2 commands we need, on one blocking socket."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.f = self.s.makefile("rb")
-
-    def cmd(self, *args):
-        out = b"*%d\r\n" % len(args)
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.s.sendall(out)
-        return self._read()
-
-    def _read(self):
-        line = self.f.readline()
-        t, rest = line[:1], line[1:-2]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            raise RuntimeError(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            d = self.f.read(n + 2)[:-2]
-            return d.decode("utf-8", "replace")
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._read() for _ in range(n)]
-        raise RuntimeError("bad reply %r" % line)
 
 
 def pct(v, p):
