@@ -54,21 +54,12 @@ OUT="${CALLGRIND_OUT:-$REPO/bench/results}"
 BENCH="$REPO/bench/build/ioa-bench"
 MODULE="${IOA_MODULE:-$REPO/build/ngx_http_ioa_module.so}"
 RUN="$(mktemp -d "${TMPDIR:-/tmp}/ioa-callgrind.XXXXXX")"
-PIDS=()
 
-log() { echo "callgrind: $*" >&2; }
+BENCH_NAME=callgrind
+# log, stop_all, free_port, wait_port; PIDS
+. "$REPO/bench/lib/common.sh"
 
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$RUN"
-}
-trap cleanup EXIT
+trap stop_all EXIT
 
 for tool in valgrind callgrind_control callgrind_annotate redis-server nginx; do
     command -v "$tool" >/dev/null || {
@@ -89,22 +80,6 @@ case $MODE in
     *)      log "CALLGRIND_MODE is rate or window, not $MODE"; exit 2 ;;
 esac
 mkdir -p "$OUT"
-
-free_port() {
-    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() {
-    local port=$1 i
-    for i in $(seq 1 300); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    log "nothing listens on $port"
-    return 1
-}
 
 # the Ir of a dump file: its "summary:" line (what callgrind_annotate calls
 # PROGRAM TOTALS)

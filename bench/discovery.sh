@@ -48,38 +48,17 @@ OUT="${DISC_OUT:-$REPO/bench/results/discovery.json}"
 MODULE="$REPO/build/ngx_http_ioa_module.so"
 PY="/usr/bin/python3 -B"
 RUN="$(mktemp -d "${TMPDIR:-/tmp}/ioa-discovery.XXXXXX")"
-PIDS=()
 
-log() { echo "discovery: $*" >&2; }
+BENCH_NAME=discovery
+# log, stop_all, free_port, wait_port; PIDS
+. "$REPO/bench/lib/common.sh"
 
 cleanup() {
     local pid
     [[ -e $RUN/nginx/master.pid ]] && PIDS+=("$(cat "$RUN/nginx/master.pid")")
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$RUN"
+    stop_all
 }
 trap cleanup EXIT
-
-free_port() {
-    $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() {
-    local port=$1 i
-    for i in $(seq 1 100); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    log "nothing listens on $port"
-    return 1
-}
 
 command -v redis-server >/dev/null || { log "redis-server missing"; exit 1; }
 command -v nginx >/dev/null || { log "nginx missing"; exit 1; }

@@ -60,37 +60,12 @@ AGENT="${GOAL_AGENT_BIN:-$REPO/workers/build/ioa-agent}"
 SCRIPTS="${GOAL_SCRIPTS:-$REPO/redis-scripts}"
 RUN="$(mktemp -d "${TMPDIR:-/tmp}/ioa-goal.XXXXXX")"
 PY=/usr/bin/python3
-PIDS=()
 
-log() { echo "goal: $*" >&2; }
+BENCH_NAME=goal
+# log, stop_all, free_port, wait_port; PIDS
+. "$REPO/bench/lib/common.sh"
 
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$RUN"
-}
-trap cleanup EXIT
-
-free_port() {
-    $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() {
-    local port=$1 i
-    for i in $(seq 1 100); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    log "nothing listens on $port"
-    return 1
-}
+trap stop_all EXIT
 
 for f in "$MODULE" "$WORKER" "$AGENT"; do
     [[ -e "$f" ]] || { log "missing $f (make; make -C workers/worker; make -C workers/agent)"; exit 1; }

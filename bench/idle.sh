@@ -66,7 +66,9 @@ PER_GEN=16000           # connections per generator process (< 20,000 fds)
 RUN="$(mktemp -d "${TMPDIR:-/tmp}/ioa-idle.XXXXXX")"
 PY=/usr/bin/python3
 
-log() { echo "idle: $*" >&2; }
+BENCH_NAME=idle
+# log, stop_all, free_port, wait_port; PIDS
+. "$REPO/bench/lib/common.sh"
 
 stop_pids() {
     local pid
@@ -83,22 +85,6 @@ cleanup() {
     rm -rf "$RUN"
 }
 trap cleanup EXIT
-
-free_port() {
-    $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() {
-    local port=$1 i
-    for i in $(seq 1 100); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    log "nothing listens on $port"
-    return 1
-}
 
 for f in "$BENCH" "$NCHAN"; do
     [[ -e "$f" ]] || { log "missing $f (make -C bench; apt-get install libnginx-mod-nchan)"; exit 1; }

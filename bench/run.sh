@@ -56,9 +56,10 @@ CEILING="$REPO/bench/build/ioa-ceiling"
 MODULE="$REPO/build/ngx_http_ioa_module.so"
 NCHAN=/usr/lib/nginx/modules/ngx_nchan_module.so
 RUN="$(mktemp -d "${TMPDIR:-/tmp}/ioa-bench.XXXXXX")"
-PIDS=()
 
-log() { echo "bench: $*" >&2; }
+BENCH_NAME=bench
+# log, stop_all, free_port, wait_port; PIDS
+. "$REPO/bench/lib/common.sh"
 
 cleanup() {
     local pid f
@@ -66,31 +67,9 @@ cleanup() {
     for f in "$RUN"/*/master.pid; do
         [[ -e $f ]] && PIDS+=("$(cat "$f")")
     done
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$RUN"
+    stop_all
 }
 trap cleanup EXIT
-
-free_port() {
-    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() {
-    local port=$1 i
-    for i in $(seq 1 100); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    log "nothing listens on $port"
-    return 1
-}
 
 section() { [[ " $ONLY " == *" $1 "* ]]; }
 
