@@ -114,7 +114,7 @@ http {
     ioa_redis 127.0.0.1:$redis_port;
     server {
         listen 127.0.0.1:$port;
-        location / { ioa_api; }
+        location / { ioa_api; ioa_auth off; }
     }
 }
 EOF

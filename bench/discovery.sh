@@ -120,7 +120,7 @@ http {
     ioa_redis 127.0.0.1:$REDIS_PORT;
     server {
         listen 127.0.0.1:$HTTP_PORT;
-        location / { ioa_api; }
+        location / { ioa_api; ioa_auth off; }
     }
 }
 EOF

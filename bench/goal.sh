@@ -94,7 +94,7 @@ http {
     ioa_redis 127.0.0.1:$REDIS_PORT;
     server {
         listen 127.0.0.1:$PORT;
-        location / { ioa_api; }
+        location / { ioa_api; ioa_auth off; }
     }
 }
 EOF

@@ -212,7 +212,7 @@ measure() {
     ioa_redis 127.0.0.1:$redis_port;
     server {
         $listen;
-        location / { ioa_api; }
+        location / { ioa_api; ioa_auth off; }
     }"
         module=$MODULE
     else

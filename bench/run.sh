@@ -177,13 +177,15 @@ EOF
 # stores keep messages in its shared memory (the Redis store too, as a cache: with the default size
 # it fails with "Out of shared memory" at 64 KiB), which must hold 100
 # rooms x BUFFER messages of every size swept (shared memory is touched
-# only as it is used).
+# only as it is used).  ioa runs in open mode (ioa_auth off), as nchan has
+# no authentication: ioa checks a token once per connection, at the
+# handshake, never per envelope, so no figure here would move with it.
 IOA_PORT=$(start_nginx ioa "$MODULE" '
     ioa_redis 127.0.0.1:@REDIS@;
     ioa_room_log_maxlen @BUFFER@;
     server {
         listen 127.0.0.1:@PORT@;
-        location / { ioa_api; }
+        location / { ioa_api; ioa_auth off; }
     }')
 
 IOA_CLUSTER_PORT=""
@@ -194,7 +196,7 @@ if [[ ${#CLUSTER_PORTS[@]} -gt 0 ]]; then
     ioa_room_log_maxlen @BUFFER@;
     server {
         listen 127.0.0.1:@PORT@;
-        location / { ioa_api; }
+        location / { ioa_api; ioa_auth off; }
     }')
 fi
 

@@ -93,6 +93,13 @@ typedef struct {
 } ngx_ioa_main_conf_t;
 
 
+typedef struct ngx_ioa_jwt_key_s  ngx_ioa_jwt_key_t;
+
+/* ioa_auth */
+#define NGX_IOA_AUTH_OFF          0
+#define NGX_IOA_AUTH_JWT          1
+#define NGX_IOA_AUTH_REQUEST      2
+
 typedef struct {
     ngx_flag_t                api;
     size_t                    max_message_size;
@@ -100,7 +107,29 @@ typedef struct {
     ngx_msec_t                ping_interval;
     ngx_uint_t                max_json_depth;
     ngx_uint_t                catchup_batch;
+
+    ngx_uint_t                auth;           /* NGX_IOA_AUTH_* */
+    ngx_array_t              *jwt_keys;       /* ngx_ioa_jwt_key_t */
+    time_t                    auth_leeway;
+    ngx_http_complex_value_t *auth_identity;  /* ioa_auth request */
+    ngx_http_complex_value_t *auth_scopes;
 } ngx_ioa_loc_conf_t;
+
+
+/* Who a request or a connection is (ngx_ioa_auth.c) */
+
+#define NGX_IOA_SCOPE_AGENT       0x01
+#define NGX_IOA_SCOPE_OBSERVER    0x02
+#define NGX_IOA_SCOPE_ADMIN       0x04
+#define NGX_IOA_SCOPE_LAUNCH      0x08
+
+typedef struct {
+    ngx_str_t                 sub;            /* the agent name */
+    ngx_uint_t                scopes;         /* NGX_IOA_SCOPE_* */
+    ngx_array_t              *rooms;          /* ngx_str_t: observer:<id> */
+    time_t                    expires;        /* 0: never (open, request) */
+    unsigned                  open:1;         /* ioa_auth off */
+} ngx_ioa_identity_t;
 
 
 /* a Redis Stream id */
@@ -366,6 +395,21 @@ yajl_val ngx_ioa_body_json(ngx_http_request_t *r, ngx_str_t *body);
 ngx_table_elt_t *ngx_ioa_header_in(ngx_http_request_t *r, const char *name);
 ngx_int_t ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status,
     ngx_str_t *json);
+char *ngx_ioa_auth_mode(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_ioa_auth_jwt_key(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_ioa_auth_merge(ngx_conf_t *cf, ngx_ioa_loc_conf_t *prev,
+    ngx_ioa_loc_conf_t *conf);
+ngx_int_t ngx_ioa_auth_check(ngx_http_request_t *r, ngx_uint_t scope,
+    ngx_str_t *name, ngx_ioa_identity_t **idp);
+ngx_int_t ngx_ioa_auth_allows(ngx_ioa_identity_t *id, ngx_uint_t scope,
+    ngx_str_t *name, ngx_ioa_error_t *err);
+ngx_int_t ngx_ioa_auth_room(ngx_ioa_identity_t *id, ngx_str_t *comm_id,
+    ngx_ioa_error_t *err);
+ngx_int_t ngx_ioa_rest_identified(ngx_http_request_t *r,
+    ngx_ioa_identity_t *id, ngx_http_handler_pt handler);
+ngx_ioa_identity_t *ngx_ioa_rest_identity(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_rest_acts_as(ngx_http_request_t *r, ngx_str_t *name);
+
 ngx_int_t ngx_ioa_send_error(ngx_http_request_t *r, ngx_uint_t status,
     ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_send_jbuf(ngx_http_request_t *r, ngx_uint_t status,

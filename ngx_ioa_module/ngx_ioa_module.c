@@ -154,6 +154,41 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       offsetof(ngx_ioa_loc_conf_t, catchup_batch),
       &ngx_ioa_batch_bounds },
 
+    { ngx_string("ioa_auth"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_ioa_auth_mode,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, auth),
+      NULL },
+
+    { ngx_string("ioa_auth_jwt_key"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_ioa_auth_jwt_key,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("ioa_auth_leeway"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_sec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, auth_leeway),
+      NULL },
+
+    { ngx_string("ioa_auth_identity"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, auth_identity),
+      NULL },
+
+    { ngx_string("ioa_auth_scopes"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, auth_scopes),
+      NULL },
+
       ngx_null_command
 };
 
@@ -200,7 +235,9 @@ static ngx_ioa_main_conf_t  *ngx_ioa_mcf;
 static ngx_int_t
 ngx_ioa_api_handler(ngx_http_request_t *r)
 {
+    ngx_int_t                  rc;
     ngx_str_t                  rest, arg;
+    ngx_ioa_identity_t        *id;
     ngx_http_core_loc_conf_t  *clcf;
 
     clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
@@ -230,60 +267,66 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
 #define ngx_ioa_path_is(s)                                                    \
     (rest.len == sizeof(s) - 1 && ngx_strncmp(rest.data, s, rest.len) == 0)
 
+    /* the method first (405 says nothing about who may call), then who is
+     * asking (ngx_ioa_auth.c): the scope, and the agent acted as when the
+     * path names it; a body's name is checked once the body is read */
+
+#define ngx_ioa_route(methods, scope, name, call)                             \
+    if (ngx_ioa_method(r, methods) != NGX_OK) {                               \
+        return ngx_ioa_not_allowed(r, methods);                               \
+    }                                                                         \
+    rc = ngx_ioa_auth_check(r, scope, name, &id);                             \
+    if (id == NULL) {                                                         \
+        return rc;                                                            \
+    }                                                                         \
+    return call
+
     if (ngx_ioa_path_arg(&rest, "/ws/", NULL, &arg) == NGX_OK) {
-        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
-               : ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_AGENT);
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_AGENT, &arg,
+                      ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_AGENT));
     }
 
     if (ngx_ioa_path_is("/chatlist_ws")) {
         arg.len = 0;
-        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
-               : ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_OBSERVER);
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_OBSERVER, NULL,
+                      ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_OBSERVER));
     }
 
     if (ngx_ioa_path_is("/chatlist")) {
         arg.len = 0;
-        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
-               : ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_OBSERVER);
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_OBSERVER, NULL,
+                      ngx_ioa_inbox_handler(r, &arg,
+                                            NGX_IOA_CLIENT_OBSERVER));
     }
 
     if (ngx_ioa_path_arg(&rest, "/agents/", "/messages", &arg) == NGX_OK) {
-        return ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_POST)
-               : ngx_ioa_agent_post_handler(r, &arg);
+        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_AGENT, &arg,
+                      ngx_ioa_agent_post_handler(r, &arg));
     }
 
     if (ngx_ioa_path_arg(&rest, "/agents/", "/inbox", &arg) == NGX_OK) {
-        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
-               : ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_AGENT);
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_AGENT, &arg,
+                      ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_AGENT));
     }
 
     if (ngx_ioa_path_arg(&rest, "/goals/", "/events", &arg) == NGX_OK) {
-        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
-               : ngx_ioa_goal_events_handler(r, &arg);
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_LAUNCH, NULL,
+                      ngx_ioa_goal_events_handler(r, &arg));
     }
 
     if (ngx_ioa_path_arg(&rest, "/goals/", "/cancel", &arg) == NGX_OK) {
-        return ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_POST)
-               : ngx_ioa_goal_cancel_handler(r, &arg);
+        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_LAUNCH, NULL,
+                      ngx_ioa_goal_cancel_handler(r, &arg));
     }
 
     if (ngx_ioa_path_arg(&rest, "/goals/", NULL, &arg) == NGX_OK) {
-        return ngx_ioa_method(r, NGX_IOA_GET) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_GET)
-               : ngx_ioa_goal_handler(r, &arg);
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_LAUNCH, NULL,
+                      ngx_ioa_goal_handler(r, &arg));
     }
 
     if (ngx_ioa_path_is("/launch_goal")) {
-        return ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_POST)
-               : ngx_ioa_launch_goal_handler(r);
+        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_LAUNCH, NULL,
+                      ngx_ioa_launch_goal_handler(r));
     }
 
     if (ngx_ioa_path_is("/health_check")) {
@@ -293,37 +336,41 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
     }
 
     if (ngx_ioa_path_is("/list_all_agents")) {
-        return ngx_ioa_method(r, NGX_IOA_GET|NGX_IOA_POST) != NGX_OK
-               ? ngx_ioa_not_allowed(r, NGX_IOA_GET|NGX_IOA_POST)
-               : ngx_ioa_list_agents_handler(r);
+        ngx_ioa_route(NGX_IOA_GET|NGX_IOA_POST, NGX_IOA_SCOPE_ADMIN, NULL,
+                      ngx_ioa_list_agents_handler(r));
     }
 
-    if (ngx_ioa_method(r, NGX_IOA_POST) != NGX_OK) {
-        if (ngx_ioa_path_is("/register")
-            || ngx_ioa_path_is("/retrieve_assistant")
-            || ngx_ioa_path_is("/query_assistant")
-            || ngx_ioa_path_is("/teamup")
-            || ngx_ioa_path_is("/fetch_chat_record"))
-        {
-            return ngx_ioa_not_allowed(r, NGX_IOA_POST);
-        }
+    /* the name these act as is in their bodies: the body handlers ask
+     * ngx_ioa_rest_identity() */
 
-    } else if (ngx_ioa_path_is("/register")) {
-        return ngx_ioa_register_handler(r);
-
-    } else if (ngx_ioa_path_is("/retrieve_assistant")) {
-        return ngx_ioa_retrieve_handler(r);
-
-    } else if (ngx_ioa_path_is("/query_assistant")) {
-        return ngx_ioa_query_handler(r);
-
-    } else if (ngx_ioa_path_is("/teamup")) {
-        return ngx_ioa_teamup_handler(r);
-
-    } else if (ngx_ioa_path_is("/fetch_chat_record")) {
-        return ngx_ioa_fetch_record_handler(r);
+    if (ngx_ioa_path_is("/register")) {
+        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_AGENT, NULL,
+                      ngx_ioa_rest_identified(r, id,
+                                              ngx_ioa_register_handler));
     }
 
+    if (ngx_ioa_path_is("/retrieve_assistant")) {
+        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_AGENT, NULL,
+                      ngx_ioa_rest_identified(r, id,
+                                              ngx_ioa_retrieve_handler));
+    }
+
+    if (ngx_ioa_path_is("/query_assistant")) {
+        ngx_ioa_route(NGX_IOA_POST, 0, NULL, ngx_ioa_query_handler(r));
+    }
+
+    if (ngx_ioa_path_is("/teamup")) {
+        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_AGENT, NULL,
+                      ngx_ioa_rest_identified(r, id, ngx_ioa_teamup_handler));
+    }
+
+    if (ngx_ioa_path_is("/fetch_chat_record")) {
+        ngx_ioa_route(NGX_IOA_POST, 0, NULL,
+                      ngx_ioa_rest_identified(r, id,
+                                              ngx_ioa_fetch_record_handler));
+    }
+
+#undef ngx_ioa_route
 #undef ngx_ioa_path_is
 
     {
@@ -588,6 +635,9 @@ ngx_ioa_create_loc_conf(ngx_conf_t *cf)
     lcf->ping_interval = NGX_CONF_UNSET_MSEC;
     lcf->max_json_depth = NGX_CONF_UNSET_UINT;
     lcf->catchup_batch = NGX_CONF_UNSET_UINT;
+    lcf->auth = NGX_CONF_UNSET_UINT;
+    lcf->jwt_keys = NGX_CONF_UNSET_PTR;
+    lcf->auth_leeway = NGX_CONF_UNSET;
 
     return lcf;
 }
@@ -622,7 +672,7 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         return NGX_CONF_ERROR;
     }
 
-    return NGX_CONF_OK;
+    return ngx_ioa_auth_merge(cf, prev, conf);
 }
 
 

@@ -111,6 +111,11 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
+    /* an agent registers itself only */
+    if (ngx_ioa_rest_acts_as(r, &name) != NGX_OK) {
+        return;
+    }
+
     v = ngx_ioa_json_get(doc, "type");
 
     if (v == NULL || ngx_ioa_json_string(v, &type) != NGX_OK) {
@@ -327,6 +332,11 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
     if (v && !YAJL_IS_NULL(v) && ngx_ioa_json_string(v, &sender) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_invalid(r, "sender",
                                           "\"sender\" must be a string"));
+        return;
+    }
+
+    /* the sender is left out of the answer: only one's own name */
+    if (sender.len && ngx_ioa_rest_acts_as(r, &sender) != NGX_OK) {
         return;
     }
 

@@ -32,6 +32,7 @@ typedef struct {
     ngx_ioa_rest_handler_pt   handler;
     ngx_ioa_body_handler_pt   body_handler;
     void                     *data;        /* per-endpoint state */
+    ngx_ioa_identity_t       *identity;    /* who asks (ngx_ioa_auth.c) */
 } ngx_ioa_rest_ctx_t;
 
 
@@ -103,6 +104,64 @@ ngx_ioa_rest_ctx(ngx_http_request_t *r)
     ngx_http_set_ctx(r, ctx, ngx_http_ioa_module);
 
     return ctx;
+}
+
+
+/* the handler of an endpoint whose body names the agent it acts as */
+
+ngx_int_t
+ngx_ioa_rest_identified(ngx_http_request_t *r, ngx_ioa_identity_t *id,
+    ngx_http_handler_pt handler)
+{
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_ioa_rest_ctx(r);
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->identity = id;
+
+    return handler(r);
+}
+
+
+ngx_ioa_identity_t *
+ngx_ioa_rest_identity(ngx_http_request_t *r)
+{
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+
+    return ctx ? ctx->identity : NULL;
+}
+
+
+/*
+ * NGX_OK if the body's name is the caller's own (its token's subject, with
+ * the agent scope); otherwise the 403 is sent and the request finished:
+ * the caller returns.
+ */
+
+ngx_int_t
+ngx_ioa_rest_acts_as(ngx_http_request_t *r, ngx_str_t *name)
+{
+    ngx_ioa_error_t      err;
+    ngx_ioa_identity_t  *id;
+
+    id = ngx_ioa_rest_identity(r);
+
+    if (id == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_ERROR;
+    }
+
+    if (ngx_ioa_auth_allows(id, NGX_IOA_SCOPE_AGENT, name, &err) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err));
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
 }
 
 
@@ -621,6 +680,11 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
         goto invalid;
     }
 
+    /* a team is formed by one of its members, as itself */
+    if (ngx_ioa_rest_acts_as(r, &t->creator) != NGX_OK) {
+        return;
+    }
+
     if (names == NULL || !YAJL_IS_ARRAY(names)) {
         ngx_ioa_error_set(&err, "invalid_request", "agent_names",
                           "\"agent_names\" must be an array of agent names");
@@ -1036,6 +1100,17 @@ ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
     }
 
     if (id == NULL || YAJL_IS_NULL(id)) {
+
+        /* enumerating every room is an administrator's */
+        if (ngx_ioa_auth_allows(ctx->identity, NGX_IOA_SCOPE_ADMIN, NULL,
+                                &err)
+            != NGX_OK)
+        {
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN,
+                                                 &err));
+            return;
+        }
+
         rec->all = 1;
 
         mcf = ngx_ioa_main_conf();
@@ -1101,6 +1176,25 @@ ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
 
     } else {
         goto invalid;
+    }
+
+    /* every room asked for must be readable, or nothing is answered: by
+     * scope here, by membership (an agent reading its own rooms) when
+     * Redis answers, in ngx_ioa_record_done */
+
+    p = rec->ids.elts;
+
+    for (i = 0; i < rec->ids.nelts; i++) {
+        if (ngx_ioa_auth_room(ctx->identity, &p[i], &err) != NGX_OK
+            && ngx_ioa_auth_allows(ctx->identity, NGX_IOA_SCOPE_AGENT, NULL,
+                                   &err)
+               != NGX_OK)
+        {
+            ngx_ioa_auth_room(ctx->identity, &p[i], &err);
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN,
+                                                 &err));
+            return;
+        }
     }
 
     ngx_ioa_jbuf_byte(&rec->out, '{');
@@ -1256,6 +1350,31 @@ ngx_ioa_record_done(ngx_http_request_t *r, redisReply *reply)
     id = (ngx_str_t *) rec->ids.elts + rec->next;
     rec->next++;
 
+    members = reply->element[4];
+
+    if (ngx_ioa_auth_room(ctx->identity, id, &err) != NGX_OK) {
+
+        /* no observer scope for it: only a member reads it, and a room
+         * that does not exist has none (so this says nothing about it) */
+
+        for (i = 0; i < members->elements; i++) {
+            if (members->element[i]->len == ctx->identity->sub.len
+                && ngx_strncmp(members->element[i]->str,
+                               ctx->identity->sub.data,
+                               ctx->identity->sub.len)
+                   == 0)
+            {
+                break;
+            }
+        }
+
+        if (i == members->elements) {
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN,
+                                                 &err));
+            return;
+        }
+    }
+
     if (reply->element[0]->type != REDIS_REPLY_STRING
         || reply->element[0]->str[0] != '1')
     {
@@ -1279,8 +1398,6 @@ ngx_ioa_record_done(ngx_http_request_t *r, redisReply *reply)
     ngx_ioa_jbuf_literal(&rec->out, ":{\"comm_id\":");
     ngx_ioa_jbuf_str(&rec->out, id);
     ngx_ioa_jbuf_literal(&rec->out, ",\"agent_names\":[");
-
-    members = reply->element[4];
 
     for (i = 0; i < members->elements; i++) {
         if (i) {

@@ -5,6 +5,11 @@ observer follows the room.  Everything goes through the real endpoints;
 nothing here is special to the demo.
 
 Usage: /usr/bin/python3 scripts/demo.py HOST:PORT
+
+With IOA_DEMO_TOKENS naming a JSON file {who: token} (scripts/run.sh writes
+one), every request carries the token of whoever makes it: each agent its
+own, the observer an "observer" token, the user who launches the goal a
+"launch" token.  Without it the hub must be in open mode (ioa_auth off).
 """
 
 import asyncio
@@ -29,10 +34,21 @@ AGENTS = [
 ]
 
 
-def call(path, body=None):
+TOKENS = {}
+if os.environ.get("IOA_DEMO_TOKENS"):
+    with open(os.environ["IOA_DEMO_TOKENS"]) as f:
+        TOKENS = json.load(f)
+
+
+def auth(who):
+    """The Authorization header of who's token, if there are tokens."""
+    return {"Authorization": f"Bearer {TOKENS[who]}"} if who in TOKENS else {}
+
+
+def call(path, body=None, who="user"):
     data = json.dumps(body).encode() if body is not None else b""
     req = urllib.request.Request(f"http://{HUB}{path}", data=data,
-                                 method="POST")
+                                 method="POST", headers=auth(who))
     with urllib.request.urlopen(req, timeout=5) as resp:
         return json.loads(resp.read())
 
@@ -42,7 +58,8 @@ def show(who, text):
 
 
 async def observer(stop):
-    async with websockets.connect(f"ws://{HUB}/chatlist_ws") as ws:
+    async with websockets.connect(f"ws://{HUB}/chatlist_ws",
+                                  extra_headers=auth("observer")) as ws:
         while not stop.is_set():
             try:
                 raw = await asyncio.wait_for(ws.recv(), 0.2)
@@ -61,13 +78,15 @@ async def main():
     print(f"ioa demo against {HUB}\n")
     print("1. agents register")
     for name, kind, desc in AGENTS:
-        call("/register", {"name": name, "type": kind, "desc": desc})
+        call("/register", {"name": name, "type": kind, "desc": desc},
+             who=name)
         show(name, f"registered as {kind}: {desc}")
 
     print("\n2. agents connect over WebSocket")
     conns = {}
     for name, _, _ in AGENTS:
-        conns[name] = await websockets.connect(f"ws://{HUB}/ws/{name}")
+        conns[name] = await websockets.connect(f"ws://{HUB}/ws/{name}",
+                                               extra_headers=auth(name))
         show(name, "connected")
 
     stop = asyncio.Event()
@@ -77,7 +96,8 @@ async def main():
     print("\n3. the planner discovers who can help (BM25 over descriptions)")
     found = call("/retrieve_assistant", {
         "sender": "Planner", "online_only": True,
-        "capabilities": ["write python code", "search papers"]})
+        "capabilities": ["write python code", "search papers"]},
+        who="Planner")
     for a in found:
         show("Planner", f"found {a['name']} (score {a['score']}, "
                         f"online {a['online']})")
@@ -85,7 +105,7 @@ async def main():
     print("\n4. the planner teams up")
     team = call("/teamup", {"sender": "Planner",
                             "agent_names": [a["name"] for a in found],
-                            "team_name": "demo-team"})
+                            "team_name": "demo-team"}, who="Planner")
     room = team["comm_id"]
     show("Planner", f"room {room} with {', '.join(team['agent_names'])}")
     await asyncio.sleep(0.2)
@@ -112,7 +132,7 @@ async def main():
                 show(msg["sender"], msg["content"])
 
     print("\n6. the transcript, from /fetch_chat_record")
-    rec = call("/fetch_chat_record", {"comm_id": room})[room]
+    rec = call("/fetch_chat_record", {"comm_id": room}, who="Planner")[room]
     show("hub", f"{len(rec['chat_record'])} envelopes stored for "
                 f"{', '.join(rec['agent_names'])}")
 
@@ -159,7 +179,8 @@ def launch_goal():
         sys.exit(1)
     g = call("/launch_goal", {"goal": goal})
     show("user", f"goal {g['goal_id']}: {goal}")
-    req = urllib.request.Request(f"http://{HUB}{g['events_url']}")
+    req = urllib.request.Request(f"http://{HUB}{g['events_url']}",
+                                 headers=auth("user"))
     conclusion = None
     with urllib.request.urlopen(req, timeout=60) as stream:
         for raw in stream:

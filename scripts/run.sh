@@ -21,9 +21,26 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-# conf.d/ioa.conf as shipped, pointed at our ports
+# Authentication as shipped (ioa_auth jwt): a key of our own, made once,
+# and a token for everyone in the demo
+[ -e "$RUN/jwt.key" ] || "$REPO/scripts/ioa-token" new-key "$RUN/jwt.key"
+mint() { "$REPO/scripts/ioa-token" sign --key "$RUN/jwt.key" --sub "$1" --scope "$2"; }
+{
+    echo "{"
+    for a in Planner Coder Researcher Counter Shouter Reverser; do
+        echo "  \"$a\": \"$(mint "$a" agent)\","
+    done
+    echo "  \"observer\": \"$(mint observer observer)\","
+    echo "  \"user\": \"$(mint user "launch admin")\""
+    echo "}"
+} > "$RUN/tokens.json"
+chmod 600 "$RUN/tokens.json"
+token() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$RUN/tokens.json" "$1"; }
+
+# conf.d/ioa.conf as shipped, pointed at our ports and our key
 sed -e "s/^ioa_redis .*/ioa_redis 127.0.0.1:$IOA_REDIS_PORT;/" \
     -e "s/^    listen 7788;/    listen 127.0.0.1:$IOA_PORT;/" \
+    -e "s|^ioa_auth_jwt_key .*|ioa_auth_jwt_key $RUN/jwt.key;|" \
     "$REPO/conf.d/ioa.conf" > "$RUN/ioa.conf"
 
 cat > "$RUN/nginx.conf" <<CONF
@@ -58,6 +75,7 @@ done
 
 start_agent() {
     local name=$1 desc=$2 mode=$3
+    IOA_TOKEN=$(token "$name") \
     "$REPO/workers/build/ioa-agent" --hub "$HUB" --name "$name" \
         --desc "$desc" --timeout 10 \
         --exec /usr/bin/python3 "$REPO/scripts/demo_agent.py" "$mode" \
@@ -77,8 +95,14 @@ else
     echo "planner: built-in (set IOA_LLM_BASE_URL to use an LLM)"
 fi
 echo "logs: $RUN/logs/"
+echo "authentication: ioa_auth jwt, key $RUN/jwt.key; the demo's tokens"
+echo "(also in $RUN/tokens.json; more with scripts/ioa-token sign --key $RUN/jwt.key --sub NAME --scope agent):"
+for who in Planner Coder Researcher Counter Shouter Reverser observer user; do
+    printf '  %-10s %s\n' "$who" "$(token "$who")"
+done
+echo "  e.g. curl -H \"Authorization: Bearer $(token user)\" $HUB/list_all_agents"
 
-if ! /usr/bin/python3 "$REPO/scripts/demo.py" "127.0.0.1:$IOA_PORT"; then
+if ! IOA_DEMO_TOKENS="$RUN/tokens.json" /usr/bin/python3 "$REPO/scripts/demo.py" "127.0.0.1:$IOA_PORT"; then
     echo "the demo failed; logs in $RUN/logs/"
     bash "$REPO/scripts/stop.sh"
     exit 1

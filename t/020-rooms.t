@@ -950,6 +950,7 @@ GET /health_check
     http {
         access_log off;
         ioa_redis 127.0.0.1:$redis;
+        ioa_auth off;
         server {
             listen 127.0.0.1:$port;
             location / { ioa_api; }

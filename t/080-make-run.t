@@ -28,6 +28,10 @@ my $rc = $? >> 8;
 
 is $rc, 0, 'make run exits 0 with IOA_RUN_ONCE=1' or diag $out;
 like $out, qr/ioa is up: http:\/\/127\.0\.0\.1:$port/, 'the hub came up on IOA_PORT';
+# conf.d as shipped has authentication on: the demo only gets through with
+# the tokens make run made, and prints them
+like $out, qr/authentication: ioa_auth jwt, key \Q$dir\E\/jwt\.key/, 'auth is on, with a key of its own';
+like $out, qr/^  Planner +eyJ[\w-]+\.eyJ[\w-]+\.[\w-]+$/m, 'the demo tokens are printed';
 like $out, qr/registered as Human Assistant/, 'agents registered';
 like $out, qr/found Coder \(score [\d.]+, online True\)/, 'discovery found an online agent';
 like $out, qr/room [0-9a-f]{32} with /, 'a team formed';

@@ -372,8 +372,22 @@ sub _register_hooks {
     &Test::Nginx::Socket::add_block_preprocessor(\&_scenario_preprocess);
 }
 
+# A configuration that serves ioa_api must say how clients authenticate
+# (ngx_ioa_auth.c).  The tests of everything but authentication run in
+# IoA's open mode, stated explicitly (IoaTest::Instance::auth_default),
+# unless the block configures ioa_auth itself (t/150-auth.t does).
+sub _auth_preprocess {
+    my $block = shift;
+    require IoaTest::Instance;
+    my $all = join '', map { $block->$_ // '' }
+                       qw(main_config http_config config);
+    my $auth = IoaTest::Instance::auth_default($all) or return;
+    $block->set_value(http_config => $auth . ($block->http_config // ''));
+}
+
 sub _scenario_preprocess {
     my $block = shift;
+    _auth_preprocess($block);
     return unless defined $block->ioa_scenario;
     $block->set_value(no_http2 => 1) unless defined $block->http2;
     $block->set_value(request => "GET /\n")

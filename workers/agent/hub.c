@@ -116,6 +116,7 @@ typedef struct {
     char              *post_url;
     char              *record_url;
     struct curl_slist *json_headers;
+    ioa_buf_t          auth_header;   /* "Authorization: Bearer ..." */
     char               user_agent[64];
 
     /* registration */
@@ -247,6 +248,17 @@ ioa_hub_init(void)
     ioa_hub.json_headers = curl_slist_append(ioa_hub.json_headers, "Expect:");
     if (ioa_hub.json_headers == NULL) {
         return -1;
+    }
+
+    /* a hub with ioa_auth jwt wants the agent's token on every request */
+    if (ioa_conf.token && ioa_conf.token[0]) {
+        ioa_buf_addf(&ioa_hub.auth_header, "Authorization: Bearer %s",
+                     ioa_conf.token);
+        ioa_hub.json_headers = curl_slist_append(ioa_hub.json_headers,
+                                   ioa_buf_cstr(&ioa_hub.auth_header));
+        if (ioa_hub.json_headers == NULL) {
+            return -1;
+        }
     }
 
     snprintf(ioa_hub.user_agent, sizeof(ioa_hub.user_agent), "ioa-agent/%s",
@@ -494,6 +506,11 @@ ioa_hub_inbox_open(void)
     curl_slist_free_all(ioa_hub.inbox_headers);
     ioa_hub.inbox_headers =
         curl_slist_append(NULL, "Accept: text/event-stream");
+
+    if (ioa_hub.auth_header.len) {
+        ioa_hub.inbox_headers = curl_slist_append(ioa_hub.inbox_headers,
+                                    ioa_buf_cstr(&ioa_hub.auth_header));
+    }
 
     if (ioa_hub.position.len) {
         ioa_buf_addf(&b, "Last-Event-ID: %s", ioa_buf_cstr(&ioa_hub.position));

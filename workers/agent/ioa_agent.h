@@ -157,6 +157,7 @@ void ioa_delete_posted_event(ioa_event_t *ev);
 
 typedef struct {
     const char  *hub; /* base URL, no trailing '/' */
+    const char  *token; /* bearer token (JWT) for the hub, or NULL */
     const char  *name;
     const char  *type;
     const char  *desc;

@@ -71,6 +71,11 @@ ioa_usage(FILE *f)
         "Agent:\n"
         "  --hub URL            the hub's base URL (default " IOA_DEFAULT_HUB
         ")\n"
+        "  --token JWT          the hub's token for NAME (\"agent\" scope), sent "
+        "as\n"
+        "                       \"Authorization: Bearer\"; default: the "
+        "IOA_TOKEN\n"
+        "                       environment variable\n"
         "  --name NAME          the agent's name (required)\n"
         "  --desc TEXT          what it can do; the registry searches this "
         "(required)\n"
@@ -202,6 +207,8 @@ ioa_parse(int argc, char **argv)
     const char *val;
 
     ioa_conf.hub = IOA_DEFAULT_HUB;
+    /* the environment keeps the token out of `ps` */
+    ioa_conf.token = getenv("IOA_TOKEN");
     ioa_conf.type = IOA_DEFAULT_TYPE;
     ioa_conf.timeout = IOA_DEFAULT_TIMEOUT;
     ioa_conf.max_result = IOA_DEFAULT_MAX_RESULT;
@@ -272,6 +279,9 @@ ioa_parse(int argc, char **argv)
 
         if (ioa_opt("--hub")) {
             ioa_conf.hub = ioa_base_url("--hub", val);
+
+        } else if (ioa_opt("--token")) {
+            ioa_conf.token = val;
 
         } else if (ioa_opt("--name")) {
             ioa_conf.name = val;

@@ -57,6 +57,15 @@ sub _slurp {
     return scalar(<$fh>) // '';
 }
 
+# "ioa_auth off;" for a configuration that serves ioa_api without saying
+# how clients authenticate: the tests of everything but authentication run
+# in IoA's open mode, stated explicitly as an operator must.
+sub auth_default {
+    my $text = shift;
+    return $text =~ /\bioa_api\b/ && $text !~ /\bioa_auth\b/
+        ? "ioa_auth off;\n" : '';
+}
+
 sub start {
     my ($class, %opt) = @_;
     my $dir = $opt{dir} // die "IoaTest::Instance: dir required\n";
@@ -76,6 +85,10 @@ sub start {
         my $loads = join '', map { "load_module $_;\n" } @loads;
         my $user = $> == 0 ? "user root;\n" : '';
         my $listen_opts = $opt{reuseport} // 1 ? ' reuseport' : '';
+        # Tests written before authentication run in IoA's open mode, said
+        # explicitly as an operator must (see IoaTest::_scenario_preprocess).
+        my $auth = auth_default(($opt{http_config} // '')
+                                . ($opt{config} // ''));
         open my $fh, '>', $conf or die "IoaTest::Instance: $conf: $!\n";
         print $fh <<"_EOC_";
 ${loads}worker_processes $workers;
@@ -98,7 +111,7 @@ http {
     uwsgi_temp_path $dir/uwsgi_temp;
     default_type text/plain;
 
-@{[ $opt{http_config} // '' ]}
+$auth@{[ $opt{http_config} // '' ]}
 
     server {
         listen 127.0.0.1:$port$listen_opts;

@@ -1,0 +1,389 @@
+# t/150-auth.t -- who may do what: ioa_auth jwt (HS256, RS256, ES256 keys
+# from files; sub, exp, nbf, scopes), ioa_auth request (nginx's
+# auth_request in front), ioa_auth off (open mode, with its warning), and a
+# configuration without ioa_auth refused at start.
+#
+#   TEST_NGINX_LOAD_MODULES=/work/main/build/ngx_http_ioa_module.so \
+#       prove -It/lib t/150-auth.t
+#
+# Tokens are signed here (t/lib/IoaTest/JWT.pm: Digest::SHA and the openssl
+# command), never by the module.  Every refusal is checked to store nothing
+# where it could have.
+
+use Test::Nginx::Socket 'no_plan';
+use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
+use IoaTest;
+use IoaTest::Api;
+use IoaTest::JWT;
+use IoaTest::SSE;
+
+use File::Temp ();
+
+no_root_location();
+log_level('info');
+
+our $KEYDIR = File::Temp::tempdir('ioa-auth-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+our $K = jwt_keys($KEYDIR);
+$ENV{TEST_NGINX_KEYS} = $KEYDIR;
+
+add_block_preprocessor(sub {
+    my $block = shift;
+    $block->set_value(init => 'main::hub_ready()')
+        unless defined $block->init || defined $block->must_die;
+});
+
+sub tok {
+    my ($sub, $scope, %opt) = @_;
+    my $alg = delete $opt{alg} // 'HS256';
+    my %claims = (sub => $sub, scope => $scope, exp => time + 300, %opt);
+    delete $claims{$_} for grep { !defined $claims{$_} } keys %claims;
+    return jwt($K, $alg, \%claims);
+}
+
+sub bearer { [ Authorization => "Bearer $_[0]" ] }
+
+sub as {
+    my ($ctx, $token, $method, $path, $body) = @_;
+    return api($ctx, $method, $path, $body, headers => bearer($token));
+}
+
+sub register {
+    my ($ctx, $token, $name) = @_;
+    return as($ctx, $token, POST => '/register',
+              { name => $name, type => 'Human Assistant', desc => "agent $name" });
+}
+
+sub agents_in_redis {
+    return [ sort grep { !/^ioa:\{reg\}:agent:$/ }
+             map { s/^ioa:\{reg\}:agent://r } @{ redis_cmd('KEYS', 'ioa:{reg}:agent:*') } ];
+}
+
+run_tests();
+
+__DATA__
+
+=== TEST 1: ioa_api without ioa_auth does not start, and says what to choose
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    # ioa_auth deliberately left out
+    location / { ioa_api; }
+--- must_die
+--- suppress_stderr
+--- error_log
+"ioa_api" needs "ioa_auth"
+
+
+
+=== TEST 2: ioa_auth jwt without a key, and ioa_auth request without an identity, do not start
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth jwt; }
+--- must_die
+--- suppress_stderr
+--- error_log
+"ioa_auth jwt" needs at least one "ioa_auth_jwt_key"
+
+
+
+=== TEST 3: a short HS256 secret and a private key are refused at start
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_KEYS/ec.pem; }
+--- must_die
+--- suppress_stderr
+--- error_log
+holds no PEM public key
+
+
+
+=== TEST 4: ioa_auth off is IoA's open mode and warns at start
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_auth off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- error_log
+"ioa_auth off": open mode, any client may act as any agent
+--- ioa_scenario
+    my ($code) = api($ctx, POST => '/register',
+                     { name => 'Anyone', type => 'Human Assistant', desc => 'x' });
+    is $code, 200, 'no token needed';
+    is_deeply agents_in_redis(), ['Anyone'], 'registered';
+
+
+
+=== TEST 5: no token, a malformed one, a bad signature, a forged header: 401 with a challenge, nothing stored
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_auth jwt;
+    ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
+    ioa_auth_jwt_key $TEST_NGINX_KEYS/rsa.pub;
+    ioa_auth_jwt_key $TEST_NGINX_KEYS/ec.pub;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- ioa_scenario
+    my $body = { name => 'Alice', type => 'Human Assistant', desc => 'x' };
+    my ($code, $d, $res) = api($ctx, POST => '/register', $body);
+    is $code, 401, 'no token: 401';
+    is $res->header('WWW-Authenticate'), 'Bearer realm="ioa"', '... challenge without an error code';
+    is "$d->{op} $d->{code}", 'error unauthorized', '... JSON error';
+    like $d->{message}, qr/token is required/, '... saying what to send';
+
+    my $good = tok('Alice', 'agent');
+    my ($h, $p, $s) = split /\./, $good;
+    my %bad = (
+        'not a JWT'          => 'abc',
+        'two parts'          => "$h.$p",
+        'wrong secret'       => jwt($main::K, 'HS256', { sub => 'Alice', scope => 'agent', exp => time + 60 },
+                                    secret => 'x' x 40),
+        'payload changed'    => join('.', $h, tok('Mallory', 'agent admin') =~ /^[^.]+\.([^.]+)/, $s),
+        'alg none'           => jwt($main::K, 'HS256', { sub => 'Alice', exp => time + 60 },
+                                    header => { alg => 'none' }) =~ s/[^.]+$//r,
+        'RS256, unknown key' => tok('Alice', 'agent', alg => 'RS256'),
+        'expired'            => tok('Alice', 'agent', exp => time - 120),
+        'no exp'             => tok('Alice', 'agent', exp => undef),
+        'not yet valid'      => tok('Alice', 'agent', nbf => time + 600),
+        'no sub'             => tok(undef, 'agent'),
+        'HS256 header, RSA key confusion' => jwt($main::K, 'HS256', { sub => 'Alice', scope => 'agent', exp => time + 60 },
+                                    secret => do { local (@ARGV, $/) = "$main::KEYDIR/rsa.pub"; <> }),
+    );
+    $bad{'RS256, unknown key'} = jwt($main::K, 'RS256', { sub => 'Alice', scope => 'agent', exp => time + 60 },
+                                     key => "$main::KEYDIR/rsa-other.pem");
+    my %why = ('expired' => qr/expired/, 'no exp' => qr/"exp"/, 'not yet valid' => qr/not valid before/,
+               'alg none' => qr/algorithm "none"/, 'no sub' => qr/"sub"/,
+               'wrong secret' => qr/does not verify/, 'not a JWT' => qr/not a JWT/);
+    for my $case (sort keys %bad) {
+        my ($code, $d, $res) = as($ctx, $bad{$case}, POST => '/register', $body);
+        is $code, 401, "$case: 401";
+        like $res->header('WWW-Authenticate') // '', qr/^Bearer realm="ioa", error="invalid_token", error_description="[^"]+"$/,
+            "$case: invalid_token challenge";
+        like $d->{message}, $why{$case}, "$case: says why" if $why{$case};
+    }
+    is_deeply agents_in_redis(), [], 'nothing was registered';
+
+    # a header the client controls must not reach the response headers raw
+    my $evil = jwt($main::K, 'HS256', { sub => 'Alice', exp => time + 60 },
+                   header => { alg => "HS512\r\nX-Injected: 1" });
+    ($code, $d, $res) = as($ctx, $evil, POST => '/register', $body);
+    is $code, 401, 'CR LF in alg: 401';
+    ok !defined $res->header('X-Injected'), '... and no header injected';
+
+
+
+=== TEST 6: HS256, RS256 and ES256 tokens act as their subject only
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_auth jwt;
+    ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
+    ioa_auth_jwt_key $TEST_NGINX_KEYS/rsa.pub;
+    ioa_auth_jwt_key $TEST_NGINX_KEYS/ec.pub;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- ioa_scenario
+    my %t = (Alice => tok('Alice', 'agent'),
+             Bob   => tok('Bob', 'agent', alg => 'RS256'),
+             Carol => tok('Carol', 'agent other:scope', alg => 'ES256'));
+    for my $n (sort keys %t) {
+        my ($code, $d) = register($ctx, $t{$n}, $n);
+        is $code, 200, "$n registers with its own token" or diag jenc($d);
+    }
+    my ($code, $d) = register($ctx, $t{Alice}, 'Mallory');
+    is $code, 403, 'Alice cannot register another name';
+    is "$d->{code}", 'forbidden', '... forbidden';
+    like $d->{message}, qr/"Alice"'s; it cannot act as "Mallory"/, '... naming both';
+    is_deeply agents_in_redis(), [qw(Alice Bob Carol)], 'Mallory was not stored';
+
+    # a token without the agent scope cannot register even its own name
+    ($code, $d) = register($ctx, tok('Dave', 'observer'), 'Dave');
+    is "$code $d->{code}", '403 forbidden', 'no agent scope: 403';
+    like $d->{message}, qr/lacks the "agent" scope/, '... naming the scope';
+
+    # the same token in the query string (browsers' WebSocket handshakes)
+    my $res = $ctx->http(POST => "/register?access_token=$t{Alice}",
+                         body => jenc({ name => 'Alice', type => 'Human Assistant', desc => 'again' }));
+    is $res->code, 200, 'access_token query argument works';
+
+    # WebSocket: the handshake is refused before the upgrade
+    my $ws = $ctx->ws('/ws/Alice', headers => bearer($t{Alice}));
+    ok $ws->ok, 'Alice connects as Alice';
+    $ws->close;
+    $ws = $ctx->ws('/ws/Alice', headers => bearer($t{Bob}));
+    is $ws->status, 403, 'Bob cannot connect as Alice';
+    like $ws->body, qr/"forbidden"/, '... with a JSON reason';
+    $ws = $ctx->ws('/ws/Alice');
+    is $ws->status, 401, 'no token: the handshake gets 401';
+    $ws = $ctx->ws("/ws/Carol?access_token=$t{Carol}");
+    ok $ws->ok, 'Carol connects with ?access_token=';
+
+    # teamup and retrieve act as their sender
+    ($code, $d) = as($ctx, $t{Alice}, POST => '/teamup', { sender => 'Bob', agent_names => ['Carol'] });
+    is "$code $d->{code}", '403 forbidden', 'teamup as someone else: 403';
+    is scalar @{ redis_cmd('KEYS', 'ioa:{room:*}:members') }, 0, '... no room created';
+    ($code, $d) = as($ctx, $t{Alice}, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
+    is $code, 200, 'teamup as oneself';
+    my $cid = $d->{comm_id};
+    ($code, $d) = as($ctx, $t{Alice}, POST => '/retrieve_assistant', { sender => 'Bob', capabilities => ['agent'] });
+    is "$code $d->{code}", '403 forbidden', 'retrieve as someone else: 403';
+    ($code, $d) = as($ctx, $t{Alice}, POST => '/retrieve_assistant', { sender => 'Alice', capabilities => ['agent'] });
+    is $code, 200, 'retrieve as oneself';
+
+    # posting and reading over HTTP: the path names the agent
+    ($code, $d) = as($ctx, $t{Alice}, POST => '/agents/Bob/messages', { comm_id => $cid, content => 'forged' });
+    is "$code $d->{code}", '403 forbidden', 'posting as Bob with Alice\'s token: 403';
+    ($code, $d) = as($ctx, $t{Alice}, POST => '/agents/Alice/messages', { comm_id => $cid, content => 'mine' });
+    is $code, 200, 'posting as Alice';
+    my $log = redis_cmd('XRANGE', "ioa:{room:$cid}:log", '-', '+');
+    is scalar @$log, 1, 'one envelope stored, the forged one is not';
+    like $log->[0][1][1], qr/"sender":"Alice"/, '... sent by Alice';
+    my $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, '/agents/Bob/inbox',
+                                    headers => bearer($t{Alice}));
+    is $sse->status, 403, 'reading Bob\'s inbox with Alice\'s token: 403';
+
+
+
+=== TEST 7: observer, launch and admin scopes
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_auth jwt;
+    ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- ioa_scenario
+    my $alice = tok('Alice', 'agent');
+    register($ctx, $alice, 'Alice');
+    register($ctx, tok('Bob', 'agent'), 'Bob');
+    my ($code, $d) = as($ctx, $alice, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
+    my $cid = $d->{comm_id};
+    ($code, $d) = as($ctx, $alice, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
+    my $other = $d->{comm_id};
+
+    # listing every agent, or every room, is an administrator's
+    ($code, $d) = as($ctx, $alice, GET => '/list_all_agents');
+    is "$code $d->{code}", '403 forbidden', 'list_all_agents with an agent token: 403';
+    like $d->{message}, qr/lacks the "admin" scope/, '... naming admin';
+    ($code, $d) = as($ctx, tok('root', 'admin'), GET => '/list_all_agents');
+    is $code, 200, 'with admin: 200';
+    is scalar @$d, 2, '... both agents';
+    ($code, $d) = as($ctx, tok('watcher', 'observer'), POST => '/fetch_chat_record', { comm_id => undef });
+    is "$code $d->{code}", '403 forbidden', 'every room with observer: 403';
+    ($code, $d) = as($ctx, tok('root', 'admin'), POST => '/fetch_chat_record', { comm_id => undef });
+    is $code, 200, 'every room with admin: 200';
+    is scalar keys %$d, 2, '... both rooms';
+
+    # transcripts: observer reads any room by id, observer:<id> that one only
+    ($code, $d) = as($ctx, tok('watcher', 'observer'), POST => '/fetch_chat_record', { comm_id => $cid });
+    is $code, 200, 'observer reads a room';
+    ($code, $d) = as($ctx, tok('one', "observer:$cid"), POST => '/fetch_chat_record', { comm_id => $cid });
+    is $code, 200, "observer:<id> reads that room";
+    ($code, $d) = as($ctx, tok('one', "observer:$cid"), POST => '/fetch_chat_record', { comm_id => [$cid, $other] });
+    is "$code $d->{code}", '403 forbidden', '... not another one, even alongside';
+    like $d->{message}, qr/\Q$other\E/, '... naming the room';
+    ($code, $d) = as($ctx, $alice, POST => '/fetch_chat_record', { comm_id => $cid });
+    is $code, 200, 'a member reads its own room';
+    ($code, $d) = as($ctx, tok('Carol', 'agent'), POST => '/fetch_chat_record', { comm_id => $cid });
+    is "$code $d->{code}", '403 forbidden', 'a non-member agent does not';
+    ($code, $d) = as($ctx, tok('Carol', 'agent'), POST => '/fetch_chat_record', { comm_id => 'no-such-room' });
+    is $code, 403, '... nor learns whether a room exists';
+    ($code, $d) = as($ctx, tok('Carol', 'launch'), POST => '/fetch_chat_record', { comm_id => $cid });
+    is $code, 403, 'a token without agent or observer scope reads nothing';
+
+    # the observer feed
+    my $ws = $ctx->ws('/chatlist_ws', headers => bearer($alice));
+    is $ws->status, 403, 'chatlist_ws with an agent token: 403';
+    $ws = $ctx->ws('/chatlist_ws', headers => bearer(tok('watcher', 'observer')));
+    ok $ws->ok, 'chatlist_ws with observer';
+    my $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, '/chatlist', headers => bearer($alice));
+    is $sse->status, 403, 'chatlist (SSE) with an agent token: 403';
+
+    # goals
+    my $goal = { goal => 'say hello', team_member_names => ['Alice', 'Bob'] };
+    ($code, $d) = as($ctx, $alice, POST => '/launch_goal', $goal);
+    is "$code $d->{code}", '403 forbidden', 'launch_goal without launch: 403';
+    is redis_cmd('XLEN', 'ioa:{jobs}:goals'), 0, '... nothing queued';
+    ($code, $d) = as($ctx, tok('ops', 'launch'), POST => '/launch_goal', $goal);
+    is $code, 202, 'launch_goal with launch: 202';
+    ($code) = as($ctx, $alice, GET => "/goals/$d->{goal_id}");
+    is $code, 403, 'reading a goal without launch: 403';
+    ($code) = as($ctx, tok('ops', 'launch'), GET => "/goals/$d->{goal_id}");
+    is $code, 200, '... with launch: 200';
+
+    # the health check stays open for load balancers
+    ($code) = api($ctx, GET => '/health_check');
+    is $code, 200, 'health_check needs no token';
+
+
+
+=== TEST 8: ioa_auth request: the identity comes from nginx's auth_request
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location = /_auth {
+        internal;
+        proxy_pass http://127.0.0.1:$TEST_NGINX_SERVER_PORT/auth-service;
+        proxy_pass_request_body off;
+        proxy_set_header Content-Length "";
+    }
+    # the operator's service: here a table of two opaque tokens
+    location = /auth-service {
+        if ($http_authorization = "Bearer opaque-alice") {
+            add_header X-Ioa-Sub Alice;
+            add_header X-Ioa-Scopes "agent";
+            return 204;
+        }
+        if ($http_authorization = "Bearer opaque-root") {
+            add_header X-Ioa-Sub root;
+            add_header X-Ioa-Scopes "admin";
+            return 204;
+        }
+        return 401;
+    }
+    # load balancers' health check: no auth_request, a fixed identity
+    location = /health_check {
+        ioa_api;
+        ioa_auth request;
+        ioa_auth_identity lb;
+    }
+    location / {
+        auth_request /_auth;
+        auth_request_set $ioa_sub $upstream_http_x_ioa_sub;
+        auth_request_set $ioa_scopes $upstream_http_x_ioa_scopes;
+        ioa_api;
+        ioa_auth request;
+        ioa_auth_identity $ioa_sub;
+        ioa_auth_scopes $ioa_scopes;
+    }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- ioa_scenario
+    my ($code) = register($ctx, 'nobody-knows', 'Alice');
+    is $code, 401, 'an unknown token: auth_request answers 401';
+    ($code, my $d) = register($ctx, 'opaque-alice', 'Alice');
+    is $code, 200, 'Alice registers as Alice' or diag jenc($d);
+    ($code, $d) = register($ctx, 'opaque-alice', 'Bob');
+    is "$code $d->{code}", '403 forbidden', 'not as Bob';
+    ($code, $d) = as($ctx, 'opaque-alice', GET => '/list_all_agents');
+    is $code, 403, 'no admin scope from the service: 403';
+    ($code, $d) = as($ctx, 'opaque-root', GET => '/list_all_agents');
+    is $code, 200, 'admin from the service: 200';
+    is_deeply [ map { $_->{name} } @$d ], ['Alice'], '... only Alice was stored';
