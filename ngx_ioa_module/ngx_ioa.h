@@ -77,6 +77,8 @@ typedef struct {
     ngx_msec_t                redis_timeout;
     ngx_msec_t                redis_backoff_max;
     ngx_str_t                 redis_prefix;
+    ngx_str_t                 redis_user;     /* AUTH user, "" for none */
+    ngx_str_t                 redis_password; /* AUTH password, "" none */
 
     ngx_str_t                 name_pattern;
     ngx_regex_t              *name_regex;
@@ -395,6 +397,8 @@ yajl_val ngx_ioa_body_json(ngx_http_request_t *r, ngx_str_t *body);
 ngx_table_elt_t *ngx_ioa_header_in(ngx_http_request_t *r, const char *name);
 ngx_int_t ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status,
     ngx_str_t *json);
+ngx_int_t ngx_ioa_conf_read_file(ngx_conf_t *cf, ngx_str_t *name,
+    size_t max, ngx_str_t *out);
 char *ngx_ioa_auth_mode(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_ioa_auth_jwt_key(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_ioa_auth_merge(ngx_conf_t *cf, ngx_ioa_loc_conf_t *prev,

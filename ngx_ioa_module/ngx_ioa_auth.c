@@ -140,10 +140,7 @@ ngx_ioa_auth_jwt_key(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     u_char              *p;
     BIO                 *bio;
-    ssize_t              n;
     ngx_str_t           *value, file, data;
-    ngx_file_t           f;
-    ngx_file_info_t      fi;
     ngx_pool_cleanup_t  *cln;
     ngx_ioa_jwt_key_t   *key;
 
@@ -170,43 +167,9 @@ ngx_ioa_auth_jwt_key(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_memzero(key, sizeof(ngx_ioa_jwt_key_t));
     key->file = file;
 
-    ngx_memzero(&f, sizeof(ngx_file_t));
-    f.name = file;
-    f.log = cf->log;
-
-    f.fd = ngx_open_file(file.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
-    if (f.fd == NGX_INVALID_FILE) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
-                           ngx_open_file_n " \"%V\" failed", &file);
+    if (ngx_ioa_conf_read_file(cf, &value[1], 65536, &data) != NGX_OK) {
         return NGX_CONF_ERROR;
     }
-
-    if (ngx_fd_info(f.fd, &fi) == NGX_FILE_ERROR
-        || ngx_file_size(&fi) > 65536)
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"%V\" is not a key file of at most 64 KiB",
-                           &file);
-        ngx_close_file(f.fd);
-        return NGX_CONF_ERROR;
-    }
-
-    data.len = ngx_file_size(&fi);
-    data.data = ngx_pnalloc(cf->pool, data.len + 1);
-    if (data.data == NULL) {
-        ngx_close_file(f.fd);
-        return NGX_CONF_ERROR;
-    }
-
-    n = ngx_read_file(&f, data.data, data.len, 0);
-    ngx_close_file(f.fd);
-
-    if (n != (ssize_t) data.len) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "cannot read \"%V\"", &file);
-        return NGX_CONF_ERROR;
-    }
-
-    data.data[data.len] = '\0';
 
     if (ngx_strstrn(data.data, "-----BEGIN", 10 - 1) == NULL) {
 

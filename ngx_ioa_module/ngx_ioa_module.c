@@ -41,6 +41,8 @@ static char *ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static char *ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_ioa_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_ioa_redis_password_file(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static ngx_int_t ngx_ioa_init_process(ngx_cycle_t *cycle);
 static void ngx_ioa_exit_process(ngx_cycle_t *cycle);
 
@@ -96,6 +98,20 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       ngx_conf_set_str_slot,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_ioa_main_conf_t, redis_prefix),
+      NULL },
+
+    { ngx_string("ioa_redis_user"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, redis_user),
+      NULL },
+
+    { ngx_string("ioa_redis_password_file"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_ioa_redis_password_file,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
       NULL },
 
     { ngx_string("ioa_agent_name_pattern"),
@@ -752,6 +768,120 @@ ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         p[addr->host.len] = '\0';
         addr->host.data = p;
         addr->port = ntohs(sin->sin_port);
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * A small file of the configuration (a key, a password), read whole when
+ * nginx reads its configuration: the workers never open it, so it may be
+ * readable by root (the master) alone.  NGX_OK and out in cf->pool,
+ * NUL-terminated, or NGX_ERROR after an emerg naming the file.
+ */
+
+ngx_int_t
+ngx_ioa_conf_read_file(ngx_conf_t *cf, ngx_str_t *name, size_t max,
+    ngx_str_t *out)
+{
+    ssize_t          n;
+    ngx_str_t        file;
+    ngx_file_t       f;
+    ngx_file_info_t  fi;
+
+    file = *name;
+
+    if (ngx_conf_full_name(cf->cycle, &file, 1) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(&f, sizeof(ngx_file_t));
+    f.name = file;
+    f.log = cf->log;
+
+    f.fd = ngx_open_file(file.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+    if (f.fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           ngx_open_file_n " \"%V\" failed", &file);
+        return NGX_ERROR;
+    }
+
+    if (ngx_fd_info(f.fd, &fi) == NGX_FILE_ERROR
+        || (size_t) ngx_file_size(&fi) > max)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" is not a file of at most %uz bytes",
+                           &file, max);
+        ngx_close_file(f.fd);
+        return NGX_ERROR;
+    }
+
+    out->len = ngx_file_size(&fi);
+    out->data = ngx_pnalloc(cf->pool, out->len + 1);
+    if (out->data == NULL) {
+        ngx_close_file(f.fd);
+        return NGX_ERROR;
+    }
+
+    n = ngx_read_file(&f, out->data, out->len, 0);
+    ngx_close_file(f.fd);
+
+    if (n != (ssize_t) out->len) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "cannot read \"%V\"",
+                           &file);
+        return NGX_ERROR;
+    }
+
+    out->data[out->len] = '\0';
+
+    return NGX_OK;
+}
+
+
+/*
+ * ioa_redis_password_file file: Redis AUTH (with ioa_redis_user for a Redis
+ * 6+ ACL user, else the default user).  A file, not the password itself, so
+ * nginx.conf can be shared and the secret kept apart; trailing white space
+ * (the editor's newline) is not part of it.
+ */
+
+static char *
+ngx_ioa_redis_password_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_ioa_main_conf_t *mcf = conf;
+
+    u_char     *p;
+    ngx_str_t  *value;
+
+    if (mcf->redis_password.data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_ioa_conf_read_file(cf, &value[1], 4096, &mcf->redis_password)
+        != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    p = mcf->redis_password.data + mcf->redis_password.len;
+
+    while (p > mcf->redis_password.data
+           && (p[-1] == '\n' || p[-1] == '\r' || p[-1] == ' '
+               || p[-1] == '\t'))
+    {
+        p--;
+    }
+
+    mcf->redis_password.len = p - mcf->redis_password.data;
+
+    if (mcf->redis_password.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "the Redis password file \"%V\" is empty",
+                           &value[1]);
+        return NGX_CONF_ERROR;
     }
 
     return NGX_CONF_OK;

@@ -117,6 +117,12 @@ static void ngx_ioa_redis_on_connect(const redisAsyncContext *ac,
     int status);
 static void ngx_ioa_redis_on_disconnect(const redisAsyncContext *ac,
     int status);
+static void ngx_ioa_redis_auth(ngx_ioa_redis_conn_t *rc);
+static void ngx_ioa_redis_auth_reply(redisAsyncContext *ac, void *r,
+    void *data);
+static void ngx_ioa_redis_auth_done(ngx_ioa_redis_conn_t *rc,
+    redisReply *reply);
+static void ngx_ioa_redis_usable(ngx_ioa_redis_conn_t *rc);
 static void ngx_ioa_redis_load_scripts(ngx_ioa_redis_conn_t *rc);
 static void ngx_ioa_redis_sent(ngx_ioa_redis_conn_t *rc);
 static void ngx_ioa_redis_replied(ngx_ioa_redis_conn_t *rc);
@@ -137,6 +143,7 @@ static u_char *ngx_ioa_redis_uint(u_char *p, size_t n);
 
 
 static u_char       ngx_ioa_script_sha[NGX_IOA_SCRIPT_N][40];
+static ngx_str_t    ngx_ioa_default_user = ngx_string("default");
 static ngx_uint_t   ngx_ioa_redis_exiting;
 
 
@@ -420,7 +427,123 @@ ngx_ioa_redis_on_connect(const redisAsyncContext *ac, int status)
         /* nothing is read before the first subscribe otherwise, and a
          * closed connection would go unnoticed */
         ac->ev.addRead(ac->ev.data);
+    }
 
+    if (ngx_ioa_main_conf()->redis_password.len) {
+        ngx_ioa_redis_auth(rc);
+        return;
+    }
+
+    ngx_ioa_redis_usable(rc);
+}
+
+
+/*
+ * AUTH before anything else on every connection (ioa_redis_password_file,
+ * ioa_redis_user); the rest of the connect waits for its answer, so a
+ * refusal is reported once, by name, instead of as NOAUTH on every command.
+ * A command connection takes the answer through hiredis' callbacks, a
+ * pub/sub connection in its own read handler (ngx_ioa_redis_sub_reply).
+ */
+
+static void
+ngx_ioa_redis_auth(ngx_ioa_redis_conn_t *rc)
+{
+    int                   argc, ok;
+    size_t                argvlen[3];
+    const char           *argv[3];
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    argc = 0;
+    argv[argc] = "AUTH";
+    argvlen[argc++] = 4;
+
+    if (mcf->redis_user.len) {
+        argv[argc] = (const char *) mcf->redis_user.data;
+        argvlen[argc++] = mcf->redis_user.len;
+    }
+
+    argv[argc] = (const char *) mcf->redis_password.data;
+    argvlen[argc++] = mcf->redis_password.len;
+
+    if (rc->is_sub) {
+        ok = redisAppendCommandArgv(&rc->ac->c, argc, argv, argvlen)
+             == REDIS_OK;
+
+        if (ok) {
+            rc->ac->ev.addWrite(rc->ac->ev.data);
+        }
+
+    } else {
+        ok = redisAsyncCommandArgv(rc->ac, ngx_ioa_redis_auth_reply, NULL,
+                                   argc, argv, argvlen)
+             == REDIS_OK;
+    }
+
+    if (!ok) {
+        redisAsyncDisconnect(rc->ac);
+        return;
+    }
+
+    rc->authing = 1;
+    ngx_ioa_redis_sent(rc);
+}
+
+
+static void
+ngx_ioa_redis_auth_reply(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply            *reply = r;
+    ngx_ioa_redis_conn_t  *rc;
+
+    if (reply == NULL) {
+        /* the connection went away before the answer */
+        return;
+    }
+
+    rc = ac->data;
+
+    ngx_ioa_redis_auth_done(rc, reply);
+}
+
+
+static void
+ngx_ioa_redis_auth_done(ngx_ioa_redis_conn_t *rc, redisReply *reply)
+{
+    ngx_str_t            *user;
+    ngx_ioa_main_conf_t  *mcf;
+
+    rc->authing = 0;
+    ngx_ioa_redis_replied(rc);
+
+    if (reply->type == REDIS_REPLY_ERROR) {
+        mcf = ngx_ioa_main_conf();
+        user = mcf->redis_user.len ? &mcf->redis_user : &ngx_ioa_default_user;
+
+        /* the password is never logged, only whose it is */
+        ngx_log_error(NGX_LOG_ERR, rc->log, 0,
+                      "ioa redis %s: %V refused AUTH as \"%V\": %*s; "
+                      "check ioa_redis_user and ioa_redis_password_file, "
+                      "retrying with backoff",
+                      rc->name, &rc->node->addr, user,
+                      (size_t) reply->len, reply->str);
+
+        redisAsyncDisconnect(rc->ac);
+        return;
+    }
+
+    ngx_ioa_redis_usable(rc);
+}
+
+
+/* connected (and authenticated): what a connection does first */
+
+static void
+ngx_ioa_redis_usable(ngx_ioa_redis_conn_t *rc)
+{
+    if (rc->is_sub) {
         ngx_ioa_room_on_sub_ready(rc->node);
         return;
     }
@@ -1185,6 +1308,12 @@ ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
     ngx_uint_t             ask, pattern;
     redisReply            *type, *chan, *msg;
     ngx_ioa_redis_node_t  *node;
+
+    if (rc->authing) {
+        /* the first answer on a new connection: AUTH's */
+        ngx_ioa_redis_auth_done(rc, reply);
+        return;
+    }
 
     if (reply->type == REDIS_REPLY_ERROR) {
 

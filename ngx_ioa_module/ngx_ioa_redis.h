@@ -54,6 +54,7 @@ typedef struct {
     ngx_log_t                *log;
 
     unsigned                  is_sub:1;
+    unsigned                  authing:1;   /* AUTH sent, not answered */
     unsigned                  up:1;      /* command: scripts sent, usable */
 } ngx_ioa_redis_conn_t;
 

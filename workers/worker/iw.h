@@ -49,6 +49,9 @@ typedef struct {
     char         *redis;             /* --redis as given, for the log */
     iw_addr_t    *seeds;             /* its addresses */
     int           nseeds;
+    char         *redis_user;        /* AUTH user, NULL: default */
+    char         *redis_password_file; /* AUTH password, NULL: */
+                                     /* IOA_REDIS_PASSWORD or none */
     char         *prefix;            /* "ioa:" */
     char         *scripts_dir;       /* the hub's redis-scripts/ */
     char         *name;              /* the coordinator agent */

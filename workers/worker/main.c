@@ -78,6 +78,12 @@ iw_usage(FILE *f)
         "  --redis HOST:PORT    Redis of the agent network (127.0.0.1:6379);\n"
         "                       for a Redis Cluster, one or more nodes,\n"
         "                       comma-separated (found out at connect)\n"
+        "  --redis-user NAME    Redis AUTH user (an ACL user; default: the\n"
+        "                       default user), as ioa_redis_user\n"
+        "  --redis-password-file FILE\n"
+        "                       Redis AUTH password, as\n"
+        "                       ioa_redis_password_file (else the\n"
+        "                       IOA_REDIS_PASSWORD variable; none: no AUTH)\n"
         "  --prefix P           key prefix, as ioa_redis_prefix (ioa:)\n"
         "  --scripts DIR        the hub's redis-scripts directory\n"
         "                       (./redis-scripts)\n"
@@ -235,6 +241,8 @@ main(int argc, char **argv)
     static const struct option  opts[] = {
         { "redis", required_argument, NULL, 'r' },
         { "prefix", required_argument, NULL, 'p' },
+        { "redis-user", required_argument, NULL, 'U' },
+        { "redis-password-file", required_argument, NULL, 'P' },
         { "scripts", required_argument, NULL, 's' },
         { "name", required_argument, NULL, 'n' },
         { "consumer", required_argument, NULL, 'c' },
@@ -273,6 +281,14 @@ main(int argc, char **argv)
             if (iw_parse_redis(&conf, optarg) != 0) {
                 return 2;
             }
+            break;
+        case 'U':
+            free(conf.redis_user);
+            conf.redis_user = iw_strdup(optarg);
+            break;
+        case 'P':
+            free(conf.redis_password_file);
+            conf.redis_password_file = iw_strdup(optarg);
             break;
         case 'p':
             free(conf.prefix);

@@ -57,6 +57,7 @@ typedef struct {
 static redisContext      *iw_redis;
 static const iw_conf_t   *iw_redis_conf;
 static char              *iw_redis_client_name;
+static char              *iw_redis_password;    /* NULL: no AUTH */
 
 static iw_lua_t  iw_lua[IW_LUA_N] = {
     { "post", "post.lua", NULL, "" },
@@ -74,6 +75,7 @@ static iw_lua_t  iw_lua[IW_LUA_N] = {
 
 
 static char *iw_read_file(const char *path);
+static int iw_redis_auth(redisContext *c, const char *host, int port);
 static int iw_lua_load(redisContext *c, iw_lua_t *l);
 
 
@@ -94,6 +96,36 @@ iw_redis_init(const iw_conf_t *conf)
         {
             *p = '-';
         }
+    }
+
+    /* Redis AUTH: from a file (kept apart from the command line and the
+     * environment of other processes), else from IOA_REDIS_PASSWORD */
+    if (conf->redis_password_file) {
+        iw_redis_password = iw_read_file(conf->redis_password_file);
+
+        if (iw_redis_password == NULL) {
+            iw_error("cannot read %s: %s", conf->redis_password_file,
+                     strerror(errno));
+            return IW_ERROR;
+        }
+
+        p = iw_redis_password + strlen(iw_redis_password);
+
+        while (p > iw_redis_password
+               && (p[-1] == '\n' || p[-1] == '\r' || p[-1] == ' '
+                   || p[-1] == '\t'))
+        {
+            *--p = '\0';
+        }
+
+        if (*iw_redis_password == '\0') {
+            iw_error("the Redis password file %s is empty",
+                     conf->redis_password_file);
+            return IW_ERROR;
+        }
+
+    } else if (getenv("IOA_REDIS_PASSWORD") && *getenv("IOA_REDIS_PASSWORD")) {
+        iw_redis_password = iw_strdup(getenv("IOA_REDIS_PASSWORD"));
     }
 
     iw_lua[IW_LUA_GOAL_EVENT].body = iw_strdup(iw_lua_goal_event);
@@ -191,7 +223,49 @@ iw_redis_open(const char *host, int port)
         return NULL;
     }
 
+    if (iw_redis_password && iw_redis_auth(c, host, port) != IW_OK) {
+        redisFree(c);
+        return NULL;
+    }
+
     return c;
+}
+
+
+/* AUTH [user] password, first on a connection; a refusal names the user,
+ * never the password, and the caller retries like any failed connect */
+
+static int
+iw_redis_auth(redisContext *c, const char *host, int port)
+{
+    const char  *user;
+    redisReply  *r;
+
+    user = iw_redis_conf ? iw_redis_conf->redis_user : NULL;
+
+    if (user) {
+        r = redisCommand(c, "AUTH %s %s", user, iw_redis_password);
+
+    } else {
+        r = redisCommand(c, "AUTH %s", iw_redis_password);
+    }
+
+    if (r == NULL) {
+        iw_warn("redis %s:%d: AUTH: %s", host, port, c->errstr);
+        return IW_ERROR;
+    }
+
+    if (r->type == REDIS_REPLY_ERROR) {
+        iw_warn("redis %s:%d refused AUTH as \"%s\": %s (check "
+                "--redis-user and --redis-password-file)", host, port,
+                user ? user : "default", r->str);
+        freeReplyObject(r);
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
 }
 
 
