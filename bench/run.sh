@@ -177,11 +177,13 @@ EOF
 # stores keep messages in its shared memory (the Redis store too, as a cache: with the default size
 # it fails with "Out of shared memory" at 64 KiB), which must hold 100
 # rooms x BUFFER messages of every size swept (shared memory is touched
-# only as it is used).  ioa runs in open mode (ioa_auth off), as nchan has
-# no authentication: ioa checks a token once per connection, at the
-# handshake, never per envelope, so no figure here would move with it.
+# only as it is used).  ioa runs in open mode (ioa_auth off) and without
+# its limits, as nchan has neither: a token is checked once per connection,
+# never per envelope, and the rates measured here are far above the
+# default ioa_limit_rate of one agent.
 IOA_PORT=$(start_nginx ioa "$MODULE" '
     ioa_redis 127.0.0.1:@REDIS@;
+    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_conn 0;
     ioa_room_log_maxlen @BUFFER@;
     server {
         listen 127.0.0.1:@PORT@;
@@ -193,6 +195,7 @@ if [[ ${#CLUSTER_PORTS[@]} -gt 0 ]]; then
     CLUSTER_SEEDS="${CLUSTER_PORTS[*]/#/127.0.0.1:}"
     IOA_CLUSTER_PORT=$(start_nginx ioa-cluster "$MODULE" '
     ioa_redis @CLUSTER@;
+    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_conn 0;
     ioa_room_log_maxlen @BUFFER@;
     server {
         listen 127.0.0.1:@PORT@;

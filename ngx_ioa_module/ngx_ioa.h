@@ -71,6 +71,15 @@ typedef struct {
 } ngx_ioa_redis_addr_t;
 
 
+/* a rate of ioa_limit_rate: thousandths of a request per second, and a
+ * burst in requests; rate 0 is off */
+typedef struct {
+    ngx_uint_t                rate;
+    ngx_uint_t                burst;
+    ngx_flag_t                set;
+} ngx_ioa_limit_rate_t;
+
+
 typedef struct {
     ngx_array_t              *redis_seeds;    /* of ngx_ioa_redis_addr_t */
     ngx_msec_t                redis_connect_timeout;
@@ -85,6 +94,15 @@ typedef struct {
 
     ngx_uint_t                room_log_maxlen;
     ngx_msec_t                presence_ttl;
+
+    /* limits (ngx_ioa_limit.c) */
+    ngx_shm_zone_t           *limit_zone;
+    size_t                    limit_zone_size;
+    ngx_ioa_limit_rate_t      limit_rate;     /* per agent */
+    ngx_ioa_limit_rate_t      room_rate;      /* per room */
+    ngx_uint_t                limit_conn;     /* per agent, 0: none */
+    ngx_uint_t                max_room_members;
+    ngx_uint_t                max_agents;
 
     ngx_flag_t                used;           /* some location has ioa_api */
 
@@ -397,6 +415,13 @@ yajl_val ngx_ioa_body_json(ngx_http_request_t *r, ngx_str_t *body);
 ngx_table_elt_t *ngx_ioa_header_in(ngx_http_request_t *r, const char *name);
 ngx_int_t ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status,
     ngx_str_t *json);
+char *ngx_ioa_limit_rate_slot(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_ioa_limit_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf);
+ngx_int_t ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id,
+    ngx_msec_t *retry, ngx_ioa_error_t *err);
+ngx_int_t ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name,
+    ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_conf_read_file(ngx_conf_t *cf, ngx_str_t *name,
     size_t max, ngx_str_t *out);
 char *ngx_ioa_auth_mode(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
@@ -414,6 +439,8 @@ ngx_int_t ngx_ioa_rest_identified(ngx_http_request_t *r,
 ngx_ioa_identity_t *ngx_ioa_rest_identity(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_rest_acts_as(ngx_http_request_t *r, ngx_str_t *name);
 
+ngx_int_t ngx_ioa_send_retry(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_msec_t ms, ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_send_error(ngx_http_request_t *r, ngx_uint_t status,
     ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_send_jbuf(ngx_http_request_t *r, ngx_uint_t status,

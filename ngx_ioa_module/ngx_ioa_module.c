@@ -135,6 +135,48 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       offsetof(ngx_ioa_main_conf_t, presence_ttl),
       NULL },
 
+    { ngx_string("ioa_limit_zone"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, limit_zone_size),
+      NULL },
+
+    { ngx_string("ioa_limit_rate"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      ngx_ioa_limit_rate_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, limit_rate),
+      NULL },
+
+    { ngx_string("ioa_limit_room_rate"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      ngx_ioa_limit_rate_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, room_rate),
+      NULL },
+
+    { ngx_string("ioa_limit_conn"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, limit_conn),
+      NULL },
+
+    { ngx_string("ioa_max_room_members"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, max_room_members),
+      NULL },
+
+    { ngx_string("ioa_max_agents"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, max_agents),
+      NULL },
+
     { ngx_string("ioa_max_message_size"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_size_slot,
@@ -534,6 +576,10 @@ ngx_ioa_create_main_conf(ngx_conf_t *cf)
     mcf->redis_backoff_max = NGX_CONF_UNSET_MSEC;
     mcf->room_log_maxlen = NGX_CONF_UNSET_UINT;
     mcf->presence_ttl = NGX_CONF_UNSET_MSEC;
+    mcf->limit_zone_size = NGX_CONF_UNSET_SIZE;
+    mcf->limit_conn = NGX_CONF_UNSET_UINT;
+    mcf->max_room_members = NGX_CONF_UNSET_UINT;
+    mcf->max_agents = NGX_CONF_UNSET_UINT;
 
     return mcf;
 }
@@ -569,6 +615,12 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_msec_value(mcf->redis_backoff_max, 5000);
     ngx_conf_init_uint_value(mcf->room_log_maxlen, 0);
     ngx_conf_init_msec_value(mcf->presence_ttl, 30000);
+    ngx_conf_init_uint_value(mcf->max_room_members, 256);
+    ngx_conf_init_uint_value(mcf->max_agents, 1000000);
+
+    if (mcf->used && ngx_ioa_limit_init_conf(cf, mcf) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
 
     if (mcf->redis_prefix.data == NULL) {
         ngx_str_set(&mcf->redis_prefix, "ioa:");

@@ -77,14 +77,14 @@ ngx_ioa_register_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char                now[NGX_INT64_LEN], created[32];
+    u_char                now[NGX_INT64_LEN], created[32], max[NGX_INT_T_LEN];
     size_t                i;
     time_t                sec;
     yajl_val              doc, v, tags, proto;
     ngx_tm_t              tm;
     ngx_str_t             name, type, desc, s, tags_json, *t;
-    const char           *argv[11];
-    size_t                argvlen[11];
+    const char           *argv[12];
+    size_t                argvlen[12];
     ngx_ioa_jbuf_t        b;
     ngx_str_t             agent_key, agents_key, stats_key;
     ngx_ioa_main_conf_t  *mcf;
@@ -231,9 +231,11 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
                               tm.ngx_tm_year, tm.ngx_tm_mon, tm.ngx_tm_mday,
                               tm.ngx_tm_hour, tm.ngx_tm_min, tm.ngx_tm_sec)
                   - created;
+    argv[11] = (const char *) max;
+    argvlen[11] = ngx_sprintf(max, "%ui", mcf->max_agents) - max;
 
     if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_REGISTER, ngx_ioa_register_done,
-                            3, 11, argv, argvlen)
+                            3, 12, argv, argvlen)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -259,8 +261,20 @@ bad_tags:
 static void
 ngx_ioa_register_done(ngx_http_request_t *r, redisReply *reply)
 {
-    ngx_str_t       s;
-    ngx_ioa_jbuf_t  b;
+    ngx_str_t        s;
+    ngx_ioa_jbuf_t   b;
+    ngx_ioa_error_t  err;
+
+    if (reply && reply->type == REDIS_REPLY_ERROR && reply->len > 5
+        && ngx_strncmp(reply->str, "FULL ", 5) == 0)
+    {
+        ngx_ioa_error_set(&err, "registry_full", "name",
+                          "%*s; nothing was stored", (size_t) reply->len - 5,
+                          reply->str + 5);
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_INSUFFICIENT_STORAGE,
+                                             &err));
+        return;
+    }
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
         || reply->elements != 2)

@@ -439,6 +439,31 @@ ngx_ioa_send_unavailable(ngx_http_request_t *r)
 }
 
 
+/* an error the client may retry after ms milliseconds (Retry-After has
+ * whole seconds: rounded up, at least 1) */
+
+ngx_int_t
+ngx_ioa_send_retry(ngx_http_request_t *r, ngx_uint_t status, ngx_msec_t ms,
+    ngx_ioa_error_t *err)
+{
+    u_char           *p;
+    ngx_table_elt_t  *h;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+
+    if (h && p) {
+        h->hash = 1;
+        ngx_str_set(&h->key, "Retry-After");
+        h->value.data = p;
+        h->value.len = ngx_sprintf(p, "%M", ngx_max((ms + 999) / 1000, 1))
+                       - p;
+    }
+
+    return ngx_ioa_send_error(r, status, err);
+}
+
+
 void
 ngx_ioa_finish(ngx_http_request_t *r, ngx_int_t rc)
 {
@@ -747,9 +772,12 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
         *m = s;
     }
 
-    if (t->members.nelts > 1000) {
-        ngx_ioa_error_set(&err, "invalid_request", "agent_names",
-                          "a team has at most 1000 members");
+    if (t->members.nelts > ngx_ioa_main_conf()->max_room_members) {
+        ngx_ioa_error_set(&err, "room_too_large", "agent_names",
+                          "a team of %ui members, sender included; "
+                          "ioa_max_room_members allows %ui",
+                          t->members.nelts,
+                          ngx_ioa_main_conf()->max_room_members);
         goto invalid;
     }
 

@@ -1923,6 +1923,7 @@ void
 ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
 {
     ngx_int_t            rc;
+    ngx_msec_t           retry;
     ngx_pool_t          *pool;
     ngx_ioa_post_t      *post;
     ngx_ioa_error_t      err;
@@ -1963,6 +1964,13 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
 
     if (env.is_control) {
         ngx_ioa_client_control(cl, &env, pool);
+        goto done;
+    }
+
+    /* over ioa_limit_rate or ioa_limit_room_rate: refused, not stored, the
+     * connection stays */
+    if (ngx_ioa_limit_post(&cl->name, &env.comm_id, &retry, &err) != NGX_OK) {
+        ngx_ioa_client_error(cl, &err, &env.comm_id);
         goto done;
     }
 

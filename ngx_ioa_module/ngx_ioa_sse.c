@@ -140,6 +140,7 @@ static void
 ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
 {
     ngx_int_t             rc;
+    ngx_msec_t            retry;
     ngx_ioa_error_t       err;
     ngx_ioa_envelope_t    env;
     ngx_ioa_loc_conf_t   *lcf;
@@ -166,6 +167,12 @@ ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
     }
 
     hp->comm_id = env.comm_id;
+
+    if (ngx_ioa_limit_post(&hp->name, &env.comm_id, &retry, &err) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_retry(r, NGX_HTTP_TOO_MANY_REQUESTS,
+                                             retry, &err));
+        return;
+    }
 
     req = ngx_ioa_post_send(&hp->name, &env, ngx_ioa_http_post_reply, r);
 
@@ -308,6 +315,21 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
         && ngx_ioa_client_parse_resume(&sse->client, &v, &err) != NGX_OK)
     {
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    /* ioa_limit_conn counts an agent's inboxes with its WebSockets */
+    if (kind == NGX_IOA_CLIENT_AGENT) {
+        switch (ngx_ioa_limit_conn(r->pool, &sse->client.name, &err)) {
+
+        case NGX_OK:
+            break;
+
+        case NGX_DECLINED:
+            return ngx_ioa_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS, &err);
+
+        default:
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
     }
 
     cln = ngx_pool_cleanup_add(r->pool, 0);

@@ -240,6 +240,17 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
     }
 
+    /* ioa_limit_conn: counted until the connection's pool goes */
+    rc = ngx_ioa_limit_conn(c->pool, &ws->client.name, &err);
+
+    if (rc == NGX_DECLINED) {
+        return ngx_ioa_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS, &err);
+    }
+
+    if (rc != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     ws->request = r;
     ws->connection = c;
     ws->out_tail = &ws->out;

@@ -11,9 +11,14 @@
 -- ARGV[6]  protocol        "1" the agent speaks IoA itself, "0" workers speak for it
 -- ARGV[7]  now_ms          becomes updated_at (and the agents zset score when new)
 -- ARGV[8]  created_at      "%Y-%m-%d-%H-%M-%S"; used only on first registration
+-- ARGV[9]  max_agents      optional: a new agent is refused once the registry
+--                          holds this many ("0" or absent: no cap); updates of
+--                          registered agents always pass
 --
 -- Returns  {"created"|"updated", created_at}  (created_at as first registered)
--- Errors   BADARG  empty name, KEYS not derived from B and name, tags_json not
+-- Errors   FULL    "FULL the registry holds <n> agents, the most
+--                  ioa_max_agents allows"; nothing is stored
+--          BADARG  empty name, KEYS not derived from B and name, tags_json not
 --                  an array of strings, protocol not "0"/"1", now_ms not a number,
 --                  a document of 2^20 tokens or more (the module's 8 KiB desc
 --                  and 32 tags of 64 bytes give at most about 5,000)
@@ -121,6 +126,15 @@ end
 local old = redis.call('HMGET', KEYS[1], 'created_at', 'terms', 'len')
 local exists = old[1] ~= false
 local old_len = 0
+
+local max_agents = tonumber(ARGV[9] or '0') or 0
+if not exists and max_agents > 0 then
+  local n = tonumber(redis.call('HGET', KEYS[3], 'n') or '0') or 0
+  if n >= max_agents then
+    return redis.error_reply('FULL the registry holds ' .. n ..
+      ' agents, the most ioa_max_agents allows')
+  end
+end
 
 if exists then
   created_at = old[1]

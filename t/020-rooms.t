@@ -619,6 +619,9 @@ GET /health_check
 === TEST 10: resume while Bob keeps posting (posts in flight during the catch-up): Alice sees a gapless, duplicate-free sequence equal to the Stream, with every resume form
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    # Bob posts about 400 envelopes in a few seconds on purpose, far above
+    # the default ioa_limit_rate (t/170-limits.t tests the limits)
+    ioa_limit_rate off;
 --- config
     location / { ioa_api; }
 --- request

@@ -181,8 +181,11 @@ my $Hub = IoaTest::Instance->start(
     log_level   => 'info',
     # keepalive_requests: the setup connection is closed after every 10th
     # request (nginx's default is 1000; make bench registers thousands),
-    # so every run here goes through the generator's reconnection
-    http_config => "ioa_redis 127.0.0.1:$RedisPort; keepalive_requests 10;",
+    # so every run here goes through the generator's reconnection; the
+    # limits are off as in bench/run.sh (a generator posts far above one
+    # agent's default rate)
+    http_config => "ioa_redis 127.0.0.1:$RedisPort; keepalive_requests 10; "
+                 . "ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_conn 0;",
     config      => 'location / { ioa_api; ioa_ping_interval 1s; }',
 );
 my $Url = 'http://127.0.0.1:' . $Hub->port;
