@@ -203,6 +203,8 @@ typedef struct {
                                      const char *reason);
     /* the client's starting position is known (NULL: not needed) */
     void                    (*positioned)(ngx_ioa_client_t *cl);
+    /* bytes queued for the client and not written yet */
+    size_t                  (*queued)(ngx_ioa_client_t *cl);
 } ngx_ioa_transport_t;
 
 
@@ -229,6 +231,7 @@ struct ngx_ioa_client_s {
     ngx_uint_t                acks:1;
     ngx_uint_t                rooms_loaded:1;
     ngx_uint_t                closed:1;
+    ngx_uint_t                catchup_paused:1; /* a link waits for room */
 
     void                     *rooms_req;     /* pending SMEMBERS */
     ngx_queue_t               posts;         /* envelopes awaiting Redis */
@@ -264,6 +267,7 @@ struct ngx_ioa_link_s {
     ngx_uint_t                nheld;
     ngx_uint_t                held_cap;
     size_t                    held_bytes;
+    ngx_uint_t                paused;        /* catch-up waits for a drain */
 
     void                     *req;           /* pending catch-up command */
 };
@@ -420,6 +424,7 @@ char *ngx_ioa_limit_rate_slot(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_ioa_limit_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf);
 ngx_int_t ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id,
     ngx_msec_t *retry, ngx_ioa_error_t *err);
+void ngx_ioa_client_drained(ngx_ioa_client_t *cl);
 ngx_int_t ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name,
     ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_conf_read_file(ngx_conf_t *cf, ngx_str_t *name,

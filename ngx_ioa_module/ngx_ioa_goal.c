@@ -65,6 +65,7 @@ static ngx_int_t ngx_ioa_goal_wait_text(ngx_ioa_client_t *cl, ngx_str_t *s);
 static void ngx_ioa_goal_wait_close(ngx_ioa_client_t *cl, ngx_uint_t code,
     const char *reason);
 static void ngx_ioa_goal_wait_cleanup(void *data);
+static size_t ngx_ioa_goal_wait_queued(ngx_ioa_client_t *cl);
 static void ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_goal_cancel_done(ngx_http_request_t *r,
     redisReply *reply);
@@ -78,7 +79,8 @@ static ngx_ioa_transport_t  ngx_ioa_goal_wait_transport = {
     ngx_ioa_goal_wait_send,
     ngx_ioa_goal_wait_text,
     ngx_ioa_goal_wait_close,
-    NULL
+    NULL,
+    ngx_ioa_goal_wait_queued
 };
 
 
@@ -526,6 +528,15 @@ ngx_ioa_goal_wait(ngx_http_request_t *r, ngx_ioa_goal_ctx_t *g)
     r->read_event_handler = ngx_http_test_reading;
 
     return NGX_OK;
+}
+
+
+/* a waiter reads each message as it comes: nothing ever queues */
+
+static size_t
+ngx_ioa_goal_wait_queued(ngx_ioa_client_t *cl)
+{
+    return 0;
 }
 
 

@@ -727,6 +727,7 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
 
     size_t             i;
     ngx_str_t          sid, json, comm_id;
+    size_t             queued;
     redisReply        *e, *f;
     ngx_ioa_msg_t     *m;
     ngx_ioa_client_t  *cl;
@@ -783,6 +784,23 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
         json.data = (u_char *) f->str;
         json.len = f->len;
 
+        /*
+         * Flow control: a backlog larger than ioa_send_queue_limit would
+         * close the very client that resumes to read it.  Once half the
+         * limit is queued, the catch-up stops here (lk->last is the last
+         * entry queued) and reads on from there when the client has taken
+         * most of it (ngx_ioa_client_drained).  Live traffic stays held
+         * meanwhile, as during any catch-up.
+         */
+
+        queued = cl->transport->queued(cl);
+
+        if (queued && queued + f->len > cl->lcf->send_queue_limit / 2) {
+            lk->paused = 1;
+            cl->catchup_paused = 1;
+            return;
+        }
+
         m = ngx_ioa_msg_create(&comm_id, &sid, &json, 0);
         if (m == NULL) {
             cl->transport->close(cl, NGX_IOA_WS_INTERNAL, "out of memory");
@@ -805,6 +823,37 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
     }
 
     ngx_ioa_link_live(lk);
+}
+
+
+/*
+ * The transport wrote most of its queue (see the catch-up's flow control):
+ * the catch-ups that stopped go on reading after their last entry.
+ */
+
+void
+ngx_ioa_client_drained(ngx_ioa_client_t *cl)
+{
+    ngx_queue_t     *q;
+    ngx_ioa_link_t  *lk;
+
+    cl->catchup_paused = 0;
+
+    if (cl->closed) {
+        return;
+    }
+
+    for (q = ngx_queue_head(&cl->links);
+         q != ngx_queue_sentinel(&cl->links);
+         q = ngx_queue_next(q))
+    {
+        lk = ngx_queue_data(q, ngx_ioa_link_t, client_q);
+
+        if (lk->paused && lk->state == NGX_IOA_LINK_CATCHING) {
+            lk->paused = 0;
+            ngx_ioa_link_catchup(lk);
+        }
+    }
 }
 
 

@@ -100,11 +100,15 @@ static ngx_event_t          ngx_ioa_sse_watch;
 static ngx_connection_t     ngx_ioa_sse_watch_conn;
 
 
+static size_t ngx_ioa_sse_queued(ngx_ioa_client_t *cl);
+
+
 static ngx_ioa_transport_t  ngx_ioa_sse_transport = {
     ngx_ioa_sse_send,
     ngx_ioa_sse_send_text,
     ngx_ioa_sse_close,
-    ngx_ioa_sse_positioned
+    ngx_ioa_sse_positioned,
+    ngx_ioa_sse_queued
 };
 
 
@@ -415,6 +419,15 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
 }
 
 
+static size_t
+ngx_ioa_sse_queued(ngx_ioa_client_t *cl)
+{
+    ngx_ioa_sse_t *sse = cl->data;
+
+    return sse->out_bytes;
+}
+
+
 static ngx_int_t
 ngx_ioa_sse_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
 {
@@ -721,6 +734,13 @@ ngx_ioa_sse_flush(ngx_ioa_sse_t *sse)
 
     if (sse->out == NULL) {
         sse->out_tail = &sse->out;
+    }
+
+    /* a paused catch-up reads on once a quarter of the limit is left */
+    if (sse->client.catchup_paused && !sse->client.closed
+        && sse->out_bytes <= sse->client.lcf->send_queue_limit / 4)
+    {
+        ngx_ioa_client_drained(&sse->client);
     }
 
     if (ngx_handle_write_event(r->connection->write, 0) != NGX_OK) {

@@ -153,11 +153,15 @@ static void ngx_ioa_ws_cleanup(void *data);
 static void ngx_ioa_ws_detach_handler(ngx_event_t *ev);
 
 
+static size_t ngx_ioa_ws_queued(ngx_ioa_client_t *cl);
+
+
 static ngx_ioa_transport_t  ngx_ioa_ws_transport = {
     ngx_ioa_ws_send,
     ngx_ioa_ws_send_text,
     ngx_ioa_ws_close,
-    NULL
+    NULL,
+    ngx_ioa_ws_queued
 };
 
 
@@ -1118,6 +1122,15 @@ ngx_ioa_ws_ping_handler(ngx_event_t *ev)
 }
 
 
+static size_t
+ngx_ioa_ws_queued(ngx_ioa_client_t *cl)
+{
+    ngx_ioa_ws_t *ws = cl->data;
+
+    return ws->out_bytes;
+}
+
+
 static ngx_int_t
 ngx_ioa_ws_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
 {
@@ -1452,6 +1465,13 @@ ngx_ioa_ws_flush(ngx_ioa_ws_t *ws)
 
         if (ws->out == NULL) {
             ws->out_tail = &ws->out;
+        }
+
+        /* a paused catch-up reads on once a quarter of the limit is left */
+        if (ws->client.catchup_paused && !ws->closing
+            && ws->out_bytes <= ws->client.lcf->send_queue_limit / 4)
+        {
+            ngx_ioa_client_drained(&ws->client);
         }
     }
 

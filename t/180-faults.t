@@ -1,0 +1,423 @@
+# t/180-faults.t -- faults under traffic, every envelope counted: Redis
+# killed (-9) and restarted with appendfsync always, nginx reloaded, a
+# consumer that stops reading, and a crowd of clients sending junk, each
+# while agents keep talking.  The clients here behave as README "Resume"
+# tells them to: after an error or a close they resume from their last id,
+# and resend only what the room does not hold.  What must hold every time:
+# every envelope accepted (echoed back with its id) is in the room's log,
+# each sent envelope is stored exactly once, and every member receives the
+# log exactly, in order, without a duplicate.
+#
+#   TEST_NGINX_LOAD_MODULES=/work/main/build/ngx_http_ioa_module.so \
+#       prove -It/lib t/180-faults.t
+#
+# The Redis here is this file's own, with appendonly yes and appendfsync
+# always, so it can be killed and started again on the same port and data.
+
+use strict;
+use warnings;
+
+use File::Temp ();
+
+our ($RedisDir, $RedisPort, $RedisPid);
+
+use Test::Nginx::Socket 'no_plan';
+use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
+use IoaTest;
+use IoaTest::Agent qw(register teamup envelope wait_health);
+use IoaTest::Api;
+use IoaTest::Redis;
+use IO::Socket::INET ();
+use POSIX ();
+use Time::HiRes qw(sleep time);
+
+no_root_location();
+no_shuffle();
+master_on();          # a reload needs a master; the worker is its child
+log_level('info');
+
+$RedisDir = File::Temp::tempdir('ioa-faults-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+$RedisPort = IoaTest::_free_port();
+$ENV{TEST_NGINX_AOF_REDIS_PORT} = $RedisPort;
+
+sub aof_redis_start {
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        open STDOUT, '>', '/dev/null';
+        exec 'redis-server', '--port', $RedisPort, '--bind', '127.0.0.1',
+             '--dir', $RedisDir, '--save', '', '--appendonly', 'yes',
+             '--appendfsync', 'always', '--logfile', "$RedisDir/log"
+            or POSIX::_exit(127);
+    }
+    $RedisPid = $pid;
+    for (1 .. 200) {
+        my $r = eval { IoaTest::Redis->new(port => $RedisPort, timeout => 1) };
+        if ($r && eval { $r->cmd('PING') } && !eval { ($r->cmd('INFO', 'persistence') =~ /loading:1/) }) {
+            $r->close;
+            return 1;
+        }
+        sleep 0.05;
+    }
+    return 0;
+}
+
+sub aof_redis_kill9 {
+    kill 'KILL', $RedisPid;
+    waitpid $RedisPid, 0;
+    undef $RedisPid;
+}
+
+sub aof {
+    my $r = IoaTest::Redis->new(port => $RedisPort, timeout => 5);
+    my $v = $r->cmd(@_);
+    $r->close;
+    return $v;
+}
+
+aof_redis_start() or die "the AOF Redis did not start\n";
+
+END {
+    if ($RedisPid) {
+        kill 'TERM', $RedisPid;
+        waitpid $RedisPid, 0;
+    }
+}
+
+# The room's log: [ [id, content], ... ] in order.
+sub room_log {
+    my ($cid) = @_;
+    my $entries = aof('XRANGE', "ioa:{room:$cid}:log", '-', '+');
+    return [ map { [ $_->[0], IoaTest::Agent::json()->decode($_->[1][1])->{content} ] } @$entries ];
+}
+
+# A member as README "Resume" describes it: it remembers the last id it
+# saw in the room, and reconnects with ?resume=<comm_id>:<id>.
+sub member {
+    my ($ctx, $name, $cid) = @_;
+    my $m = bless { ctx => $ctx, name => $name, cid => $cid, last => '0-0',
+                    seen => [], errors => 0 }, 'FaultMember';
+    $m->reconnect;
+    return $m;
+}
+
+package FaultMember;
+
+sub reconnect {
+    my ($self) = @_;
+    $self->{connects}++;
+    for (1 .. 50) {
+        $self->{a} = IoaTest::Agent->connect($self->{ctx}, $self->{name},
+                                             "?resume=$self->{cid}:$self->{last}");
+        return 1 if $self->{a}->ok;
+        Time::HiRes::sleep(0.1);
+    }
+    return 0;
+}
+
+# Reads what is there (for up to $secs); an envelope of the room is kept
+# once per id (a duplicate id would be counted by the caller's check).
+sub drain {
+    my ($self, $secs) = @_;
+    my $deadline = Time::HiRes::time() + ($secs // 0.2);
+    while (1) {
+        my $left = $deadline - Time::HiRes::time();
+        last if $left <= 0;
+        my $m = $self->{a}->recv($left) // last;
+        if (defined $m->{op}) {
+            $self->{errors}++ if $m->{op} eq 'error';
+            next;
+        }
+        next unless ($m->{comm_id} // '') eq $self->{cid} && $m->{id};
+        push @{ $self->{seen} }, [ $m->{id}, $m->{content} ];
+        $self->{last} = $m->{id};
+    }
+    return $self->{a}->ws->close_code;
+}
+
+# Sends; false when the connection is gone (the caller reconnects).
+sub send {
+    my ($self, $content) = @_;
+    return eval {
+        $self->{a}->post(IoaTest::Agent::envelope(comm_id => $self->{cid},
+                                                  content => $content));
+        1;
+    };
+}
+
+sub contents { [ map { $_->[1] } @{ $_[0]{seen} } ] }
+
+package main;
+
+# After the fault: until every content the sender meant to send is in the
+# room (as it sees it through resume), reconnect if needed, read, and resend
+# only what the room does not hold.
+sub settle {
+    my ($sender, $want, @others) = @_;
+    for my $round (1 .. 20) {
+        for my $m ($sender, @others) {
+            my $code = $m->drain(0.3);
+            $m->reconnect if defined $code || !$m->{a}->ws->ok || $m->{a}->ws->eof;
+        }
+        my %have = map { $_ => 1 } @{ $sender->contents };
+        my @missing = grep { !$have{$_} } @$want;
+        return 1 unless @missing;
+        # only once the sender has caught up with everything the room holds
+        for my $c (@missing) {
+            $sender->send($c) or do { $sender->reconnect; last };
+        }
+        $_->drain(0.5) for $sender, @others;
+    }
+    return 0;
+}
+
+sub check_exactly_once {
+    my ($cid, $want, $what, @members) = @_;
+    my $log = room_log($cid);
+    my %count;
+    $count{ $_->[1] }++ for @$log;
+    is scalar(grep { ($count{$_} // 0) == 1 } @$want), scalar @$want,
+        "$what: each of the " . @$want . " envelopes is stored exactly once";
+    is scalar(keys %count), scalar @$want, "$what: and nothing else is stored";
+    for my $m (@members) {
+        # a member reads on, resuming after any close, until it has as much
+        # as the log holds (or 10 s)
+        my $until = time + 10;
+        while (@{ $m->{seen} } < @$log && time < $until) {
+            my $code = $m->drain(0.3);
+            $m->reconnect if defined $code || $m->{a}->ws->eof;
+        }
+        is_deeply [ map { $_->[0] } @{ $m->{seen} } ], [ map { $_->[0] } @$log ],
+            "$what: $m->{name} received the log exactly, in order, once";
+    }
+}
+
+run_tests();
+
+__DATA__
+
+=== TEST 1: Redis killed -9 under traffic and restarted (appendfsync always): nothing accepted is lost, nothing is stored twice, the open connections recover
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
+    ioa_redis_timeout 1s;
+    ioa_limit_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    aof('FLUSHALL');
+    ok wait_health($ctx, 200, 10)->code == 200, 'hub up';
+    register($ctx, qw(Alice Bob));
+    my $cid = teamup($ctx, 'Alice', ['Bob']);
+    my $alice = member($ctx, 'Alice', $cid);
+    my $bob = member($ctx, 'Bob', $cid);
+    sleep 0.3;
+    my @want = map { "k$_" } 1 .. 150;
+    my %accepted;
+    for my $i (1 .. 150) {
+        $alice->send("k$i") or $alice->reconnect;
+        $alice->drain(0.005);
+        if ($i == 60) {
+            $accepted{$_->[1]} = $_->[0] for @{ $alice->{seen} };
+            main::aof_redis_kill9();
+        }
+        main::aof_redis_start() if $i == 90;
+    }
+    ok scalar(keys %accepted) > 0, scalar(keys %accepted) . ' envelopes accepted before the kill';
+    ok $alice->{errors} > 0, "posts during the outage got errors ($alice->{errors})";
+    ok wait_health($ctx, 200, 10)->code == 200, 'the hub is healthy again';
+    my %log = map { $_->[1] => $_->[0] } @{ room_log($cid) };
+    is scalar(grep { ($log{$_} // '') eq $accepted{$_} } keys %accepted), scalar(keys %accepted),
+        'every envelope accepted before the kill is in the log after the restart, with its id';
+    ok settle($alice, \@want, $bob), 'the sender got every envelope in by resuming and resending';
+    check_exactly_once($cid, \@want, 'Redis kill', $alice, $bob);
+
+
+
+=== TEST 2: nginx reload under traffic: clients get 1001, reconnect with resume, resend what is missing; nothing lost or doubled
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
+    ioa_limit_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    aof('FLUSHALL');
+    ok wait_health($ctx, 200, 10)->code == 200, 'hub up';
+    register($ctx, qw(Alice Bob));
+    my $cid = teamup($ctx, 'Alice', ['Bob']);
+    my $alice = member($ctx, 'Alice', $cid);
+    my $bob = member($ctx, 'Bob', $cid);
+    sleep 0.3;
+    my $pidfile = $ctx->servroot . '/logs/nginx.pid';
+    open my $fh, '<', $pidfile or die "$pidfile: $!";
+    chomp(my $master = <$fh>);
+    my @want = map { "r$_" } 1 .. 150;
+    my ($closes, $reconnects) = (0, 0);
+    for my $i (1 .. 150) {
+        if (!$alice->send("r$i")) {
+            $alice->reconnect;
+            $reconnects++;
+        }
+        my $code = $alice->drain(0.005);
+        if (defined $code) {
+            $closes++ if $code == 1001;
+            $alice->reconnect;
+            $reconnects++;
+        }
+        kill 'HUP', $master if $i == 50;
+    }
+    ok settle($alice, \@want, $bob), 'the sender got every envelope in by resuming and resending';
+    ok $alice->{connects} > 1 && $bob->{connects} > 1,
+        "the old worker ended both connections and they resumed ($closes close 1001 seen while sending)";
+    check_exactly_once($cid, \@want, 'reload', $alice, $bob);
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 3: a member that stops reading: the worker's memory stays bounded, it is closed with 1008, resumes and gets everything; the others are unaffected
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
+    ioa_limit_rate off;
+    ioa_limit_room_rate off;
+--- config
+    location / { ioa_api; ioa_send_queue_limit 256k; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    aof('FLUSHALL');
+    ok wait_health($ctx, 200, 10)->code == 200, 'hub up';
+    register($ctx, qw(Alice Bob Slow));
+    my $cid = teamup($ctx, 'Alice', ['Bob', 'Slow']);
+    my $alice = member($ctx, 'Alice', $cid);
+    my $bob = member($ctx, 'Bob', $cid);
+    # a small receive buffer, and never read: the hub's queue for it fills
+    my $slow = IoaTest::Agent->connect($ctx, 'Slow', '', rcvbuf => 4096);
+    ok $slow->ok, 'Slow connected';
+    sleep 0.3;
+    my $pidfile = $ctx->servroot . '/logs/nginx.pid';
+    open my $fh, '<', $pidfile or die "$pidfile: $!";
+    chomp(my $master = <$fh>);
+    my ($worker) = grep { /^\d+$/ } split ' ', `pgrep -P $master`;
+    my $rss = sub { my $s = `ps -o rss= -p $worker`; $s =~ s/\s+//g; $s };
+    my $before = $rss->();
+    # more than the kernel's socket buffers hold (several MB on loopback),
+    # so the hub's own queue must fill
+    my $pad = 'x' x 16000;
+    my @want = map { "s$_" } 1 .. 600;
+    for my $c (@want) {
+        $alice->send("$c $pad") or last;
+        $alice->drain(0.001);
+        $bob->drain(0.001);
+    }
+    my $after = $rss->();
+    ok $after - $before < 16 * 1024, "worker RSS grew by " . ($after - $before)
+        . " KiB while 9.6 MB went to a member that does not read (bounded by the queue limit)";
+    # the 1008 close frame queues behind what Slow never read, so it sees
+    # it (if at all) after reading through; the hub's log says why
+    ok wait_until(sub { IoaTest::nginx_error_log() =~ /"Slow" reads too slowly, closing/ }, 5),
+        'the slow member was closed (1008: reads too slowly)';
+    my ($close) = $slow->ws->recv_close(5);
+    ok !defined $close || $close == 1008, 'and if a close frame reached it, it was 1008';
+    $alice->drain(1);
+    $bob->drain(1);
+    is scalar @{ $bob->{seen} }, 600, 'Bob, who reads, got all 600';
+    # Slow comes back and resumes from the start of the room
+    my $again = member($ctx, 'Slow', $cid);
+    my $log = room_log($cid);
+    my $until = time + 30;
+    $again->drain(0.5) while @{ $again->{seen} } < @$log && time < $until;
+    is_deeply [ map { $_->[0] } @{ $again->{seen} } ], [ map { $_->[0] } @$log ],
+        'after resuming, Slow has the whole log exactly once';
+
+
+
+=== TEST 4: fifty clients sending junk at once (bytes, bad handshakes, bad frames) while two agents talk: every envelope arrives, the worker survives
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
+    ioa_limit_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    aof('FLUSHALL');
+    ok wait_health($ctx, 200, 10)->code == 200, 'hub up';
+    register($ctx, qw(Alice Bob));
+    my $cid = teamup($ctx, 'Alice', ['Bob']);
+    my $alice = member($ctx, 'Alice', $cid);
+    my $bob = member($ctx, 'Bob', $cid);
+    sleep 0.3;
+    my $pidfile = $ctx->servroot . '/logs/nginx.pid';
+    open my $fh, '<', $pidfile or die "$pidfile: $!";
+    chomp(my $master = <$fh>);
+    my @workers = sort grep { /^\d+$/ } split ' ', `pgrep -P $master`;
+
+    srand 7;
+    my $hs = "GET /ws/Junk%d HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           . "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    my @junk = (
+        sub { join('', map { chr int rand 256 } 1 .. 2000) . "\r\n\r\n" },   # bytes
+        sub { "GET /ws/\x00\xff HTTP/1.1\r\nHost: x\r\n\r\n" },               # bad path
+        sub { sprintf($hs, $_[0]) . "\x81\x05hello" },                        # unmasked frame
+        sub { sprintf($hs, $_[0]) . "\x83\x80abcd" },                         # reserved opcode
+        sub { sprintf($hs, $_[0]) . "\x81\xff" . ("\xff" x 8) . "abcd" },     # 2^64-1 length
+        sub { sprintf($hs, $_[0]) . "\x81\x84abcd" . ("\xc3\x28\xa0\xa1" ^ "abcd") },  # bad UTF-8
+        sub { sprintf($hs, $_[0]) . "\x81\x88abcd" . ("{\"x\":[[[" ^ "abcdabcd") },     # bad JSON
+        sub { "POST /register HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n{{{{{" },
+        sub { "POST /teamup HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n[" },
+        sub { "GET / HTTP/1.1\r\n" . ("X-Long: " . ('a' x 9000) . "\r\n") x 3 . "\r\n" },
+    );
+    my @socks;
+    my $i = 0;
+    for my $n (1 .. 50) {
+        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $ctx->port) or next;
+        push @socks, [$s, $junk[$n % @junk]->($n)];
+    }
+    my @want = map { "j$_" } 1 .. 200;
+    for my $c (@want) {
+        $alice->send($c) or last;
+        if (@socks && $i < @socks) {
+            my ($s, $bytes) = @{ $socks[$i++] };
+            local $SIG{PIPE} = 'IGNORE';
+            print {$s} $bytes;
+        }
+        $alice->drain(0.002);
+        $bob->drain(0.002);
+    }
+    $_->drain(1) for $alice, $bob;
+    check_exactly_once($cid, \@want, 'junk', $alice, $bob);
+    my @now = sort grep { /^\d+$/ } split ' ', `pgrep -P $master`;
+    ok kill(0, $master), 'the master is alive';
+    is "@now", "@workers", "the same worker (@workers) serves: nothing crashed";
+    # every one got an answer: an HTTP error, an error frame (a text frame
+    # that is not JSON leaves the connection open, as a bad envelope does),
+    # or a close
+    my ($answered, @silent) = (0);
+    for (@socks) {
+        my $s = $_->[0];
+        $s->blocking(0);
+        my $buf = '';
+        my $t = time + 2;
+        while (time < $t) {
+            my $n = sysread($s, $buf, 65536, length $buf);
+            last if defined $n && $n == 0;
+            last if length $buf && $buf !~ m{^HTTP/1\.1 101 } ;
+            last if $buf =~ m{^HTTP/1\.1 101 .*?\r\n\r\n.}s;
+            sleep 0.02;
+        }
+        if (time < $t) { $answered++ } else { push @silent, substr($_->[1], 0, 40) }
+    }
+    is $answered, scalar @socks, 'every junk client got an answer (an error or a close)'
+        or diag "no answer: " . join ' | ', map { s/[^ -~]/./gr } @silent;
+--- no_error_log
+[alert]
+[crit]
+[emerg]
