@@ -9,6 +9,9 @@
 #   make test       install what is missing, build, run every test (prove),
 #                   then the routing and goal tests again on a Redis Cluster
 #   make test-cluster  only the Redis Cluster run (TEST_IOA_REDIS=cluster)
+#   make test-asan  the whole t/ suite against nginx built from Debian's
+#                   source with ASan + UBSan and the module compiled in, and
+#                   sanitizer builds of the workers; any report fails it
 #   make bench      install what is missing (nchan, gnuplot, valgrind), then
 #                   ioa against nchan and the Redis ceiling, the sweeps and
 #                   plots, idle memory, goal latency, discovery, callgrind:
@@ -34,8 +37,8 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: all deps run stop test test-cluster clean agent worker llama bench \
-        bench-deps
+.PHONY: all deps run stop test test-cluster test-asan asan-workers clean \
+        agent worker llama bench bench-deps
 
 all: $(MODULE) agent worker
 
@@ -118,6 +121,42 @@ test: deps $(MODULE) agent worker llama
 test-cluster: deps $(MODULE) agent worker
 	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
 	    prove -It/lib $(CLUSTER_TESTS)
+
+# Sanitizers: nginx from Debian's source with ASan + UBSan and the module
+# compiled in (scripts/asan-nginx.sh, cached in build/asan), the workers
+# built the same way into build/asan/workers; every process writes its
+# reports into build/asan/logs, and a report there fails the run whatever
+# the tests said.  Leak checking is off: nginx leaves its cycle to the
+# kernel at exit by design.  t/ubsan.supp names the one UBSan finding in
+# nginx's own core.
+ASAN_DIR    := $(BUILD)/asan
+ASAN_NGINX  := $(ASAN_DIR)/sbin/nginx
+ASAN_LOGS   := $(ASAN_DIR)/logs
+ASAN_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+    -Wno-format-truncation
+ASAN_ENV    := TEST_NGINX_BINARY=$(ASAN_NGINX) TEST_NGINX_LOAD_MODULES= \
+    IOA_WORKER_BIN=$(ASAN_DIR)/workers/ioa-worker \
+    IOA_AGENT_BIN=$(ASAN_DIR)/workers/ioa-agent \
+    IOA_LLM_CHECK_BIN=$(ASAN_DIR)/workers/ioa-llm-check \
+    ASAN_OPTIONS=log_path=$(ASAN_LOGS)/asan:detect_leaks=0 \
+    UBSAN_OPTIONS=log_path=$(ASAN_LOGS)/ubsan:print_stacktrace=1:suppressions=$(REPO)/t/ubsan.supp
+
+$(ASAN_NGINX): $(MODULE_SRCS) scripts/asan-nginx.sh
+	bash scripts/asan-nginx.sh $(ASAN_DIR)
+
+asan-workers:
+	$(MAKE) -s -C workers/worker BUILD=$(ASAN_DIR)/workers \
+	    CFLAGS='$(ASAN_CFLAGS)' LDFLAGS=-fsanitize=address,undefined
+	$(MAKE) -s -C workers/agent BUILD=$(ASAN_DIR)/workers \
+	    CFLAGS='$(ASAN_CFLAGS)' LDFLAGS=-fsanitize=address,undefined
+
+test-asan: deps $(MODULE) $(ASAN_NGINX) asan-workers agent worker llama
+	rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)
+	$(ASAN_ENV) prove -It/lib -r t/; rc=$$?; \
+	if ls $(ASAN_LOGS)/* >/dev/null 2>&1; then \
+	    echo "sanitizer reports:"; cat $(ASAN_LOGS)/*; exit 1; \
+	fi; \
+	echo "no sanitizer report"; exit $$rc
 
 clean:
 	rm -rf $(BUILD) workers/build t/servroot*

@@ -828,7 +828,7 @@ ngx_int_t
 ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id)
 {
     u_char            now[NGX_INT64_LEN];
-    ngx_str_t         meta, control;
+    ngx_str_t         meta, control, *saved;
     const char       *argv[4];
     size_t            argvlen[4];
 
@@ -843,7 +843,15 @@ ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    ngx_ioa_rest_set_data(r, id);
+    /* id is the router's local variable (its bytes are the request's URI):
+     * the reply comes long after it is gone, so it is kept in the pool */
+    saved = ngx_palloc(r->pool, sizeof(ngx_str_t));
+    if (saved == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    *saved = *id;
+    ngx_ioa_rest_set_data(r, saved);
 
     argv[0] = (const char *) meta.data;
     argvlen[0] = meta.len;

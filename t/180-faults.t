@@ -317,8 +317,13 @@ GET /health_check
         $bob->drain(0.001);
     }
     my $after = $rss->();
-    ok $after - $before < 16 * 1024, "worker RSS grew by " . ($after - $before)
-        . " KiB while 9.6 MB went to a member that does not read (bounded by the queue limit)";
+    SKIP: {
+        # ASan keeps freed memory in quarantine: RSS says nothing there
+        skip 'worker RSS under AddressSanitizer includes its quarantine', 1
+            if ($ENV{ASAN_OPTIONS} // '') ne '';
+        ok $after - $before < 16 * 1024, "worker RSS grew by " . ($after - $before)
+            . " KiB while 9.6 MB went to a member that does not read (bounded by the queue limit)";
+    }
     # the 1008 close frame queues behind what Slow never read, so it sees
     # it (if at all) after reading through; the hub's log says why
     ok wait_until(sub { IoaTest::nginx_error_log() =~ /"Slow" reads too slowly, closing/ }, 5),
