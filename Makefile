@@ -12,6 +12,10 @@
 #   make test-asan  the whole t/ suite against nginx built from Debian's
 #                   source with ASan + UBSan and the module compiled in, and
 #                   sanitizer builds of the workers; any report fails it
+#   make fuzz       the libFuzzer harnesses of fuzz/ (WebSocket frames,
+#                   envelopes, REST bodies, Redis replies), FUZZ_SECONDS
+#                   each (60); make fuzz-regress replays every committed
+#                   seed and crash input once
 #   make bench      install what is missing (nchan, gnuplot, valgrind), then
 #                   ioa against nchan and the Redis ceiling, the sweeps and
 #                   plots, idle memory, goal latency, discovery, callgrind:
@@ -38,7 +42,8 @@ MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
 .PHONY: all deps run stop test test-cluster test-asan asan-workers clean \
-        agent worker llama bench bench-deps
+        agent worker llama bench bench-deps fuzz fuzz-regress fuzz-build \
+        fuzz-deps
 
 all: $(MODULE) agent worker
 
@@ -157,6 +162,22 @@ test-asan: deps $(MODULE) $(ASAN_NGINX) asan-workers agent worker llama
 	    echo "sanitizer reports:"; cat $(ASAN_LOGS)/*; exit 1; \
 	fi; \
 	echo "no sanitizer report"; exit $$rc
+
+# libFuzzer (clang 14): scripts/fuzz.sh builds nginx's and the module's
+# objects with clang and links one binary per harness into build/fuzz/bin.
+FUZZ_SECONDS ?= 60
+
+fuzz-deps: deps
+	$(call install-missing,clang libclang-rt-14-dev binutils)
+
+fuzz-build: fuzz-deps
+	bash scripts/fuzz.sh build
+
+fuzz: fuzz-build
+	bash scripts/fuzz.sh run $(FUZZ_SECONDS)
+
+fuzz-regress: fuzz-build
+	bash scripts/fuzz.sh regress
 
 clean:
 	rm -rf $(BUILD) workers/build t/servroot*

@@ -208,6 +208,15 @@ typedef struct {
 } ngx_ioa_transport_t;
 
 
+typedef struct ngx_ioa_early_s  ngx_ioa_early_t;
+
+struct ngx_ioa_early_s {
+    ngx_ioa_early_t          *next;
+    size_t                    len;
+    u_char                    data[1];
+};
+
+
 struct ngx_ioa_client_s {
     ngx_str_t                 name;          /* identity */
     ngx_str_t                 follow;        /* FOLLOWER: the room read */
@@ -235,6 +244,11 @@ struct ngx_ioa_client_s {
 
     void                     *rooms_req;     /* pending SMEMBERS */
     ngx_queue_t               posts;         /* envelopes awaiting Redis */
+
+    /* frames that came before the rooms were loaded (ngx_ioa_room.c) */
+    ngx_ioa_early_t          *early;
+    ngx_ioa_early_t         **early_tail;
+    size_t                    early_bytes;
     ngx_queue_t               wait_q;        /* waiting for Redis */
 };
 

@@ -118,6 +118,9 @@ static void ngx_ioa_link_release_held(ngx_ioa_link_t *lk);
 static ngx_int_t ngx_ioa_link_deliver(ngx_ioa_link_t *lk, ngx_ioa_msg_t *m);
 static ngx_int_t ngx_ioa_link_hold(ngx_ioa_link_t *lk, ngx_ioa_msg_t *m);
 static void ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl);
+static void ngx_ioa_client_hold(ngx_ioa_client_t *cl, u_char *data,
+    size_t len);
+static void ngx_ioa_client_replay(ngx_ioa_client_t *cl);
 static void ngx_ioa_client_rooms_reply(redisReply *reply, void *data);
 static void ngx_ioa_client_control(ngx_ioa_client_t *cl,
     ngx_ioa_envelope_t *env, ngx_pool_t *pool);
@@ -308,6 +311,7 @@ ngx_ioa_client_attach(ngx_ioa_client_t *cl)
 void
 ngx_ioa_client_detach(ngx_ioa_client_t *cl)
 {
+    ngx_ioa_early_t  *e;
     ngx_queue_t      *q;
     ngx_ioa_link_t   *lk;
     ngx_ioa_post_t   *post;
@@ -339,6 +343,14 @@ ngx_ioa_client_detach(ngx_ioa_client_t *cl)
         ngx_queue_remove(&cl->wait_q);
         cl->wait_q.next = NULL;
     }
+
+    while (cl->early) {
+        e = cl->early;
+        cl->early = e->next;
+        ngx_free(e);
+    }
+
+    cl->early_bytes = 0;
 
     while (!ngx_queue_empty(&cl->links)) {
         q = ngx_queue_head(&cl->links);
@@ -563,6 +575,63 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
 
     if (first && cl->transport->positioned) {
         cl->transport->positioned(cl);
+    }
+
+    if (first) {
+        ngx_ioa_client_replay(cl);
+    }
+}
+
+
+static void
+ngx_ioa_client_hold(ngx_ioa_client_t *cl, u_char *data, size_t len)
+{
+    ngx_ioa_early_t  *e;
+
+    if (cl->early_bytes + len > cl->lcf->send_queue_limit) {
+        cl->transport->close(cl, NGX_IOA_WS_POLICY,
+                             "too many envelopes before the rooms were "
+                             "loaded; reconnect and send again");
+        return;
+    }
+
+    e = ngx_alloc(offsetof(ngx_ioa_early_t, data) + len, cl->log);
+    if (e == NULL) {
+        cl->transport->close(cl, NGX_IOA_WS_INTERNAL, "out of memory");
+        return;
+    }
+
+    e->next = NULL;
+    e->len = len;
+    ngx_memcpy(e->data, data, len);
+
+    if (cl->early == NULL) {
+        cl->early_tail = &cl->early;
+    }
+
+    *cl->early_tail = e;
+    cl->early_tail = &e->next;
+    cl->early_bytes += len;
+}
+
+
+/* the frames held while the rooms loaded, posted in the order they came */
+
+static void
+ngx_ioa_client_replay(ngx_ioa_client_t *cl)
+{
+    ngx_ioa_early_t  *e;
+
+    while (cl->early) {
+        e = cl->early;
+        cl->early = e->next;
+        cl->early_bytes -= e->len;
+
+        if (!cl->closed) {
+            ngx_ioa_client_post(cl, e->data, e->len);
+        }
+
+        ngx_free(e);
     }
 }
 
@@ -2013,6 +2082,22 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
 
     if (env.is_control) {
         ngx_ioa_client_control(cl, &env, pool);
+        goto done;
+    }
+
+    /*
+     * An agent that speaks at once (its first envelope right behind the
+     * handshake) must get the echo of that envelope, which is appended after
+     * it connected.  Its rooms' starting point is the Redis time that loads
+     * them; on a Redis Cluster that is another node than the room's, so the
+     * envelope could be appended before that time and be taken for history.
+     * A valid envelope is therefore held until the rooms are loaded, then
+     * posted in order (ngx_ioa_client_replay), bounded like the send queue;
+     * errors and control frames are answered at once, as always.
+     */
+
+    if (!cl->rooms_loaded && cl->kind == NGX_IOA_CLIENT_AGENT) {
+        ngx_ioa_client_hold(cl, data, len);
         goto done;
     }
 

@@ -19,6 +19,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:-$REPO/build/asan}"
+[[ $OUT == --fetch-only ]] && OUT="$REPO/build/asan"
 VERSION=1.22.1
 # the newest revision's source may be gone from the mirror; every
 # 1.22.1-9+deb12uN has the same orig tarball
@@ -45,6 +46,9 @@ if [[ ! -d $OUT/src/nginx-$VERSION ]]; then
     fi
     tar -xzf "$OUT/src/nginx_$VERSION.orig.tar.gz" -C "$OUT/src"
 fi
+
+# scripts/fuzz.sh only wants the source
+[[ ${2:-} == --fetch-only || ${1:-} == --fetch-only ]] && exit 0
 
 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
 

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh -- build and run the libFuzzer harnesses of fuzz/.
+#
+#   bash scripts/fuzz.sh build              build/fuzz/bin/<harness>
+#   bash scripts/fuzz.sh run [SECONDS]      each harness for SECONDS (60)
+#   bash scripts/fuzz.sh regress            every committed input, once
+#
+# The harnesses link the module's own objects and nginx's core, compiled
+# by clang with -fsanitize=fuzzer-no-link,address,undefined from the same
+# Debian nginx source as `make test-asan` (scripts/asan-nginx.sh fetches
+# it); nginx's main() is renamed so libFuzzer's runs.  A run starts from
+# the seeds in fuzz/corpus/<harness> and keeps what it finds in
+# build/fuzz/corpus/<harness> (not committed); a crash is written to
+# build/fuzz/crashes/ and fails the run: fix it, then commit the input under
+# fuzz/regressions/<harness>/ so `regress` replays it from then on.
+
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$REPO/build/fuzz"
+VERSION=1.22.1
+HARNESSES="ws_frame envelope rest_body redis_reply"
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+
+log() { echo "fuzz: $*" >&2; }
+
+build() {
+    local src="$OUT/src/nginx-$VERSION" objs
+    if [[ ! -d $src ]]; then
+        # the same tarball as the ASan build; fetch it through that script's
+        # logic when it is not there yet
+        if [[ ! -e $REPO/build/asan/src/nginx_$VERSION.orig.tar.gz ]]; then
+            bash "$REPO/scripts/asan-nginx.sh" --fetch-only
+        fi
+        mkdir -p "$OUT/src"
+        tar -xzf "$REPO/build/asan/src/nginx_$VERSION.orig.tar.gz" -C "$OUT/src"
+    fi
+
+    # configure again only when the module's sources changed
+    if [[ ! -e $OUT/obj/Makefile || -n $(find "$REPO/config" "$REPO/ngx_ioa_module" "$REPO/redis-scripts" -newer "$OUT/obj/Makefile" 2>/dev/null | head -1) ]]; then
+        log "configuring nginx with clang"
+        (cd "$src" && CC=clang ./configure --builddir="$OUT/obj" \
+            --with-debug --with-threads --with-http_ssl_module \
+            --with-http_v2_module --with-http_auth_request_module \
+            --with-cc-opt="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link $SAN -DNGX_DEBUG_PALLOC=1" \
+            --with-ld-opt="$SAN" --add-module="$REPO" >"$OUT/configure.log" 2>&1) \
+            || { cat "$OUT/configure.log" >&2; exit 1; }
+    fi
+
+    log "building nginx's objects"
+    make -s -j"$(nproc)" -f "$OUT/obj/Makefile" -C "$src" >"$OUT/make.log" 2>&1 \
+        || { tail -30 "$OUT/make.log" >&2; exit 1; }
+
+    # nginx's own main() gives way to libFuzzer's
+    objcopy --redefine-sym main=ngx_nginx_main "$OUT/obj/src/core/nginx.o" \
+        "$OUT/nginx-nomain.o"
+    objs=$(find "$OUT/obj" -name '*.o' ! -path '*/src/core/nginx.o' | sort)
+
+    mkdir -p "$OUT/bin"
+    for h in $HARNESSES; do
+        log "linking $h"
+        clang -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer $SAN \
+            -I "$src/src/core" -I "$src/src/event" -I "$src/src/event/modules" \
+            -I "$src/src/os/unix" -I "$src/src/http" -I "$src/src/http/v2" \
+            -I "$src/src/http/modules" -I "$OUT/obj" -I "$OUT/obj/addon/ioa" \
+            -I "$REPO/ngx_ioa_module" -I "$REPO/fuzz" \
+            "$REPO/fuzz/$h.c" "$REPO/fuzz/fuzz_common.c" $objs "$OUT/nginx-nomain.o" \
+            -lcrypt -lpcre2-8 -lssl -lcrypto -lz -lhiredis -lyajl -lpthread \
+            -o "$OUT/bin/$h"
+    done
+}
+
+run() {
+    local secs=${1:-60} h rc=0
+    mkdir -p "$OUT/crashes"
+    for h in $HARNESSES; do
+        mkdir -p "$OUT/corpus/$h"
+        log "$h for ${secs}s"
+        local dict=()
+        [[ -e $REPO/fuzz/$h.dict ]] && dict=(-dict="$REPO/fuzz/$h.dict")
+        "$OUT/bin/$h" -max_total_time="$secs" -print_final_stats=1 \
+            -artifact_prefix="$OUT/crashes/$h-" -max_len=65536 "${dict[@]}" \
+            "$OUT/corpus/$h" "$REPO/fuzz/corpus/$h" 2>"$OUT/$h.log" \
+            || { rc=1; log "$h FOUND A CRASH:"; tail -40 "$OUT/$h.log" >&2; }
+        grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$OUT/$h.log" \
+            | sed "s/^/fuzz: $h: /" >&2 || true
+    done
+    return $rc
+}
+
+regress() {
+    local h files rc=0
+    for h in $HARNESSES; do
+        files=$(find "$REPO/fuzz/corpus/$h" "$REPO/fuzz/regressions/$h" -type f 2>/dev/null | sort || true)
+        [[ -n $files ]] || continue
+        # shellcheck disable=SC2086
+        "$OUT/bin/$h" $files >"$OUT/$h-regress.log" 2>&1 \
+            || { rc=1; log "$h: an input fails:"; tail -40 "$OUT/$h-regress.log" >&2; }
+        log "$h: $(echo "$files" | wc -l) inputs replayed"
+    done
+    return $rc
+}
+
+case ${1:-} in
+build) build ;;
+run) run "${2:-60}" ;;
+regress) regress ;;
+*) echo "usage: $0 build | run [SECONDS] | regress" >&2; exit 2 ;;
+esac
