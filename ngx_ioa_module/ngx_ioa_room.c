@@ -767,11 +767,12 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2
             || e->element[0]->type != REDIS_REPLY_STRING
             || e->element[1]->type != REDIS_REPLY_ARRAY
-            || e->element[1]->elements != 2)
+            || e->element[1]->elements < 2)
         {
             continue;
         }
 
+        /* post.lua writes "e" first; "h" (the chain hash) follows */
         f = e->element[1]->element[1];
 
         if (f->type != REDIS_REPLY_STRING) {

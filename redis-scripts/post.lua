@@ -94,13 +94,45 @@ if turn then
   end
 end
 
+-- The chain (see the header).  The head key is derived from KEYS[2] rather
+-- than passed, so that every caller keeps its contract; it shares the
+-- room's hash tag, so it is in the script's slot.
+local head_key = string.sub(KEYS[2], 1, -4) .. 'chain'
+local head = redis.call('GET', head_key)
+local prev_id, prev_h
+if head then
+  -- "<id> <40 hex>": fixed-width tail, so no pattern match on the hot path
+  prev_id, prev_h = string.sub(head, 1, -42), string.sub(head, -40)
+else
+  -- Cold: a new room, a room older than the chain, or a lost head.  Go on
+  -- from the last entry if it is chained, else start at the genesis value
+  -- (a room's first entry, or the first entry after its unchained ones).
+  local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
+  if last then
+    local f = last[2]
+    for i = 1, #f, 2 do
+      if f[i] == 'h' then prev_id, prev_h = last[1], f[i + 1] end
+    end
+  end
+  if not prev_h then
+    prev_id = '0-0'
+    prev_h = redis.sha1hex('ioa-room-chain-v1\n' ..
+      (string.match(KEYS[2], '{room:([^}]*)}') or KEYS[2]))
+  end
+end
+local h = redis.sha1hex(prev_h .. '\n' .. prev_id .. '\n' .. ARGV[2])
+
+-- "e" stays the first field: readers that take the envelope by position
+-- keep working.
 local id
 if ARGV[3] ~= '0' then
   -- "~" lets Redis trim whole stream nodes only: much cheaper than exact.
-  id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'e', ARGV[2])
+  id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
+                  'e', ARGV[2], 'h', h)
 else
-  id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2])
+  id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2], 'h', h)
 end
+redis.call('SET', head_key, id .. ' ' .. h)
 local msg = id .. ' ' .. ARGV[2]
 local mode = ARGV[6]
 if mode == 's' or mode == 'sf' then
