@@ -25,6 +25,9 @@
 -- share its hash slot ({room:..}), and so does its channel, which is what
 -- lets the script SPUBLISH on a Cluster.
 --
+-- Also    R..'chain', the chain head (derived from KEYS[2]: its 'log'
+--          suffix becomes 'chain'; same hash tag, so the same slot)
+--
 -- Returns  the new stream id, e.g. "1700000000000-0"
 -- Publishes  id .. ' ' .. envelope_json  on channel
 -- Errors   NOROOM       the room does not exist (no members set)
@@ -38,6 +41,31 @@
 -- that every envelope subscribers see is already in the log, in log order,
 -- and a non-member can never slip one in between check and append. The same
 -- holds for the floor: two members cannot both take the last turn.
+--
+-- The hash chain (tamper evidence; verify.lua checks it).  Every entry is
+-- {e = envelope, h = hash}, e first so that readers taking the envelope by
+-- position keep working, with
+--   h(n) = sha1hex(h(n-1) .. "\n" .. id(n-1) .. "\n" .. e(n))
+--   h(0) = sha1hex("ioa-room-chain-v1\n" .. comm_id), id(0) = "0-0"
+-- and R..'chain' = id(n) .. " " .. h(n) after each append.  It is extended
+-- here, atomically with the append, so concurrent posters form one line.
+--   * The previous entry's id, not the entry's own: Redis assigns that
+--     inside XADD, and computing it here (TIME, the last id, XADD's rule)
+--     doubled this script's time.  Each id is still covered, by the next
+--     entry's hash and, for the last one, by the head.
+--   * The head key rather than the last entry's "h" (XREVRANGE): deleting
+--     the last entries then shows (the head names a missing entry, and the
+--     next post chains to the deleted one), and a GET is cheaper.
+--   * No head: a new room, a room older than the chain, or a lost head;
+--     the chain goes on from the last entry if it has "h", else starts
+--     from h(0) (a pre-chain room's old entries stay unchained).
+--   * SHA-1 because it is what Redis' Lua has (redis.sha1hex, ~1.7 us per
+--     300 bytes; SHA-256 in Lua measured ~350 us).  Forging a committed
+--     entry needs a second preimage, which SHA-1 still resists; a
+--     chosen-prefix collision would need h(n-1) and id(n-1) in advance,
+--     which exist only inside this script.  Anyone who can write Redis can
+--     recompute the chain: keep its head elsewhere to compare.
+--   * Cost: about +4 us per call (GET, SET, one SHA-1) on ~7 us.
 --
 -- Floor control. IoA lets each client decide whether an envelope addresses
 -- it; the hub enforces it instead. The floor is the set of members whose
