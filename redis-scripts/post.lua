@@ -4,6 +4,10 @@
 -- KEYS[2]  log stream      R..'log'
 -- KEYS[3]  floor set       R..'floor'    only read when ARGV[5] is a turn
 -- KEYS[4]  meta hash       R..'meta'     only read when ARGV[5] is a turn
+-- KEYS[5]  chain head      R..'chain'    optional: derived from KEYS[2]
+--                          when absent; declare it on a Cluster, so that
+--                          a slot migration answers TRYAGAIN instead of
+--                          failing the script on a key that has moved
 -- ARGV[1]  sender          the name the connection is authenticated as
 -- ARGV[2]  envelope_json   stored as the entry's only field, `e`
 -- ARGV[3]  maxlen          "0" unbounded, else XADD MAXLEN ~ maxlen
@@ -24,9 +28,6 @@
 -- hub, the coordinator) pass all 4 keys and ARGV[5..]; the keys of one room
 -- share its hash slot ({room:..}), and so does its channel, which is what
 -- lets the script SPUBLISH on a Cluster.
---
--- Also    R..'chain', the chain head (derived from KEYS[2]: its 'log'
---          suffix becomes 'chain'; same hash tag, so the same slot)
 --
 -- Returns  the new stream id, e.g. "1700000000000-0"
 -- Publishes  id .. ' ' .. envelope_json  on channel
@@ -122,10 +123,10 @@ if turn then
   end
 end
 
--- The chain (see the header).  The head key is derived from KEYS[2] rather
--- than passed, so that every caller keeps its contract; it shares the
--- room's hash tag, so it is in the script's slot.
-local head_key = string.sub(KEYS[2], 1, -4) .. 'chain'
+-- The chain (see the header).  Without KEYS[5] the head key is derived
+-- from KEYS[2] (callers of the 2- and 4-key forms keep working); it shares
+-- the room's hash tag, so it is in the script's slot.
+local head_key = KEYS[5] or (string.sub(KEYS[2], 1, -4) .. 'chain')
 local head = redis.call('GET', head_key)
 local prev_id, prev_h
 if head then
