@@ -66,7 +66,8 @@
 --     chosen-prefix collision would need h(n-1) and id(n-1) in advance,
 --     which exist only inside this script.  Anyone who can write Redis can
 --     recompute the chain: keep its head elsewhere to compare.
---   * Cost: about +4 us per call (GET, SET, one SHA-1) on ~7 us.
+--   * Cost: about +4.5 us of Redis time per call (GET, SET, one SHA-1) on
+--     6-9 us before (ioa-ceiling --script post): +55%.
 --
 -- Floor control. IoA lets each client decide whether an envelope addresses
 -- it; the hub enforces it instead. The floor is the set of members whose
