@@ -76,8 +76,8 @@
 #define NGX_IOA_ROOM_IDLE        30000
 #define NGX_IOA_TICK             5000
 
-/* post.lua's 4 keys and ARGV[1..6]; the next_speaker names follow */
-#define NGX_IOA_POST_ARGC        10
+/* post.lua's 5 keys and ARGV[1..6]; the next_speaker names follow */
+#define NGX_IOA_POST_ARGC        11
 /* arguments passed without an allocation: IoA addresses at most a team */
 #define NGX_IOA_POST_STACK       (NGX_IOA_POST_ARGC + 16)
 
@@ -837,11 +837,12 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2
             || e->element[0]->type != REDIS_REPLY_STRING
             || e->element[1]->type != REDIS_REPLY_ARRAY
-            || e->element[1]->elements != 2)
+            || e->element[1]->elements < 2)
         {
             continue;
         }
 
+        /* post.lua writes "e" first; "h" (the chain hash) follows */
         f = e->element[1]->element[1];
 
         if (f->type != REDIS_REPLY_STRING) {
@@ -2153,7 +2154,7 @@ ngx_ioa_redis_req_t *
 ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
     ngx_ioa_redis_handler_pt handler, void *data)
 {
-    u_char               *p, keys[5 * NGX_IOA_KEY_MAX];
+    u_char               *p, keys[6 * NGX_IOA_KEY_MAX];
     u_char                maxlen[NGX_INT_T_LEN], type[NGX_INT_T_LEN];
     size_t                argvlen_buf[NGX_IOA_POST_STACK];
     size_t               *argvlen;
@@ -2217,33 +2218,36 @@ ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
     p = ngx_ioa_post_key(p, &argv[1], &argvlen[1], &base, ":log");
     p = ngx_ioa_post_key(p, &argv[2], &argvlen[2], &base, ":floor");
     p = ngx_ioa_post_key(p, &argv[3], &argvlen[3], &base, ":meta");
+    /* the hash chain's head: declared, so that a slot migration answers
+     * TRYAGAIN rather than the script failing on a key that moved */
+    p = ngx_ioa_post_key(p, &argv[4], &argvlen[4], &base, ":chain");
 
     /* ARGV */
 
-    argv[4] = (const char *) name->data;
-    argvlen[4] = name->len;
-    argv[5] = (const char *) env->json.data;
-    argvlen[5] = env->json.len;
-    argv[6] = (const char *) maxlen;
-    argvlen[6] = ngx_sprintf(maxlen, "%ui", mcf->room_log_maxlen) - maxlen;
-    (void) ngx_ioa_post_key(p, &argv[7], &argvlen[7], &base, ":ch");
-    argv[8] = (const char *) type;
-    argvlen[8] = (env->type == NGX_IOA_TYPE_NONE)
+    argv[5] = (const char *) name->data;
+    argvlen[5] = name->len;
+    argv[6] = (const char *) env->json.data;
+    argvlen[6] = env->json.len;
+    argv[7] = (const char *) maxlen;
+    argvlen[7] = ngx_sprintf(maxlen, "%ui", mcf->room_log_maxlen) - maxlen;
+    (void) ngx_ioa_post_key(p, &argv[8], &argvlen[8], &base, ":ch");
+    argv[9] = (const char *) type;
+    argvlen[9] = (env->type == NGX_IOA_TYPE_NONE)
                  ? 0 : (size_t) (ngx_sprintf(type, "%i", env->type) - type);
 
     /* on a Cluster the room's channel is a shard channel, and observers
      * anywhere want the plain copy */
     if (!ngx_ioa_redis_cluster()) {
-        argv[9] = "";
+        argv[10] = "";
 
     } else if (ngx_ioa_nobservers || ngx_ioa_feed_remote) {
-        argv[9] = "sf";
+        argv[10] = "sf";
 
     } else {
-        argv[9] = "s";
+        argv[10] = "s";
     }
 
-    argvlen[9] = ngx_strlen(argv[9]);
+    argvlen[10] = ngx_strlen(argv[10]);
 
     speaker = n ? env->next_speaker->elts : NULL;
 
@@ -2252,7 +2256,7 @@ ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
         argvlen[NGX_IOA_POST_ARGC + i] = speaker[i].len;
     }
 
-    req = ngx_ioa_redis_script(NGX_IOA_SCRIPT_POST, handler, data, 4,
+    req = ngx_ioa_redis_script(NGX_IOA_SCRIPT_POST, handler, data, 5,
                                NGX_IOA_POST_ARGC + n, argv, argvlen);
 
     if (argv != argv_buf) {

@@ -4,6 +4,10 @@
 -- KEYS[2]  log stream      R..'log'
 -- KEYS[3]  floor set       R..'floor'    only read when ARGV[5] is a turn
 -- KEYS[4]  meta hash       R..'meta'     only read when ARGV[5] is a turn
+-- KEYS[5]  chain head      R..'chain'    optional: derived from KEYS[2]
+--                          when absent; declare it on a Cluster, so that
+--                          a slot migration answers TRYAGAIN instead of
+--                          failing the script on a key that has moved
 -- ARGV[1]  sender          the name the connection is authenticated as
 -- ARGV[2]  envelope_json   stored as the entry's only field, `e`
 -- ARGV[3]  maxlen          "0" unbounded, else XADD MAXLEN ~ maxlen
@@ -38,6 +42,32 @@
 -- that every envelope subscribers see is already in the log, in log order,
 -- and a non-member can never slip one in between check and append. The same
 -- holds for the floor: two members cannot both take the last turn.
+--
+-- The hash chain (tamper evidence; verify.lua checks it).  Every entry is
+-- {e = envelope, h = hash}, e first so that readers taking the envelope by
+-- position keep working, with
+--   h(n) = sha1hex(h(n-1) .. "\n" .. id(n-1) .. "\n" .. e(n))
+--   h(0) = sha1hex("ioa-room-chain-v1\n" .. comm_id), id(0) = "0-0"
+-- and R..'chain' = id(n) .. " " .. h(n) after each append.  It is extended
+-- here, atomically with the append, so concurrent posters form one line.
+--   * The previous entry's id, not the entry's own: Redis assigns that
+--     inside XADD, and computing it here (TIME, the last id, XADD's rule)
+--     doubled this script's time.  Each id is still covered, by the next
+--     entry's hash and, for the last one, by the head.
+--   * The head key rather than the last entry's "h" (XREVRANGE): deleting
+--     the last entries then shows (the head names a missing entry, and the
+--     next post chains to the deleted one), and a GET is cheaper.
+--   * No head: a new room, a room older than the chain, or a lost head;
+--     the chain goes on from the last entry if it has "h", else starts
+--     from h(0) (a pre-chain room's old entries stay unchained).
+--   * SHA-1 because it is what Redis' Lua has (redis.sha1hex, ~1.7 us per
+--     300 bytes; SHA-256 in Lua measured ~350 us).  Forging a committed
+--     entry needs a second preimage, which SHA-1 still resists; a
+--     chosen-prefix collision would need h(n-1) and id(n-1) in advance,
+--     which exist only inside this script.  Anyone who can write Redis can
+--     recompute the chain: keep its head elsewhere to compare.
+--   * Cost: about +4.5 us of Redis time per call (GET, SET, one SHA-1) on
+--     6-9 us before (ioa-ceiling --script post): +55%.
 --
 -- Floor control. IoA lets each client decide whether an envelope addresses
 -- it; the hub enforces it instead. The floor is the set of members whose
@@ -94,13 +124,45 @@ if turn then
   end
 end
 
+-- The chain (see the header).  Without KEYS[5] the head key is derived
+-- from KEYS[2] (callers of the 2- and 4-key forms keep working); it shares
+-- the room's hash tag, so it is in the script's slot.
+local head_key = KEYS[5] or (string.sub(KEYS[2], 1, -4) .. 'chain')
+local head = redis.call('GET', head_key)
+local prev_id, prev_h
+if head then
+  -- "<id> <40 hex>": fixed-width tail, so no pattern match on the hot path
+  prev_id, prev_h = string.sub(head, 1, -42), string.sub(head, -40)
+else
+  -- Cold: a new room, a room older than the chain, or a lost head.  Go on
+  -- from the last entry if it is chained, else start at the genesis value
+  -- (a room's first entry, or the first entry after its unchained ones).
+  local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
+  if last then
+    local f = last[2]
+    for i = 1, #f, 2 do
+      if f[i] == 'h' then prev_id, prev_h = last[1], f[i + 1] end
+    end
+  end
+  if not prev_h then
+    prev_id = '0-0'
+    prev_h = redis.sha1hex('ioa-room-chain-v1\n' ..
+      (string.match(KEYS[2], '{room:([^}]*)}') or KEYS[2]))
+  end
+end
+local h = redis.sha1hex(prev_h .. '\n' .. prev_id .. '\n' .. ARGV[2])
+
+-- "e" stays the first field: readers that take the envelope by position
+-- keep working.
 local id
 if ARGV[3] ~= '0' then
   -- "~" lets Redis trim whole stream nodes only: much cheaper than exact.
-  id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'e', ARGV[2])
+  id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
+                  'e', ARGV[2], 'h', h)
 else
-  id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2])
+  id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2], 'h', h)
 end
+redis.call('SET', head_key, id .. ' ' .. h)
 local msg = id .. ' ' .. ARGV[2]
 local mode = ARGV[6]
 if mode == 's' or mode == 'sf' then

@@ -215,8 +215,8 @@ GET /health_check
     # Key layout: every room key carries the {room:<comm_id>} hash tag.
     my @keys = sort @{ redis_cmd('KEYS', "ioa:{room:$cid}:*") };
     # (floor: envelope 1 is a task assignment to Bob, see t/025-floor.t)
-    is_deeply \@keys, [ map { "ioa:{room:$cid}:$_" } qw(floor log members meta) ],
-        'room keys: floor, log, members, meta under {room:<comm_id>}';
+    is_deeply \@keys, [ map { "ioa:{room:$cid}:$_" } qw(chain floor log members meta) ],
+        'room keys: chain, floor, log, members, meta under {room:<comm_id>}';
     is_deeply [ grep { !/^ioa:\{(?:room:[0-9a-f]{32}|reg)\}:/ }
                 @{ redis_cmd('KEYS', '*') } ], [],
         'every key is under ioa:{room:..} or ioa:{reg}';

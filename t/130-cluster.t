@@ -380,7 +380,7 @@ GET /health_check
              . "\r\n\r\n$body";
     ok wait_until(sub { counter($src, 'errorstat_TRYAGAIN') >= 2 }, 3),
        'the post meets TRYAGAIN, and asks again';
-    is migrate_keys($slot, $src, $dst, 0.05), 3, 'the 3 keys moved (meta, members, log)';
+    is migrate_keys($slot, $src, $dst, 0.05), 4, 'the 4 keys moved (meta, members, log, chain)';
 
     # reads of keys that moved: ASK, then ASKING and the read on the target
     my $res = $ctx->http(POST => '/fetch_chat_record', timeout => 5,

@@ -76,7 +76,7 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
-                 room_create post room_record presence)) {
+                 room_create post room_record presence verify)) {
     my $file = "$scripts/$name.lua";
     ok(-f $file, "$name.lua exists") or next;
     my $src = slurp($file);
@@ -611,7 +611,9 @@ sub next_message {
 my $env1 = '{"content":"hi","sender":"anna","comm_id":"c1","state":1,"type":4}';
 my $id1 = post($R1, 'anna', $env1);
 like($id1, qr/^\d+-\d+$/, 'post by a member returns the stream id');
-is_deeply($r->cmd('XRANGE', "${R1}log", '-', '+'), [ [ $id1, [ 'e', $env1 ] ] ], 'the envelope is in the log');
+is_deeply($r->cmd('XRANGE', "${R1}log", '-', '+'),
+          [ [ $id1, [ 'e', $env1, 'h', sha1_hex(genesis('c1') . "\n0-0\n$env1") ] ] ],
+          'the envelope is in the log, e first, then h chaining it to the genesis value');
 is_deeply(next_message(), [ 'message', 'chan:c1', "$id1 $env1" ], 'and was published as "id json"');
 
 is(err_code(post($R1, 'sam', '{"content":"intruder"}')), 'NOTMEMBER', 'post by a non-member: NOTMEMBER');
@@ -725,6 +727,11 @@ is($$no, 'NOTYOURTURN cat does not have the floor; next: ann,bob',
 is($r->cmd('XLEN', "${RF}log"), $xlen, 'NOTYOURTURN: nothing stored');
 floor_is([qw(ann bob)], 'NOTYOURTURN: the floor is unchanged');
 is(err_code(turn('cat', $_)), 'NOTYOURTURN', "type $_ is a turn: refused out of turn") for 5, 6, 9, 10, 11;
+{
+    my $last = $r->cmd('XREVRANGE', "${RF}log", '+', '-', 'COUNT', 1)->[0];
+    is($r->cmd('GET', "${RF}chain"), "$last->[0] $last->[1][3]",
+       'refused turns do not extend the chain: the head is still the last stored entry');
+}
 is(err_code(turn('zed', '4')), 'NOTMEMBER', 'a non-member is NOTMEMBER before any floor check');
 my $idp = accepted(turn('cat', '8', 'ann'), 'progress (8) out of turn is accepted');
 is_deeply(next_message(), [ 'message', 'chan:f1', "$idp {\"from\":\"cat\",\"type\":\"8\",\"n\":$turn_n}" ],
@@ -804,6 +811,98 @@ $xlen = $r->cmd('XLEN', "${RF}log");
 is(err_code(run_script('post', [ "${RF}members", "${RF}log" ], 'cat', '{"x":1}', '0', 'chan:f1', '4')),
    'BADARG', 'ARGV[5] a turn type with only 2 keys: BADARG');
 is($r->cmd('XLEN', "${RF}log"), $xlen, 'BADARG: nothing stored');
+
+# --- the hash chain (post.lua writes h and R..chain; verify.lua checks) ----------
+
+sub genesis { sha1_hex("ioa-room-chain-v1\n$_[0]") }
+sub verify_batch {
+    my ($R, $cursor, $state, $count) = @_;
+    return run_script('verify', [ "${R}log", "${R}chain" ], $cursor, $state, $count);
+}
+# loops verify.lua as ioa-worker verify-room does: (status, id, note, checked, unchained)
+sub verify_all {
+    my ($R, $count) = @_;
+    my ($cursor, $state, $checked, $unchained, $start) = ('', '', 0, 0, '');
+    while (1) {
+        my $v = verify_batch($R, $cursor, $state, $count // 3);
+        return ('error', $$v) if ref $v eq 'Err';
+        $checked += $v->[3];
+        $unchained += $v->[4];
+        $start = $v->[0] eq 'broken' ? ($v->[6] || $start) : ($v->[5] || $start);
+        ($cursor, $state) = @$v[1, 2];
+        next if $v->[0] eq 'more';
+        return ($v->[0], $v->[1], $v->[0] eq 'broken' ? $v->[5] : $start, $checked, $unchained);
+    }
+}
+sub chain_entries {
+    return map { [ $_->[0], { @{ $_->[1] } } ] } @{ $r->cmd('XRANGE', "$_[0]log", '-', '+') };
+}
+
+{
+    my $RC = room('ch1');
+    run_script('room_create', [ "${RC}meta", "${RC}members" ], 'ch1', '', 'ann', $NOW, 'ann');
+    my @id = map { post($RC, 'ann', qq({"i":$_}), '0', 'chan:ch1') } 1 .. 8;
+    my @e = chain_entries($RC);
+    is($e[0][1]{h}, sha1_hex(genesis('ch1') . qq(\n0-0\n{"i":1})),
+       'chain: the first entry links to sha1("ioa-room-chain-v1\n<comm_id>") and id 0-0');
+    my $links = grep { $e[$_][1]{h} eq sha1_hex("$e[$_-1][1]{h}\n$e[$_-1][0]\n$e[$_][1]{e}") } 1 .. $#e;
+    is($links, 7, 'chain: every later entry links to the previous hash and id');
+    is($r->cmd('GET', "${RC}chain"), "$id[-1] $e[-1][1]{h}", 'chain: the head is "<last id> <last h>"');
+    is_deeply([ verify_all($RC, $_) ], [ 'ok', $id[-1], "genesis $id[0]", 8, 0 ],
+              "verify.lua, batch $_: ok, 8 links from genesis") for 1, 3, 8, 100;
+    is(err_code(verify_batch($RC, '', '', 0)), 'BADARG', 'verify.lua: count 0 is BADARG');
+
+    # an edited envelope (the stream rewritten with the same ids)
+    $r->cmd('DEL', "${RC}log");
+    for my $x (@e) {
+        my $env = $x->[0] eq $id[4] ? '{"i":55}' : $x->[1]{e};
+        $r->cmd('XADD', "${RC}log", $x->[0], 'e', $env, 'h', $x->[1]{h});
+    }
+    is_deeply([ (verify_all($RC))[0 .. 2] ], [ 'broken', $id[4], 'hash mismatch' ],
+              'verify.lua: an edited envelope is the first broken link');
+    $r->cmd('XDEL', "${RC}log", $id[4]);
+    is_deeply([ (verify_all($RC))[0 .. 2] ], [ 'broken', $id[5], 'hash mismatch' ],
+              'verify.lua: after an XDEL the next entry is broken');
+
+    # an unchained entry after the chain started (a hub without the chain)
+    my $RD = room('ch2');
+    run_script('room_create', [ "${RD}meta", "${RD}members" ], 'ch2', '', 'ann', $NOW, 'ann');
+    post($RD, 'ann', '{"i":1}', '0', 'chan:ch2');
+    my $bare = $r->cmd('XADD', "${RD}log", '*', 'e', '{"i":2}');
+    is_deeply([ (verify_all($RD))[0 .. 2] ], [ 'broken', $bare, 'missing hash' ],
+              'verify.lua: an entry without h after the chain start is "missing hash"');
+
+    # a room from before the chain: unchained entries, then the chain from genesis
+    my $RL = room('ch3');
+    run_script('room_create', [ "${RL}meta", "${RL}members" ], 'ch3', '', 'ann', $NOW, 'ann');
+    $r->cmd('XADD', "${RL}log", '*', 'e', qq({"old":$_})) for 1 .. 4;
+    is_deeply([ verify_all($RL) ], [ 'ok', ($r->cmd('XREVRANGE', "${RL}log", '+', '-', 'COUNT', 1))->[0][0], '', 0, 4 ],
+              'verify.lua: only pre-chain entries: ok, 4 unchained');
+    my $first = post($RL, 'ann', '{"new":1}', '0', 'chan:ch3');
+    post($RL, 'ann', '{"new":2}', '0', 'chan:ch3');
+    my @l = chain_entries($RL);
+    is($l[4][1]{h}, sha1_hex(genesis('ch3') . qq(\n0-0\n{"new":1})),
+       'chain: a pre-chain room\'s first new entry links to the genesis value');
+    is_deeply([ (verify_all($RL))[0, 2, 3, 4] ], [ 'ok', "genesis $first", 2, 4 ],
+              'verify.lua: 4 unchained, then 2 links from genesis');
+
+    # trimmed: the oldest retained entry is the anchor
+    $r->cmd('XTRIM', "${RC}log", 'MAXLEN', 3);
+    my @t = chain_entries($RC);
+    is_deeply([ (verify_all($RC))[0, 2, 3] ], [ 'ok', "anchor $t[0][0] $t[0][1]{h}", 3 ],
+              'verify.lua: a trimmed log verifies from its anchor');
+    # a lost tail is caught by the head
+    $r->cmd('XDEL', "${RC}log", $t[2][0]);
+    is_deeply([ (verify_all($RC))[0 .. 2] ], [ 'broken', $t[2][0], 'tail missing' ],
+              'verify.lua: a deleted last entry is "tail missing", named by the head');
+    # a lost head: post.lua goes on from the last chained entry
+    $r->cmd('DEL', "${RC}chain");
+    is_deeply([ (verify_all($RC))[0 .. 2] ], [ 'broken', $t[1][0], 'head missing' ],
+              'verify.lua: chained entries without a head key: "head missing"');
+    post($RC, 'ann', '{"i":9}', '0', 'chan:ch1');
+    is((verify_all($RC))[0], 'ok', 'post.lua rebuilds a lost head from the last chained entry');
+    is_deeply([ verify_all(room('nothing')) ], [ 'empty', '', '', 0, 0 ], 'verify.lua: no log, no head: empty');
+}
 
 # --- the publish mode (post.lua ARGV[6]): PUBLISH, or SPUBLISH on a Cluster --------
 

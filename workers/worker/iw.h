@@ -119,6 +119,14 @@ int iw_json_get_int(yajl_val obj, const char *key, long long *out);
 void iw_json_emit(iw_buf_t *b, yajl_val v);
 
 
+/* main.c */
+int iw_parse_redis(iw_conf_t *conf, const char *v);
+
+
+/* verify.c: ioa-worker verify-room */
+int iw_verify_room_main(iw_conf_t *conf, int argc, char **argv);
+
+
 /* redis.c */
 typedef enum {
     IW_LUA_POST = 0,
@@ -132,6 +140,7 @@ typedef enum {
     IW_LUA_META_STATE,
     IW_LUA_FSM_SAVE,
     IW_LUA_GOAL_SPAWN,
+    IW_LUA_VERIFY,
     IW_LUA_N
 } iw_lua_e;
 

@@ -53,7 +53,6 @@ volatile sig_atomic_t  iw_stop;
 
 static void iw_on_signal(int signo);
 static int iw_parse_seconds(const char *opt, const char *v, long long *ms);
-static int iw_parse_redis(iw_conf_t *conf, const char *v);
 static void iw_usage(FILE *f);
 
 
@@ -70,6 +69,7 @@ iw_usage(FILE *f)
 {
     fprintf(f,
         "usage: ioa-worker --redis HOST:PORT[,HOST:PORT...] [options]\n"
+        "       ioa-worker verify-room [options] COMM_ID   (--help: its own)\n"
         "\n"
         "Takes goals from the ioa hub's job stream and runs them: team\n"
         "formation, the conversation as the coordinator agent, the\n"
@@ -158,7 +158,7 @@ iw_parse_count(const char *opt, const char *v, long long *n)
 /* HOST:PORT[,HOST:PORT...]: one standalone Redis, or seeds of a Redis
  * Cluster (which of the two is found out when connecting) */
 
-static int
+int
 iw_parse_redis(iw_conf_t *conf, const char *v)
 {
     int          i;
@@ -266,6 +266,11 @@ main(int argc, char **argv)
     conf.turn_timeout_ms = 30000;
     conf.claim_idle_ms = 15000;
     conf.token_budget = 100000;
+
+    /* an operator's command rather than a worker: ioa-worker verify-room */
+    if (argc > 1 && strcmp(argv[1], "verify-room") == 0) {
+        return iw_verify_room_main(&conf, argc - 1, argv + 1);
+    }
 
     env = getenv("IOA_LLM_TOKEN_BUDGET");
 

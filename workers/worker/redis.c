@@ -15,7 +15,7 @@
  * command whose outcome is unknown.
  *
  * Scripts: the hub's own (post, register, retrieve, query, teamup_members,
- * room_create) are read from --scripts at start, so the worker runs exactly
+ * room_create, verify) are read from --scripts at start, so the worker runs exactly
  * the code the hub runs; the worker's own (goal_event, job_touch,
  * meta_state, fsm_save, goal_spawn, in lua/) are compiled in.  All are run with EVALSHA; a
  * NOSCRIPT answer (Redis restarted or SCRIPT FLUSH) loads the script again
@@ -71,6 +71,7 @@ static iw_lua_t  iw_lua[IW_LUA_N] = {
     { "meta_state", NULL, NULL, "" },
     { "fsm_save", NULL, NULL, "" },
     { "goal_spawn", NULL, NULL, "" },
+    { "verify", "verify.lua", NULL, "" },
 };
 
 

@@ -88,6 +88,8 @@ iw_room_post(const iw_conf_t *conf, const char *comm_id, const char *json,
     iw_args_addf(&a, "%s{room:%s}:log", conf->prefix, comm_id);
     iw_args_addf(&a, "%s{room:%s}:floor", conf->prefix, comm_id);
     iw_args_addf(&a, "%s{room:%s}:meta", conf->prefix, comm_id);
+    /* the hash chain's head, declared as nginx does (slot migrations) */
+    iw_args_addf(&a, "%s{room:%s}:chain", conf->prefix, comm_id);
     iw_args_add(&a, conf->name);
     iw_args_add(&a, json);
     iw_args_add(&a, "0");
@@ -121,7 +123,7 @@ iw_room_post(const iw_conf_t *conf, const char *comm_id, const char *json,
 
     yajl_tree_free(ns);
 
-    r = iw_redis_eval(IW_LUA_POST, 4, &a);
+    r = iw_redis_eval(IW_LUA_POST, 5, &a);
     iw_args_free(&a);
 
     if (r == NULL) {
