@@ -4,7 +4,10 @@
  *
  * libFuzzer harness: what the module does with bytes from Redis.  The
  * input is fed to hiredis' RESP reader in two pieces (as two reads would
- * bring it), and every reply it yields goes through the module's pure
+ * bring it), with the module's reply objects (ngx_ioa_redis_reply.c: an
+ * array header announcing billions of elements once made hiredis allocate
+ * them all at once; found here), and every reply it yields goes through the
+ * module's pure
  * reply handling: the error split into code and text
  * (ngx_ioa_redis_error, which MOVED/ASK/TRYAGAIN/NOSCRIPT and the scripts'
  * own codes go through), the stream-id parser used on every entry and
@@ -70,6 +73,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (reader == NULL) {
         return 0;
     }
+
+    /* the reply objects the module's connections use */
+    reader->fn = &ngx_ioa_redis_reply_functions;
 
     half = size / 2;
 

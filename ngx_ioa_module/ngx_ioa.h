@@ -349,6 +349,7 @@ ngx_int_t ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern,
     ngx_ioa_redis_node_t **node);
 ngx_int_t ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern,
     ngx_ioa_redis_node_t *node);
+extern redisReplyObjectFunctions  ngx_ioa_redis_reply_functions;
 ngx_int_t ngx_ioa_redis_error(redisReply *reply, ngx_str_t *code,
     ngx_str_t *text);
 

@@ -226,6 +226,9 @@ ngx_ioa_redis_conn_connect(ngx_ioa_redis_conn_t *rc)
 
     ac->data = rc;
 
+    /* replies with a bound on array lengths (ngx_ioa_redis_reply.c) */
+    ac->c.reader->fn = &ngx_ioa_redis_reply_functions;
+
     if (ngx_ioa_redis_attach(ac, rc->log,
                              rc->is_sub ? ngx_ioa_redis_sub_read : NULL)
         != NGX_OK)
