@@ -234,6 +234,7 @@ struct ngx_ioa_client_s {
     /* resume request: per room positions, and one for every room */
     ngx_array_t              *resume;        /* of ngx_ioa_resume_t */
     ngx_ioa_sid_t             since;
+    int64_t                   connected_ms;  /* nginx's time at attach */
     ngx_uint_t                has_since:1;
     ngx_uint_t                wait_resume:1; /* rooms load after 1st frame */
     ngx_uint_t                echo:1;

@@ -234,6 +234,9 @@ ngx_ioa_client_attach(ngx_ioa_client_t *cl)
 
     ngx_ioa_nclients++;
 
+    /* nginx's time of the connect: see ngx_ioa_client_rooms_reply */
+    cl->connected_ms = ngx_ioa_now_ms();
+
     if (cl->kind == NGX_IOA_CLIENT_FOLLOWER) {
         ngx_ioa_sid_t      start, *after;
         ngx_uint_t         i;
@@ -498,6 +501,21 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
         }
 
         return;
+    }
+
+    /*
+     * "From the moment it connected": Redis' time when the rooms were read,
+     * or nginx's when the client connected if that is earlier.  On a Redis
+     * Cluster the rooms are read on the registry's node while envelopes are
+     * appended on their rooms' nodes, with no order between the two: an
+     * envelope a member posts right after this client's handshake can be
+     * appended before the registry node runs the script, and Redis' time
+     * alone would take it for history.  The earlier of the two keeps it
+     * (and nginx's clock running ahead of Redis' changes nothing).
+     */
+
+    if (cl->connected_ms > 0 && (uint64_t) cl->connected_ms < now.ms) {
+        now.ms = cl->connected_ms;
     }
 
     /* "after (now - 1 ms, the largest sequence)" is "from now on" */
