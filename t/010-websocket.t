@@ -1477,8 +1477,8 @@ closing WebSocket of "Alice" with 1009
     my @old = child_pids_of($master);
     # the hub connects to Redis after it starts: wait for that, as a
     # load balancer's health check would
-    my $deadline = time + 5;
-    sleep 0.05 while time < $deadline
+    my $ready_by = time + 5;
+    sleep 0.05 while time < $ready_by
         && $ctx->http(GET => '/health_check')->code != 200;
     my $res = $ctx->http(POST => '/register',
         body => '{"name":"Zed","type":"Human Assistant","desc":"z"}');

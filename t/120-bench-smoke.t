@@ -191,6 +191,21 @@ my $Hub = IoaTest::Instance->start(
 my $Url = 'http://127.0.0.1:' . $Hub->port;
 my $Pids = join ',', $Hub->pid, $Hub->worker_pids, $RedisPid;
 
+# The hub connects to Redis after it starts (slower under ASan): the runs
+# begin once it answers its health check, as a load balancer would wait.
+{
+    my $ready_by = time + 15;
+    while (time < $ready_by) {
+        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $Hub->port,
+                                      Timeout => 1) or do { sleep 0.1; next };
+        print {$s} "GET /health_check HTTP/1.0\r\n\r\n";
+        local $/;
+        my $r = <$s> // '';
+        last if $r =~ m{^HTTP/1\.\d 200};
+        sleep 0.1;
+    }
+}
+
 # ------------------------------------------------------------- clean runs
 
 {
