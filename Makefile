@@ -42,7 +42,7 @@ MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
 .PHONY: all deps run stop test test-cluster test-asan asan-workers clean \
-        agent worker llama bench bench-deps fuzz fuzz-regress fuzz-build \
+        agent worker llama bench bench-deps fuzz fuzz-ci fuzz-regress fuzz-build \
         fuzz-deps
 
 all: $(MODULE) agent worker
@@ -175,6 +175,11 @@ fuzz-build: fuzz-deps
 
 fuzz: fuzz-build
 	bash scripts/fuzz.sh run $(FUZZ_SECONDS)
+
+# CI's pass: 100,000 inputs per harness from a fixed seed (about 10 s each),
+# the same every run
+fuzz-ci: fuzz-build
+	bash scripts/fuzz.sh run 120 100000
 
 fuzz-regress: fuzz-build
 	bash scripts/fuzz.sh regress

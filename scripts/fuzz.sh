@@ -3,6 +3,7 @@
 #
 #   bash scripts/fuzz.sh build              build/fuzz/bin/<harness>
 #   bash scripts/fuzz.sh run [SECONDS]      each harness for SECONDS (60)
+#   bash scripts/fuzz.sh run SECONDS RUNS   at most RUNS inputs, fixed seed
 #   bash scripts/fuzz.sh regress            every committed input, once
 #
 # The harnesses link the module's own objects and nginx's core, compiled
@@ -70,17 +71,28 @@ build() {
     done
 }
 
+# run SECONDS: each harness for that long (make fuzz); run SECONDS RUNS: at
+# most RUNS inputs each from a fixed seed, so a CI pass is the same every
+# time and a failure there is a finding, not luck
 run() {
-    local secs=${1:-60} h rc=0
+    local secs=${1:-60} runs=${2:-} h rc=0
+    local fixed=()
+    [[ -n $runs ]] && fixed=(-runs="$runs" -seed=1)
     mkdir -p "$OUT/crashes"
     for h in $HARNESSES; do
-        mkdir -p "$OUT/corpus/$h"
+        local corpus="$OUT/corpus/$h"
+        if [[ -n $runs ]]; then
+            # from the committed seeds only: the same inputs on every machine
+            corpus="$OUT/corpus-fixed/$h"
+            rm -rf "$corpus"
+        fi
+        mkdir -p "$corpus"
         log "$h for ${secs}s"
         local dict=()
         [[ -e $REPO/fuzz/$h.dict ]] && dict=(-dict="$REPO/fuzz/$h.dict")
-        "$OUT/bin/$h" -max_total_time="$secs" -print_final_stats=1 \
+        "$OUT/bin/$h" -max_total_time="$secs" "${fixed[@]}" -print_final_stats=1 \
             -artifact_prefix="$OUT/crashes/$h-" -max_len=65536 "${dict[@]}" \
-            "$OUT/corpus/$h" "$REPO/fuzz/corpus/$h" 2>"$OUT/$h.log" \
+            "$corpus" "$REPO/fuzz/corpus/$h" 2>"$OUT/$h.log" \
             || { rc=1; log "$h FOUND A CRASH:"; tail -40 "$OUT/$h.log" >&2; }
         grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$OUT/$h.log" \
             | sed "s/^/fuzz: $h: /" >&2 || true
@@ -103,7 +115,7 @@ regress() {
 
 case ${1:-} in
 build) build ;;
-run) run "${2:-60}" ;;
+run) run "${2:-60}" "${3:-}" ;;
 regress) regress ;;
 *) echo "usage: $0 build | run [SECONDS] | regress" >&2; exit 2 ;;
 esac
