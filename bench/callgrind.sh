@@ -126,6 +126,12 @@ EOF
     vg_pid=$!
     PIDS+=("$vg_pid")
     wait_port "$port"
+    # the hub reaches Redis after it starts (slowly under valgrind): the
+    # run begins once it answers its health check
+    for _ in $(seq 1 300); do
+        curl -sf "http://127.0.0.1:$port/health_check" >/dev/null && break
+        sleep 0.1
+    done
 
     # the hook: zero the counters before the first message, dump after the
     # drain; the dump's file is renamed to what it measured
