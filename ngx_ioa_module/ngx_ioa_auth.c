@@ -138,7 +138,6 @@ ngx_ioa_auth_jwt_key(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_ioa_loc_conf_t *lcf = conf;
 
-    u_char              *p;
     BIO                 *bio;
     ngx_str_t           *value, file, data;
     ngx_pool_cleanup_t  *cln;
@@ -175,16 +174,7 @@ ngx_ioa_auth_jwt_key(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
         /* a shared secret */
 
-        p = data.data + data.len;
-
-        while (p > data.data
-               && (p[-1] == '\n' || p[-1] == '\r' || p[-1] == ' '
-                   || p[-1] == '\t'))
-        {
-            p--;
-        }
-
-        data.len = p - data.data;
+        ngx_ioa_conf_trim(&data);
 
         if (data.len < 32) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,

@@ -891,6 +891,20 @@ ngx_ioa_conf_read_file(ngx_conf_t *cf, ngx_str_t *name, size_t max,
 }
 
 
+/* a secret's file ends with the editor's newline, which is not part of it */
+
+void
+ngx_ioa_conf_trim(ngx_str_t *s)
+{
+    while (s->len
+           && (s->data[s->len - 1] == '\n' || s->data[s->len - 1] == '\r'
+               || s->data[s->len - 1] == ' ' || s->data[s->len - 1] == '\t'))
+    {
+        s->len--;
+    }
+}
+
+
 /*
  * ioa_redis_password_file file: Redis AUTH (with ioa_redis_user for a Redis
  * 6+ ACL user, else the default user).  A file, not the password itself, so
@@ -903,7 +917,6 @@ ngx_ioa_redis_password_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_ioa_main_conf_t *mcf = conf;
 
-    u_char     *p;
     ngx_str_t  *value;
 
     if (mcf->redis_password.data) {
@@ -918,16 +931,7 @@ ngx_ioa_redis_password_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    p = mcf->redis_password.data + mcf->redis_password.len;
-
-    while (p > mcf->redis_password.data
-           && (p[-1] == '\n' || p[-1] == '\r' || p[-1] == ' '
-               || p[-1] == '\t'))
-    {
-        p--;
-    }
-
-    mcf->redis_password.len = p - mcf->redis_password.data;
+    ngx_ioa_conf_trim(&mcf->redis_password);
 
     if (mcf->redis_password.len == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,

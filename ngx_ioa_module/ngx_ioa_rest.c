@@ -421,21 +421,13 @@ ngx_ioa_send_jbuf(ngx_http_request_t *r, ngx_uint_t status,
 ngx_int_t
 ngx_ioa_send_unavailable(ngx_http_request_t *r)
 {
-    ngx_ioa_error_t   err;
-    ngx_table_elt_t  *h;
-
-    h = ngx_list_push(&r->headers_out.headers);
-    if (h) {
-        h->hash = 1;
-        ngx_str_set(&h->key, "Retry-After");
-        ngx_str_set(&h->value, "1");
-    }
+    ngx_ioa_error_t  err;
 
     ngx_ioa_error_set(&err, "redis_unavailable", NULL,
                       "the hub cannot reach Redis right now; nothing was "
                       "changed, retry shortly");
 
-    return ngx_ioa_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, &err);
+    return ngx_ioa_send_retry(r, NGX_HTTP_SERVICE_UNAVAILABLE, 1000, &err);
 }
 
 

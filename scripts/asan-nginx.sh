@@ -4,6 +4,7 @@
 # module compiled in, for `make test-asan`:
 #
 #   bash scripts/asan-nginx.sh [OUT]      (OUT: build/asan)
+#   bash scripts/asan-nginx.sh --fetch-only   only fetch and unpack the source
 #   -> OUT/sbin/nginx
 #
 # Why a build of its own: Debian's /usr/sbin/nginx is not instrumented, and
@@ -11,15 +12,20 @@
 # with NGX_DEBUG_PALLOC (every pool allocation a malloc ASan can watch) and
 # the module is linked in statically (config supports --add-module).  The
 # features the tests use are the ones Debian enables for them: TLS, HTTP/2,
-# auth_request, stub_status, sub_filter, threads, PCRE2 JIT.  The source is Debian's orig tarball,
-# fetched with apt-get source (deb-src entries are added when missing).
+# auth_request, stub_status, sub_filter, threads, PCRE2 JIT.  The source is
+# Debian's orig tarball, fetched with apt-get source (deb-src entries are
+# added when missing).
 # Nothing is written outside OUT but the deb-src entry.
 
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+FETCH_ONLY=
+if [[ ${1:-} == --fetch-only ]]; then
+    FETCH_ONLY=1      # scripts/fuzz.sh only wants the source
+    shift
+fi
 OUT="${1:-$REPO/build/asan}"
-[[ $OUT == --fetch-only ]] && OUT="$REPO/build/asan"
 VERSION=1.22.1
 # the newest revision's source may be gone from the mirror; every
 # 1.22.1-9+deb12uN has the same orig tarball
@@ -47,8 +53,7 @@ if [[ ! -d $OUT/src/nginx-$VERSION ]]; then
     tar -xzf "$OUT/src/nginx_$VERSION.orig.tar.gz" -C "$OUT/src"
 fi
 
-# scripts/fuzz.sh only wants the source
-[[ ${2:-} == --fetch-only || ${1:-} == --fetch-only ]] && exit 0
+[[ -n $FETCH_ONLY ]] && exit 0
 
 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
 

@@ -12,6 +12,7 @@
 use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
+use IoaTest::Agent qw(register teamup);
 use IoaTest::Api;
 use IoaTest::SSE;
 use IoaTest::WS;
@@ -29,14 +30,8 @@ add_block_preprocessor(sub {
 
 sub room {
     my ($ctx, $sender, @others) = @_;
-    for my $n ($sender, @others) {
-        my ($code) = api($ctx, POST => '/register',
-                         { name => $n, type => 'Human Assistant', desc => "agent $n" });
-        die "register $n: $code\n" unless $code == 200;
-    }
-    my ($code, $d) = api($ctx, POST => '/teamup', { sender => $sender, agent_names => \@others });
-    die "teamup: $code\n" unless $code == 200;
-    return $d->{comm_id};
+    register($ctx, $sender, @others);
+    return teamup($ctx, $sender, \@others);
 }
 
 sub log_len { redis_cmd('XLEN', "ioa:{room:$_[0]}:log") }

@@ -191,6 +191,25 @@ sub check_exactly_once {
     }
 }
 
+# Every block's start: an empty Redis, the hub up, Alice and Bob (and
+# @others) registered and in one room, Alice and Bob connected as members.
+sub talking_room {
+    my ($ctx, @others) = @_;
+    aof('FLUSHALL');
+    ok wait_health($ctx, 200, 10)->code == 200, 'hub up';
+    register($ctx, 'Alice', 'Bob', @others);
+    my $cid = teamup($ctx, 'Alice', ['Bob', @others]);
+    return ($cid, member($ctx, 'Alice', $cid), member($ctx, 'Bob', $cid));
+}
+
+sub nginx_master {
+    my ($ctx) = @_;
+    my $pidfile = $ctx->servroot . '/logs/nginx.pid';
+    open my $fh, '<', $pidfile or die "$pidfile: $!";
+    chomp(my $master = <$fh>);
+    return $master;
+}
+
 run_tests();
 
 __DATA__
@@ -206,12 +225,7 @@ __DATA__
 GET /health_check
 --- error_code_like: ^(?:200|503)$
 --- ioa_scenario
-    aof('FLUSHALL');
-    ok wait_health($ctx, 200, 10)->code == 200, 'hub up';
-    register($ctx, qw(Alice Bob));
-    my $cid = teamup($ctx, 'Alice', ['Bob']);
-    my $alice = member($ctx, 'Alice', $cid);
-    my $bob = member($ctx, 'Bob', $cid);
+    my ($cid, $alice, $bob) = talking_room($ctx);
     sleep 0.3;
     my @want = map { "k$_" } 1 .. 150;
     my %accepted;
@@ -245,16 +259,9 @@ GET /health_check
 GET /health_check
 --- error_code_like: ^(?:200|503)$
 --- ioa_scenario
-    aof('FLUSHALL');
-    ok wait_health($ctx, 200, 10)->code == 200, 'hub up';
-    register($ctx, qw(Alice Bob));
-    my $cid = teamup($ctx, 'Alice', ['Bob']);
-    my $alice = member($ctx, 'Alice', $cid);
-    my $bob = member($ctx, 'Bob', $cid);
+    my ($cid, $alice, $bob) = talking_room($ctx);
     sleep 0.3;
-    my $pidfile = $ctx->servroot . '/logs/nginx.pid';
-    open my $fh, '<', $pidfile or die "$pidfile: $!";
-    chomp(my $master = <$fh>);
+    my $master = nginx_master($ctx);
     my @want = map { "r$_" } 1 .. 150;
     my ($closes, $reconnects) = (0, 0);
     for my $i (1 .. 150) {
@@ -291,19 +298,12 @@ GET /health_check
 GET /health_check
 --- error_code_like: ^(?:200|503)$
 --- ioa_scenario
-    aof('FLUSHALL');
-    ok wait_health($ctx, 200, 10)->code == 200, 'hub up';
-    register($ctx, qw(Alice Bob Slow));
-    my $cid = teamup($ctx, 'Alice', ['Bob', 'Slow']);
-    my $alice = member($ctx, 'Alice', $cid);
-    my $bob = member($ctx, 'Bob', $cid);
+    my ($cid, $alice, $bob) = talking_room($ctx, 'Slow');
     # a small receive buffer, and never read: the hub's queue for it fills
     my $slow = IoaTest::Agent->connect($ctx, 'Slow', '', rcvbuf => 4096);
     ok $slow->ok, 'Slow connected';
     sleep 0.3;
-    my $pidfile = $ctx->servroot . '/logs/nginx.pid';
-    open my $fh, '<', $pidfile or die "$pidfile: $!";
-    chomp(my $master = <$fh>);
+    my $master = nginx_master($ctx);
     my ($worker) = grep { /^\d+$/ } split ' ', `pgrep -P $master`;
     my $rss = sub { my $s = `ps -o rss= -p $worker`; $s =~ s/\s+//g; $s };
     my $before = $rss->();
@@ -353,16 +353,9 @@ GET /health_check
 GET /health_check
 --- error_code_like: ^(?:200|503)$
 --- ioa_scenario
-    aof('FLUSHALL');
-    ok wait_health($ctx, 200, 10)->code == 200, 'hub up';
-    register($ctx, qw(Alice Bob));
-    my $cid = teamup($ctx, 'Alice', ['Bob']);
-    my $alice = member($ctx, 'Alice', $cid);
-    my $bob = member($ctx, 'Bob', $cid);
+    my ($cid, $alice, $bob) = talking_room($ctx);
     sleep 0.3;
-    my $pidfile = $ctx->servroot . '/logs/nginx.pid';
-    open my $fh, '<', $pidfile or die "$pidfile: $!";
-    chomp(my $master = <$fh>);
+    my $master = nginx_master($ctx);
     my @workers = sort grep { /^\d+$/ } split ' ', `pgrep -P $master`;
 
     srand 7;
