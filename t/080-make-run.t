@@ -42,8 +42,8 @@ like $out, qr/goal [0-9a-f]{32}: Count the words/, 'a goal was launched';
 like $out, qr/Counter \| \[task result\] "agents that cooperate solve harder problems" has 6 words/,
     'an ioa-agent ran its task';
 like $out, qr/state concluded \(room [0-9a-f]{32}\)/, 'the goal concluded';
-like $out, qr/3 of 3 tasks completed/, 'with every task completed';
-like $out, qr/- Reverser: problems harder solve cooperate that agents/,
+like $out, qr/3 of 3 parts done/, 'with every task completed';
+like $out, qr/\n\s+Reverser: problems harder solve cooperate that agents/,
     'and the conclusion carries the results';
 like $out, qr/demo done/, 'the demo finished';
 like $out, qr/stopped/, 'and everything was stopped';

@@ -636,7 +636,7 @@ GET /health_check
 
 
 
-=== TEST 4: failures are results too: `false` (exit 1), a program that writes to stderr and exits 3, a program that does not exist; stderr is logged by the agent
+=== TEST 4: failures are results too: `false` (exit 1), a program that writes to stderr and exits 3, a program that does not exist; stderr is logged by the agent; with --partial-exit 3 that status is partial
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -675,6 +675,21 @@ GET /health_check
     like $ag{Breaker}->log, qr/Breaker: task \w+ stderr: it broke: disk full$/m,
         'the program\'s stderr is in the agent\'s log, line by line';
     ok $ag{$_}->alive, "$_ keeps running" for sort keys %ag;
+
+    # with --partial-exit the same status means "done in part"
+    my $half = agent($ctx, name => 'Halfway', args => ['--partial-exit', 3],
+                     exec => ['sh', '-c', 'cat >/dev/null; echo "the first half"; exit 3']);
+    ok wait_online($ctx, 'Halfway'), 'Halfway online' or diag $half->log;
+    my ($bob, $cid2) = alice_room($ctx, 'Halfway');
+    assign($bob, $cid2, ['Halfway'], 'job for Halfway', task_abstract => 'Job Halfway');
+    my ($p, $r) = @{ recv_by_sender($bob, 2, 10, $half)->{Halfway} || [] };
+    is_deeply strip($r), {
+        sender => 'Halfway', comm_id => $cid2,
+        content => result_text('Job Halfway', 'is partly done'),
+        next_speaker => '', state => 1, type => 7, task_id => $p->{task_id},
+        task_desc => 'job for Halfway', task_abstract => 'Job Halfway',
+        task_conclusion => 'the first half', task_status => 'partial',
+    }, 'Halfway: task_status partial, stdout the result so far' or diag $r->{_raw};
 --- no_error_log
 [error]
 [alert]

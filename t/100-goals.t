@@ -26,14 +26,13 @@ use warnings;
 use Cwd ();
 use File::Basename ();
 
-our ($Repo, $WorkerBin);
-
 BEGIN {
-    $Repo = Cwd::abs_path(File::Basename::dirname(__FILE__) . '/..');
-    $WorkerBin = $ENV{IOA_WORKER_BIN} || "$Repo/workers/build/ioa-worker";
-    if (!-x $WorkerBin) {
+    my $bin = $ENV{IOA_WORKER_BIN}
+              || Cwd::abs_path(File::Basename::dirname(__FILE__) . '/..')
+                 . '/workers/build/ioa-worker';
+    if (!-x $bin) {
         require Test::More;
-        Test::More::plan(skip_all => "$WorkerBin is not built; run "
+        Test::More::plan(skip_all => "$bin is not built; run "
                                    . "`make -C workers/worker` first");
     }
 }
@@ -43,6 +42,7 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(envelope wait_health fresh_hub json);
 use IoaTest::Api;
+use IoaTest::Goals;   # workers, launch, room, feed, drive: see there
 use IoaTest::Llama;
 use JSON::PP ();
 use POSIX qw(WNOHANG);
@@ -51,310 +51,6 @@ use Time::HiRes qw(sleep time);
 no_root_location();
 no_shuffle();
 log_level('info');
-
-# package globals (not `our`): the scenarios are compiled in another scope
-use vars qw($COORD %Workers %Seen @Held);
-
-$COORD = 'ioa-coordinator';
-
-# ------------------------------------------------------------------ helpers
-# (scenarios are compiled in package main, so they call these directly)
-
-# %Workers: pid => { name, log }
-
-END {
-    local $?;
-    for my $pid (keys %Workers) {
-        kill 'KILL', $pid;
-        waitpid $pid, 0;
-    }
-}
-
-sub fresh {
-    my $ctx = shift;
-    stop_workers();
-    fresh_hub($ctx);
-}
-
-# Starts ioa-worker as consumer $name; returns its pid.
-#   worker($ctx, 'w1', task_timeout => 2, claim_idle => 1, crash_after => 2)
-sub worker {
-    my ($ctx, $name, %o) = @_;
-    my $log = $ctx->servroot . "/logs/worker-$name.log";
-    my @args = ('--redis', redis_addrs(),     # every master on a Cluster
-                '--scripts', "$Repo/redis-scripts", '--consumer', $name,
-                '--task-timeout', $o{task_timeout} // 60,
-                '--claim-idle', $o{claim_idle} // 15,
-                '--turn-timeout', $o{turn_timeout} // 30,
-                defined $o{token_budget} ? ('--token-budget', $o{token_budget}) : ());
-    my $pid = fork // die "fork: $!\n";
-    if ($pid == 0) {
-        $ENV{IOA_WORKER_TEST_CRASH_AFTER_STEP} = $o{crash_after}
-            if defined $o{crash_after};
-        delete @ENV{grep { /^(?:IOA_LLM_|OPENAI_)/ } keys %ENV};
-        $ENV{$_} = $o{env}{$_} for keys %{ $o{env} // {} };
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>>', $log;
-        open STDERR, '>>', $log;
-        exec $WorkerBin, @args or POSIX::_exit(127);
-    }
-    $Workers{$pid} = { name => $name, log => $log };
-    return $pid;
-}
-
-# SIGTERM to every worker still running; returns { name => exit status }.
-# A worker that does not exit within 5 s is killed (status 'KILL').
-sub stop_workers {
-    my %status;
-    kill 'TERM', $_ for keys %Workers;
-    my $deadline = time + 5;
-    while (%Workers && time < $deadline) {
-        for my $pid (keys %Workers) {
-            my $r = waitpid $pid, WNOHANG;
-            next unless $r == $pid || $r == -1;
-            $status{ $Workers{$pid}{name} } = $? & 127 ? 'signal ' . ($? & 127)
-                                                       : $? >> 8;
-            delete $Workers{$pid};
-        }
-        sleep 0.02 if %Workers;
-    }
-    for my $pid (keys %Workers) {
-        kill 'KILL', $pid;
-        waitpid $pid, 0;
-        $status{ $Workers{$pid}{name} } = 'KILL';
-        delete $Workers{$pid};
-    }
-    return \%status;
-}
-
-# kill -9 one worker by pid and reap it
-sub kill9 {
-    my $pid = shift;
-    kill 'KILL', $pid;
-    waitpid $pid, 0;
-    delete $Workers{$pid};
-}
-
-sub reap_dead {
-    for my $pid (keys %Workers) {
-        delete $Workers{$pid} if waitpid($pid, WNOHANG) == $pid;
-    }
-}
-
-sub worker_logs {
-    my $ctx = shift;
-    my $dir = $ctx->servroot . '/logs';
-    my $out = '';
-    for my $f (sort glob "$dir/worker-*.log") {
-        open my $fh, '<', $f or next;
-        local $/;
-        $out .= "==> $f\n" . (<$fh> // '');
-    }
-    return $out;
-}
-
-sub worker_log {
-    my ($ctx, $name) = @_;
-    open my $fh, '<', $ctx->servroot . "/logs/worker-$name.log" or return '';
-    local $/;
-    return <$fh> // '';
-}
-
-# register_agents($ctx, Ann => 'writes reports', Ben => ['checks figures', 1])
-# (an array: the description and speaks_protocol)
-sub register_agents {
-    my ($ctx, %desc) = @_;
-    for my $name (sort keys %desc) {
-        my ($d, $proto) = ref $desc{$name} ? @{ $desc{$name} } : ($desc{$name}, 0);
-        my ($code, undef, $res) = api($ctx, POST => '/register',
-            { name => $name, type => 'Thing Assistant', desc => $d,
-              speaks_protocol => $proto ? JSON::PP::true : JSON::PP::false });
-        die "register $name: " . $res->status_line . "\n" unless $code == 200;
-    }
-}
-
-# Connects each agent over WebSocket and waits until the registry counts it
-# online (discovery recruits online agents only).
-sub connect_agents {
-    my ($ctx, @names) = @_;
-    my %a;
-    for my $name (@names) {
-        $a{$name} = IoaTest::Agent->connect($ctx, $name);
-        die "$name: " . $a{$name}->error . "\n" unless $a{$name}->ok;
-    }
-    wait_until(sub {
-        !grep { !defined redis_cmd('ZSCORE', 'ioa:{reg}:online', $_) } @names
-    }, 5) or die "agents not online\n";
-    return \%a;
-}
-
-# Queues a goal exactly as POST /launch_goal does; returns the goal id.
-#   launch(goal => '...', [team_member_names => [..], max_turns => n, ...],
-#          [_parent => $gid], [_state => 'cancelling'])
-sub launch {
-    my (%req) = @_;
-    my $parent = delete $req{_parent} // '';
-    my $state = delete $req{_state} // 'queued';
-    my @cont = defined $req{comm_id} ? (comm_id => $req{comm_id}) : ();
-    my $gid = join '', map { sprintf '%04x', int rand 65536 } 1 .. 8;
-    my $depth = $req{team_up_depth} // '';
-    redis_cmd('HSET', "ioa:{goal:$gid}:meta", goal_id => $gid,
-              goal => $req{goal}, request => json()->encode(\%req),
-              state => $state, created_at => int(time * 1000),
-              parent => $parent, depth => $depth, @cont);
-    my $r = redis_cmd('XGROUP', 'CREATE', 'ioa:{jobs}:goals', 'workers', '0',
-                      'MKSTREAM');
-    die "XGROUP: $r\n" if ref $r && "$r" !~ /BUSYGROUP/;
-    redis_cmd('XADD', 'ioa:{jobs}:goals', '*', goal_id => $gid);
-    return $gid;
-}
-
-sub meta {
-    my $gid = shift;
-    return { @{ redis_cmd('HGETALL', "ioa:{goal:$gid}:meta") } };
-}
-
-sub fsm {
-    my $gid = shift;
-    return { @{ redis_cmd('HGETALL', "ioa:{goal:$gid}:fsm") } };
-}
-
-sub state_of { redis_cmd('HGET', "ioa:{goal:$_[0]}:meta", 'state') // '' }
-
-# The room's envelopes in Stream order, decoded, each with its id and the
-# stored text in _raw.
-sub room {
-    my $cid = shift;
-    my $r = redis_cmd('XRANGE', "ioa:{room:$cid}:log", '-', '+');
-    return map {
-        my $raw = { @{ $_->[1] } }->{e};
-        my $e = json()->decode($raw);
-        $e->{id} = $_->[0];
-        $e->{_raw} = $raw;
-        $e
-    } @$r;
-}
-
-# The goal's event feed, decoded, each with its feed id and raw text.
-sub feed {
-    my $gid = shift;
-    my $r = redis_cmd('XRANGE', "ioa:{room:goal-$gid}:log", '-', '+');
-    return map {
-        my $raw = { @{ $_->[1] } }->{e};
-        my $e = json()->decode($raw);
-        $e->{_id} = $_->[0];
-        $e->{_raw} = $raw;
-        $e
-    } @$r;
-}
-
-sub coordinator_steps {
-    return map { $_->{ioa_step} } grep { $_->{sender} eq $COORD } @_;
-}
-
-sub types { map { $_->{type} } @_ }
-
-# The coordinator's steps for a team of $k members that only run tasks
-# (run(task) -> result agents, registered without speaks_protocol): the
-# plan (1), one DISCUSSION on behalf of each member (2 ..), the assignment
-# (10), PAUSE (11), CONCLUDE_GROUP_DISCUSSION (40), CONCLUSION (41).
-sub usual_steps { my $k = shift; (1, map({ 1 + $_ } 1 .. $k), 10, 11, 40, 41) }
-sub usual_types { my $k = shift; (4, (4) x $k, 6, 9, 10, 11) }
-sub team_size { scalar(@{ redis_cmd('SMEMBERS', "ioa:{room:$_[0]}:members") }) - 1 }
-sub by_step { map { ($_->{ioa_step} => $_) } grep { $_->{sender} eq $COORD } @_ }
-
-# Stream ids compare as (ms, seq), not as strings
-sub id_lt {
-    my ($am, $as) = split /-/, $_[0];
-    my ($bm, $bs) = split /-/, $_[1];
-    return $am < $bm || ($am == $bm && $as < $bs);
-}
-
-sub names_in {
-    my $ns = shift;
-    return ref $ns ? @$ns : ($ns // '') eq '' ? () : ($ns);
-}
-
-# Plays the agent runtime for every agent of $agents (name => Agent) until
-# $until->() is true or $secs pass; returns whether $until became true.
-# $how->{name}: 'answer' (progress, then result), 'fail' (progress, then a
-# failed result), 'progress' (progress only), 'silent', 'hold' (noted in
-# @Held, answered by release()), 'own_id' (answers under a task_id of its
-# own making, as IoA's clients do), 'forge' (answers, and also posts a
-# result for another agent's task), 'mute' (answers tasks, but never takes
-# a discussion turn).  An agent addressed by a DISCUSSION (next_speaker)
-# answers with a DISCUSSION back to the speaker, unless 'silent' or
-# 'mute'.  A SYNC_TASK_ASSIGNMENT is answered with the result alone.
-# Every frame an agent reads is kept in $Seen{name}.
-sub drive {
-    my (%o) = @_;
-    my $deadline = time + ($o{secs} // 20);
-    while (1) {
-        for my $name (sort keys %{ $o{agents} }) {
-            my $a = $o{agents}{$name};
-            while (defined(my $m = $a->recv(0.01))) {
-                push @{ $Seen{$name} }, $m;
-                act($a, $m, $o{how}{$name} // 'answer');
-            }
-        }
-        return 1 if $o{until}->();
-        return 0 if time > $deadline;
-    }
-}
-
-sub act {
-    my ($a, $m, $how) = @_;
-    my $name = $a->name;
-    my $type = $m->{type} // -1;
-    return unless grep { $_ eq $name } names_in($m->{next_speaker});
-    if ($type == 4 && ($m->{sender} // '') ne $name) {
-        return if $how eq 'silent' || $how eq 'mute';
-        $a->post(envelope(comm_id => $m->{comm_id}, type => 4,
-            next_speaker => [$m->{sender}],
-            content => "$name: I agree with the plan"));
-        return;
-    }
-    return unless $type == 6 || $type == 5;
-    my $task = $m->{tasks}{$name} or return;
-    return if $how eq 'silent';
-    $how = 'sync' if $type == 5 && $how eq 'answer';
-    if ($how eq 'hold') {
-        push @Held, [$a, $m, $task];
-        return;
-    }
-    answer($a, $m, $task, $how);
-}
-
-sub answer {
-    my ($a, $m, $task, $how) = @_;
-    my $name = $a->name;
-    $task = { %$task, task_id => 'own-' . int rand 1e9 } if $how eq 'own_id';
-    if ($how eq 'forge') {
-        my ($other) = grep { $_ ne $name } sort keys %{ $m->{tasks} };
-        $a->post(envelope(comm_id => $m->{comm_id}, type => 7, next_speaker => '',
-            task_id => $m->{tasks}{$other}{task_id},
-            task_conclusion => "forged by $name"));
-    }
-    $a->post(envelope(comm_id => $m->{comm_id}, type => 8,
-        next_speaker => $m->{sender}, task_id => $task->{task_id},
-        task_desc => $task->{task_desc},
-        content => "$name: working on it in the background"))
-        unless $how eq 'sync';
-    return if $how eq 'progress';
-    my $ok = $how ne 'fail';
-    $a->post(envelope(comm_id => $m->{comm_id}, type => 7, next_speaker => '',
-        task_id => $task->{task_id},
-        task_conclusion => $ok ? "$name did: $task->{task_desc}"
-                               : "$name could not do it",
-        content => 'result', extra => [task_status => $ok ? 'completed'
-                                                           : 'failed']));
-}
-
-sub release {
-    answer(@$_, 'answer') for splice @Held;
-}
-
-sub job_pending { redis_cmd('XPENDING', 'ioa:{jobs}:goals', 'workers')->[0] }
 
 run_tests();
 
@@ -451,8 +147,8 @@ GET /health_check
     }
 
     is $final->{content}, $m->{conclusion}, 'meta: the conclusion is the room\'s CONCLUSION';
-    like $m->{conclusion}, qr/^Goal: \Q$goal\E\n3 of 3 tasks completed\./, 'conclusion: the summary';
-    like $m->{conclusion}, qr/- \Q$_\E: \Q$_\E did: /, "conclusion: $_\'s result" for qw(Poet Translator Critic);
+    like $m->{conclusion}, qr/^Goal: \Q$goal\E\n3 of 3 parts done\./, 'conclusion: the summary';
+    like $m->{conclusion}, qr/\n   \Q$_\E: \Q$_\E did: /, "conclusion: $_\'s result" for qw(Poet Translator Critic);
     is $m->{tokens}, '0', 'meta: tokens 0 (built-in planner)';
     my (undef, $doc) = api($ctx, GET => "/goals/$gid");
     is $doc->{planner}, 'builtin', 'GET /goals/<id>: the built-in planner';
@@ -519,7 +215,7 @@ GET /health_check
              until => sub { state_of($gid) eq 'concluded' }),
        'concluded (Alice answered under a task_id of her own, as IoA clients do)'
        or diag worker_logs($ctx);
-    like meta($gid)->{conclusion}, qr/2 of 2 tasks completed.*- Alice: Alice did: plan the outing/s,
+    like meta($gid)->{conclusion}, qr/2 of 2 parts done.*\n   Alice: Alice did: plan the outing/s,
         'Alice\'s result counted, matched by her name';
     my $cid = meta($gid)->{comm_id};
     is_deeply [sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cid}:members") }],
@@ -577,10 +273,10 @@ GET /health_check
     my $took = time - $t0;
     ok $took >= 2 && $took < 8, "after the task deadline (${took}s)";
     my $c = meta($gid)->{conclusion};
-    like $c, qr/1 of 3 tasks completed/, 'one of three completed';
-    like $c, qr/- Ann: Ann did: /, 'Ann: her result';
-    like $c, qr/- Ben \(timed out\): no result within 2 s/, 'Ben: timed out';
-    like $c, qr/- Cid \(failed\): Cid could not do it/, 'Cid: failed, with the reason';
+    like $c, qr/1 of 3 parts done/, 'one of three completed';
+    like $c, qr/\n   Ann: Ann did: /, 'Ann: her result';
+    like $c, qr/Not done: Ben timed out \(no result within 2 s\)/, 'Ben: timed out';
+    like $c, qr/Not done: Cid failed \(Cid could not do it\)/, 'Cid: failed, with the reason';
     my $fsm = fsm($gid);
     my %st = map { /^st:(.+)$/ ? ($1 => $fsm->{$_}) : () } keys %$fsm;
     is_deeply [sort values %st], [qw(completed failed timed_out)], 'fsm: the task states';
@@ -636,7 +332,7 @@ GET /health_check
     my @env = room($cid);
     is_deeply [coordinator_steps(@env)], [usual_steps(2)], 'every step once';
     is_deeply [types(grep { $_->{sender} eq $COORD } @env)], [usual_types(2)], 'in IoA\'s order';
-    like meta($gid)->{conclusion}, qr/2 of 2 tasks completed/, 'with both results';
+    like meta($gid)->{conclusion}, qr/2 of 2 parts done/, 'with both results';
     like worker_log($ctx, $other), qr/took over job .* \(goal $gid\)/, "$other took the job over";
     like worker_log($ctx, $other), qr/goal $gid: resumed in phase running at step 1[01]/,
         "$other resumed after the assignment";
@@ -703,7 +399,7 @@ GET /health_check
         is_deeply [coordinator_steps(@env)], [1, 2, 3, 20, 22, 40, 41],
             "sequence step $step: every step once";
         is scalar(grep { $_->{type} == 7 } @env), 2, "sequence step $step: each task answered once";
-        like meta($gid)->{conclusion}, qr/2 of 2 tasks completed/, "sequence step $step: both completed";
+        like meta($gid)->{conclusion}, qr/2 of 2 parts done/, "sequence step $step: both completed";
         stop_workers();
     }
 --- no_error_log
@@ -742,8 +438,8 @@ GET /health_check
     like $env[$ci]{content}, qr/reached max_turns \(5\)/, 'the conclude says why';
     my $c = meta($gid)->{conclusion};
     like $c, qr/^Concluded at the turn limit \(max_turns 5\)\.\n/, 'the conclusion says why';
-    like $c, qr/0 of 3 tasks completed/, 'nothing completed';
-    like $c, qr/- Ann \(cancelled\)/, 'open tasks are cancelled';
+    like $c, qr/0 of 3 parts done/, 'nothing completed';
+    like $c, qr/Not done: Ann's task was cancelled/, 'open tasks are cancelled';
     ok !grep({ $_->{type} == 7 } @env), 'no results were ever posted';
 
     # a limit smaller than the opening: the discussion (the plan, then the
@@ -807,7 +503,7 @@ GET /health_check
         is_deeply [types(@mine)], [4, 4, 6, 9, 11], "$g: the conclusion follows the pause, no conclude";
         like $mine[-1]{content}, qr/^The goal was cancelled before it was achieved\./,
             "$g: the CONCLUSION says it was cancelled";
-        like $mine[-1]{content}, qr/\((cancelled)\): no result yet/, "$g: its task cancelled";
+        like $mine[-1]{content}, qr/task was cancelled/, "$g: its task cancelled";
         is $m->{conclusion}, $mine[-1]{content}, "$g: recorded";
         my @f = feed($g);
         is $f[-1]{state}, 'cancelled', "$g: feed ends cancelled";
@@ -1087,7 +783,7 @@ GET /health_check
         'the second step is handed the first result';
     like $assign[2]{content}, qr/^draw the chart\n\nResults so far:\nStep 1 \(Ann\): Ann did: Write the report\nStep 2 \(Ben\): Ben did: check the figures\n/,
         'the third step both results';
-    like meta($gid)->{conclusion}, qr/3 of 3 tasks completed/, 'every step completed';
+    like meta($gid)->{conclusion}, qr/3 of 3 parts done/, 'every step completed';
     is_deeply stop_workers(), { w1 => 0 }, 'exits 0';
 --- no_error_log
 [alert]
@@ -1153,13 +849,13 @@ GET /health_check
     my ($t_res) = $res->{id} =~ /^(\d+)/;
     cmp_ok $t_res - $t_end, '<', 250, 'its result is posted right after the sub-goal ended'
         or diag "the sub-goal ended at $t_end, its result was posted at $t_res";
-    like $cm->{conclusion}, qr/2 of 2 tasks completed/, 'the sub-team did both clauses';
+    like $cm->{conclusion}, qr/2 of 2 parts done/, 'the sub-team did both clauses';
     is_deeply [sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cm->{comm_id}}:members") }],
         [sort $COORD, qw(Eve Fay)], 'the sub-team: the agents that fit';
     my ($cassign) = grep { $_->{type} == 6 } room($cm->{comm_id});
     ok !exists $cassign->{sub_teams}, 'depth 0: the sub-team nests no further';
-    like meta($gid)->{conclusion}, qr/5 of 5 tasks completed/, 'the parent: every task completed';
-    like meta($gid)->{conclusion}, qr/- \Q$COORD\E: Goal: Summarise the paper/, 'the sub-team\'s conclusion in it';
+    like meta($gid)->{conclusion}, qr/6 of 6 parts done/, 'the parent: every part done';
+    like meta($gid)->{conclusion}, qr/\n   \Q$COORD\E: Goal: Summarise the paper/, 'the sub-team\'s conclusion in it';
 
     # without team_up_depth: the extra clauses go to the team's members
     my $g2 = launch(goal => $goal);
@@ -1289,7 +985,7 @@ GET /health_check
     my $gd = launch(goal => 'Write the report. Check the figures.');
     ok drive(agents => $ag, secs => 60, until => sub { state_of($gd) eq 'concluded' }),
        'endpoint down: concluded' or diag worker_logs($ctx);
-    like meta($gd)->{conclusion}, qr/2 of 2 tasks completed/, 'endpoint down: by the built-in plan';
+    like meta($gd)->{conclusion}, qr/2 of 2 parts done/, 'endpoint down: by the built-in plan';
     like worker_log($ctx, 'w4'), qr/the LLM gave no usable team .*the built-in planner decides instead/,
         'endpoint down: said so';
     is_deeply stop_workers(), { w4 => 0 }, 'w4 exits 0';

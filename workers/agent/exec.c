@@ -584,6 +584,13 @@ ioa_exec_done(ioa_exec_t *e)
     } else if (WIFEXITED(e->status) && WEXITSTATUS(e->status) == 0) {
         status = IOA_TASK_COMPLETED;
 
+    } else if (WIFEXITED(e->status)
+               && WEXITSTATUS(e->status) == ioa_conf.partial_exit)
+    {
+        /* --partial-exit: the program did part of the task; its output is
+         * the result so far, and the coordinator may hand it back */
+        status = IOA_TASK_PARTIAL;
+
     } else if (WIFEXITED(e->status)) {
         status = IOA_TASK_FAILED;
         ioa_buf_addf(&msg, "exit status %d", WEXITSTATUS(e->status));
@@ -594,7 +601,7 @@ ioa_exec_done(ioa_exec_t *e)
                      strsignal(WTERMSIG(e->status)));
     }
 
-    if (status == IOA_TASK_COMPLETED) {
+    if (status == IOA_TASK_COMPLETED || status == IOA_TASK_PARTIAL) {
         /* like $(...) in a shell: trailing newlines are not content */
         len = e->out_buf.len;
 

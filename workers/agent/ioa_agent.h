@@ -166,6 +166,7 @@ typedef struct {
     char *const *exec_argv; /* NULL-terminated, or NULL */
     const char  *http_url;  /* tool agent base URL, or NULL */
     unsigned     timeout;   /* seconds, 0: none */
+    int          partial_exit; /* exit status meaning partial, -1: none */
     size_t       max_result;
     unsigned     backoff_max; /* ms */
     unsigned     speaks_protocol:1;
@@ -240,7 +241,8 @@ void ioa_sse_free(ioa_sse_parser_t *p);
 typedef enum {
     IOA_TASK_COMPLETED = 0,
     IOA_TASK_FAILED,
-    IOA_TASK_TIMED_OUT
+    IOA_TASK_TIMED_OUT,
+    IOA_TASK_PARTIAL               /* done in part: the result says how far */
 } ioa_task_status_e;
 
 typedef enum {

@@ -118,6 +118,12 @@ ioa_usage(FILE *f)
         "                       later, and the task is timed_out (default %d, "
         "0 =\n"
         "                       none)\n"
+        "  --partial-exit CODE  with --exec: this exit status means the task\n"
+        "                       is partly done (task_status \"partial\", "
+        "stdout\n"
+        "                       the result so far); default: none, any "
+        "status\n"
+        "                       but 0 is failed\n"
         "  --max-result BYTES   longest task_conclusion, as JSON (default %d; "
         "the\n"
         "                       hub refuses envelopes over "
@@ -211,6 +217,7 @@ ioa_parse(int argc, char **argv)
     ioa_conf.token = getenv("IOA_TOKEN");
     ioa_conf.type = IOA_DEFAULT_TYPE;
     ioa_conf.timeout = IOA_DEFAULT_TIMEOUT;
+    ioa_conf.partial_exit = -1;
     ioa_conf.max_result = IOA_DEFAULT_MAX_RESULT;
     ioa_conf.backoff_max = IOA_DEFAULT_BACKOFF;
     ioa_conf.tags = ioa_calloc(sizeof(char *) * (size_t) argc);
@@ -301,6 +308,10 @@ ioa_parse(int argc, char **argv)
         } else if (ioa_opt("--timeout")) {
             ioa_conf.timeout =
                 (unsigned) ioa_number("--timeout", val, 0, 7 * 86400);
+
+        } else if (ioa_opt("--partial-exit")) {
+            ioa_conf.partial_exit =
+                (int) ioa_number("--partial-exit", val, 1, 255);
 
         } else if (ioa_opt("--max-result")) {
             ioa_conf.max_result =

@@ -14,7 +14,9 @@
  *
  * Both carry state DISCUSSION (1), the comm_id, task_id, task_desc and
  * task_abstract.  The result adds task_conclusion and, beyond IoA,
- * "task_status": "completed" | "failed" | "timed_out"; IoA's TaskStatus
+ * "task_status": "completed" | "partial" | "failed" | "timed_out"
+ * (partial: the result is what was done so far, and the coordinator may
+ * hand the rest out in another round); IoA's TaskStatus
  * cannot say "failed" (FAILED aliases COMPLETED), so an assigner could not
  * tell a crash from an answer.
  *
@@ -88,6 +90,8 @@ ioa_task_status_name(ioa_task_status_e status)
         return "completed";
     case IOA_TASK_FAILED:
         return "failed";
+    case IOA_TASK_PARTIAL:
+        return "partial";
     default:
         return "timed_out";
     }
@@ -481,7 +485,7 @@ ioa_task_finish(ioa_task_t *t, ioa_task_status_e status, const char *text,
                  ioa_task_status_name(status),
                  (unsigned long long) (ioa_now_ms() - t->started), total);
 
-    if (status != IOA_TASK_COMPLETED) {
+    if (status != IOA_TASK_COMPLETED && status != IOA_TASK_PARTIAL) {
         ioa_log_info("task %s: %.*s",
                      t->kind == IOA_TASK_ASSIGNED ? t->task_id : t->source_id,
                      (int) (len > 1000 ? 1000 : len), text);
@@ -494,7 +498,7 @@ ioa_task_finish(ioa_task_t *t, ioa_task_status_e status, const char *text,
         ioa_json_str(&p->body, t->comm_id);
         ioa_buf_adds(&p->body, ",\"content\":\"");
 
-        if (status != IOA_TASK_COMPLETED) {
+        if (status != IOA_TASK_COMPLETED && status != IOA_TASK_PARTIAL) {
             ioa_buf_addf(&note, "(no reply: %s) ",
                          ioa_task_status_name(status));
             (void) ioa_json_escape(&p->body, note.data, note.len, 0);
@@ -525,6 +529,7 @@ ioa_task_finish(ioa_task_t *t, ioa_task_status_e status, const char *text,
     ioa_buf_addf(&content, "%s The task \"%s\" %s.", IOA_TASK_RESULT_TEXT,
                  t->task_abstract,
                  status == IOA_TASK_COMPLETED ? "is completed"
+                 : status == IOA_TASK_PARTIAL ? "is partly done"
                  : status == IOA_TASK_FAILED  ? "failed"
                                               : "timed out");
 

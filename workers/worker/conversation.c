@@ -29,6 +29,11 @@
  * back into this room as the task's INFORM_TASK_RESULT (step 12 + i, or
  * 21 + 2i in a sequence), posted by the coordinator.
  *
+ * When every task of the round has settled, the review (decide.c) either
+ * concludes or opens round r + 1 (re-routed and iterated parts), whose
+ * steps are the same offsets from IW_ROUND_STEPS * r + 1 after the
+ * decision's DISCUSSION; a later round has no plan discussion of its own.
+ *
  * max_turns (envelopes in the room since the goal started) and the token
  * budget are checked before every step and end the phase at once.
  *
@@ -131,14 +136,21 @@ iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
         return iw_goal_to_concluding(conf, g, "token_budget");
     }
 
-    rc = iw_goal_discuss(conf, g);
+    /* a later round opens with the decision that made it */
+    if (g->round > 0
+        && g->step < (g->round - 1) * IW_ROUND_STEPS + IW_STEP_DECIDE)
+    {
+        return iw_decide_post(conf, g);
+    }
+
+    rc = g->round == 0 ? iw_goal_discuss(conf, g) : IW_GOAL_NEXT;
 
     if (rc == IW_GOAL_NEXT) {
         rc = g->sync ? iw_goal_sequence(conf, g) : iw_goal_parallel(conf, g);
     }
 
     if (rc == IW_GOAL_NEXT) {
-        return iw_goal_to_concluding(conf, g, "settled");
+        return iw_decide(conf, g);     /* the round has settled */
     }
 
     return rc;
@@ -270,14 +282,19 @@ done:
 static int
 iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
 {
-    int        rc;
-    char      *text;
-    size_t     i, j, open, npeople;
-    iw_buf_t   b, tasks, subs, extra;
-    long long  now;
+    int         rc, base;
+    char       *text;
+    size_t      i, j, open, npeople, first, n;
+    iw_buf_t    b, tasks, subs, extra;
+    iw_task_t  *t;
+    long long   now;
 
-    if (g->step < IW_STEP_ASSIGN) {
-        rc = iw_goal_set_deadline(conf, g, IW_STEP_ASSIGN, &now);
+    n = iw_goal_round_tasks(g, &first);
+    t = g->tasks + first;
+    base = g->round * IW_ROUND_STEPS;
+
+    if (g->step < base + IW_STEP_ASSIGN) {
+        rc = iw_goal_set_deadline(conf, g, base + IW_STEP_ASSIGN, &now);
         if (rc != IW_OK) {
             return rc;
         }
@@ -289,19 +306,17 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
         iw_buf_init(&subs);
         iw_buf_addc(&b, '[');
 
-        for (i = 0, npeople = 0; i < g->ntasks; i++) {
-            for (j = 0; j < i && strcmp(g->tasks[j].agent,
-                                        g->tasks[i].agent) != 0; j++)
-            {
+        for (i = 0, npeople = 0; i < n; i++) {
+            for (j = 0; j < i && strcmp(t[j].agent, t[i].agent) != 0; j++) {
                 /* void */
             }
 
             if (j == i) {
                 iw_buf_adds(&b, npeople++ ? "," : "");
-                iw_json_str(&b, g->tasks[i].agent);
+                iw_json_str(&b, t[i].agent);
             }
 
-            iw_goal_task_json(&tasks, &subs, &g->tasks[i], g->tasks[i].desc);
+            iw_goal_task_json(&tasks, &subs, &t[i], t[i].desc);
         }
 
         iw_buf_addc(&b, ']');
@@ -317,9 +332,9 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
             iw_buf_addc(&extra, ']');
         }
 
-        text = iw_plan_assignment(g->tasks, g->ntasks);
-        rc = iw_goal_post(conf, g, IW_STEP_ASSIGN, IW_TYPE_ASYNC_ASSIGN, text,
-                          b.data, NULL, extra.data);
+        text = iw_plan_assignment(t, n);
+        rc = iw_goal_post(conf, g, base + IW_STEP_ASSIGN, IW_TYPE_ASYNC_ASSIGN,
+                          text, b.data, NULL, extra.data);
         free(text);
         iw_buf_free(&b);
         iw_buf_free(&tasks);
@@ -329,20 +344,20 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
         return rc;
     }
 
-    if (g->step < IW_STEP_PAUSE) {
+    if (g->step < base + IW_STEP_PAUSE) {
         iw_buf_init(&b);
         iw_buf_adds(&b, "\"triggers\":[");
 
-        for (i = 0; i < g->ntasks; i++) {
+        for (i = 0; i < n; i++) {
             iw_buf_adds(&b, i ? "," : "");
-            iw_json_str(&b, g->tasks[i].task_id);
+            iw_json_str(&b, t[i].task_id);
         }
 
         iw_buf_addc(&b, ']');
-        text = iw_plan_pause(g->tasks, g->ntasks, conf->task_timeout_ms);
+        text = iw_plan_pause(t, n, conf->task_timeout_ms);
 
-        rc = iw_goal_post(conf, g, IW_STEP_PAUSE, IW_TYPE_PAUSE, text, "\"\"",
-                          NULL, b.data);
+        rc = iw_goal_post(conf, g, base + IW_STEP_PAUSE, IW_TYPE_PAUSE, text,
+                          "\"\"", NULL, b.data);
         free(text);
         iw_buf_free(&b);
 
@@ -351,22 +366,23 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
 
     /* nested teams: start them, and bring their results back in task
      * order (the steps must increase) */
-    for (i = 0; i < g->ntasks; i++) {
-        if (!g->tasks[i].sub || iw_goal_settled(&g->tasks[i])) {
+    for (i = 0; i < n; i++) {
+        if (!t[i].sub || iw_goal_settled(&t[i])) {
             continue;
         }
 
-        if (!g->tasks[i].queued) {
-            return iw_sub_spawn(conf, g, i, g->tasks[i].desc);
+        if (!t[i].queued) {
+            return iw_sub_spawn(conf, g, first + i, t[i].desc);
         }
     }
 
-    for (i = 0; i < g->ntasks; i++) {
-        if (!g->tasks[i].sub || iw_goal_settled(&g->tasks[i])) {
+    for (i = 0; i < n; i++) {
+        if (!t[i].sub || iw_goal_settled(&t[i])) {
             continue;
         }
 
-        rc = iw_sub_poll(conf, g, i, IW_STEP_SUB_RESULT + (int) i);
+        rc = iw_sub_poll(conf, g, first + i,
+                         base + IW_STEP_SUB_RESULT + (int) i);
 
         if (rc != IW_GOAL_NEXT) {
             return rc;                  /* posted, or an error */
@@ -381,13 +397,13 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
         return IW_ERROR;
     }
 
-    for (i = 0, open = 0; i < g->ntasks; i++) {
-        if (iw_goal_settled(&g->tasks[i])) {
+    for (i = 0, open = 0; i < n; i++) {
+        if (iw_goal_settled(&t[i])) {
             continue;
         }
 
         if (now >= g->deadline) {
-            rc = iw_goal_expire(conf, g, i, now);
+            rc = iw_goal_expire(conf, g, first + i, now);
             if (rc != IW_OK) {
                 return rc;
             }
@@ -416,14 +432,18 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
 static int
 iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
 {
-    int        rc, step;
-    char      *text;
-    size_t     i;
-    iw_buf_t   b, tasks, subs, extra;
-    long long  now;
+    int         rc, step;
+    char       *text;
+    size_t      i, first, n;
+    iw_buf_t    b, tasks, subs, extra;
+    iw_task_t  *t;
+    long long   now;
 
-    for (i = 0; i < g->ntasks; i++) {
-        step = IW_STEP_SYNC + 2 * (int) i;
+    n = iw_goal_round_tasks(g, &first);
+    t = g->tasks + first;
+
+    for (i = 0; i < n; i++) {
+        step = g->round * IW_ROUND_STEPS + IW_STEP_SYNC + 2 * (int) i;
 
         if (g->step < step) {
             rc = iw_goal_set_deadline(conf, g, step, &now);
@@ -431,16 +451,16 @@ iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
                 return rc;
             }
 
-            text = iw_plan_sync_task(g->tasks, i);
+            text = iw_plan_sync_task(t, i);
 
             iw_buf_init(&b);
             iw_buf_init(&tasks);
             iw_buf_init(&subs);
             iw_buf_init(&extra);
             iw_buf_addc(&b, '[');
-            iw_json_str(&b, g->tasks[i].agent);
+            iw_json_str(&b, t[i].agent);
             iw_buf_addc(&b, ']');
-            iw_goal_task_json(&tasks, &subs, &g->tasks[i], text);
+            iw_goal_task_json(&tasks, &subs, &t[i], text);
             iw_buf_adds(&extra, "\"tasks\":{");
             iw_buf_add(&extra, tasks.data ? tasks.data : "", tasks.len);
             iw_buf_addc(&extra, '}');
@@ -452,7 +472,7 @@ iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
             }
 
             rc = iw_goal_post(conf, g, step, IW_TYPE_SYNC_ASSIGN, text,
-                              b.data, g->tasks[i].task_id, extra.data);
+                              b.data, t[i].task_id, extra.data);
             free(text);
             iw_buf_free(&b);
             iw_buf_free(&tasks);
@@ -462,19 +482,19 @@ iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
             return rc;
         }
 
-        if (iw_goal_settled(&g->tasks[i])) {
+        if (iw_goal_settled(&t[i])) {
             continue;
         }
 
-        if (g->tasks[i].sub) {
-            if (!g->tasks[i].queued) {
-                text = iw_plan_sync_task(g->tasks, i);
-                rc = iw_sub_spawn(conf, g, i, text);
+        if (t[i].sub) {
+            if (!t[i].queued) {
+                text = iw_plan_sync_task(t, i);
+                rc = iw_sub_spawn(conf, g, first + i, text);
                 free(text);
                 return rc;
             }
 
-            rc = iw_sub_poll(conf, g, i, step + 1);
+            rc = iw_sub_poll(conf, g, first + i, step + 1);
             if (rc != IW_GOAL_NEXT) {
                 return rc;
             }
@@ -485,7 +505,7 @@ iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
         }
 
         if (now >= g->deadline) {
-            rc = iw_goal_expire(conf, g, i, now);
+            rc = iw_goal_expire(conf, g, first + i, now);
             if (rc != IW_OK) {
                 return rc;
             }
@@ -936,7 +956,7 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
                 }
 
                 /* the record must say what the room says */
-                if (step == IW_STEP_CONCLUSION
+                if (step % IW_ROUND_STEPS == IW_STEP_CONCLUSION
                     && (content = iw_json_get_str(env, "content")))
                 {
                     free(g->conclusion);
@@ -951,7 +971,7 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
                 iw_goal_task_update(g, env, sender, type);
             }
 
-        } else if (g->step < IW_STEP_CONCLUSION
+        } else if (!iw_goal_concluded(g)
                    && (type == IW_TYPE_PROGRESS || type == IW_TYPE_RESULT))
         {
             iw_goal_task_update(g, env, sender, type);
@@ -1005,11 +1025,39 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
 static int
 iw_goal_assigned(iw_goal_t *g, size_t i)
 {
-    if (g->sync) {
-        return g->step >= IW_STEP_SYNC + 2 * (int) i;
+    int     base;
+    size_t  first;
+
+    if (g->tasks[i].round < g->round) {
+        return 1;
     }
 
-    return g->step >= IW_STEP_ASSIGN;
+    iw_goal_round_tasks(g, &first);
+    base = g->round * IW_ROUND_STEPS;
+
+    if (g->sync) {
+        return g->step >= base + IW_STEP_SYNC + 2 * (int) (i - first);
+    }
+
+    return g->step >= base + IW_STEP_ASSIGN;
+}
+
+
+/* the tasks of the current round: g->tasks[*first ..], the count returned
+ * (the rounds' tasks are appended in order) */
+
+size_t
+iw_goal_round_tasks(iw_goal_t *g, size_t *first)
+{
+    size_t  i, n;
+
+    for (i = 0, n = 0, *first = g->ntasks; i < g->ntasks; i++) {
+        if (g->tasks[i].round == g->round) {
+            *first = n++ ? *first : i;
+        }
+    }
+
+    return n;
 }
 
 
@@ -1073,7 +1121,7 @@ iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
     status = iw_json_get_str(env, "task_status");
 
     if (!iw_streq(status, "failed") && !iw_streq(status, "timed_out")
-        && !iw_streq(status, "cancelled"))
+        && !iw_streq(status, "cancelled") && !iw_streq(status, "partial"))
     {
         status = "completed";
     }

@@ -331,7 +331,7 @@ iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g)
 
     if (strcmp(state, "cancelling") == 0
         && !iw_streq(g->ended, "cancelled")
-        && g->step < IW_STEP_CONCLUSION)
+        && !iw_goal_concluded(g))
     {
         iw_info("goal %s: cancel requested", g->goal_id);
 
@@ -510,8 +510,8 @@ static int
 iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
 {
     int          rc, online_only, is_member, allow_sub;
-    char        *text, *tasks, *start, **names, **llm_names, *discussion,
-                 hex[33];
+    char        *text, *tasks, *parts, *start, **names, **llm_names,
+                *discussion, *query, hex[33];
     size_t       i, j, n;
     yajl_val     v, cont;
     iw_buf_t     team, unknown;
@@ -653,19 +653,19 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
     memset(ranked, 0, plan.nclauses * sizeof(iw_agents_t));
 
     for (i = 0; i < plan.nclauses; i++) {
-        if (iw_reg_retrieve(conf, plan.clauses[i],
-                            names ? 50 : IW_GOAL_RETRIEVE_LIMIT,
-                            names ? 0 : online_only, &ranked[i])
-            != IW_OK)
-        {
-            rc = IW_ERROR;
+        query = iw_plan_query(plan.clauses[i]);
+        rc = iw_reg_retrieve(conf, query, names ? 50 : IW_GOAL_RETRIEVE_LIMIT,
+                             names ? 0 : online_only, &ranked[i]);
+        free(query);
+
+        if (rc != IW_OK) {
             break;
         }
     }
 
     if (rc == IW_OK) {
-        iw_plan_pick(&plan, ranked, names ? &given : NULL, g->goal,
-                     conf->name, allow_sub);
+        iw_plan_pick(&plan, ranked, names ? &given : NULL, conf->name,
+                     allow_sub, conf->min_score);
     }
 
     for (i = 0; i < plan.nclauses; i++) {
@@ -679,10 +679,12 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
     }
 
     if (plan.nteam == 0) {
-        *error = iw_sprintf("no %sagent matches the goal; register agents "
-                            "whose descriptions match it, or name them in "
-                            "team_member_names",
-                            online_only ? "online " : "");
+        *error = iw_sprintf("no %sagent matches the goal%s%s; register "
+                            "agents whose descriptions match it, or name "
+                            "them in team_member_names",
+                            online_only ? "online " : "",
+                            plan.why[0] ? ": " : "",
+                            plan.why[0] ? plan.why[0] : "");
         goto done;
     }
 
@@ -755,6 +757,17 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
         g->tasks[i].desc = iw_strdup(plan.work[i].desc);
         g->tasks[i].status = iw_strdup("pending");
         g->tasks[i].sub = plan.work[i].sub;
+        g->tasks[i].parts = plan.work[i].parts;
+    }
+
+    iw_store_free_parts(g);
+    g->parts = iw_alloc(plan.nclauses * sizeof(char *));
+    g->part_why = iw_alloc(plan.nclauses * sizeof(char *));
+    g->nparts = plan.nclauses;
+
+    for (i = 0; i < plan.nclauses; i++) {
+        g->parts[i] = iw_strdup(plan.clauses[i]);
+        g->part_why[i] = plan.why[i] ? iw_strdup(plan.why[i]) : NULL;
     }
 
     g->sync = plan.sync;
@@ -769,16 +782,19 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
     g->intent = 0;
 
     tasks = iw_store_tasks_json(g);
+    parts = iw_store_parts_json(g);
 
     rc = iw_store_save(conf, g, "comm_id", g->comm_id,
                        "new_room", g->new_room ? "1" : "0",
                        "team_name", g->team_name, "team", g->team,
-                       "tasks", tasks, "last_id", g->last_id, "turns", "0",
+                       "tasks", tasks, "parts", parts,
+                       "last_id", g->last_id, "turns", "0",
                        "step", "0", "intent", "0", "deadline", "0",
                        "sync", g->sync ? "1" : "0",
                        "discussion", g->discussion ? g->discussion : "",
                        NULL);
     free(tasks);
+    free(parts);
 
     if (rc == IW_OK) {
         iw_buf_init(&team);
@@ -841,6 +857,15 @@ iw_goal_settled(iw_task_t *t)
 }
 
 
+/* the CONCLUSION is in the room: nothing follows it */
+
+int
+iw_goal_concluded(iw_goal_t *g)
+{
+    return g->step % IW_ROUND_STEPS == IW_STEP_CONCLUSION;
+}
+
+
 int
 iw_goal_final(const char *state)
 {
@@ -873,8 +898,8 @@ iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g, const char *ended)
 static int
 iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
 {
-    int          rc, cancelled;
-    char        *text, *current, tokens[32];
+    int          rc, cancelled, base;
+    char        *text, *extra, *current, tokens[32];
     size_t       i;
     iw_buf_t     b;
     const char  *final;
@@ -885,8 +910,11 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     cancelled = iw_streq(g->ended, "cancelled");
+    base = g->round * IW_ROUND_STEPS;
 
-    if (g->step < IW_STEP_CONCLUSION && !iw_streq(g->ended, "settled")) {
+    if (g->step < base + IW_STEP_CONCLUSION
+        && !iw_streq(g->ended, "settled"))
+    {
         for (i = 0; i < g->ntasks; i++) {
             if (!iw_goal_settled(&g->tasks[i])) {
                 free(g->tasks[i].status);
@@ -901,22 +929,24 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
         }
     }
 
-    if (!cancelled && g->step < IW_STEP_CONCLUDE) {
-        text = iw_plan_conclude(g->ended, g->max_turns);
+    if (!cancelled && g->step < base + IW_STEP_CONCLUDE) {
+        text = iw_decide_conclude_text(g);
+        extra = iw_decide_conclude_extra(g, text);
         iw_buf_init(&b);
         iw_buf_addc(&b, '[');
         iw_json_str(&b, conf->name);
         iw_buf_addc(&b, ']');
 
-        rc = iw_goal_post(conf, g, IW_STEP_CONCLUDE, IW_TYPE_CONCLUDE, text,
-                          b.data, NULL, NULL);
+        rc = iw_goal_post(conf, g, base + IW_STEP_CONCLUDE, IW_TYPE_CONCLUDE,
+                          text, b.data, NULL, extra);
         free(text);
+        free(extra);
         iw_buf_free(&b);
 
         return rc;
     }
 
-    if (g->step < IW_STEP_CONCLUSION) {
+    if (g->step < base + IW_STEP_CONCLUSION) {
         if (g->conclusion == NULL && !cancelled
             && !iw_streq(g->ended, "token_budget") && iw_llm_on(conf, g))
         {
@@ -927,10 +957,7 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
         }
 
         if (g->conclusion == NULL) {
-            g->conclusion = iw_plan_conclusion(g->goal, g->ended, g->tasks,
-                                               g->ntasks,
-                                               conf->task_timeout_ms,
-                                               g->max_turns);
+            g->conclusion = iw_decide_account(conf, g);
 
             rc = iw_store_save(conf, g, "conclusion", g->conclusion, NULL);
             if (rc != IW_OK) {
@@ -938,8 +965,9 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
             }
         }
 
-        return iw_goal_post(conf, g, IW_STEP_CONCLUSION, IW_TYPE_CONCLUSION,
-                            g->conclusion, "\"\"", NULL, NULL);
+        return iw_goal_post(conf, g, base + IW_STEP_CONCLUSION,
+                            IW_TYPE_CONCLUSION, g->conclusion, "\"\"", NULL,
+                            NULL);
     }
 
     /* the CONCLUSION is in the room (and, after the drain above, in the

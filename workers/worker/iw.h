@@ -17,6 +17,7 @@
  * their one concern: redis.c (connection, scripts), cluster.c (Redis
  * Cluster routing), jobs.c (consumer
  * group), registry.c (agents, teamup), planner.c (the built-in planner),
+ * decide.c (the review after each round: re-route, iterate, conclude),
  * store.c (goal record), events.c (goal event feed), room.c (posting and
  * reading a room), goal.c (the state machine), main.c (CLI, main loop).
  */
@@ -60,6 +61,9 @@ typedef struct {
     long long     turn_timeout_ms;   /* a protocol speaker's discussion turn */
     long long     claim_idle_ms;
     long long     token_budget;      /* LLM tokens per goal, 0: no limit */
+    long long     max_rounds;        /* rounds of tasks per goal (decide.c) */
+    long long     max_attempts;      /* agents tried per part of a goal */
+    double        min_score;         /* weakest match handed a part */
 
     struct iw_llm_conf_s  *llm;      /* NULL: the built-in planner */
 
@@ -210,6 +214,7 @@ typedef struct {
     int           found;
     int           online;
     int           protocol;          /* speaks IoA itself: its turns are its own */
+    double        score;             /* BM25 against the query, retrieve only */
 } iw_agent_t;
 
 typedef struct {
@@ -224,7 +229,14 @@ int iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
     int online_only, iw_agents_t *out);
 int iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, char **members, size_t n, char **refused);
+int iw_reg_join(const iw_conf_t *conf, const char *comm_id,
+    const char *team_name, char **members, size_t n, char **refused);
 void iw_agents_free(iw_agents_t *a);
+
+
+/* rounds of tasks a goal may have, whatever --max-rounds says: the steps
+ * of round r are numbered from IW_ROUND_STEPS * r (decide.c) */
+#define IW_MAX_ROUNDS        9
 
 
 /* planner.c: the built-in, deterministic planner */
@@ -239,6 +251,9 @@ typedef struct {
                                         coordinator, child the sub-goal */
     char         *child;             /* the sub-goal's id, NULL until chosen */
     int           queued;            /* the sub-goal's job is queued */
+    int           round;             /* the round it belongs to (decide.c) */
+    unsigned      parts;             /* the goal's parts it covers, a bit
+                                        each; 0: none recorded */
     int           dirty;
 } iw_task_t;
 
@@ -246,10 +261,13 @@ typedef struct {
     char         *agent;
     char         *desc;
     int           sub;
+    unsigned      parts;             /* a bit per clause it covers */
 } iw_assignment_t;
 
 typedef struct {
     char            **clauses;
+    char            **why;           /* per clause: why nobody has it, or
+                                        NULL when it is assigned */
     size_t            nclauses;
     int               then;          /* clauses chained with "then" */
     iw_agent_t       *team;          /* without the coordinator */
@@ -263,11 +281,17 @@ typedef struct {
 #define IW_PLAN_MAX_TEAM     4
 #define IW_PLAN_MAX_TASKS    8
 
+/* an agent scoring under this share of a clause's best score is no match
+ * for it (iw_plan_eligible) */
+#define IW_PLAN_MIN_SHARE    0.5
+
 void iw_plan_clauses(const char *goal, iw_plan_t *plan);
 void iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
-    const char *goal, const char *coordinator, int allow_sub);
+    const char *coordinator, int allow_sub, double min_score);
+int iw_plan_eligible(iw_agents_t *ranked, size_t k, double min_score);
+char *iw_plan_query(const char *clause);
 void iw_plan_set_work(iw_plan_t *plan, iw_assignment_t *work, size_t n,
-    int sync);
+    int sync, char **parts, size_t nparts);
 void iw_plan_free(iw_plan_t *plan);
 char *iw_plan_team_name(const char *goal);
 
@@ -277,9 +301,6 @@ char *iw_plan_assignment(iw_task_t *t, size_t n);
 char *iw_plan_sync_task(iw_task_t *t, size_t i);
 char *iw_plan_pause(iw_task_t *t, size_t n, long long timeout_ms);
 char *iw_plan_conclude(const char *ended, long long max_turns);
-char *iw_plan_conclusion(const char *goal, const char *ended,
-    iw_task_t *t, size_t n, long long timeout_ms,
-    long long max_turns);
 
 
 /* store.c: the goal's record, P{goal:<id>}:meta and P{goal:<id>}:fsm */
@@ -321,8 +342,15 @@ typedef struct {
     long long     prompt_tokens;     /* LLM usage so far */
     long long     completion_tokens;
     char         *planner;           /* "builtin", "llm" */
+    char        **parts;             /* the goal's parts (its clauses, or
+                                        the LLM's tasks), fsm "parts" */
+    char        **part_why;          /* why a part has no agent, NULL: it
+                                        has one */
+    size_t        nparts;
+    char         *decision[IW_MAX_ROUNDS];  /* decision:<round>, JSON */
 
     /* only in memory */
+    int           round;             /* the highest round of the tasks */
     long long     max_turns;         /* 0: no limit */
     long long     renewed;           /* iw_mono_ms() of the lease renewal */
 } iw_goal_t;
@@ -337,6 +365,8 @@ int iw_store_meta_get(const iw_conf_t *conf, const char *goal_id,
     const char *field, char **value);
 void iw_goal_free(iw_goal_t *g);
 char *iw_store_tasks_json(iw_goal_t *g);
+char *iw_store_parts_json(iw_goal_t *g);
+void iw_store_free_parts(iw_goal_t *g);
 
 
 /* events.c: the goal's event feed, P{room:goal-<id>}:log */
@@ -373,7 +403,8 @@ void iw_entries_free(iw_entries_t *e);
  * goal.c, conversation.c, subteam.c: the goal's state machine.
  *
  * The coordinator's steps, each posted exactly once (goal.c), numbered so
- * that they are posted in increasing order whatever the plan:
+ * that they are posted in increasing order whatever the plan; offsets in
+ * a round (see IW_ROUND_STEPS):
  */
 #define IW_STEP_DISCUSSION      1   /* the plan */
 #define IW_STEP_BEHALF          2   /* + i: for member i, who only runs tasks */
@@ -382,8 +413,15 @@ void iw_entries_free(iw_entries_t *e);
 #define IW_STEP_SUB_RESULT     12   /* + i: the sub-team result of task i */
 #define IW_STEP_SYNC           20   /* + 2i: task i of a sequence,
                                        + 2i + 1: its sub-team result */
+#define IW_STEP_DECIDE         40   /* the review after the round: a
+                                       DISCUSSION (re-route, iterate) or the
+                                       CONCLUDE_GROUP_DISCUSSION (decide.c) */
 #define IW_STEP_CONCLUDE       40
 #define IW_STEP_CONCLUSION     41
+
+/* round r's steps are r * IW_ROUND_STEPS + the offsets above (round 0:
+ * the numbers as they are); the conclusion is in the last round's */
+#define IW_ROUND_STEPS        100
 
 #define IW_TYPE_DISCUSSION      4
 #define IW_TYPE_SYNC_ASSIGN     5
@@ -417,6 +455,7 @@ int iw_goal_fail(const iw_conf_t *conf, iw_goal_t *g, const char *error);
 int iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g,
     const char *ended);
 int iw_goal_settled(iw_task_t *t);
+int iw_goal_concluded(iw_goal_t *g);
 int iw_goal_final(const char *state);
 int iw_goal_save_tasks(const iw_conf_t *conf, iw_goal_t *g);
 
@@ -424,6 +463,16 @@ int iw_goal_save_tasks(const iw_conf_t *conf, iw_goal_t *g);
 int iw_goal_running(const iw_conf_t *conf, iw_goal_t *g);
 int iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g, long long block_ms);
 int iw_goal_members(iw_goal_t *g, iw_agents_t *out);
+size_t iw_goal_round_tasks(iw_goal_t *g, size_t *first);
+
+/* decide.c: the review after each round (re-route, iterate, conclude) and
+ * the built-in account of what was done */
+int iw_decide(const iw_conf_t *conf, iw_goal_t *g);
+int iw_decide_post(const iw_conf_t *conf, iw_goal_t *g);
+const char *iw_decide_ended(iw_goal_t *g, int round);
+char *iw_decide_conclude_text(iw_goal_t *g);
+char *iw_decide_conclude_extra(iw_goal_t *g, const char *text);
+char *iw_decide_account(const iw_conf_t *conf, iw_goal_t *g);
 
 /* subteam.c: a task done by a nested team */
 int iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i,

@@ -426,8 +426,8 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     int allow_sub, iw_plan_t *plan, char **discussion)
 {
     int               rc, sync, sub;
-    char             *system, *user;
-    size_t            i, j, nw;
+    char             *system, *user, **parts;
+    size_t            i, j, nw, nparts;
     iw_buf_t          schema, team, joined;
     yajl_val          ans, v, t;
     iw_agents_t       members;
@@ -495,11 +495,15 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     sync = iw_streq(mode, "sequence");
     v = iw_json_get(ans, "tasks");
 
+    /* the goal's parts, for the review and the conclusion, become the
+     * model's tasks as it wrote them */
     work = iw_alloc(IW_PLAN_MAX_TASKS * sizeof(iw_assignment_t));
+    parts = iw_alloc(IW_PLAN_MAX_TASKS * sizeof(char *));
     nw = 0;
+    nparts = 0;
 
     for (i = 0; v && YAJL_IS_ARRAY(v) && i < v->u.array.len
-                && nw < IW_PLAN_MAX_TASKS; i++)
+                && nparts < IW_PLAN_MAX_TASKS; i++)
     {
         t = v->u.array.values[i];
         agent = iw_json_get_str(t, "agent");
@@ -538,6 +542,8 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
                 iw_buf_addf(&joined, "%s; %s", work[j].desc, d);
                 free(work[j].desc);
                 work[j].desc = iw_buf_take(&joined);
+                work[j].parts |= 1u << nparts;
+                parts[nparts++] = iw_strdup(d);
                 continue;
             }
         }
@@ -545,6 +551,8 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
         work[nw].agent = iw_strdup(agent);
         work[nw].desc = iw_strdup(d);
         work[nw].sub = sub;
+        work[nw].parts = 1u << nparts;
+        parts[nparts++] = iw_strdup(d);
         nw++;
     }
 
@@ -552,11 +560,12 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
         iw_warn("goal %s: the LLM's plan names no task the team can do; "
                 "the built-in assignment is used", g->goal_id);
         free(work);
+        free(parts);
         yajl_tree_free(ans);
         return IW_OK;
     }
 
-    iw_plan_set_work(plan, work, nw, sync);
+    iw_plan_set_work(plan, work, nw, sync, parts, nparts);
 
     d = iw_json_get_str(ans, "discussion");
 

@@ -98,6 +98,13 @@ iw_usage(FILE *f)
         "  --token-budget N     LLM tokens per goal; reaching it concludes\n"
         "                       the goal (IOA_LLM_TOKEN_BUDGET, 0: none;\n"
         "                       default 100000)\n"
+        "  --max-rounds N       rounds of tasks per goal: after each, the\n"
+        "                       coordinator re-routes failed parts, iterates\n"
+        "                       partial ones or concludes (3, at most 9)\n"
+        "  --max-attempts N     agents tried per part before it is reported\n"
+        "                       as not done (2)\n"
+        "  --min-score S        the weakest BM25 match the built-in planner\n"
+        "                       hands a part to (0.8)\n"
         "  --help\n"
         "\n"
         "LLM (any OpenAI-compatible chat completions endpoint):\n"
@@ -148,6 +155,28 @@ iw_parse_count(const char *opt, const char *v, long long *n)
     if (errno || end == v || *end != '\0' || *n < 0) {
         fprintf(stderr, "ioa-worker: %s: \"%s\" is not a count (0 or "
                 "more)\n", opt, v);
+        return -1;
+    }
+
+    return 0;
+}
+
+
+/* a BM25 score, >= 0 */
+
+static int
+iw_parse_score(const char *v, double *score)
+{
+    char  *end;
+
+    errno = 0;
+    *score = strtod(v, &end);
+
+    if (errno || end == v || *end != '\0' || !(*score >= 0)
+        || *score > 1000)
+    {
+        fprintf(stderr, "ioa-worker: --min-score: \"%s\" is not a score "
+                "between 0 and 1000\n", v);
         return -1;
     }
 
@@ -250,6 +279,9 @@ main(int argc, char **argv)
         { "claim-idle", required_argument, NULL, 'i' },
         { "turn-timeout", required_argument, NULL, 'u' },
         { "token-budget", required_argument, NULL, 'b' },
+        { "max-rounds", required_argument, NULL, 'R' },
+        { "max-attempts", required_argument, NULL, 'A' },
+        { "min-score", required_argument, NULL, 'S' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -266,6 +298,9 @@ main(int argc, char **argv)
     conf.turn_timeout_ms = 30000;
     conf.claim_idle_ms = 15000;
     conf.token_budget = 100000;
+    conf.max_rounds = 3;
+    conf.max_attempts = 2;
+    conf.min_score = 0.8;
 
     /* an operator's command rather than a worker: ioa-worker verify-room */
     if (argc > 1 && strcmp(argv[1], "verify-room") == 0) {
@@ -336,6 +371,38 @@ main(int argc, char **argv)
             if (iw_parse_count("--token-budget", optarg, &conf.token_budget)
                 != 0)
             {
+                return 2;
+            }
+            break;
+        case 'R':
+            if (iw_parse_count("--max-rounds", optarg, &conf.max_rounds)
+                != 0)
+            {
+                return 2;
+            }
+
+            if (conf.max_rounds < 1 || conf.max_rounds > IW_MAX_ROUNDS) {
+                fprintf(stderr, "ioa-worker: --max-rounds: %lld is not "
+                        "between 1 and %d\n", conf.max_rounds,
+                        IW_MAX_ROUNDS);
+                return 2;
+            }
+            break;
+        case 'A':
+            if (iw_parse_count("--max-attempts", optarg, &conf.max_attempts)
+                != 0)
+            {
+                return 2;
+            }
+
+            if (conf.max_attempts < 1 || conf.max_attempts > 100) {
+                fprintf(stderr, "ioa-worker: --max-attempts: %lld is not "
+                        "between 1 and 100\n", conf.max_attempts);
+                return 2;
+            }
+            break;
+        case 'S':
+            if (iw_parse_score(optarg, &conf.min_score) != 0) {
                 return 2;
             }
             break;

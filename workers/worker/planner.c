@@ -4,23 +4,36 @@
  * give the same team, the same tasks and the same texts, which is what
  * makes a conversation without a model testable.
  *
- * Decomposition.  The goal is cut into clauses: sentences (. ! ? ; and
- * newlines) and "then"-chained steps ("..., then ...").  Commas alone do
- * not cut: "poems about cats, dogs and birds" is one clause, not three.
+ * Decomposition.  The goal is cut into clauses, the parts a person would
+ * hand to different people: sentences (. ! ? ; and newlines),
+ * "then"-chained steps ("..., then ...") and two verb phrases joined by
+ * "and" ("reverse the words of X and count the words in Y").  An "and"
+ * cuts only when what precedes it since the last cut has two words or
+ * more and what follows starts a task of its own: its first word is a
+ * verb of IW_PLAN_VERBS, or the word after that opens an object ("the",
+ * "it", a quote: "... and shout the text").  So "poems about cats, dogs
+ * and birds" stays one clause, and commas alone never cut.  Nothing cuts
+ * inside quotes ("..." or curly ones): quoted text is the task's data.
  * Leading connectives ("and", "then", "finally", ...) are dropped, and so
  * are fragments without a word of two letters ("e.g." leaves nothing).
  * At most IW_PLAN_MAX_CLAUSES clauses; the rest are merged into the last.
  *
  * Matching.  Each clause is one capability query to the registry (BM25 over
  * the agents' descriptions, retrieve.lua), as IoA's LLM sends one query per
- * capability it needs.  Going through the clauses in order, a clause goes
- * to its best-ranked agent, who joins the team while there is room (at most
- * IW_PLAN_MAX_TEAM members, IoA's "no more than 4"); once the team is full
- * a clause goes to its best-ranked agent already in the team.  With
- * team_member_names the team is given and only the assignment is computed.
- * A clause nobody matches goes to the member with the least work (the
- * first such), and a given member that matched no clause gets the whole
- * goal, so every member has exactly one task and every clause an owner.
+ * capability it needs; the query leaves the quoted data out, since "alpha
+ * beta" says nothing about who can do the task.  An agent is eligible for
+ * a clause only with a score of at least --min-score and at least
+ * IW_PLAN_MIN_SHARE of the clause's best score (iw_plan_eligible): a
+ * description that shares one incidental word with the clause ("text") is
+ * not a match, and a clause nobody matches well enough is not handed to
+ * anyone; the conclusion says so (plan->why).  Going through the clauses
+ * in order, a clause goes to its best eligible agent, who joins the team
+ * while there is room (at most IW_PLAN_MAX_TEAM members, IoA's "no more
+ * than 4"); once the team is full a clause goes to its best eligible agent
+ * already in the team.  With team_member_names the team is given: a
+ * clause goes to the member that matches it best, a clause none matches to
+ * the member with the least work, and a member that matched nothing stands
+ * by.  Each task carries only its own clauses (a bit each in parts).
  */
 
 #include <ctype.h>
@@ -31,8 +44,14 @@
 
 
 static void iw_plan_add_clause(iw_plan_t *plan, const char *s, size_t n);
+static int iw_plan_and_cuts(const char *s, size_t n, size_t i, size_t from);
+static int iw_word_in(const char *s, size_t n, size_t i, const char **list);
+static size_t iw_word_end(const char *s, size_t n, size_t i);
+static size_t iw_quote_len(const char *s, size_t n, size_t i, int *open);
 static int iw_plan_member(iw_plan_t *plan, const char *name);
 static void iw_plan_join(iw_plan_t *plan, iw_agent_t *a);
+static void iw_plan_assign(iw_plan_t *plan, int *owner,
+    const char *coordinator);
 static int iw_word_at(const char *s, size_t n, size_t i, const char *w);
 
 
@@ -40,6 +59,31 @@ static int iw_word_at(const char *s, size_t n, size_t i, const char *w);
 static const char  *iw_connectives[] = {
     "and", "then", "also", "finally", "next", "afterwards", "lastly",
     "first", "second", "third", NULL
+};
+
+
+/* verbs that start a task of their own after "and"; a list rather than a
+ * grammar, so it is documented here and easy to extend */
+static const char  *iw_plan_verbs[] = {
+    "add", "analyse", "analyze", "answer", "build", "calculate", "check",
+    "classify", "compare", "compile", "compose", "compute", "convert",
+    "count", "create", "debug", "define", "delete", "describe", "design",
+    "detect", "draft", "draw", "edit", "estimate", "evaluate", "explain",
+    "extract", "fetch", "find", "fix", "format", "generate", "give",
+    "identify", "list", "make", "measure", "outline", "plan", "plot",
+    "predict", "prepare", "print", "produce", "prove", "rank", "read",
+    "recommend", "rename", "reverse", "review", "rewrite", "run", "save",
+    "search", "send", "shout", "show", "simplify", "solve", "sort", "spell",
+    "split", "suggest", "summarise", "summarize", "tell", "test",
+    "transcribe", "translate", "uppercase", "verify", "write", NULL
+};
+
+
+/* words that open a verb's object: "... and <verb> the text" */
+static const char  *iw_plan_objects[] = {
+    "the", "a", "an", "this", "that", "these", "those", "it", "them", "its",
+    "their", "his", "her", "my", "our", "your", "all", "each", "every",
+    "some", "any", NULL
 };
 
 
@@ -61,6 +105,117 @@ iw_word_at(const char *s, size_t n, size_t i, const char *w)
     }
 
     return 1;
+}
+
+
+/* the end of the word (letters, digits, UTF-8) that starts at i */
+
+static size_t
+iw_word_end(const char *s, size_t n, size_t i)
+{
+    while (i < n && (isalnum((unsigned char) s[i])
+                     || (unsigned char) s[i] >= 0x80))
+    {
+        i++;
+    }
+
+    return i;
+}
+
+
+/* the word at i, whole, is one of list */
+
+static int
+iw_word_in(const char *s, size_t n, size_t i, const char **list)
+{
+    size_t  k, end;
+
+    end = iw_word_end(s, n, i);
+
+    for (k = 0; list[k]; k++) {
+        if (strlen(list[k]) == end - i && iw_word_at(s, n, i, list[k])) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/* A quote mark at i: its length (1 for ", 3 for the UTF-8 curly ones),
+ * with *open flipped; 0 when there is none.  A curly quote opens or closes
+ * by its shape, a straight one by turns. */
+
+static size_t
+iw_quote_len(const char *s, size_t n, size_t i, int *open)
+{
+    if (s[i] == '"') {
+        *open = !*open;
+        return 1;
+    }
+
+    if (i + 2 < n && (unsigned char) s[i] == 0xe2
+        && (unsigned char) s[i + 1] == 0x80
+        && ((unsigned char) s[i + 2] == 0x9c
+            || (unsigned char) s[i + 2] == 0x9d))
+    {
+        *open = (unsigned char) s[i + 2] == 0x9c;
+        return 3;
+    }
+
+    return 0;
+}
+
+
+/* " and " at i (the space before it) ends a clause: see the top */
+
+static int
+iw_plan_and_cuts(const char *s, size_t n, size_t i, size_t from)
+{
+    size_t  k, words, x, y;
+
+    for (k = from, words = 0; k < i; k = iw_word_end(s, n, k) + 1) {
+        while (k < i && !isalnum((unsigned char) s[k])
+               && (unsigned char) s[k] < 0x80)
+        {
+            k++;
+        }
+
+        if (k < i) {
+            words++;
+        }
+    }
+
+    if (words < 2) {
+        return 0;
+    }
+
+    x = i + 5;                          /* the word after " and " */
+
+    if (x >= n || !isalpha((unsigned char) s[x])) {
+        return 0;
+    }
+
+    if (iw_word_in(s, n, x, iw_plan_verbs)
+        || iw_word_in(s, n, x, iw_connectives))
+    {
+        return 1;
+    }
+
+    if (iw_word_in(s, n, x, iw_plan_objects)) {
+        return 0;                       /* "the text and the title" */
+    }
+
+    y = iw_word_end(s, n, x);
+
+    if (y >= n || s[y] != ' ') {
+        return 0;
+    }
+
+    y++;
+
+    return s[y] == '"' || (unsigned char) s[y] == 0xe2
+           || iw_word_in(s, n, y, iw_plan_objects);
 }
 
 
@@ -136,19 +291,35 @@ iw_plan_add_clause(iw_plan_t *plan, const char *s, size_t n)
 void
 iw_plan_clauses(const char *goal, iw_plan_t *plan)
 {
+    int     quoted;
     char    c;
-    size_t  i, from, n, skip;
+    size_t  i, from, n, skip, q;
 
     memset(plan, 0, sizeof(*plan));
     plan->clauses = iw_alloc(IW_PLAN_MAX_CLAUSES * sizeof(char *));
+    plan->why = iw_alloc(IW_PLAN_MAX_CLAUSES * sizeof(char *));
+    memset(plan->why, 0, IW_PLAN_MAX_CLAUSES * sizeof(char *));
 
     n = strlen(goal);
+    quoted = 0;
 
     for (i = 0, from = 0; i <= n; i++) {
         c = goal[i];
         skip = 0;
 
-        if (c == '\0' || c == '\n' || c == ';' || c == '!' || c == '?') {
+        if (i < n && (q = iw_quote_len(goal, n, i, &quoted))) {
+            i += q - 1;
+            continue;
+        }
+
+        if (c == '\0') {
+            skip = 1;
+
+        } else if (quoted && c != '\n') {
+            continue;                   /* the task's data, not a cut */
+
+        } else if (c == '\n' || c == ';' || c == '!' || c == '?') {
+            quoted = 0;
             skip = 1;
 
         } else if (c == '.'
@@ -163,6 +334,11 @@ iw_plan_clauses(const char *goal, iw_plan_t *plan)
         } else if (c == ' ' && iw_word_at(goal, n, i, " and then ")) {
             skip = 10;
             plan->then = 1;
+
+        } else if (c == ' ' && iw_word_at(goal, n, i, " and ")
+                   && iw_plan_and_cuts(goal, n, i, from))
+        {
+            skip = 5;
         }
 
         if (skip) {
@@ -175,6 +351,43 @@ iw_plan_clauses(const char *goal, iw_plan_t *plan)
     if (plan->nclauses == 0) {
         plan->clauses[plan->nclauses++] = iw_strdup(goal);
     }
+}
+
+
+/* the capability query of a clause: the clause without its quoted data */
+
+char *
+iw_plan_query(const char *clause)
+{
+    int       quoted, was;
+    size_t    i, n, q;
+    iw_buf_t  b;
+
+    iw_buf_init(&b);
+    n = strlen(clause);
+    quoted = 0;
+
+    for (i = 0; i < n; i++) {
+        was = quoted;
+
+        if ((q = iw_quote_len(clause, n, i, &quoted))) {
+            i += q - 1;
+            iw_buf_addc(&b, ' ');
+            continue;
+        }
+
+        if (!was) {
+            iw_buf_addc(&b, clause[i]);
+        }
+    }
+
+    /* all of it was quoted: the clause is its own query */
+    if (b.len == 0 || strspn(b.data, " ") == b.len) {
+        iw_buf_free(&b);
+        return iw_strdup(clause);
+    }
+
+    return iw_buf_take(&b);
 }
 
 
@@ -206,6 +419,27 @@ iw_plan_join(iw_plan_t *plan, iw_agent_t *a)
     m->found = a->found;
     m->online = a->online;
     m->protocol = a->protocol;
+    m->score = a->score;
+}
+
+
+/*
+ * An agent matches a clause well enough: ranked->v[k] scores at least
+ * min_score and at least IW_PLAN_MIN_SHARE of the best score (v[0]).
+ * The share keeps a weak second from taking a clause whose best agent is
+ * busy or failed: "count the words" is not for the agent that reverses
+ * words because both descriptions say "words".
+ */
+
+int
+iw_plan_eligible(iw_agents_t *ranked, size_t k, double min_score)
+{
+    if (k >= ranked->n) {
+        return 0;
+    }
+
+    return ranked->v[k].score >= min_score
+           && ranked->v[k].score >= IW_PLAN_MIN_SHARE * ranked->v[0].score;
 }
 
 
@@ -214,19 +448,19 @@ iw_plan_join(iw_plan_t *plan, iw_agent_t *a)
  * given team (team_member_names), or NULL to recruit.  allow_sub: the goal
  * may nest a team (team_up_depth >= 1): a clause whose best agent cannot
  * join a full team goes to a sub-team instead of to a member who is only
- * second best.  Leaves plan->nteam 0 when nobody matched anything (the
- * caller fails the goal).
+ * second best.  A recruited clause without an eligible agent is nobody's:
+ * plan->why[i] says why.  Leaves plan->nteam 0 when nobody matched
+ * anything (the caller fails the goal).
  */
 
 #define IW_PLAN_SUB  -2
 
 void
 iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
-    const char *goal, const char *coordinator, int allow_sub)
+    const char *coordinator, int allow_sub, double min_score)
 {
     int        *owner, m;
     size_t      i, j, k, *load, least;
-    iw_buf_t    b;
 
     if (fixed) {
         for (j = 0; j < fixed->n; j++) {
@@ -242,6 +476,11 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
         owner[i] = -1;
 
         for (k = 0; k < ranked[i].n; k++) {
+            if (fixed == NULL && !iw_plan_eligible(&ranked[i], k, min_score))
+            {
+                break;                  /* ranked: the rest are weaker */
+            }
+
             m = iw_plan_member(plan, ranked[i].v[k].name);
 
             if (m < 0 && fixed == NULL && plan->nteam < IW_PLAN_MAX_TEAM) {
@@ -259,6 +498,27 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
                 break;
             }
         }
+
+        if (owner[i] == -1 && fixed == NULL) {
+            if (ranked[i].n == 0) {
+                plan->why[i] = iw_strdup("no online agent's description "
+                                         "matches it");
+
+            } else if (!iw_plan_eligible(&ranked[i], 0, min_score)) {
+                plan->why[i] = iw_sprintf("no agent matches it well enough "
+                                          "(the best, %s, scores %.2f; at "
+                                          "least %.2f is needed)",
+                                          ranked[i].v[0].name,
+                                          ranked[i].v[0].score, min_score);
+
+            } else {
+                plan->why[i] = iw_sprintf("the agents that match it (%s "
+                                          "first) could not join a full "
+                                          "team of %d",
+                                          ranked[i].v[0].name,
+                                          IW_PLAN_MAX_TEAM);
+            }
+        }
     }
 
     if (plan->nteam == 0) {
@@ -266,6 +526,7 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
         return;
     }
 
+    /* a given team: what no member matches goes to the least busy one */
     load = iw_alloc(plan->nteam * sizeof(size_t));
     memset(load, 0, plan->nteam * sizeof(size_t));
 
@@ -275,7 +536,7 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
         }
     }
 
-    for (i = 0; i < plan->nclauses; i++) {
+    for (i = 0; fixed && i < plan->nclauses; i++) {
         if (owner[i] != -1) {
             continue;
         }
@@ -290,84 +551,90 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
         load[least]++;
     }
 
-    plan->work = iw_alloc((plan->nteam + plan->nclauses + 1)
-                          * sizeof(iw_assignment_t));
-    plan->nwork = 0;
-    plan->sync = plan->then;
-
-    if (plan->sync) {
-        /* "..., then ...": one task per clause, in order, each handed the
-         * results before it; a member who matched nothing has no task */
-        for (i = 0; i < plan->nclauses; i++) {
-            plan->work[plan->nwork].agent = iw_strdup(owner[i] >= 0
-                                            ? plan->team[owner[i]].name
-                                            : coordinator);
-            plan->work[plan->nwork].desc = iw_strdup(plan->clauses[i]);
-            plan->work[plan->nwork].sub = (owner[i] == IW_PLAN_SUB);
-            plan->nwork++;
-        }
-
-        free(load);
-        free(owner);
-        return;
-    }
-
-    /* in parallel: one task per member, its clauses joined */
-    for (j = 0; j < plan->nteam; j++) {
-        iw_buf_init(&b);
-
-        for (i = 0; i < plan->nclauses; i++) {
-            if (owner[i] != (int) j) {
-                continue;
-            }
-
-            if (b.len) {
-                iw_buf_adds(&b, "; ");
-            }
-
-            iw_buf_adds(&b, plan->clauses[i]);
-        }
-
-        if (b.len == 0) {
-            iw_buf_adds(&b, goal);
-        }
-
-        plan->work[plan->nwork].agent = iw_strdup(plan->team[j].name);
-        plan->work[plan->nwork].desc = iw_buf_take(&b);
-        plan->work[plan->nwork].sub = 0;
-        plan->nwork++;
-    }
-
-    /* and the clauses for a sub-team, as one sub-goal */
-    iw_buf_init(&b);
-
-    for (i = 0; i < plan->nclauses; i++) {
-        if (owner[i] == IW_PLAN_SUB) {
-            iw_buf_adds(&b, b.len ? " " : "");
-            iw_buf_adds(&b, plan->clauses[i]);
-            iw_buf_adds(&b, ".");
-        }
-    }
-
-    if (b.len) {
-        plan->work[plan->nwork].agent = iw_strdup(coordinator);
-        plan->work[plan->nwork].desc = iw_buf_take(&b);
-        plan->work[plan->nwork].sub = 1;
-        plan->nwork++;
-
-    } else {
-        iw_buf_free(&b);
-    }
+    iw_plan_assign(plan, owner, coordinator);
 
     free(load);
     free(owner);
 }
 
 
-/* the LLM's assignment replaces the built-in one (work is taken over) */
+/*
+ * The tasks from the clauses' owners.  In sequence ("..., then ...") one
+ * task per clause, in order, each handed the results before it.  In
+ * parallel one task per member with its clauses joined (the assignment's
+ * "tasks" map is keyed by agent), and the clauses for nested teams as one
+ * sub-goal.  A member who owns no clause has no task and stands by.
+ */
+
+static void
+iw_plan_assign(iw_plan_t *plan, int *owner, const char *coordinator)
+{
+    size_t     i, j;
+    unsigned   parts;
+    iw_buf_t   b;
+
+    plan->work = iw_alloc((plan->nteam + plan->nclauses + 1)
+                          * sizeof(iw_assignment_t));
+    plan->nwork = 0;
+    plan->sync = plan->then;
+
+    if (plan->sync) {
+        for (i = 0; i < plan->nclauses; i++) {
+            if (owner[i] == -1) {
+                continue;
+            }
+
+            plan->work[plan->nwork].agent = iw_strdup(owner[i] >= 0
+                                            ? plan->team[owner[i]].name
+                                            : coordinator);
+            plan->work[plan->nwork].desc = iw_strdup(plan->clauses[i]);
+            plan->work[plan->nwork].sub = (owner[i] == IW_PLAN_SUB);
+            plan->work[plan->nwork].parts = 1u << i;
+            plan->nwork++;
+        }
+
+        return;
+    }
+
+    for (j = 0; j <= plan->nteam; j++) {
+        iw_buf_init(&b);
+        parts = 0;
+
+        for (i = 0; i < plan->nclauses; i++) {
+            if (j < plan->nteam ? owner[i] != (int) j
+                                : owner[i] != IW_PLAN_SUB)
+            {
+                continue;
+            }
+
+            iw_buf_adds(&b, b.len ? (j < plan->nteam ? "; " : " ") : "");
+            iw_buf_adds(&b, plan->clauses[i]);
+            iw_buf_adds(&b, j < plan->nteam ? "" : ".");
+            parts |= 1u << i;
+        }
+
+        if (parts == 0) {
+            iw_buf_free(&b);
+            continue;
+        }
+
+        plan->work[plan->nwork].agent = iw_strdup(j < plan->nteam
+                                                  ? plan->team[j].name
+                                                  : coordinator);
+        plan->work[plan->nwork].desc = iw_buf_take(&b);
+        plan->work[plan->nwork].sub = (j == plan->nteam);
+        plan->work[plan->nwork].parts = parts;
+        plan->nwork++;
+    }
+}
+
+
+/* the LLM's assignment replaces the built-in one, and its tasks become the
+ * goal's parts (work and parts are taken over) */
 
 void
-iw_plan_set_work(iw_plan_t *plan, iw_assignment_t *work, size_t n, int sync)
+iw_plan_set_work(iw_plan_t *plan, iw_assignment_t *work, size_t n, int sync,
+    char **parts, size_t nparts)
 {
     size_t  i;
 
@@ -375,6 +642,16 @@ iw_plan_set_work(iw_plan_t *plan, iw_assignment_t *work, size_t n, int sync)
         free(plan->work[i].agent);
         free(plan->work[i].desc);
     }
+
+    for (i = 0; i < plan->nclauses; i++) {
+        free(plan->clauses[i]);
+        free(plan->why[i]);
+        plan->why[i] = NULL;
+    }
+
+    free(plan->clauses);
+    plan->clauses = parts;
+    plan->nclauses = nparts;
 
     free(plan->work);
     plan->work = work;
@@ -391,6 +668,7 @@ iw_plan_free(iw_plan_t *plan)
 
     for (i = 0; i < plan->nclauses; i++) {
         free(plan->clauses[i]);
+        free(plan->why ? plan->why[i] : NULL);
     }
 
     if (plan->work) {
@@ -405,6 +683,7 @@ iw_plan_free(iw_plan_t *plan)
     iw_agents_free(&team);
 
     free(plan->clauses);
+    free(plan->why);
     free(plan->work);
     memset(plan, 0, sizeof(*plan));
 }
@@ -569,64 +848,4 @@ iw_plan_conclude(const char *ended, long long max_turns)
     }
 
     return iw_strdup("Every task has settled; concluding the discussion.");
-}
-
-
-/* the answer to the goal, assembled from the results in task order */
-
-char *
-iw_plan_conclusion(const char *goal, const char *ended, iw_task_t *t,
-    size_t n, long long timeout_ms, long long max_turns)
-{
-    size_t    i, done;
-    iw_buf_t  b;
-
-    for (i = 0, done = 0; i < n; i++) {
-        done += iw_streq(t[i].status, "completed");
-    }
-
-    iw_buf_init(&b);
-
-    if (iw_streq(ended, "cancelled")) {
-        iw_buf_adds(&b, "The goal was cancelled before it was achieved.\n");
-
-    } else if (iw_streq(ended, "max_turns")) {
-        iw_buf_addf(&b, "Concluded at the turn limit (max_turns %lld).\n",
-                    max_turns);
-
-    } else if (iw_streq(ended, "token_budget")) {
-        iw_buf_adds(&b, "Concluded at the token budget.\n");
-    }
-
-    iw_buf_addf(&b, "Goal: %s\n%zu of %zu task%s completed.", goal, done, n,
-                n == 1 ? "" : "s");
-
-    for (i = 0; i < n; i++) {
-        iw_buf_addf(&b, "\n- %s", t[i].agent);
-
-        if (iw_streq(t[i].status, "completed")) {
-            iw_buf_addf(&b, ": %s", t[i].result ? t[i].result : "");
-
-        } else if (iw_streq(t[i].status, "failed")) {
-            iw_buf_addf(&b, " (%s): %s", t[i].status,
-                        t[i].result && *t[i].result ? t[i].result
-                                                    : "no reason given");
-
-        } else if (iw_streq(t[i].status, "timed_out")) {
-            iw_buf_addf(&b, " (timed out): %s",
-                        t[i].result && *t[i].result
-                        ? t[i].result : "no result");
-
-            if (t[i].result == NULL || *t[i].result == '\0') {
-                iw_buf_addf(&b, " within %lld s", timeout_ms / 1000);
-            }
-
-        } else {
-            iw_buf_addf(&b, " (%s): no result yet",
-                        iw_streq(t[i].status, "in_progress") ? "in progress"
-                        : t[i].status ? t[i].status : "pending");
-        }
-    }
-
-    return iw_buf_take(&b);
 }

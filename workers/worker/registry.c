@@ -26,6 +26,9 @@
 
 static void iw_agent_set(iw_agent_t *a, const char *name, const char *type,
     const char *desc);
+static int iw_reg_room(const iw_conf_t *conf, const char *comm_id,
+    const char *team_name, char **members, size_t n, int join,
+    char **refused);
 
 
 int
@@ -86,6 +89,7 @@ iw_agent_set(iw_agent_t *a, const char *name, const char *type,
     a->found = 1;
     a->online = 0;
     a->protocol = 0;
+    a->score = 0;
 }
 
 
@@ -192,6 +196,7 @@ iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
         e = r->element + 7 * i;
         iw_agent_set(&out->v[i], iw_reply_str(e[0]), iw_reply_str(e[1]),
                      iw_reply_str(e[2]));
+        out->v[i].score = strtod(iw_reply_str(e[4]), NULL);
         out->v[i].online = iw_streq(iw_reply_str(e[5]), "1");
         out->v[i].protocol = iw_streq(iw_reply_str(e[6]), "1");
     }
@@ -211,6 +216,26 @@ iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
 int
 iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, char **members, size_t n, char **refused)
+{
+    return iw_reg_room(conf, comm_id, team_name, members, n, 0, refused);
+}
+
+
+/* members join an existing room of the coordinator's (a re-route's agent):
+ * the same steps, the room's members set extended instead of created */
+
+int
+iw_reg_join(const iw_conf_t *conf, const char *comm_id,
+    const char *team_name, char **members, size_t n, char **refused)
+{
+    return iw_reg_room(conf, comm_id, team_name, members, n, 1, refused);
+}
+
+
+static int
+iw_reg_room(const iw_conf_t *conf, const char *comm_id,
+    const char *team_name, char **members, size_t n, int join,
+    char **refused)
 {
     size_t       i;
     iw_args_t    a;
@@ -278,6 +303,26 @@ iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
     }
 
     freeReplyObject(r);
+
+    if (join) {
+        /* before the event: a member linked to the room can post at once */
+        iw_args_init(&a);
+        iw_args_add(&a, "SADD");
+        iw_args_addf(&a, "%s{room:%s}:members", conf->prefix, comm_id);
+
+        for (i = 0; i < n; i++) {
+            iw_args_add(&a, members[i]);
+        }
+
+        r = iw_redis_argv(&a);
+        iw_args_free(&a);
+
+        if (r == NULL) {
+            return IW_ERROR;
+        }
+
+        freeReplyObject(r);
+    }
 
     r = iw_redis_cmd("ZADD %sroomlist NX %lld %s", conf->reg_base, now,
                      comm_id);

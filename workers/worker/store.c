@@ -13,9 +13,15 @@
  *       team_name       "" when the team has no name
  *       team            JSON [{"name","type","desc","protocol"}], the
  *                       coordinator last
- *       tasks           JSON [{"agent","task_id","task_desc","sub",
- *                       "child","queued"}] (sub: a sub-team does it, as
- *                       the sub-goal child; queued: its job is queued)
+ *       tasks           JSON [{"agent","task_id","task_desc","round",
+ *                       "parts","sub","child","queued"}] (round: the round
+ *                       it belongs to, 0 when absent; parts: the goal's
+ *                       parts it covers, a bit each; sub: a sub-team does
+ *                       it, as the sub-goal child; queued: its job is
+ *                       queued)
+ *       parts           JSON [{"text","why"}]: the goal's parts (clauses,
+ *                       or the LLM's tasks); why: no agent has it, and why
+ *       decision:<r>    JSON: the decision taken after round r (decide.c)
  *       sync            "1": the tasks run one after the other
  *       discussion      the LLM's plan text (absent: the built-in text)
  *       spoke           ",a,b," protocol speakers who took their turn
@@ -51,6 +57,7 @@
 
 static void iw_store_field(iw_goal_t *g, const char *k, const char *v,
     size_t vlen);
+static void iw_store_parse_parts(iw_goal_t *g, const char *json, size_t len);
 static iw_task_t *iw_store_task(iw_goal_t *g, const char *task_id);
 
 
@@ -83,6 +90,7 @@ iw_store_parse_tasks(iw_goal_t *g, const char *json, size_t len)
     size_t       i;
     yajl_val     doc, t;
     yajl_val     v;
+    long long    n;
     const char  *agent, *id, *desc, *child;
 
     doc = iw_json_parse(json, len);
@@ -116,6 +124,16 @@ iw_store_parse_tasks(iw_goal_t *g, const char *json, size_t len)
         g->tasks[g->ntasks].child = child && *child ? iw_strdup(child) : NULL;
         v = iw_json_get(t, "queued");
         g->tasks[g->ntasks].queued = v && YAJL_IS_TRUE(v);
+        g->tasks[g->ntasks].round = iw_json_get_int(t, "round", &n) == 0
+                                    && n > 0 && n < IW_MAX_ROUNDS
+                                    ? (int) n : 0;
+        g->tasks[g->ntasks].parts = iw_json_get_int(t, "parts", &n) == 0
+                                    && n > 0 ? (unsigned) n : 0;
+
+        if (g->tasks[g->ntasks].round > g->round) {
+            g->round = g->tasks[g->ntasks].round;
+        }
+
         g->tasks[g->ntasks].dirty = 0;
         g->ntasks++;
     }
@@ -127,8 +145,81 @@ iw_store_parse_tasks(iw_goal_t *g, const char *json, size_t len)
 
 
 static void
+iw_store_parse_parts(iw_goal_t *g, const char *json, size_t len)
+{
+    size_t       i;
+    yajl_val     doc, p;
+    const char  *text, *why;
+
+    doc = iw_json_parse(json, len);
+
+    if (doc == NULL || !YAJL_IS_ARRAY(doc)) {
+        yajl_tree_free(doc);
+        return;
+    }
+
+    iw_store_free_parts(g);
+    g->parts = iw_alloc((doc->u.array.len + 1) * sizeof(char *));
+    g->part_why = iw_alloc((doc->u.array.len + 1) * sizeof(char *));
+
+    for (i = 0; i < doc->u.array.len && i < IW_PLAN_MAX_CLAUSES; i++) {
+        p = doc->u.array.values[i];
+        text = iw_json_get_str(p, "text");
+        why = iw_json_get_str(p, "why");
+        g->parts[g->nparts] = iw_strdup(text ? text : "");
+        g->part_why[g->nparts] = why && *why ? iw_strdup(why) : NULL;
+        g->nparts++;
+    }
+
+    yajl_tree_free(doc);
+}
+
+
+void
+iw_store_free_parts(iw_goal_t *g)
+{
+    size_t  i;
+
+    for (i = 0; i < g->nparts; i++) {
+        free(g->parts[i]);
+        free(g->part_why[i]);
+    }
+
+    free(g->parts);
+    free(g->part_why);
+    g->parts = NULL;
+    g->part_why = NULL;
+    g->nparts = 0;
+}
+
+
+char *
+iw_store_parts_json(iw_goal_t *g)
+{
+    size_t    i;
+    iw_buf_t  b;
+
+    iw_buf_init(&b);
+    iw_buf_addc(&b, '[');
+
+    for (i = 0; i < g->nparts; i++) {
+        iw_buf_adds(&b, i ? ",{\"text\":" : "{\"text\":");
+        iw_json_str(&b, g->parts[i]);
+        iw_buf_adds(&b, ",\"why\":");
+        iw_json_str(&b, g->part_why[i] ? g->part_why[i] : "");
+        iw_buf_addc(&b, '}');
+    }
+
+    iw_buf_addc(&b, ']');
+
+    return iw_buf_take(&b);
+}
+
+
+static void
 iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
 {
+    int         r;
     iw_task_t  *t;
 
     if (strcmp(k, "phase") == 0) {
@@ -192,6 +283,16 @@ iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
 
     } else if (strcmp(k, "ended") == 0) {
         iw_store_replace(&g->ended, v, vlen);
+
+    } else if (strcmp(k, "parts") == 0) {
+        iw_store_parse_parts(g, v, vlen);
+
+    } else if (strncmp(k, "decision:", 9) == 0) {
+        r = atoi(k + 9);
+
+        if (r >= 0 && r < IW_MAX_ROUNDS) {
+            iw_store_replace(&g->decision[r], v, vlen);
+        }
 
     } else if (strncmp(k, "st:", 3) == 0) {
         t = iw_store_task(g, k + 3);
@@ -326,6 +427,19 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
 
     if (g->spoke == NULL) {
         g->spoke = iw_strdup(",");
+    }
+
+    /* a goal planned before parts were recorded: each task is a part */
+    if (g->nparts == 0 && g->ntasks > 0) {
+        g->parts = iw_alloc(g->ntasks * sizeof(char *));
+        g->part_why = iw_alloc(g->ntasks * sizeof(char *));
+
+        for (i = 0; i < g->ntasks && i < IW_PLAN_MAX_CLAUSES; i++) {
+            g->parts[i] = iw_strdup(g->tasks[i].desc);
+            g->part_why[i] = NULL;
+            g->tasks[i].parts = 1u << i;
+            g->nparts++;
+        }
     }
 
     return IW_OK;
@@ -581,6 +695,9 @@ iw_store_tasks_json(iw_goal_t *g)
         iw_buf_adds(&b, ",\"task_desc\":");
         iw_json_str(&b, g->tasks[i].desc);
 
+        iw_buf_addf(&b, ",\"round\":%d,\"parts\":%u", g->tasks[i].round,
+                    g->tasks[i].parts);
+
         if (g->tasks[i].sub) {
             iw_buf_adds(&b, ",\"sub\":true,\"child\":");
             iw_json_str_or_null(&b, g->tasks[i].child);
@@ -612,6 +729,12 @@ iw_goal_free(iw_goal_t *g)
     }
 
     free(g->tasks);
+    iw_store_free_parts(g);
+
+    for (i = 0; i < IW_MAX_ROUNDS; i++) {
+        free(g->decision[i]);
+    }
+
     free(g->state);
     free(g->goal);
     free(g->request);

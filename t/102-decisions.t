@@ -1,0 +1,297 @@
+# t/102-decisions.t -- the review after each round (workers/worker/decide.c):
+# the built-in planner cuts a goal into the parts a person would, hands each
+# agent only its own part, refuses weak matches, re-routes what failed or
+# timed out to the next agent that matches, iterates on a partial result,
+# and concludes with an account of every part.  Real nginx + module +
+# Redis, real ioa-worker processes, agents played in the scenario
+# (IoaTest::Goals::drive).
+#
+#   TEST_NGINX_LOAD_MODULES=/work/main/build/ngx_http_ioa_module.so \
+#       prove -It/lib t/102-decisions.t
+
+use strict;
+use warnings;
+
+use Cwd ();
+use File::Basename ();
+
+BEGIN {
+    my $bin = $ENV{IOA_WORKER_BIN}
+              || Cwd::abs_path(File::Basename::dirname(__FILE__) . '/..')
+                 . '/workers/build/ioa-worker';
+    if (!-x $bin) {
+        require Test::More;
+        Test::More::plan(skip_all => "$bin is not built");
+    }
+}
+
+use Test::Nginx::Socket 'no_plan';
+use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
+use IoaTest;
+use IoaTest::Agent qw(envelope fresh_hub json);
+use IoaTest::Api;
+use IoaTest::Goals;
+use Time::HiRes qw(sleep time);
+
+no_root_location();
+no_shuffle();
+log_level('info');
+
+# the example agents of `make run`
+sub demo_agents {
+    my ($ctx, %more) = @_;
+    register_agents($ctx,
+        Counter  => 'counts the words in a text',
+        Shouter  => 'shouts a text in upper case',
+        Reverser => 'reverses the order of the words of a text', %more);
+    return connect_agents($ctx, qw(Counter Shouter Reverser), sort keys %more);
+}
+
+sub decisions {
+    return grep { $_->{sender} eq $COORD && $_->{ioa_decision} } @_;
+}
+
+run_tests();
+
+__DATA__
+
+=== TEST 1: two verbs joined by "and" are two parts, each agent gets only its own; a list joined by "and" stays one
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx, Poet => 'writes poems about animals');
+    worker($ctx, 'w1');
+
+    my $goal = 'Reverse the words of "alpha beta gamma" and count the words in "one two three four".';
+    my $gid = launch(goal => $goal);
+    ok drive(agents => $ag, until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my @env = room(meta($gid)->{comm_id});
+    my ($assign) = grep { $_->{type} == 6 } @env;
+    is_deeply [sort keys %{ $assign->{tasks} }], [qw(Counter Reverser)], 'two agents';
+    is $assign->{tasks}{Reverser}{task_desc}, 'Reverse the words of "alpha beta gamma"',
+        'Reverser: its clause only';
+    is $assign->{tasks}{Counter}{task_desc}, 'count the words in "one two three four"',
+        'Counter: its clause only';
+    my $c = meta($gid)->{conclusion};
+    like $c, qr/^Goal: .*\n2 of 2 parts done\./, 'two parts, both done';
+    like $c, qr/\n1\. Reverse the words of "alpha beta gamma"\n   Reverser: Reverser did: /,
+        'part 1 with its result';
+    like $c, qr/\n2\. count the words in "one two three four"\n   Counter: Counter did: /,
+        'part 2 with its result';
+    my ($concl) = grep { $_->{type} == 10 } @env;
+    is $concl->{ioa_decision}{decision}, 'conclude', 'the conclude carries the decision';
+    is $concl->{ioa_decision}{bound}, 'settled', 'bound: settled';
+
+    my $g2 = launch(goal => 'Write poems about cats, dogs and birds.');
+    ok drive(agents => $ag, until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    ($assign) = grep { $_->{type} == 6 } room(meta($g2)->{comm_id});
+    is_deeply $assign->{tasks}, { Poet => { task_id => $assign->{tasks}{Poet}{task_id},
+        task_desc => 'Write poems about cats, dogs and birds' } }, 'one clause, for the poet';
+    like meta($g2)->{conclusion}, qr/\n1 of 1 part done\./, 'one part';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 2: a part nobody matches well enough is handed to nobody, and the conclusion says so instead of claiming it
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx);
+    worker($ctx, 'w1');
+    my $gid = launch(goal => 'Shout "good morning". Translate the text into French.');
+    ok drive(agents => $ag, until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my ($assign) = grep { $_->{type} == 6 } room(meta($gid)->{comm_id});
+    is_deeply [keys %{ $assign->{tasks} }], ['Shouter'], 'only the shouting is handed out';
+    my $c = meta($gid)->{conclusion};
+    like $c, qr/\n1 of 2 parts done\./, 'one of two parts done';
+    like $c, qr/\n2\. Translate the text into French\n   Not done: no agent matches it well enough \(the best, \w+, scores [\d.]+; at least 0\.80 is needed\)\./,
+        'the other part: why it has no result';
+    is_deeply [sort @{ redis_cmd('SMEMBERS', "ioa:{room:" . meta($gid)->{comm_id} . "}:members") }],
+        [sort $COORD, 'Shouter'], 'nobody joined for a weak match';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 3: a silent agent's part is re-routed after its timeout to the next online agent that matches, who joins the room; the decision is an envelope
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    %Seen = ();
+    my $ag = demo_agents($ctx, Tallier => 'counts the words in a text');
+    worker($ctx, 'w1', task_timeout => 2);
+    my $gid = launch(goal => 'Count the words in "one two three".');
+    ok drive(agents => $ag, how => { Counter => 'silent' }, secs => 20,
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my $m = meta($gid);
+    my @env = room($m->{comm_id});
+    is_deeply [coordinator_steps(@env)], [1, 2, 10, 11, 40, 110, 111, 140, 141],
+        'round 1, the decision (step 40), round 2 from step 110, the conclusion';
+    my ($d) = decisions(grep { $_->{type} == 4 } @env);
+    is $d->{ioa_decision}{decision}, 'reroute', 'decision: reroute';
+    is $d->{ioa_decision}{round}, 1, 'after round 1';
+    like $d->{ioa_decision}{reason}, qr/part 1 timed out with Counter, so Tallier takes it/,
+        'the reason';
+    like $d->{content}, qr/^Decision after round 1: reroute/, 'said in the room';
+    my @assign = grep { $_->{type} == 6 } @env;
+    is_deeply [map { keys %{ $_->{tasks} } } @assign], [qw(Counter Tallier)],
+        'first Counter, then Tallier';
+    ok grep({ ($_->{type} // 0) == 6 } @{ $Seen{Tallier} || [] }),
+        'Tallier, linked to the room when it joined, got its assignment';
+    is_deeply [sort @{ redis_cmd('SMEMBERS', "ioa:{room:$m->{comm_id}}:members") }],
+        [sort $COORD, qw(Counter Tallier)], 'Tallier is a member now';
+    ok redis_cmd('SISMEMBER', "ioa:{reg}:rooms:Tallier", $m->{comm_id}),
+        'and the room is in its room set';
+    like $m->{conclusion}, qr/\n1 of 1 part done\.\n1\. Count the words in "one two three"\n   Tallier: Tallier did: /,
+        'the conclusion: done by Tallier';
+    is $m->{ended}, 'settled', 'ended: settled';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 4: a failed part is re-routed at once; --max-attempts bounds the agents tried, and the account says the attempts are used up
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx, Tallier => 'counts the words in a text',
+                         Numberer => 'counts the words in a text');
+    worker($ctx, 'w1', args => ['--max-attempts', 2]);
+    my $t0 = time;
+    my $gid = launch(goal => 'Count the words in "one two three".');
+    ok drive(agents => $ag, how => { map { $_ => 'fail' } qw(Counter Tallier Numberer) },
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    ok time - $t0 < 10, 'no timeout was waited for';
+    my @env = room(meta($gid)->{comm_id});
+    my @assign = grep { $_->{type} == 6 } @env;
+    is scalar(@assign), 2, 'two agents tried';
+    my $c = meta($gid)->{conclusion};
+    like $c, qr/\n0 of 1 part done\./, 'nothing claimed';
+    like $c, qr/Not done: \w+ failed \(\w+ could not do it\); 2 agents tried, the attempts allowed are used up\./,
+        'the account says why';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 5: a partial result makes another round for the same agent, handed its result so far; --max-rounds ends the loop and says so
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    %Partial = ();
+    my $ag = demo_agents($ctx);
+    worker($ctx, 'w1', args => ['--max-rounds', 2]);
+    my $gid = launch(goal => 'Reverse the words of "a b c" and shout "hello there".');
+    ok drive(agents => $ag, how => { Reverser => 'partial_once' },
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my @env = room(meta($gid)->{comm_id});
+    my ($d) = decisions(grep { $_->{type} == 4 } @env);
+    is $d->{ioa_decision}{decision}, 'iterate', 'decision: iterate';
+    my @assign = grep { $_->{type} == 6 } @env;
+    is_deeply [sort keys %{ $assign[1]{tasks} }], ['Reverser'], 'round 2: only the partial part';
+    like $assign[1]{tasks}{Reverser}{task_desc},
+        qr/^Continue: Reverse the words of "a b c"\nWhat you reported so far \(partial\): Reverser did half of it$/,
+        'handed its result so far';
+    like meta($gid)->{conclusion}, qr/\n2 of 2 parts done\./, 'both parts done';
+
+    # always partial: the second round is the last one
+    my $g2 = launch(goal => 'Reverse the words of "x y z".');
+    ok drive(agents => $ag, how => { Reverser => 'partial' },
+             until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my $m = meta($g2);
+    is $m->{ended}, 'max_rounds', 'ended: max_rounds';
+    like $m->{conclusion}, qr/^Concluded at the round limit \(2\)\.\n/, 'the conclusion says which bound';
+    like $m->{conclusion}, qr/\n0 of 1 part done\.\n.*\n   Partly done by Reverser: Reverser did half of it/,
+        'a partial part is not counted as done';
+    my ($concl) = grep { $_->{type} == 10 } room($m->{comm_id});
+    is $concl->{ioa_decision}{bound}, 'max_rounds', 'the conclude names the bound';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 6: kill -9 of the worker right after it posts the decision: the successor never decides or posts twice, and round 2 completes
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx, Tallier => 'counts the words in a text');
+    for my $step (40, 110) {
+        my $w1 = worker($ctx, "a$step", crash_after => $step, claim_idle => 1);
+        my $gid = launch(goal => 'Count the words in "one two three".');
+        ok drive(agents => $ag, how => { Counter => 'fail' }, secs => 10,
+                 until => sub { reap_dead(); !grep { $Workers{$_}{name} eq "a$step" } keys %Workers }),
+           "step $step: the first worker died" or diag worker_logs($ctx);
+        worker($ctx, "b$step", claim_idle => 1);
+        ok drive(agents => $ag, how => { Counter => 'fail' }, secs => 15,
+                 until => sub { state_of($gid) eq 'concluded' }),
+           "step $step: concluded by the second" or diag worker_logs($ctx);
+        my @env = room(meta($gid)->{comm_id});
+        is_deeply [coordinator_steps(@env)], [1, 2, 10, 11, 40, 110, 111, 140, 141],
+            "step $step: every step once";
+        is scalar(decisions(grep { $_->{type} == 4 } @env)), 1, "step $step: one decision";
+        like meta($gid)->{conclusion}, qr/\n1 of 1 part done\./, "step $step: done by the re-route";
+        stop_workers();
+    }
+--- no_error_log
+[alert]
+[crit]
+[emerg]

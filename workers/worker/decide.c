@@ -1,0 +1,787 @@
+/*
+ * ioa-worker: the review after each round of tasks, where the coordinator
+ * decides what the conversation does next.  IoA's parent "decides whether
+ * to iterate or conclude"; here every round ends with a decision, posted
+ * into the room so that the transcript says why the conversation went on
+ * or stopped.
+ *
+ * Parts.  A goal is cut into parts when it is planned (the built-in
+ * planner's clauses, or the LLM's tasks as it wrote them; fsm "parts").
+ * Every task covers some parts (a bit each), and a part's standing is the
+ * status of the latest task that covered it:
+ *
+ *   completed   done, its result stands
+ *   partial     the agent did some of it ("task_status": "partial"; the
+ *               --partial-exit status of an ioa-agent --exec program): its
+ *               result so far
+ *   failed, timed_out   not done by that agent
+ *   cancelled   the goal ended first
+ *   (no task)   nobody matched it well enough (parts' "why")
+ *
+ * Rounds.  Round 0 is the plan: discussion, assignment, results
+ * (conversation.c).  When every task of round r has settled, the review
+ * takes one of these decisions, by rule (the built-in planner's, also used
+ * when a model is configured, see below):
+ *
+ *   decision   when                               what follows
+ *   reroute    a part failed or timed out, and    a task for the next best
+ *              an online agent not tried on it    eligible agent (planner.c:
+ *              matches it (iw_plan_eligible), and iw_plan_eligible), who
+ *              it had fewer than --max-attempts   joins the room if needed
+ *   iterate    a part came back partial           the same agent gets it
+ *                                                 again with its result so
+ *                                                 far
+ *   conclude   nothing is left to try, or round   CONCLUDE_GROUP_DISCUSSION
+ *              r + 1 would pass --max-rounds      and the CONCLUSION
+ *
+ * Re-routes and iterations of one review go out together as round r + 1,
+ * in parallel (in sequence when the goal is a sequence), one task per agent
+ * with its parts joined, after a DISCUSSION from the coordinator that
+ * carries "ioa_decision": {"decision", "round", "reason", "bound",
+ * "tasks", "text"}; the coordinator keeps the floor (next_speaker) and
+ * the round's assignment follows.  A conclude decision is the
+ * CONCLUDE_GROUP_DISCUSSION itself, with the same "ioa_decision".  The
+ * conclusion (iw_decide_account) lists every part with its result or the
+ * reason it has none; "N of M parts done" counts completed parts only.
+ *
+ * Bounds.  --max-rounds (hard cap IW_MAX_ROUNDS) and --max-attempts bound
+ * the review itself; max_turns, the token budget and a cancel end the
+ * goal at any step (conversation.c, goal.c), and the meta record's
+ * "ended" names the bound: settled, max_rounds, max_turns, token_budget,
+ * cancelled.
+ *
+ * Exactly once.  Round r's steps are numbered from IW_ROUND_STEPS * r (the
+ * offsets of iw.h), and its decision is step IW_ROUND_STEPS * r +
+ * IW_STEP_DECIDE, above every step of round r and below round r + 1's.  The
+ * decision is computed once and saved (decision:<r>, with round r + 1's
+ * tasks and the new team) in one fsm write before it is posted, so a
+ * worker that takes over posts the same decision, or finds it in the room
+ * (goal.c's intent/step scheme), and never decides twice.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iw.h"
+
+
+/* candidates read from the registry for a re-route */
+#define IW_DECIDE_CANDIDATES  10
+
+
+typedef struct {
+    iw_task_t    *last;              /* the latest task that covered it */
+    int           failures;          /* its tasks that failed or timed out */
+    iw_buf_t      tried;             /* ",a,b,": agents that had it */
+} iw_part_state_t;
+
+
+static void iw_decide_parts(iw_goal_t *g, iw_part_state_t *ps);
+static void iw_decide_parts_free(iw_goal_t *g, iw_part_state_t *ps);
+static int iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
+    iw_part_state_t *ps, iw_agent_t *to, const char **kind);
+static void iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a,
+    size_t p, const char *desc);
+static void iw_decide_add_member(iw_goal_t *g, const iw_agent_t *a);
+static int iw_decide_in_team(iw_goal_t *g, const char *name);
+static char *iw_decide_record(const char *decision, int round,
+    const char *reason, const char *ended, const char *text, iw_goal_t *g,
+    size_t from);
+
+
+static void
+iw_decide_parts(iw_goal_t *g, iw_part_state_t *ps)
+{
+    size_t      i, p;
+    iw_task_t  *t;
+
+    for (p = 0; p < g->nparts; p++) {
+        ps[p].last = NULL;
+        ps[p].failures = 0;
+        iw_buf_init(&ps[p].tried);
+        iw_buf_addc(&ps[p].tried, ',');
+
+        for (i = 0; i < g->ntasks; i++) {
+            t = &g->tasks[i];
+
+            if (!(t->parts & (1u << p))) {
+                continue;
+            }
+
+            ps[p].last = t;
+            ps[p].failures += iw_streq(t->status, "failed")
+                              || iw_streq(t->status, "timed_out");
+            iw_buf_adds(&ps[p].tried, t->agent);
+            iw_buf_addc(&ps[p].tried, ',');
+        }
+    }
+}
+
+
+static void
+iw_decide_parts_free(iw_goal_t *g, iw_part_state_t *ps)
+{
+    size_t  p;
+
+    for (p = 0; p < g->nparts; p++) {
+        iw_buf_free(&ps[p].tried);
+    }
+
+    free(ps);
+}
+
+
+/*
+ * Called when every task of the current round has settled.  Either saves
+ * round + 1 (its tasks, the new members, the decision) and returns IW_OK,
+ * the loop then posting the decision (iw_decide_post); or saves a
+ * conclude decision and moves the goal to concluding.
+ */
+
+int
+iw_decide(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int               rc, r, reroutes, iterations, last;
+    char             *tasks, *field, *rec, *reason;
+    size_t            p, first, k, n, done;
+    iw_buf_t          why, text;
+    iw_agent_t        to[IW_PLAN_MAX_CLAUSES];
+    const char       *kind[IW_PLAN_MAX_CLAUSES], *ended, *decision;
+    iw_part_state_t  *ps;
+
+    r = g->round;
+
+    if (g->decision[r]) {
+        /* decided before a takeover: only a conclude leaves no round r+1 */
+        return iw_goal_to_concluding(conf, g, iw_decide_ended(g, r));
+    }
+
+    ps = iw_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
+    iw_decide_parts(g, ps);
+
+    reroutes = 0;
+    iterations = 0;
+    rc = IW_OK;
+    iw_buf_init(&why);
+    iw_buf_init(&text);
+
+    for (p = 0, done = 0; p < g->nparts; p++) {
+        kind[p] = NULL;
+        done += ps[p].last && iw_streq(ps[p].last->status, "completed");
+
+        if (rc != IW_OK || ps[p].last == NULL || ps[p].last->round != r) {
+            continue;
+        }
+
+        rc = iw_decide_next(conf, g, p, ps, &to[p], &kind[p]);
+
+        if (rc != IW_OK || kind[p] == NULL) {
+            continue;
+        }
+
+        if (iw_streq(kind[p], "iterate")) {
+            iterations++;
+            iw_buf_addf(&why, "%spart %zu came back partial from %s",
+                        why.len ? "; " : "", p + 1, to[p].name);
+
+        } else {
+            reroutes++;
+            iw_buf_addf(&why, "%spart %zu %s with %s, so %s takes it",
+                        why.len ? "; " : "", p + 1,
+                        iw_streq(ps[p].last->status, "failed")
+                        ? "failed" : "timed out",
+                        ps[p].last->agent, to[p].name);
+        }
+    }
+
+    last = r + 1 >= conf->max_rounds || r + 1 >= IW_MAX_ROUNDS;
+    first = g->ntasks;
+
+    /* round r + 1: the new members and their tasks */
+    for (p = 0; p < g->nparts; p++) {
+        if (kind[p] == NULL) {
+            continue;
+        }
+
+        if (rc == IW_OK && !last) {
+            iw_decide_add_member(g, &to[p]);
+            iw_decide_add_task(g, &to[p], p, kind[p]);
+        }
+
+        free(to[p].name);
+        free(to[p].type);
+        free(to[p].desc);
+    }
+
+    iw_decide_parts_free(g, ps);
+
+    if (rc != IW_OK) {
+        iw_buf_free(&why);
+        return rc;
+    }
+
+    n = reroutes + iterations;
+
+    if (n == 0 || last) {
+        ended = n == 0 ? "settled" : "max_rounds";
+        decision = "conclude";
+
+        if (n == 0) {
+            reason = iw_sprintf("%zu of %zu part%s done, and nothing is "
+                                "left to try", done, g->nparts,
+                                g->nparts == 1 ? "" : "s");
+
+        } else {
+            reason = iw_sprintf("round %d is the last one --max-rounds "
+                                "allows, so this stays undone: %s", r + 1,
+                                why.data);
+        }
+
+        iw_buf_addf(&text, "Decision after round %d: conclude, %s.", r + 1,
+                    reason);
+
+    } else {
+        ended = NULL;
+        decision = reroutes ? (iterations ? "iterate" : "reroute")
+                            : "iterate";
+        reason = iw_buf_take(&why);
+        iw_buf_init(&why);
+
+        iw_buf_addf(&text, "Decision after round %d: %s, because %s. "
+                    "Round %d:", r + 1, decision, reason, r + 2);
+
+        for (k = first; k < g->ntasks; k++) {
+            iw_buf_addf(&text, "\n- %s (task %s): %s", g->tasks[k].agent,
+                        g->tasks[k].task_id, g->tasks[k].desc);
+        }
+    }
+
+    rec = iw_decide_record(decision, r, reason, ended, text.data, g, first);
+    field = iw_sprintf("decision:%d", r);
+    tasks = iw_store_tasks_json(g);
+
+    rc = iw_store_save(conf, g, field, rec, "tasks", tasks, "team",
+                       g->team ? g->team : "[]", NULL);
+
+    iw_info("goal %s: after round %d: %s (%s)", g->goal_id, r + 1, decision,
+            reason);
+
+    free(g->decision[r]);
+    g->decision[r] = rec;
+    free(field);
+    free(tasks);
+    free(reason);
+    iw_buf_free(&why);
+    iw_buf_free(&text);
+
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    if (ended) {
+        return iw_goal_to_concluding(conf, g, ended);
+    }
+
+    g->round = r + 1;
+
+    return IW_OK;
+}
+
+
+/*
+ * What part p needs after its latest task: *kind "reroute" with *to the
+ * next agent, "iterate" with *to the same agent, or NULL for nothing
+ * (done, or no one left to try: the account says so).
+ */
+
+static int
+iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
+    iw_part_state_t *ps, iw_agent_t *to, const char **kind)
+{
+    int          rc, given;
+    char        *query, *mark;
+    size_t       k;
+    yajl_val     v;
+    iw_task_t   *last;
+    iw_agents_t  ranked;
+
+    last = ps[p].last;
+    memset(to, 0, sizeof(*to));
+
+    if (iw_streq(last->status, "partial") && !last->sub) {
+        to->name = iw_strdup(last->agent);
+        to->type = iw_strdup("");
+        to->desc = iw_strdup("");
+        *kind = "iterate";
+        return IW_OK;
+    }
+
+    if (!iw_streq(last->status, "failed")
+        && !iw_streq(last->status, "timed_out"))
+    {
+        return IW_OK;
+    }
+
+    if (ps[p].failures >= conf->max_attempts) {
+        return IW_OK;
+    }
+
+    /* a team given by name (team_member_names, a continued room) stays
+     * that team: only its members can take a part over */
+    v = iw_json_get(g->req, "team_member_names");
+    given = (v && YAJL_IS_ARRAY(v) && v->u.array.len > 0)
+            || (g->cont_comm_id && *g->cont_comm_id);
+
+    query = iw_plan_query(g->parts[p]);
+    rc = iw_reg_retrieve(conf, query, given ? 50 : IW_DECIDE_CANDIDATES, 1,
+                         &ranked);
+    free(query);
+
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    for (k = 0; k < ranked.n; k++) {
+        if (!iw_plan_eligible(&ranked, k, conf->min_score)) {
+            break;
+        }
+
+        mark = iw_sprintf(",%s,", ranked.v[k].name);
+
+        if (strstr(ps[p].tried.data, mark) == NULL
+            && (!given || iw_decide_in_team(g, ranked.v[k].name)))
+        {
+            free(mark);
+            to->name = iw_strdup(ranked.v[k].name);
+            to->type = iw_strdup(ranked.v[k].type);
+            to->desc = iw_strdup(ranked.v[k].desc);
+            to->protocol = ranked.v[k].protocol;
+            to->score = ranked.v[k].score;
+            *kind = "reroute";
+            break;
+        }
+
+        free(mark);
+    }
+
+    iw_agents_free(&ranked);
+
+    return IW_OK;
+}
+
+
+static int
+iw_decide_in_team(iw_goal_t *g, const char *name)
+{
+    int          in;
+    size_t       i;
+    iw_agents_t  team;
+
+    if (iw_goal_members(g, &team) != IW_OK) {
+        return 0;
+    }
+
+    for (i = 0, in = 0; i < team.n; i++) {
+        in |= iw_streq(team.v[i].name, name);
+    }
+
+    iw_agents_free(&team);
+
+    return in;
+}
+
+
+/* the part as a task of the next round, joined with the agent's other
+ * parts of that round; an iteration carries the result so far */
+
+static void
+iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
+    const char *kind)
+{
+    char       *desc, *joined, hex[33];
+    size_t      i, prev;
+    iw_task_t  *t;
+
+    desc = NULL;
+
+    if (iw_streq(kind, "iterate")) {
+        for (i = 0, prev = g->ntasks; i < g->ntasks; i++) {
+            if (g->tasks[i].parts & (1u << p)
+                && g->tasks[i].round == g->round)
+            {
+                prev = i;
+            }
+        }
+
+        if (prev < g->ntasks) {
+            desc = iw_sprintf("Continue: %s\nWhat you reported so far "
+                              "(partial): %s", g->parts[p],
+                              g->tasks[prev].result ? g->tasks[prev].result
+                                                    : "");
+        }
+    }
+
+    if (desc == NULL) {
+        desc = iw_strdup(g->parts[p]);
+    }
+
+    for (i = 0; i < g->ntasks; i++) {
+        t = &g->tasks[i];
+
+        if (t->round == g->round + 1 && strcmp(t->agent, a->name) == 0) {
+            joined = iw_sprintf("%s; %s", t->desc, desc);
+            free(t->desc);
+            free(desc);
+            t->desc = joined;
+            t->parts |= 1u << p;
+            return;
+        }
+    }
+
+    g->tasks = iw_realloc(g->tasks, (g->ntasks + 1) * sizeof(iw_task_t));
+    t = &g->tasks[g->ntasks++];
+    memset(t, 0, sizeof(*t));
+    iw_random_hex(hex);
+    t->agent = iw_strdup(a->name);
+    t->task_id = iw_strdup(hex);
+    t->desc = desc;
+    t->status = iw_strdup("pending");
+    t->round = g->round + 1;
+    t->parts = 1u << p;
+}
+
+
+/* a re-route's agent joins the team (the room follows when the decision
+ * is posted, iw_decide_post); the coordinator stays last, as IoA orders
+ * agent_names + [sender] */
+
+static void
+iw_decide_add_member(iw_goal_t *g, const iw_agent_t *a)
+{
+    size_t             i;
+    iw_buf_t           b;
+    iw_agents_t        team;
+    const iw_agent_t  *m;
+
+    if (iw_goal_members(g, &team) != IW_OK || team.n == 0) {
+        iw_agents_free(&team);
+        return;
+    }
+
+    for (i = 0; i < team.n; i++) {
+        if (strcmp(team.v[i].name, a->name) == 0) {
+            iw_agents_free(&team);
+            return;
+        }
+    }
+
+    iw_buf_init(&b);
+    iw_buf_addc(&b, '[');
+
+    for (i = 0; i <= team.n; i++) {
+        m = i + 1 < team.n ? &team.v[i] : i + 1 == team.n ? a
+                                                          : &team.v[i - 1];
+
+        iw_buf_adds(&b, i ? ",{\"name\":" : "{\"name\":");
+        iw_json_str(&b, m->name);
+        iw_buf_adds(&b, ",\"type\":");
+        iw_json_str(&b, m->type ? m->type : "");
+        iw_buf_adds(&b, ",\"desc\":");
+        iw_json_str(&b, m->desc ? m->desc : "");
+        iw_buf_addf(&b, ",\"protocol\":%s}", m->protocol ? "true" : "false");
+    }
+
+    iw_buf_addc(&b, ']');
+    free(g->team);
+    g->team = iw_buf_take(&b);
+    iw_agents_free(&team);
+}
+
+
+static char *
+iw_decide_record(const char *decision, int round, const char *reason,
+    const char *ended, const char *text, iw_goal_t *g, size_t from)
+{
+    size_t    k, p;
+    iw_buf_t  b;
+
+    iw_buf_init(&b);
+    iw_buf_adds(&b, "{\"decision\":");
+    iw_json_str(&b, decision);
+    iw_buf_addf(&b, ",\"round\":%d,\"reason\":", round + 1);
+    iw_json_str(&b, reason);
+    iw_buf_adds(&b, ",\"bound\":");
+    iw_json_str_or_null(&b, ended);
+    iw_buf_adds(&b, ",\"tasks\":[");
+
+    for (k = from; k < g->ntasks; k++) {
+        iw_buf_adds(&b, k > from ? ",{\"agent\":" : "{\"agent\":");
+        iw_json_str(&b, g->tasks[k].agent);
+        iw_buf_adds(&b, ",\"task_id\":");
+        iw_json_str(&b, g->tasks[k].task_id);
+        iw_buf_adds(&b, ",\"parts\":[");
+
+        for (p = 0; p < g->nparts; p++) {
+            if (g->tasks[k].parts & (1u << p)) {
+                iw_buf_addf(&b, "%s%zu",
+                            b.data[b.len - 1] == '[' ? "" : ",", p + 1);
+            }
+        }
+
+        iw_buf_adds(&b, "]}");
+    }
+
+    iw_buf_adds(&b, "],\"text\":");
+    iw_json_str(&b, text);
+    iw_buf_addc(&b, '}');
+
+    return iw_buf_take(&b);
+}
+
+
+/* the bound a saved conclude decision names */
+
+const char *
+iw_decide_ended(iw_goal_t *g, int round)
+{
+    yajl_val     d;
+    const char  *ended;
+
+    d = g->decision[round] ? iw_json_parse(g->decision[round],
+                                           strlen(g->decision[round]))
+                           : NULL;
+    ended = iw_streq(iw_json_get_str(d, "bound"), "max_rounds")
+            ? "max_rounds" : "settled";
+    yajl_tree_free(d);
+
+    return ended;
+}
+
+
+/*
+ * Posts the decision of the round before the current one: the new members
+ * join the room first (teamup of the same room: the registry's room sets,
+ * the members set, the hub's event that links their connections), then the
+ * DISCUSSION with "ioa_decision".  Joining again after a takeover changes
+ * nothing.
+ */
+
+int
+iw_decide_post(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int          rc, r, step;
+    char       **names, *refused, *extra, *error;
+    size_t       i, n;
+    iw_buf_t     next;
+    yajl_val     d;
+    iw_agents_t  team;
+    const char  *text;
+
+    r = g->round - 1;
+    step = r * IW_ROUND_STEPS + IW_STEP_DECIDE;
+
+    if (iw_goal_members(g, &team) != IW_OK) {
+        return iw_goal_fail(conf, g, "the goal's team is not valid JSON");
+    }
+
+    names = iw_alloc((team.n + 1) * sizeof(char *));
+
+    for (i = 0, n = 0; i < team.n; i++) {
+        names[n++] = team.v[i].name;
+    }
+
+    rc = iw_reg_join(conf, g->comm_id, g->team_name, names, n, &refused);
+    free(names);
+    iw_agents_free(&team);
+
+    if (rc == IW_ERROR) {
+        return IW_ERROR;
+    }
+
+    if (rc == 1) {
+        error = iw_sprintf("a re-routed agent could not join the room: %s",
+                           refused);
+        free(refused);
+        rc = iw_goal_fail(conf, g, error);
+        free(error);
+        return rc;
+    }
+
+    d = g->decision[r] ? iw_json_parse(g->decision[r],
+                                       strlen(g->decision[r]))
+                       : NULL;
+    text = iw_json_get_str(d, "text");
+
+    /* the coordinator keeps the floor: the assignment follows at once */
+    iw_buf_init(&next);
+    iw_buf_addc(&next, '[');
+    iw_json_str(&next, conf->name);
+    iw_buf_addc(&next, ']');
+
+    extra = iw_sprintf("\"ioa_decision\":%s",
+                       g->decision[r] ? g->decision[r] : "null");
+
+    rc = iw_goal_post(conf, g, step, IW_TYPE_DISCUSSION,
+                      text ? text : "Decision: another round.", next.data,
+                      NULL, extra);
+
+    free(extra);
+    iw_buf_free(&next);
+    yajl_tree_free(d);
+
+    return rc;
+}
+
+
+/* "ioa_decision" of the CONCLUDE_GROUP_DISCUSSION: the review's own, or
+ * one naming the bound that ended the goal early */
+
+char *
+iw_decide_conclude_extra(iw_goal_t *g, const char *text)
+{
+    iw_buf_t  b;
+
+    if (g->decision[g->round] && (iw_streq(g->ended, "settled")
+                                  || iw_streq(g->ended, "max_rounds")))
+    {
+        return iw_sprintf("\"ioa_decision\":%s", g->decision[g->round]);
+    }
+
+    iw_buf_init(&b);
+    iw_buf_adds(&b, "\"ioa_decision\":{\"decision\":\"conclude\",\"round\":");
+    iw_buf_addf(&b, "%d,\"reason\":", g->round + 1);
+    iw_json_str(&b, text);
+    iw_buf_adds(&b, ",\"bound\":");
+    iw_json_str(&b, g->ended);
+    iw_buf_adds(&b, ",\"tasks\":[]}");
+
+    return iw_buf_take(&b);
+}
+
+
+/* the text of the CONCLUDE_GROUP_DISCUSSION */
+
+char *
+iw_decide_conclude_text(iw_goal_t *g)
+{
+    char        *text;
+    yajl_val     d;
+    const char  *s;
+
+    if (g->decision[g->round] && (iw_streq(g->ended, "settled")
+                                  || iw_streq(g->ended, "max_rounds")))
+    {
+        d = iw_json_parse(g->decision[g->round],
+                          strlen(g->decision[g->round]));
+        s = iw_json_get_str(d, "text");
+        text = s ? iw_strdup(s) : NULL;
+        yajl_tree_free(d);
+
+        if (text) {
+            return text;
+        }
+    }
+
+    return iw_plan_conclude(g->ended, g->max_turns);
+}
+
+
+/*
+ * The built-in conclusion, an honest account: every part of the goal with
+ * its result, or why it has none.  Only completed parts count as done.
+ */
+
+char *
+iw_decide_account(const iw_conf_t *conf, iw_goal_t *g)
+{
+    size_t            p, done, first;
+    iw_buf_t          b;
+    iw_task_t        *t;
+    iw_part_state_t  *ps;
+
+    ps = iw_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
+    iw_decide_parts(g, ps);
+
+    for (p = 0, done = 0; p < g->nparts; p++) {
+        done += ps[p].last && iw_streq(ps[p].last->status, "completed");
+    }
+
+    iw_buf_init(&b);
+
+    if (iw_streq(g->ended, "cancelled")) {
+        iw_buf_adds(&b, "The goal was cancelled before it was achieved.\n");
+
+    } else if (iw_streq(g->ended, "max_turns")) {
+        iw_buf_addf(&b, "Concluded at the turn limit (max_turns %lld).\n",
+                    g->max_turns);
+
+    } else if (iw_streq(g->ended, "token_budget")) {
+        iw_buf_adds(&b, "Concluded at the token budget.\n");
+
+    } else if (iw_streq(g->ended, "max_rounds")) {
+        iw_buf_addf(&b, "Concluded at the round limit (%lld).\n",
+                    conf->max_rounds);
+    }
+
+    iw_buf_addf(&b, "Goal: %s\n%zu of %zu part%s done.", g->goal, done,
+                g->nparts, g->nparts == 1 ? "" : "s");
+
+    for (p = 0; p < g->nparts; p++) {
+        t = ps[p].last;
+        iw_buf_addf(&b, "\n%zu. %s\n   ", p + 1, g->parts[p]);
+
+        /* one task for several parts: its result is told once */
+        for (first = 0; t && !(t->parts & (1u << first)); first++) {
+            /* void */
+        }
+
+        if (t && first < p) {
+            iw_buf_addf(&b, "With part %zu, in the same task.", first + 1);
+            continue;
+        }
+
+        if (t == NULL) {
+            iw_buf_addf(&b, "Not done: %s.", g->part_why[p]
+                        ? g->part_why[p] : "no agent was given it");
+
+        } else if (iw_streq(t->status, "completed")) {
+            iw_buf_addf(&b, "%s: %s", t->agent, t->result ? t->result : "");
+
+        } else if (iw_streq(t->status, "partial")) {
+            iw_buf_addf(&b, "Partly done by %s: %s", t->agent,
+                        t->result && *t->result ? t->result : "no result");
+
+        } else if (iw_streq(t->status, "failed")
+                   || iw_streq(t->status, "timed_out"))
+        {
+            iw_buf_addf(&b, "Not done: %s %s", t->agent,
+                        iw_streq(t->status, "failed") ? "failed"
+                                                      : "timed out");
+
+            if (t->result && *t->result) {
+                iw_buf_addf(&b, " (%s)", t->result);
+
+            } else if (iw_streq(t->status, "timed_out")) {
+                iw_buf_addf(&b, " (no result within %lld s)",
+                            conf->task_timeout_ms / 1000);
+            }
+
+            iw_buf_addf(&b, "; %d agent%s tried, %s.", ps[p].failures,
+                        ps[p].failures == 1 ? "" : "s",
+                        ps[p].failures >= conf->max_attempts
+                        ? "the attempts allowed are used up"
+                        : "no other online agent matches it well enough");
+
+        } else {
+            iw_buf_addf(&b, "Not done: %s's task was %s.", t->agent,
+                        iw_streq(t->status, "cancelled") ? "cancelled"
+                        : iw_streq(t->status, "in_progress")
+                        ? "still in progress" : "still pending");
+        }
+    }
+
+    iw_decide_parts_free(g, ps);
+
+    return iw_buf_take(&b);
+}
