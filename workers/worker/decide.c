@@ -771,6 +771,8 @@ iw_decide_account(const iw_conf_t *conf, iw_goal_t *g)
                         ps[p].failures == 1 ? "" : "s",
                         ps[p].failures >= conf->max_attempts
                         ? "the attempts allowed are used up"
+                        : !iw_streq(g->ended, "settled")
+                        ? "and the goal ended before another could"
                         : "no other online agent matches it well enough");
 
         } else {
