@@ -480,8 +480,9 @@ iw_decide_add_member(iw_goal_t *g, const iw_agent_t *a)
     iw_buf_addc(&b, '[');
 
     for (i = 0; i <= team.n; i++) {
-        m = i + 1 < team.n ? &team.v[i] : i + 1 == team.n ? a
-                                                          : &team.v[i - 1];
+        /* the members but the last, the newcomer, the coordinator */
+        m = (i < team.n - 1) ? &team.v[i] : (i == team.n - 1) ? a
+                                                              : &team.v[i - 1];
 
         iw_buf_adds(&b, i ? ",{\"name\":" : "{\"name\":");
         iw_json_str(&b, m->name);

@@ -203,32 +203,24 @@ sub fsm {
 
 sub state_of { redis_cmd('HGET', "ioa:{goal:$_[0]}:meta", 'state') // '' }
 
-# The room's envelopes in Stream order, decoded, each with its id and the
-# stored text in _raw.
-sub room {
-    my $cid = shift;
-    my $r = redis_cmd('XRANGE', "ioa:{room:$cid}:log", '-', '+');
+# A log stream's entries in order, decoded, each with its stream id under
+# $idkey and the stored text in _raw.
+sub log_entries {
+    my ($key, $idkey) = @_;
+    my $r = redis_cmd('XRANGE', $key, '-', '+');
     return map {
         my $raw = { @{ $_->[1] } }->{e};
         my $e = json()->decode($raw);
-        $e->{id} = $_->[0];
+        $e->{$idkey} = $_->[0];
         $e->{_raw} = $raw;
         $e
     } @$r;
 }
 
-# The goal's event feed, decoded, each with its feed id and raw text.
-sub feed {
-    my $gid = shift;
-    my $r = redis_cmd('XRANGE', "ioa:{room:goal-$gid}:log", '-', '+');
-    return map {
-        my $raw = { @{ $_->[1] } }->{e};
-        my $e = json()->decode($raw);
-        $e->{_id} = $_->[0];
-        $e->{_raw} = $raw;
-        $e
-    } @$r;
-}
+# The room's envelopes (the Stream id in id), and the goal's event feed
+# (its id in _id).
+sub room { log_entries("ioa:{room:$_[0]}:log", 'id') }
+sub feed { log_entries("ioa:{room:goal-$_[0]}:log", '_id') }
 
 sub coordinator_steps {
     return map { $_->{ioa_step} } grep { $_->{sender} eq $COORD } @_;
