@@ -41,11 +41,15 @@ static void ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body);
 static void ngx_ioa_register_done(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body);
 static void ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply);
+/* the replies' tuples: retrieve.lua, query.lua, list_agents.lua */
+#define NGX_IOA_RETRIEVE_TUPLE  8
+#define NGX_IOA_QUERY_TUPLE     9
+
 static void ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body);
 static void ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f,
-    ngx_uint_t created, ngx_uint_t score);
+    ngx_uint_t created, ngx_uint_t score, ngx_uint_t record);
 static ngx_int_t ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix,
     ngx_str_t *name, ngx_str_t *key);
 static void ngx_ioa_presence_done(redisReply *reply, void *data);
@@ -446,7 +450,7 @@ ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply)
     ngx_ioa_jbuf_t  b;
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
-        || reply->elements % 7)
+        || reply->elements % NGX_IOA_RETRIEVE_TUPLE)
     {
         ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
         return;
@@ -463,12 +467,12 @@ ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply)
 
     /* name, type, desc, tags_json, score, online, protocol */
 
-    for (i = 0; i < reply->elements; i += 7) {
+    for (i = 0; i < reply->elements; i += NGX_IOA_RETRIEVE_TUPLE) {
         if (i) {
             ngx_ioa_jbuf_byte(&b, ',');
         }
 
-        ngx_ioa_agent_json(&b, &reply->element[i], 0, 1);
+        ngx_ioa_agent_json(&b, &reply->element[i], 0, 1, 1);
     }
 
     ngx_ioa_jbuf_byte(&b, ']');
@@ -586,7 +590,7 @@ ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
     single = rctx->single;
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
-        || reply->elements % 8)
+        || reply->elements % NGX_IOA_QUERY_TUPLE)
     {
         ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
         return;
@@ -599,7 +603,7 @@ ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    n = reply->elements / 8;
+    n = reply->elements / NGX_IOA_QUERY_TUPLE;
     unknown = 0;
     first = 1;
 
@@ -607,17 +611,18 @@ ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
         ngx_ioa_jbuf_byte(&b, '[');
     }
 
-    /* found, name, type, desc, tags_json, created_at, online, protocol */
+    /* found, name, type, desc, tags_json, created_at, online, protocol,
+     * record */
 
     for (i = 0; i < n; i++) {
-        if (reply->element[i * 8]->str[0] != '1') {
+        if (reply->element[i * NGX_IOA_QUERY_TUPLE]->str[0] != '1') {
             if (unknown++) {
                 ngx_ioa_jbuf_literal(&missing, ", ");
             }
 
             ngx_ioa_jbuf_raw(&missing,
-                             (u_char *) reply->element[i * 8 + 1]->str,
-                             reply->element[i * 8 + 1]->len);
+                             (u_char *) reply->element[i * NGX_IOA_QUERY_TUPLE + 1]->str,
+                             reply->element[i * NGX_IOA_QUERY_TUPLE + 1]->len);
             continue;
         }
 
@@ -626,7 +631,8 @@ ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
         }
 
         first = 0;
-        ngx_ioa_agent_json(&b, &reply->element[i * 8 + 1], 1, 0);
+        ngx_ioa_agent_json(&b, &reply->element[i * NGX_IOA_QUERY_TUPLE + 1],
+                           1, 0, 1);
     }
 
     if (unknown) {
@@ -772,7 +778,7 @@ ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply)
             u_char  *mark;
 
             mark = b.pos;
-            ngx_ioa_agent_json(&b, &reply->element[i], 1, 0);
+            ngx_ioa_agent_json(&b, &reply->element[i], 1, 0, 0);
 
             if (!b.failed && b.pos > mark) {
                 ngx_memmove(mark, mark + 1, b.pos - mark - 1);
@@ -790,13 +796,14 @@ ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply)
 /*
  * One agent as IoA's AgentInfo plus ours:
  * {"name","type","desc","tags":[..],"online":bool,"speaks_protocol":bool,
- *  "created_at" | "score"}.  f points at name, type, desc, tags_json, then
- * created_at or score, online, protocol.
+ *  "created_at" | "score", "record"}.  f points at name, type, desc,
+ * tags_json, then created_at or score, online, protocol, and with record
+ * the agent's task record (JSON written by query.lua and retrieve.lua).
  */
 
 static void
 ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f, ngx_uint_t created,
-    ngx_uint_t score)
+    ngx_uint_t score, ngx_uint_t record)
 {
     ngx_str_t  s;
 
@@ -852,11 +859,25 @@ ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f, ngx_uint_t created,
     ngx_ioa_field(6);
 
     if (s.len && s.data[0] == '1') {
-        ngx_ioa_jbuf_literal(b, "true}");
+        ngx_ioa_jbuf_literal(b, "true");
 
     } else {
-        ngx_ioa_jbuf_literal(b, "false}");
+        ngx_ioa_jbuf_literal(b, "false");
     }
+
+    if (record) {
+        ngx_ioa_field(7);
+        ngx_ioa_jbuf_literal(b, ",\"record\":");
+
+        if (s.len) {
+            ngx_ioa_jbuf_raw(b, s.data, s.len);
+
+        } else {
+            ngx_ioa_jbuf_literal(b, "{}");
+        }
+    }
+
+    ngx_ioa_jbuf_byte(b, '}');
 
 #undef ngx_ioa_field
 }

@@ -5,10 +5,10 @@
 -- ARGV[2]  now_ms          an agent is online iff its online score > now_ms
 -- ARGV[3..] names          one or more names, answered in this order
 --
--- Returns  a flat array of 8-tuples, one per requested name, in request order:
+-- Returns  a flat array of 9-tuples, one per requested name, in request order:
 --            found "1"|"0", name, type, desc, tags_json, created_at,
---            online "1"|"0", protocol "1"|"0"
---          For an unknown name: "0", name, "", "", "", "", online, "0".
+--            online "1"|"0", protocol "1"|"0", record (JSON, as retrieve.lua)
+--          For an unknown name: "0", name, "", "", "", "", online, "0", "".
 --          online is reported even for unknown names, since presence is kept
 --          per connected name whether or not it registered.
 -- Errors   BADARG  keys not derived from B, now_ms not a number, no name
@@ -16,6 +16,18 @@
 -- Agent hashes are B..'agent:'..name, derived here; they share the {reg} hash
 -- tag with KEYS[1]. One script so the answer is one consistent snapshot in one
 -- round trip whatever the number of names.
+
+-- BEGIN record (identical in query.lua and retrieve.lua)
+-- An agent's task record as JSON: the outcomes the goal workers counted in
+-- B..'rep:'..name (workers/worker/lua/rep_record.lua, once per task).
+local function record(B, name)
+  local r = redis.call('HMGET', B .. 'rep:' .. name,
+                       'completed', 'partial', 'failed', 'timed_out')
+  return string.format('{"completed":%d,"partial":%d,"failed":%d,"timed_out":%d}',
+                       tonumber(r[1]) or 0, tonumber(r[2]) or 0,
+                       tonumber(r[3]) or 0, tonumber(r[4]) or 0)
+end
+-- END record
 
 local B, now = ARGV[1], tonumber(ARGV[2])
 if KEYS[1] ~= B .. 'online' then
@@ -44,8 +56,9 @@ for i = 3, #ARGV do
     out[#out + 1] = a[4]
     out[#out + 1] = online
     out[#out + 1] = a[5] or '0'
+    out[#out + 1] = record(B, name)
   else
-    for _, v in ipairs({ '0', name, '', '', '', '', online, '0' }) do
+    for _, v in ipairs({ '0', name, '', '', '', '', online, '0', '' }) do
       out[#out + 1] = v
     end
   end

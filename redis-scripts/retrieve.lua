@@ -9,8 +9,9 @@
 -- ARGV[5]  exclude         a name never returned (the sender), "" for none
 -- ARGV[6..] queries        one or more query strings
 --
--- Returns  a flat array of 7-tuples, one per agent:
---            name, type, desc, tags_json, score ("%.4f"), online "1"|"0", protocol
+-- Returns  a flat array of 8-tuples, one per agent:
+--            name, type, desc, tags_json, score ("%.4f"), online "1"|"0", protocol,
+--            record (JSON {"completed","partial","failed","timed_out"})
 --          Each query keeps its own top `limit` (score desc, then name asc in
 --          byte order), after the online/exclude filters; the lists are
 --          concatenated in query order and a name seen before is dropped
@@ -105,6 +106,18 @@ local SPLIT = 4294967296
 -- long walk costs few calls.  A step is one ZRANGE, plus one HMGET per other
 -- term for the agents still in the race.
 local STEP_FIRST, STEP_MAX = 8, 512
+
+-- BEGIN record (identical in query.lua and retrieve.lua)
+-- An agent's task record as JSON: the outcomes the goal workers counted in
+-- B..'rep:'..name (workers/worker/lua/rep_record.lua, once per task).
+local function record(B, name)
+  local r = redis.call('HMGET', B .. 'rep:' .. name,
+                       'completed', 'partial', 'failed', 'timed_out')
+  return string.format('{"completed":%d,"partial":%d,"failed":%d,"timed_out":%d}',
+                       tonumber(r[1]) or 0, tonumber(r[2]) or 0,
+                       tonumber(r[3]) or 0, tonumber(r[4]) or 0)
+end
+-- END record
 
 local B, now = ARGV[1], tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
@@ -597,6 +610,7 @@ for q = 6, #ARGV do
       out[#out + 1] = string.format('%.4f', top[k].s)
       out[#out + 1] = is_online(name) and '1' or '0'
       out[#out + 1] = a[4] or '0'
+      out[#out + 1] = record(B, name)
     end
   end
 end

@@ -275,6 +275,8 @@ GET /health_check
     fresh($ctx);
     my $ag = demo_agents($ctx, Tallier => 'counts the words in a text');
     for my $step (40, 110) {
+        # a fresh record each time, or Tallier's would win the work at once
+        redis_cmd('DEL', 'ioa:{reg}:rep:Counter', 'ioa:{reg}:rep:Tallier');
         my $w1 = worker($ctx, "a$step", crash_after => $step, claim_idle => 1);
         my $gid = launch(goal => 'Count the words in "one two three".');
         ok drive(agents => $ag, how => { Counter => 'fail' }, secs => 10,
@@ -289,8 +291,57 @@ GET /health_check
             "step $step: every step once";
         is scalar(decisions(grep { $_->{type} == 4 } @env)), 1, "step $step: one decision";
         like meta($gid)->{conclusion}, qr/\n1 of 1 part done\./, "step $step: done by the re-route";
+        is_deeply [redis_cmd('HGET', 'ioa:{reg}:rep:Counter', 'failed'),
+                   redis_cmd('HGET', 'ioa:{reg}:rep:Tallier', 'completed')], [1, 1],
+            "step $step: each outcome recorded once across the takeover";
         stop_workers();
     }
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 7: every task outcome goes into its agent's record, once; /query_assistant and /retrieve_assistant show it, and a flaky agent loses work to a reliable one that describes itself the same way
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx, Alpha => 'tallies the words in a text',
+                         Beta => 'tallies the words in a text');
+    worker($ctx, 'w1');
+    my $gid = launch(goal => 'Tally the words in "one two".');
+    ok drive(agents => $ag, how => { Alpha => 'fail' },
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my @assign = grep { $_->{type} == 6 } room(meta($gid)->{comm_id});
+    is_deeply [map { keys %{ $_->{tasks} } } @assign], [qw(Alpha Beta)],
+        'a tie goes by name while nobody has a record: Alpha, then Beta after Alpha failed';
+
+    my ($code, $d) = api($ctx, POST => '/query_assistant', { name => 'Alpha' });
+    is $code, 200, 'query_assistant';
+    is_deeply $d->{record}, { completed => 0, partial => 0, failed => 1, timed_out => 0 },
+        'Alpha: one task failed, counted once (the review and the conclusion both record it)';
+    ($code, $d) = api($ctx, POST => '/retrieve_assistant', { sender => 'Zed', capabilities => ['tallies words'] });
+    my %rec = map { $_->{name} => $_->{record} } @$d;
+    is_deeply $rec{Beta}, { completed => 1, partial => 0, failed => 0, timed_out => 0 },
+        'retrieve_assistant: Beta completed one';
+    is $rec{Alpha}{failed}, 1, 'retrieve_assistant: Alpha failed one';
+
+    my $g2 = launch(goal => 'Tally the words in "three four five".');
+    ok drive(agents => $ag, until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    @assign = grep { $_->{type} == 6 } room(meta($g2)->{comm_id});
+    is_deeply [map { keys %{ $_->{tasks} } } @assign], ['Beta'],
+        'the same match, the better record: Beta gets the work';
+    is redis_cmd('HGET', 'ioa:{reg}:rep:Beta', 'completed'), 2, 'Beta: two completed';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
 --- no_error_log
 [alert]
 [crit]

@@ -91,6 +91,17 @@ for my $name (qw(register retrieve query list_agents teamup_members
     my ($b) = slurp("$scripts/retrieve.lua") =~ /(-- BEGIN tokenizer.*?-- END tokenizer)/s;
     ok(defined $a && defined $b && $a eq $b,
        'the tokenizer is identical in register.lua and retrieve.lua');
+    ($a) = slurp("$scripts/query.lua") =~ /(-- BEGIN record.*?-- END record)/s;
+    ($b) = slurp("$scripts/retrieve.lua") =~ /(-- BEGIN record.*?-- END record)/s;
+    ok(defined $a && defined $b && $a eq $b,
+       'the task record is read the same way in query.lua and retrieve.lua');
+}
+
+# an agent's task record as query.lua and retrieve.lua return it
+sub record_json {
+    my (%c) = @_;
+    return sprintf '{"completed":%d,"partial":%d,"failed":%d,"timed_out":%d}',
+        map { $c{$_} // 0 } qw(completed partial failed timed_out);
 }
 
 sub run_script {
@@ -123,7 +134,7 @@ sub retrieve {
         $o{exclude} // '', @{ $o{queries} });
     return $rep if ref $rep eq 'Err';
     my @rows;
-    push @rows, [ splice @$rep, 0, 7 ] while @$rep;
+    push @rows, [ splice @$rep, 0, 8 ] while @$rep;
     return \@rows;
 }
 
@@ -263,8 +274,13 @@ is_deeply(names($res), [qw(anna sam carl lena)],
 is_deeply([ map { $_->[4] } @$res ],
           [ map { sprintf '%.4f', $_ } bm25(2, 3, 4), bm25(1, 2, 4), bm25(1, 3, 4), bm25(1, 7, 4) ],
           'scores are BM25 (k1 1.2, b 0.75) with 4 decimals');
-is_deeply($res->[0], [ 'anna', 'Thing Assistant', 'image image crop', '[]', $res->[0][4], '0', '0' ],
-          'a result row is name, type, desc, tags, score, online, protocol');
+is_deeply($res->[0], [ 'anna', 'Thing Assistant', 'image image crop', '[]', $res->[0][4], '0', '0',
+                       record_json() ],
+          'a result row is name, type, desc, tags, score, online, protocol, record');
+$r->cmd('HSET', "${RB}rep:anna", completed => 3, failed => 1, timed_out => 2);
+is(retrieve($RB, queries => [ 'image' ])->[0][7], record_json(completed => 3, failed => 1, timed_out => 2),
+   'the record counts the workers wrote');
+$r->cmd('DEL', "${RB}rep:anna");
 
 is_deeply(names(retrieve($RB, queries => [ 'crop rotate' ])), [qw(rita anna carl xena)],
           'a rare term outweighs a common one; equal scores ordered by name');
@@ -540,11 +556,14 @@ is(err_code(presence('', $NOW, 'x')), 'BADARG', 'presence: an empty holder is BA
 
 # --- query -----------------------------------------------------------------------
 
+$r->cmd('HSET', "${RB}rep:sam", partial => 2);
 $res = run_script('query', [ "${RB}online" ], $RB, $NOW, qw(carl nobody sam));
-is_deeply($res, [ '1', 'carl', 'Thing Assistant', 'image scale crop', '[]', '2024-01-01-00-00-00', '1', '0',
-                  '0', 'nobody', '', '', '', '', '0', '0',
-                  '1', 'sam', 'Thing Assistant', 'image short', '[]', '2024-01-01-00-00-00', '0', '0' ],
-          'query: 8-tuples in request order, unknown names marked 0');
+is_deeply($res, [ '1', 'carl', 'Thing Assistant', 'image scale crop', '[]', '2024-01-01-00-00-00', '1', '0', record_json(),
+                  '0', 'nobody', '', '', '', '', '0', '0', '',
+                  '1', 'sam', 'Thing Assistant', 'image short', '[]', '2024-01-01-00-00-00', '0', '0',
+                  record_json(partial => 2) ],
+          'query: 9-tuples in request order (the record last), unknown names marked 0');
+$r->cmd('DEL', "${RB}rep:sam");
 is(run_script('query', [ "${B}online" ], $B, $NOW, 'alice')->[4], '["summary"]', 'query: tags as JSON');
 is(err_code(run_script('query', [ "${B}online" ], $B, $NOW)), 'BADARG', 'query without a name: BADARG');
 

@@ -50,6 +50,13 @@
  * "ended" names the bound: settled, max_rounds, max_turns, token_budget,
  * cancelled.
  *
+ * Records.  Every settled task (completed, partial, failed, timed_out) is
+ * counted in its agent's record when its round is reviewed and again when
+ * the goal concludes (rep_record.lua counts a task once, whoever asks);
+ * query.lua and retrieve.lua return the record, and among equally good
+ * matches the planner and the re-route prefer the agent that finished
+ * more of its tasks (registry.c: iw_reg_prefer_reliable).
+ *
  * Exactly once.  Round r's steps are numbered from IW_ROUND_STEPS * r (the
  * offsets of iw.h), and its decision is step IW_ROUND_STEPS * r +
  * IW_STEP_DECIDE, above every step of round r and below round r + 1's.  The
@@ -155,6 +162,10 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
     if (g->decision[r]) {
         /* decided before a takeover: only a conclude leaves no round r+1 */
         return iw_goal_to_concluding(conf, g, iw_decide_ended(g, r));
+    }
+
+    if (iw_decide_record_tasks(conf, g, r) != IW_OK) {
+        return IW_ERROR;
     }
 
     ps = iw_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
@@ -538,6 +549,31 @@ iw_decide_record(const char *decision, int round, const char *reason,
     iw_buf_addc(&b, '}');
 
     return iw_buf_take(&b);
+}
+
+
+/* Every settled task of round `round` (-1: of every round) goes into its
+ * agent's record; a task of a nested team is not one agent's doing. */
+
+int
+iw_decide_record_tasks(const iw_conf_t *conf, iw_goal_t *g, int round)
+{
+    size_t      i;
+    iw_task_t  *t;
+
+    for (i = 0; i < g->ntasks; i++) {
+        t = &g->tasks[i];
+
+        if (t->sub || (round >= 0 && t->round != round)) {
+            continue;
+        }
+
+        if (iw_reg_record(conf, t->agent, t->task_id, t->status) != IW_OK) {
+            return IW_ERROR;
+        }
+    }
+
+    return IW_OK;
 }
 
 

@@ -78,8 +78,10 @@
 /* a goal handed out this many times has killed every worker that took it */
 #define IW_GOAL_MAX_DELIVERIES  10
 
-/* discovery: agents kept per capability query, as IoA's registry */
-#define IW_GOAL_RETRIEVE_LIMIT  3
+/* discovery: agents read per capability query; more than IoA's 3, so that
+ * among equally good matches the one with the better record can be found
+ * (iw_reg_prefer_reliable) */
+#define IW_GOAL_RETRIEVE_LIMIT  10
 
 static int iw_goal_loop(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g);
@@ -930,6 +932,10 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     if (!cancelled && g->step < base + IW_STEP_CONCLUDE) {
+        if (iw_decide_record_tasks(conf, g, -1) != IW_OK) {
+            return IW_ERROR;
+        }
+
         text = iw_decide_conclude_text(g);
         extra = iw_decide_conclude_extra(g, text);
         iw_buf_init(&b);

@@ -145,6 +145,7 @@ typedef enum {
     IW_LUA_FSM_SAVE,
     IW_LUA_GOAL_SPAWN,
     IW_LUA_VERIFY,
+    IW_LUA_REP_RECORD,
     IW_LUA_N
 } iw_lua_e;
 
@@ -215,12 +216,18 @@ typedef struct {
     int           online;
     int           protocol;          /* speaks IoA itself: its turns are its own */
     double        score;             /* BM25 against the query, retrieve only */
+    long long     completed;         /* its task record (rep_record.lua) */
+    long long     unfinished;        /* failed + timed_out */
 } iw_agent_t;
 
 typedef struct {
     iw_agent_t   *v;
     size_t        n;
 } iw_agents_t;
+
+/* the replies of query.lua and retrieve.lua: values per agent */
+#define IW_QUERY_TUPLE       9
+#define IW_RETRIEVE_TUPLE    8
 
 int iw_reg_register(const iw_conf_t *conf);
 int iw_reg_query(const iw_conf_t *conf, char **names, size_t n,
@@ -229,6 +236,9 @@ int iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
     int online_only, iw_agents_t *out);
 int iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, char **members, size_t n, char **refused);
+void iw_reg_prefer_reliable(iw_agents_t *ranked);
+int iw_reg_record(const iw_conf_t *conf, const char *agent,
+    const char *task_id, const char *status);
 int iw_reg_join(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, char **members, size_t n, char **refused);
 void iw_agents_free(iw_agents_t *a);
@@ -469,6 +479,7 @@ size_t iw_goal_round_tasks(iw_goal_t *g, size_t *first);
  * the built-in account of what was done */
 int iw_decide(const iw_conf_t *conf, iw_goal_t *g);
 int iw_decide_post(const iw_conf_t *conf, iw_goal_t *g);
+int iw_decide_record_tasks(const iw_conf_t *conf, iw_goal_t *g, int round);
 const char *iw_decide_ended(iw_goal_t *g, int round);
 char *iw_decide_conclude_text(iw_goal_t *g);
 char *iw_decide_conclude_extra(iw_goal_t *g, const char *text);

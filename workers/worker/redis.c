@@ -17,7 +17,7 @@
  * Scripts: the hub's own (post, register, retrieve, query, teamup_members,
  * room_create, verify) are read from --scripts at start, so the worker runs exactly
  * the code the hub runs; the worker's own (goal_event, job_touch,
- * meta_state, fsm_save, goal_spawn, in lua/) are compiled in.  All are run with EVALSHA; a
+ * meta_state, fsm_save, goal_spawn, rep_record, in lua/) are compiled in.  All are run with EVALSHA; a
  * NOSCRIPT answer (Redis restarted or SCRIPT FLUSH) loads the script again
  * and repeats the call once, which is safe because NOSCRIPT means nothing
  * ran.
@@ -72,6 +72,7 @@ static iw_lua_t  iw_lua[IW_LUA_N] = {
     { "fsm_save", NULL, NULL, "" },
     { "goal_spawn", NULL, NULL, "" },
     { "verify", "verify.lua", NULL, "" },
+    { "rep_record", NULL, NULL, "" },
 };
 
 
@@ -134,6 +135,7 @@ iw_redis_init(const iw_conf_t *conf)
     iw_lua[IW_LUA_META_STATE].body = iw_strdup(iw_lua_meta_state);
     iw_lua[IW_LUA_FSM_SAVE].body = iw_strdup(iw_lua_fsm_save);
     iw_lua[IW_LUA_GOAL_SPAWN].body = iw_strdup(iw_lua_goal_spawn);
+    iw_lua[IW_LUA_REP_RECORD].body = iw_strdup(iw_lua_rep_record);
 
     for (i = 0; i < IW_LUA_N; i++) {
         if (iw_lua[i].file == NULL) {

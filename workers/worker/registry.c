@@ -26,6 +26,7 @@
 
 static void iw_agent_set(iw_agent_t *a, const char *name, const char *type,
     const char *desc);
+static void iw_agent_record(iw_agent_t *a, const char *json);
 static int iw_reg_room(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, char **members, size_t n, int join,
     char **refused);
@@ -125,7 +126,7 @@ iw_reg_query(const iw_conf_t *conf, char **names, size_t n, iw_agents_t *out)
         return IW_ERROR;
     }
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 8 * n) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != IW_QUERY_TUPLE * n) {
         iw_error("query.lua: %s",
                  r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         freeReplyObject(r);
@@ -136,12 +137,13 @@ iw_reg_query(const iw_conf_t *conf, char **names, size_t n, iw_agents_t *out)
     out->n = n;
 
     for (i = 0; i < n; i++) {
-        e = r->element + 8 * i;
+        e = r->element + IW_QUERY_TUPLE * i;
         iw_agent_set(&out->v[i], iw_reply_str(e[1]), iw_reply_str(e[2]),
                      iw_reply_str(e[3]));
         out->v[i].found = iw_streq(iw_reply_str(e[0]), "1");
         out->v[i].online = iw_streq(iw_reply_str(e[6]), "1");
         out->v[i].protocol = iw_streq(iw_reply_str(e[7]), "1");
+        iw_agent_record(&out->v[i], iw_reply_str(e[8]));
     }
 
     freeReplyObject(r);
@@ -181,25 +183,28 @@ iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
         return IW_ERROR;
     }
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements % 7 != 0) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements % IW_RETRIEVE_TUPLE != 0) {
         iw_error("retrieve.lua: %s",
                  r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         freeReplyObject(r);
         return IW_ERROR;
     }
 
-    n = r->elements / 7;
+    n = r->elements / IW_RETRIEVE_TUPLE;
     out->v = iw_alloc(n * sizeof(iw_agent_t));
     out->n = n;
 
     for (i = 0; i < n; i++) {
-        e = r->element + 7 * i;
+        e = r->element + IW_RETRIEVE_TUPLE * i;
         iw_agent_set(&out->v[i], iw_reply_str(e[0]), iw_reply_str(e[1]),
                      iw_reply_str(e[2]));
         out->v[i].score = strtod(iw_reply_str(e[4]), NULL);
         out->v[i].online = iw_streq(iw_reply_str(e[5]), "1");
         out->v[i].protocol = iw_streq(iw_reply_str(e[6]), "1");
+        iw_agent_record(&out->v[i], iw_reply_str(e[7]));
     }
+
+    iw_reg_prefer_reliable(out);
 
     freeReplyObject(r);
 
@@ -212,6 +217,101 @@ iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
  * orders agent_names + [sender]).  Returns IW_OK, IW_ERROR, or 1 when the
  * registry refused (an unknown name): *refused then holds the reason.
  */
+
+/* the task record query.lua and retrieve.lua add to an agent */
+
+static void
+iw_agent_record(iw_agent_t *a, const char *json)
+{
+    long long  n;
+    yajl_val   rec;
+
+    rec = iw_json_parse(json, strlen(json));
+    a->completed = iw_json_get_int(rec, "completed", &n) == 0 ? n : 0;
+    a->unfinished = (iw_json_get_int(rec, "failed", &n) == 0 ? n : 0)
+                    + (iw_json_get_int(rec, "timed_out", &n) == 0 ? n : 0);
+    yajl_tree_free(rec);
+}
+
+
+/* the share of an agent's tasks it finished, with one finished and one
+ * unfinished task assumed, so that a newcomer stands at 1/2 */
+
+static double
+iw_agent_reliability(const iw_agent_t *a)
+{
+    return (a->completed + 1.0) / (a->completed + a->unfinished + 2.0);
+}
+
+
+/*
+ * Among equally good matches (the same BM25 score), the agent with the
+ * better record first; equal records keep retrieve.lua's order (by name).
+ * A flaky agent thus loses work to a reliable one that describes itself
+ * the same way, but never to a weaker match.
+ */
+
+void
+iw_reg_prefer_reliable(iw_agents_t *ranked)
+{
+    size_t      i, j;
+    iw_agent_t  a;
+
+    for (i = 1; i < ranked->n; i++) {
+        a = ranked->v[i];
+
+        for (j = i; j > 0 && ranked->v[j - 1].score == a.score
+                    && iw_agent_reliability(&ranked->v[j - 1])
+                       < iw_agent_reliability(&a); j--)
+        {
+            ranked->v[j] = ranked->v[j - 1];
+        }
+
+        ranked->v[j] = a;
+    }
+}
+
+
+/*
+ * Counts a settled task in its agent's record (rep_record.lua), once per
+ * task whoever calls it; a cancelled task is not the agent's doing.
+ */
+
+int
+iw_reg_record(const iw_conf_t *conf, const char *agent, const char *task_id,
+    const char *status)
+{
+    iw_args_t    a;
+    redisReply  *r;
+
+    if (!(iw_streq(status, "completed") || iw_streq(status, "partial")
+          || iw_streq(status, "failed") || iw_streq(status, "timed_out")))
+    {
+        return IW_OK;
+    }
+
+    iw_args_init(&a);
+    iw_args_addf(&a, "%srep:%s", conf->reg_base, agent);
+    iw_args_addf(&a, "%srepdone:%s", conf->reg_base, task_id);
+    iw_args_add(&a, status);
+    iw_args_add(&a, "604800");
+
+    r = iw_redis_eval(IW_LUA_REP_RECORD, 2, &a);
+    iw_args_free(&a);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type == REDIS_REPLY_ERROR) {
+        iw_error("rep_record.lua: %s", r->str);
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
+}
+
 
 int
 iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
