@@ -346,3 +346,39 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 8: an assignee that goes offline gives its part up after --offline-grace, long before --task-timeout, and the part is re-routed
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx, Tallier => 'counts the words in a text');
+    worker($ctx, 'w1', task_timeout => 60, args => ['--offline-grace', 1]);
+    my $t0 = time;
+    my $gid = launch(goal => 'Count the words in "one two three".');
+    ok drive(agents => $ag, how => { Counter => 'vanish' }, secs => 20,
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my $took = time - $t0;
+    ok $took < 15, "within the grace, not the 60 s timeout (${took}s)";
+    my @env = room(meta($gid)->{comm_id});
+    my ($d) = decisions(grep { $_->{type} == 4 } @env);
+    like $d->{ioa_decision}{reason}, qr/part 1 failed with Counter, so Tallier takes it/,
+        'the decision: re-routed from the agent that left';
+    like meta($gid)->{conclusion}, qr/\n1 of 1 part done\.\n.*\n   Tallier: Tallier did: /,
+        'done by Tallier';
+    like worker_log($ctx, 'w1'), qr/task \w+ \(Counter\) failed: its agent went offline/,
+        'the worker says why';
+    is redis_cmd('HGET', 'ioa:{reg}:rep:Counter', 'failed'), 1, 'Counter\'s record: one failed';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]

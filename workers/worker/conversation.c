@@ -56,6 +56,8 @@ static int iw_goal_set_deadline(const iw_conf_t *conf, iw_goal_t *g,
     int step, long long *now);
 static int iw_goal_expire(const iw_conf_t *conf, iw_goal_t *g, size_t i,
     long long now);
+static int iw_goal_check_present(const iw_conf_t *conf, iw_goal_t *g,
+    iw_task_t *t, long long now);
 static int iw_goal_wait(const iw_conf_t *conf, iw_goal_t *g,
     long long until, long long now);
 static int iw_goal_wait_subs(const iw_conf_t *conf, iw_goal_t *g,
@@ -411,7 +413,12 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
             continue;
         }
 
-        open++;
+        rc = iw_goal_check_present(conf, g, &t[i], now);
+        if (rc != IW_OK) {
+            return rc;
+        }
+
+        open += !iw_goal_settled(&t[i]);
     }
 
     rc = iw_store_save_progress(conf, g);
@@ -518,6 +525,20 @@ iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
             continue;
         }
 
+        rc = iw_goal_check_present(conf, g, &t[i], now);
+        if (rc != IW_OK) {
+            return rc;
+        }
+
+        if (iw_goal_settled(&t[i])) {
+            rc = iw_store_save_progress(conf, g);
+            if (rc != IW_OK) {
+                return rc;
+            }
+
+            continue;
+        }
+
         return iw_goal_wait(conf, g, g->deadline, now);
     }
 
@@ -577,6 +598,62 @@ iw_goal_expire(const iw_conf_t *conf, iw_goal_t *g, size_t i, long long now)
     if (t->sub && t->child) {
         return iw_sub_cancel(conf, g, i);
     }
+
+    return IW_OK;
+}
+
+
+/*
+ * An assignee that no hub holds a connection of (the registry's online
+ * set) for --offline-grace will not report back: its task fails at once,
+ * rather than at the deadline, and the review re-routes it.  The grace
+ * covers a reconnect (ioa-agent resumes within a second or two).  The
+ * time it was first seen gone is kept in memory only: a worker that takes
+ * the goal over starts the grace again.
+ */
+
+static int
+iw_goal_check_present(const iw_conf_t *conf, iw_goal_t *g, iw_task_t *t,
+    long long now)
+{
+    int          online;
+    redisReply  *r;
+
+    if (t->sub || conf->offline_grace_ms == 0) {
+        return IW_OK;
+    }
+
+    r = iw_redis_cmd("ZSCORE %sonline %s", conf->reg_base, t->agent);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    online = r->type == REDIS_REPLY_STRING && atoll(r->str) > now;
+    freeReplyObject(r);
+
+    if (online) {
+        t->offline_since = 0;
+        return IW_OK;
+    }
+
+    if (t->offline_since == 0) {
+        t->offline_since = now;
+        return IW_OK;
+    }
+
+    if (now - t->offline_since < conf->offline_grace_ms) {
+        return IW_OK;
+    }
+
+    free(t->status);
+    free(t->result);
+    t->status = iw_strdup("failed");
+    t->result = iw_sprintf("%s went offline and did not come back within "
+                           "%lld s", t->agent, conf->offline_grace_ms / 1000);
+    t->dirty = 1;
+
+    iw_info("goal %s: task %s (%s) failed: its agent went offline",
+            g->goal_id, t->task_id, t->agent);
 
     return IW_OK;
 }

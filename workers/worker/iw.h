@@ -63,6 +63,8 @@ typedef struct {
     long long     token_budget;      /* LLM tokens per goal, 0: no limit */
     long long     max_rounds;        /* rounds of tasks per goal (decide.c) */
     long long     max_attempts;      /* agents tried per part of a goal */
+    long long     offline_grace_ms;  /* an assignee offline this long gives
+                                        its task up; 0: wait the deadline */
     double        min_score;         /* weakest match handed a part */
 
     struct iw_llm_conf_s  *llm;      /* NULL: the built-in planner */
@@ -262,6 +264,8 @@ typedef struct {
     char         *child;             /* the sub-goal's id, NULL until chosen */
     int           queued;            /* the sub-goal's job is queued */
     int           round;             /* the round it belongs to (decide.c) */
+    long long     offline_since;     /* ms its agent was first seen offline,
+                                        0: online (memory only) */
     unsigned      parts;             /* the goal's parts it covers, a bit
                                         each; 0: none recorded */
     int           dirty;

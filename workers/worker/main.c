@@ -103,6 +103,9 @@ iw_usage(FILE *f)
         "                       partial ones or concludes (3, at most 9)\n"
         "  --max-attempts N     agents tried per part before it is reported\n"
         "                       as not done (2)\n"
+        "  --offline-grace SEC  an assignee offline this long gives its task\n"
+        "                       up, and the part is re-routed (10; 0: wait\n"
+        "                       for --task-timeout)\n"
         "  --min-score S        the weakest BM25 match the built-in planner\n"
         "                       hands a part to (0.8)\n"
         "  --help\n"
@@ -282,6 +285,7 @@ main(int argc, char **argv)
         { "max-rounds", required_argument, NULL, 'R' },
         { "max-attempts", required_argument, NULL, 'A' },
         { "min-score", required_argument, NULL, 'S' },
+        { "offline-grace", required_argument, NULL, 'O' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -301,6 +305,7 @@ main(int argc, char **argv)
     conf.max_rounds = 3;
     conf.max_attempts = 2;
     conf.min_score = 0.8;
+    conf.offline_grace_ms = 10000;
 
     /* an operator's command rather than a worker: ioa-worker verify-room */
     if (argc > 1 && strcmp(argv[1], "verify-room") == 0) {
@@ -398,6 +403,17 @@ main(int argc, char **argv)
             if (conf.max_attempts < 1 || conf.max_attempts > 100) {
                 fprintf(stderr, "ioa-worker: --max-attempts: %lld is not "
                         "between 1 and 100\n", conf.max_attempts);
+                return 2;
+            }
+            break;
+        case 'O':
+            if (strcmp(optarg, "0") == 0) {
+                conf.offline_grace_ms = 0;
+
+            } else if (iw_parse_seconds("--offline-grace", optarg,
+                                        &conf.offline_grace_ms)
+                       != 0)
+            {
                 return 2;
             }
             break;

@@ -135,6 +135,7 @@ iw_store_parse_tasks(iw_goal_t *g, const char *json, size_t len)
         }
 
         g->tasks[g->ntasks].dirty = 0;
+        g->tasks[g->ntasks].offline_since = 0;
         g->ntasks++;
     }
 

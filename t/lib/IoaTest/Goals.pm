@@ -258,7 +258,8 @@ sub names_in {
 # result for another agent's task), 'mute' (answers tasks, but never takes
 # a discussion turn), 'partial' (answers "partial" every time),
 # 'partial_once' (the first task partial, later ones completed; %Partial
-# counts them).  An agent addressed by a DISCUSSION (next_speaker)
+# counts them), 'vanish' (reports progress, then drops its connection for
+# good).  An agent addressed by a DISCUSSION (next_speaker)
 # answers with a DISCUSSION back to the speaker, unless 'silent' or
 # 'mute'.  A SYNC_TASK_ASSIGNMENT is answered with the result alone.
 # Every frame an agent reads is kept in $Seen{name}.
@@ -268,6 +269,7 @@ sub drive {
     while (1) {
         for my $name (sort keys %{ $o{agents} }) {
             my $a = $o{agents}{$name};
+            next unless $a->ws->socket;         # gone ('vanish')
             while (defined(my $m = $a->recv(0.01))) {
                 push @{ $Seen{$name} }, $m;
                 act($a, $m, $o{how}{$name} // 'answer');
@@ -296,6 +298,11 @@ sub act {
     $how = 'sync' if $type == 5 && $how eq 'answer';
     if ($how eq 'hold') {
         push @Held, [$a, $m, $task];
+        return;
+    }
+    if ($how eq 'vanish') {
+        answer($a, $m, $task, 'progress');
+        $a->disconnect;
         return;
     }
     answer($a, $m, $task, $how);
