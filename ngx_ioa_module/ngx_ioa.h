@@ -335,6 +335,7 @@ typedef enum {
     NGX_IOA_SCRIPT_ROOM_RECORD,
     NGX_IOA_SCRIPT_PRESENCE,
     NGX_IOA_SCRIPT_GOAL_CANCEL,
+    NGX_IOA_SCRIPT_GOAL_MESSAGE,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -488,6 +489,8 @@ ngx_int_t ngx_ioa_health_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_launch_goal_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id);
 ngx_int_t ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id);
+ngx_int_t ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who);
 ngx_int_t ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id);
 void ngx_ioa_goal_ensure_group(void);
 

@@ -3,7 +3,7 @@
  * Copyright (C) ioa authors
  *
  * Goals: POST /launch_goal, GET /goals/{id}, GET /goals/{id}/events,
- * POST /goals/{id}/cancel.
+ * POST /goals/{id}/cancel, POST /goals/{id}/messages.
  *
  * nginx never plans or calls an LLM: a goal is written to Redis and handed
  * to the workers (workers/ioa-worker) through a Stream with a consumer
@@ -52,6 +52,19 @@ typedef struct {
 } ngx_ioa_goal_ctx_t;
 
 
+/* a person's message to a goal, while its body is read */
+typedef struct {
+    ngx_str_t                 goal_id;
+    ngx_str_t                 sender;     /* the token's subject, or "" */
+} ngx_ioa_goal_msg_t;
+
+
+/* the longest message a person may post into a goal, and the most a
+ * goal's inbox holds (goal_message.lua refuses more, never trims) */
+#define NGX_IOA_GOAL_MESSAGE_MAX  8192
+#define NGX_IOA_GOAL_INBOX_MAX    "100"
+
+
 static void ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body);
 static ngx_int_t ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
     ngx_ioa_error_t *err);
@@ -68,6 +81,10 @@ static void ngx_ioa_goal_wait_cleanup(void *data);
 static size_t ngx_ioa_goal_wait_queued(ngx_ioa_client_t *cl);
 static void ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_goal_cancel_done(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_goal_message_body(ngx_http_request_t *r,
+    ngx_str_t *body);
+static void ngx_ioa_goal_message_done(ngx_http_request_t *r,
     redisReply *reply);
 static ngx_int_t ngx_ioa_goal_id_valid(ngx_str_t *id);
 static ngx_int_t ngx_ioa_goal_bad_id(ngx_http_request_t *r);
@@ -916,6 +933,181 @@ ngx_ioa_goal_cancel_done(ngx_http_request_t *r, redisReply *reply)
     out.len = p - out.data;
 
     ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_ACCEPTED, &out));
+}
+
+
+/*
+ * POST /goals/{id}/messages {"content"[, "sender"]}: a person joins the
+ * conversation of a running goal.  The message goes into the goal's inbox
+ * (goal_message.lua); the coordinator reads it before its next decision,
+ * quotes it in the room and acts on it: a request becomes more work, "stop"
+ * or "conclude now" ends the goal with what it has (workers/worker/decide.c).
+ * The sender is the token's subject; in open mode the body may name one
+ * ("user" when it does not).
+ */
+
+ngx_int_t
+ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who)
+{
+    ngx_ioa_goal_msg_t  *gm;
+
+    if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
+        return ngx_ioa_goal_bad_id(r);
+    }
+
+    gm = ngx_pcalloc(r->pool, sizeof(ngx_ioa_goal_msg_t));
+    if (gm == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    /* id's bytes are the request's URI, which outlives the body read */
+    gm->goal_id = *id;
+
+    if (who && !who->open) {
+        gm->sender = who->sub;
+    }
+
+    ngx_ioa_rest_set_data(r, gm);
+
+    return ngx_ioa_read_body(r, ngx_ioa_goal_message_body);
+}
+
+
+static void
+ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
+{
+    u_char              now[NGX_INT64_LEN];
+    yajl_val            doc, v;
+    ngx_str_t           content, meta, inbox;
+    const char         *argv[6];
+    size_t              argvlen[6];
+    ngx_ioa_error_t     err;
+    ngx_ioa_goal_msg_t *gm;
+
+    gm = ngx_ioa_rest_get_data(r);
+
+    doc = ngx_ioa_body_json(r, body);
+    if (doc == NULL) {
+        return;
+    }
+
+    v = ngx_ioa_json_get(doc, "content");
+
+    if (v == NULL || ngx_ioa_json_string(v, &content) != NGX_OK
+        || content.len == 0 || content.len > NGX_IOA_GOAL_MESSAGE_MAX)
+    {
+        ngx_ioa_error_set(&err, "invalid_request", "content",
+                          "\"content\" must be a string of 1 to %d bytes",
+                          NGX_IOA_GOAL_MESSAGE_MAX);
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+        return;
+    }
+
+    if (gm->sender.len == 0) {
+        v = ngx_ioa_json_get(doc, "sender");
+
+        if (v == NULL) {
+            ngx_str_set(&gm->sender, "user");
+
+        } else if (ngx_ioa_json_string(v, &gm->sender) != NGX_OK
+                   || ngx_ioa_valid_name(&gm->sender) != NGX_OK)
+        {
+            ngx_ioa_error_set(&err, "invalid_request", "sender",
+                              "\"sender\" must be a name as agents have");
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST,
+                                                 &err));
+            return;
+        }
+    }
+
+    if (ngx_ioa_goal_key(r, &gm->goal_id, ":meta", &meta) != NGX_OK
+        || ngx_ioa_goal_key(r, &gm->goal_id, ":inbox", &inbox) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    argv[0] = (const char *) meta.data;
+    argvlen[0] = meta.len;
+    argv[1] = (const char *) inbox.data;
+    argvlen[1] = inbox.len;
+    argv[2] = (const char *) gm->sender.data;
+    argvlen[2] = gm->sender.len;
+    argv[3] = (const char *) content.data;
+    argvlen[3] = content.len;
+    argv[4] = (const char *) now;
+    argvlen[4] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[5] = NGX_IOA_GOAL_INBOX_MAX;
+    argvlen[5] = sizeof(NGX_IOA_GOAL_INBOX_MAX) - 1;
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_MESSAGE,
+                            ngx_ioa_goal_message_done, 2, 6, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+static void
+ngx_ioa_goal_message_done(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_str_t            code, text;
+    ngx_ioa_error_t      err;
+    ngx_ioa_jbuf_t       b;
+    ngx_ioa_goal_msg_t  *gm;
+
+    gm = ngx_ioa_rest_get_data(r);
+
+    if (ngx_ioa_redis_error(reply, &code, &text) != NGX_OK) {
+        if (reply && code.len == 6 && ngx_strncmp(code.data, "NOGOAL", 6) == 0)
+        {
+            ngx_ioa_error_set(&err, "unknown_goal", "goal_id",
+                              "no such goal");
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
+                                                 &err));
+            return;
+        }
+
+        if (reply && code.len == 5 && ngx_strncmp(code.data, "ENDED", 5) == 0)
+        {
+            ngx_ioa_error_set(&err, "goal_ended", "goal_id",
+                              "goal %V is %V; nobody is left to read the "
+                              "message", &gm->goal_id, &text);
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_CONFLICT, &err));
+            return;
+        }
+
+        if (reply && code.len == 4 && ngx_strncmp(code.data, "FULL", 4) == 0)
+        {
+            ngx_ioa_error_set(&err, "inbox_full", "goal_id",
+                              "goal %V already holds %s messages; none was "
+                              "added", &gm->goal_id, NGX_IOA_GOAL_INBOX_MAX);
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_CONFLICT, &err));
+            return;
+        }
+
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_STRING
+        || ngx_ioa_jbuf_init(&b, r->pool, 128) != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    ngx_ioa_jbuf_literal(&b, "{\"goal_id\":");
+    ngx_ioa_jbuf_str(&b, &gm->goal_id);
+    ngx_ioa_jbuf_literal(&b, ",\"message_id\":\"");
+    ngx_ioa_jbuf_raw(&b, (u_char *) reply->str, reply->len);
+    ngx_ioa_jbuf_literal(&b, "\",\"sender\":");
+    ngx_ioa_jbuf_str(&b, &gm->sender);
+    ngx_ioa_jbuf_byte(&b, '}');
+
+    ngx_ioa_finish(r, ngx_ioa_send_jbuf(r, NGX_HTTP_ACCEPTED, &b));
 }
 
 

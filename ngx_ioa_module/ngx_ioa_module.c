@@ -377,6 +377,11 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
                       ngx_ioa_goal_cancel_handler(r, &arg));
     }
 
+    if (ngx_ioa_path_arg(&rest, "/goals/", "/messages", &arg) == NGX_OK) {
+        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_LAUNCH, NULL,
+                      ngx_ioa_goal_message_handler(r, &arg, id));
+    }
+
     if (ngx_ioa_path_arg(&rest, "/goals/", NULL, &arg) == NGX_OK) {
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_LAUNCH, NULL,
                       ngx_ioa_goal_handler(r, &arg));

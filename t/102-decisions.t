@@ -382,3 +382,78 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 9: a person posts into a running goal: a request becomes work at the next review, quoted in the decision; "stop" ends the goal at once with what it has; clear errors otherwise
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    @Held = ();
+    my $ag = demo_agents($ctx);
+    worker($ctx, 'w1', task_timeout => 60);
+
+    # a request while the round runs
+    my $gid = launch(goal => 'Count the words in "a b c".');
+    ok drive(agents => $ag, how => { Counter => 'hold' }, until => sub { @Held }),
+       'Counter has its task' or diag worker_logs($ctx);
+    my ($code, $d) = api($ctx, POST => "/goals/$gid/messages",
+                         { sender => 'Ann', content => 'Also shout "hello there"' });
+    is $code, 202, 'accepted';
+    like $d->{message_id}, qr/^\d+-\d+$/, 'with the id of the message';
+    is $d->{sender}, 'Ann', 'and its sender';
+    release();
+    ok drive(agents => $ag, until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my @env = room(meta($gid)->{comm_id});
+    my ($dec) = decisions(grep { $_->{type} == 4 } @env);
+    like $dec->{ioa_decision}{reason}, qr/^Ann asked: "Also shout "hello there""; part 2 goes to Shouter$/,
+        'the decision quotes the request and says who takes it';
+    my @assign = grep { $_->{type} == 6 } @env;
+    is $assign[1]{tasks}{Shouter}{task_desc}, 'shout "hello there"', 'round 2: the request, for Shouter';
+    like meta($gid)->{conclusion}, qr/\n2 of 2 parts done\..*\n2\. shout "hello there"\n   Shouter: /s,
+        'the conclusion accounts for it';
+    like worker_log($ctx, 'w1'), qr/Ann says: Also shout/, 'the worker logged it';
+
+    # stop: the silent agent's task is not waited for
+    my $t0 = time;
+    my $g2 = launch(goal => 'Count the words in "d e f".');
+    ok drive(agents => $ag, how => { Counter => 'silent' },
+             until => sub { grep { $_->{type} == 6 } room(meta($g2)->{comm_id} // 'none') }),
+       'assigned' or diag worker_logs($ctx);
+    ($code) = api($ctx, POST => "/goals/$g2/messages", { content => 'Stop, that is enough.' });
+    is $code, 202, 'accepted, as "user"';
+    ok drive(agents => $ag, how => { Counter => 'silent' }, secs => 10,
+             until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    ok time - $t0 < 10, 'long before the task timeout';
+    my $m = meta($g2);
+    is $m->{ended}, 'person', 'ended: person';
+    like $m->{conclusion}, qr/^Concluded when asked to \(user: Stop, that is enough\.\)\.\n.*\n0 of 1 part done\..*task was cancelled/s,
+        'the conclusion says who stopped it, and nothing is claimed';
+    my ($concl) = grep { $_->{type} == 10 } room($m->{comm_id});
+    like $concl->{content}, qr/^Asked to stop \(user: Stop, that is enough\.\)/, 'so does the conclude';
+    is $concl->{ioa_decision}{bound}, 'person', 'its decision names the bound';
+
+    # errors
+    ($code, $d) = api($ctx, POST => "/goals/$g2/messages", { content => 'more?' });
+    is $code, 409, 'an ended goal: 409';
+    is $d->{code}, 'goal_ended', 'goal_ended';
+    ($code, $d) = api($ctx, POST => '/goals/' . ('0' x 32) . '/messages', { content => 'hi' });
+    is $code, 404, 'an unknown goal: 404';
+    ($code, $d) = api($ctx, POST => "/goals/$g2/messages", { content => '' });
+    is $code, 400, 'empty content: 400';
+    is $d->{field}, 'content', 'naming the field';
+    ($code, $d) = api($ctx, POST => "/goals/$g2/messages", { content => 'x', sender => "bad\nname" });
+    is $code, 400, 'a sender that is no name: 400';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]

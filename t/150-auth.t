@@ -323,8 +323,16 @@ GET /health_check
     is $code, 202, 'launch_goal with launch: 202';
     ($code) = as($ctx, $alice, GET => "/goals/$d->{goal_id}");
     is $code, 403, 'reading a goal without launch: 403';
-    ($code) = as($ctx, tok('ops', 'launch'), GET => "/goals/$d->{goal_id}");
+    my $gid = $d->{goal_id};
+    ($code) = as($ctx, tok('ops', 'launch'), GET => "/goals/$gid");
     is $code, 200, '... with launch: 200';
+    ($code, $d) = as($ctx, $alice, POST => "/goals/$gid/messages", { content => 'hi' });
+    is "$code $d->{code}", '403 forbidden', 'a message to a goal without launch: 403';
+    ($code, $d) = as($ctx, tok('ops', 'launch'), POST => "/goals/$gid/messages",
+                     { content => 'also say bye', sender => 'Mallory' });
+    is "$code $d->{sender}", '202 ops', '... with launch: 202, sent as the token\'s subject, not the body\'s';
+    is redis_cmd('XRANGE', "ioa:{goal:$gid}:inbox", '-', '+')->[0][1][1], 'ops',
+       '... and stored so';
 
     # the health check stays open for load balancers
     ($code) = api($ctx, GET => '/health_check');

@@ -76,7 +76,7 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
-                 room_create post room_record presence verify)) {
+                 room_create post room_record presence verify goal_message)) {
     my $file = "$scripts/$name.lua";
     ok(-f $file, "$name.lua exists") or next;
     my $src = slurp($file);
@@ -566,6 +566,29 @@ is_deeply($res, [ '1', 'carl', 'Thing Assistant', 'image scale crop', '[]', '202
 $r->cmd('DEL', "${RB}rep:sam");
 is(run_script('query', [ "${B}online" ], $B, $NOW, 'alice')->[4], '["summary"]', 'query: tags as JSON');
 is(err_code(run_script('query', [ "${B}online" ], $B, $NOW)), 'BADARG', 'query without a name: BADARG');
+
+# --- goal_message ------------------------------------------------------------------
+
+{
+    my ($meta, $inbox) = ('ioa:{goal:m1}:meta', 'ioa:{goal:m1}:inbox');
+    my $msg = sub { run_script('goal_message', [ $meta, $inbox ], 'Ann', $_[0], $NOW, 2) };
+    is(err_code($msg->('hi')), 'NOGOAL', 'goal_message: no such goal');
+    $r->cmd('HSET', $meta, state => 'running');
+    $r->cmd('PEXPIRE', $meta, 60_000);
+    like($msg->('one'), qr/^\d+-\d+$/, 'goal_message: the message id');
+    my $e = $r->cmd('XRANGE', $inbox, '-', '+')->[0][1];
+    is_deeply($e, [ sender => 'Ann', content => 'one', at => $NOW ], 'goal_message: sender, content, at');
+    ok($r->cmd('PTTL', $inbox) > 0, 'goal_message: the inbox expires with the goal');
+    $msg->('two');
+    is(err_code($msg->('three')), 'FULL', 'goal_message: a full inbox refuses, never trims');
+    is($r->cmd('XLEN', $inbox), 2, 'goal_message: both kept');
+    $r->cmd('DEL', $inbox);
+    for my $st (qw(concluded failed cancelled cancelling)) {
+        $r->cmd('HSET', $meta, state => $st);
+        is(${ $msg->('late') }, "ENDED $st", "goal_message: $st refuses");
+    }
+    is($r->cmd('EXISTS', $inbox), 0, 'goal_message: nothing added to an ended goal');
+}
 
 # --- list_agents -------------------------------------------------------------------
 

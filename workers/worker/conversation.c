@@ -138,6 +138,13 @@ iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
         return iw_goal_to_concluding(conf, g, "token_budget");
     }
 
+    /* a person's messages: a stop ends the goal here, a request waits for
+     * the review */
+    rc = iw_person_read(conf, g);
+    if (rc != IW_OK || !iw_streq(g->phase, "running")) {
+        return rc;
+    }
+
     /* a later round opens with the decision that made it */
     if (g->round > 0
         && g->step < (g->round - 1) * IW_ROUND_STEPS + IW_STEP_DECIDE)

@@ -86,6 +86,7 @@ typedef struct {
 
 static void iw_decide_parts(iw_goal_t *g, iw_part_state_t *ps);
 static void iw_decide_parts_free(iw_goal_t *g, iw_part_state_t *ps);
+static void iw_decide_take_requests(iw_goal_t *g, iw_buf_t *why);
 static int iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     iw_part_state_t *ps, iw_agent_t *to, const char **kind);
 static void iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a,
@@ -150,8 +151,8 @@ int
 iw_decide(const iw_conf_t *conf, iw_goal_t *g)
 {
     int               rc, r, reroutes, iterations, last;
-    char             *tasks, *field, *rec, *reason;
-    size_t            p, first, k, n, done;
+    char             *tasks, *parts, *field, *rec, *reason;
+    size_t            p, first, k, n, done, from;
     iw_buf_t          why, text;
     iw_agent_t        to[IW_PLAN_MAX_CLAUSES];
     const char       *kind[IW_PLAN_MAX_CLAUSES], *ended, *decision;
@@ -168,20 +169,26 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         return IW_ERROR;
     }
 
-    ps = iw_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
-    iw_decide_parts(g, ps);
-
     reroutes = 0;
     iterations = 0;
     rc = IW_OK;
     iw_buf_init(&why);
     iw_buf_init(&text);
 
+    /* a person's requests since the last review: more parts */
+    from = g->nparts;
+    iw_decide_take_requests(g, &why);
+
+    ps = iw_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
+    iw_decide_parts(g, ps);
+
     for (p = 0, done = 0; p < g->nparts; p++) {
         kind[p] = NULL;
         done += ps[p].last && iw_streq(ps[p].last->status, "completed");
 
-        if (rc != IW_OK || ps[p].last == NULL || ps[p].last->round != r) {
+        if (rc != IW_OK || (ps[p].last == NULL && p < from)
+            || (ps[p].last && ps[p].last->round != r))
+        {
             continue;
         }
 
@@ -191,7 +198,12 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
             continue;
         }
 
-        if (iw_streq(kind[p], "iterate")) {
+        if (iw_streq(kind[p], "request")) {
+            iterations++;
+            iw_buf_addf(&why, "%spart %zu goes to %s", why.len ? "; " : "",
+                        p + 1, to[p].name);
+
+        } else if (iw_streq(kind[p], "iterate")) {
             iterations++;
             iw_buf_addf(&why, "%spart %zu came back partial from %s",
                         why.len ? "; " : "", p + 1, to[p].name);
@@ -218,6 +230,10 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         if (rc == IW_OK && !last) {
             iw_decide_add_member(g, &to[p]);
             iw_decide_add_task(g, &to[p], p, kind[p]);
+
+        } else if (iw_streq(kind[p], "request") && g->part_why[p] == NULL) {
+            g->part_why[p] = iw_strdup("asked for after the last round "
+                                       "--max-rounds allows");
         }
 
         free(to[p].name);
@@ -239,8 +255,9 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         decision = "conclude";
 
         if (n == 0) {
-            reason = iw_sprintf("%zu of %zu part%s done, and nothing is "
-                                "left to try", done, g->nparts,
+            reason = iw_sprintf("%s%s%zu of %zu part%s done, and nothing is "
+                                "left to try", why.len ? why.data : "",
+                                why.len ? "; " : "", done, g->nparts,
                                 g->nparts == 1 ? "" : "s");
 
         } else {
@@ -272,8 +289,12 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
     field = iw_sprintf("decision:%d", r);
     tasks = iw_store_tasks_json(g);
 
-    rc = iw_store_save(conf, g, field, rec, "tasks", tasks, "team",
-                       g->team ? g->team : "[]", NULL);
+    parts = iw_store_parts_json(g);
+
+    rc = iw_store_save(conf, g, field, rec, "tasks", tasks, "parts", parts,
+                       "requests", "", "team", g->team ? g->team : "[]",
+                       NULL);
+    free(parts);
 
     iw_info("goal %s: after round %d: %s (%s)", g->goal_id, r + 1, decision,
             reason);
@@ -301,6 +322,60 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
 
 
 /*
+ * A person's requests (person.c) become parts of the goal, cut like the
+ * goal itself; they go to agents in the loop that follows, like
+ * re-routed parts.  The decision's reason quotes them.
+ */
+
+static void
+iw_decide_take_requests(iw_goal_t *g, iw_buf_t *why)
+{
+    size_t       i, c;
+    yajl_val     reqs, q;
+    iw_plan_t    plan;
+    const char  *sender, *content;
+
+    reqs = g->requests && *g->requests
+           ? iw_json_parse(g->requests, strlen(g->requests)) : NULL;
+
+    for (i = 0; reqs && YAJL_IS_ARRAY(reqs) && i < reqs->u.array.len; i++) {
+        q = reqs->u.array.values[i];
+        sender = iw_json_get_str(q, "sender");
+        content = iw_json_get_str(q, "content");
+
+        if (sender == NULL || content == NULL) {
+            continue;
+        }
+
+        iw_buf_addf(why, "%s%s asked: \"%s\"", why->len ? "; " : "",
+                    sender, content);
+        iw_plan_clauses(content, &plan);
+
+        for (c = 0; c < plan.nclauses; c++) {
+            if (g->nparts == IW_PLAN_MAX_CLAUSES) {
+                iw_buf_adds(why, " (the goal has as many parts as it may; "
+                            "the rest is not taken on)");
+                break;
+            }
+
+            g->parts = iw_realloc(g->parts, (g->nparts + 1) * sizeof(char *));
+            g->part_why = iw_realloc(g->part_why,
+                                     (g->nparts + 1) * sizeof(char *));
+            g->parts[g->nparts] = iw_strdup(plan.clauses[c]);
+            g->part_why[g->nparts] = NULL;
+            g->nparts++;
+        }
+
+        iw_plan_free(&plan);
+    }
+
+    yajl_tree_free(reqs);
+    free(g->requests);
+    g->requests = NULL;
+}
+
+
+/*
  * What part p needs after its latest task: *kind "reroute" with *to the
  * next agent, "iterate" with *to the same agent, or NULL for nothing
  * (done, or no one left to try: the account says so).
@@ -320,6 +395,12 @@ iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     last = ps[p].last;
     memset(to, 0, sizeof(*to));
 
+    if (last == NULL) {
+        /* a person's request, cut into parts at this review */
+        *kind = "request";
+        goto pick;
+    }
+
     if (iw_streq(last->status, "partial") && !last->sub) {
         to->name = iw_strdup(last->agent);
         to->type = iw_strdup("");
@@ -337,6 +418,10 @@ iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     if (ps[p].failures >= conf->max_attempts) {
         return IW_OK;
     }
+
+    *kind = "reroute";
+
+pick:
 
     /* a team given by name (team_member_names, a continued room) stays
      * that team: only its members can take a part over */
@@ -369,11 +454,22 @@ iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
             to->desc = iw_strdup(ranked.v[k].desc);
             to->protocol = ranked.v[k].protocol;
             to->score = ranked.v[k].score;
-            *kind = "reroute";
             break;
         }
 
         free(mark);
+    }
+
+    if (to->name == NULL) {
+        if (last == NULL && g->part_why[p] == NULL) {
+            g->part_why[p] = iw_strdup(ranked.n
+                                       ? "no online agent matches it well "
+                                         "enough"
+                                       : "no online agent's description "
+                                         "matches it");
+        }
+
+        *kind = NULL;
     }
 
     iw_agents_free(&ranked);
@@ -720,6 +816,11 @@ iw_decide_conclude_text(iw_goal_t *g)
         }
     }
 
+    if (iw_streq(g->ended, "person")) {
+        return iw_sprintf("Asked to stop (%s); concluding with what we "
+                          "have.", g->stopped_by ? g->stopped_by : "");
+    }
+
     return iw_plan_conclude(g->ended, g->max_turns);
 }
 
@@ -759,6 +860,10 @@ iw_decide_account(const iw_conf_t *conf, iw_goal_t *g)
     } else if (iw_streq(g->ended, "max_rounds")) {
         iw_buf_addf(&b, "Concluded at the round limit (%lld).\n",
                     conf->max_rounds);
+
+    } else if (iw_streq(g->ended, "person")) {
+        iw_buf_addf(&b, "Concluded when asked to (%s).\n",
+                    g->stopped_by ? g->stopped_by : "a person");
     }
 
     iw_buf_addf(&b, "Goal: %s\n%zu of %zu part%s done.", g->goal, done,

@@ -362,6 +362,11 @@ typedef struct {
                                         has one */
     size_t        nparts;
     char         *decision[IW_MAX_ROUNDS];  /* decision:<round>, JSON */
+    char         *inbox_last;        /* the last message read from the
+                                        goal's inbox (person.c) */
+    char         *requests;          /* JSON [{"sender","content"}] for
+                                        the next review, NULL: none */
+    char         *stopped_by;        /* "sender: message" that ended it */
 
     /* only in memory */
     int           round;             /* the highest round of the tasks */
@@ -488,6 +493,9 @@ const char *iw_decide_ended(iw_goal_t *g, int round);
 char *iw_decide_conclude_text(iw_goal_t *g);
 char *iw_decide_conclude_extra(iw_goal_t *g, const char *text);
 char *iw_decide_account(const iw_conf_t *conf, iw_goal_t *g);
+
+/* person.c: a person's messages to a running goal */
+int iw_person_read(const iw_conf_t *conf, iw_goal_t *g);
 
 /* subteam.c: a task done by a nested team */
 int iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i,

@@ -22,6 +22,10 @@
  *       parts           JSON [{"text","why"}]: the goal's parts (clauses,
  *                       or the LLM's tasks); why: no agent has it, and why
  *       decision:<r>    JSON: the decision taken after round r (decide.c)
+ *       inbox_last      the last message read from P{goal:<id>}:inbox
+ *       requests        JSON [{"sender","content"}]: a person's requests
+ *                       for the next review ("" none; person.c)
+ *       stopped_by      "sender: message" when a person ended the goal
  *       sync            "1": the tasks run one after the other
  *       discussion      the LLM's plan text (absent: the built-in text)
  *       spoke           ",a,b," protocol speakers who took their turn
@@ -284,6 +288,19 @@ iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
 
     } else if (strcmp(k, "ended") == 0) {
         iw_store_replace(&g->ended, v, vlen);
+
+    } else if (strcmp(k, "inbox_last") == 0) {
+        iw_store_replace(&g->inbox_last, v, vlen);
+
+    } else if (strcmp(k, "requests") == 0) {
+        if (vlen) {
+            iw_store_replace(&g->requests, v, vlen);
+        }
+
+    } else if (strcmp(k, "stopped_by") == 0) {
+        if (vlen) {
+            iw_store_replace(&g->stopped_by, v, vlen);
+        }
 
     } else if (strcmp(k, "parts") == 0) {
         iw_store_parse_parts(g, v, vlen);
@@ -736,6 +753,9 @@ iw_goal_free(iw_goal_t *g)
         free(g->decision[i]);
     }
 
+    free(g->inbox_last);
+    free(g->requests);
+    free(g->stopped_by);
     free(g->state);
     free(g->goal);
     free(g->request);
