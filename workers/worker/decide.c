@@ -93,6 +93,9 @@ static void iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a,
     size_t p, const char *desc);
 static void iw_decide_add_member(iw_goal_t *g, const iw_agent_t *a);
 static int iw_decide_in_team(iw_goal_t *g, const char *name);
+static int iw_decide_candidates(const iw_conf_t *conf, iw_goal_t *g,
+    size_t p, iw_part_state_t *ps, iw_agents_t *out, size_t *matched);
+static void iw_decide_copy_agent(iw_agent_t *to, const iw_agent_t *a);
 static char *iw_decide_record(const char *decision, int round,
     const char *reason, const char *ended, const char *text, iw_goal_t *g,
     size_t from);
@@ -385,10 +388,8 @@ static int
 iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     iw_part_state_t *ps, iw_agent_t *to, const char **kind)
 {
-    int          rc, given;
-    char        *query, *mark;
-    size_t       k;
-    yajl_val     v;
+    int          rc;
+    size_t       matched;
     iw_task_t   *last;
     iw_agents_t  ranked;
 
@@ -423,8 +424,53 @@ iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
 
 pick:
 
-    /* a team given by name (team_member_names, a continued room) stays
-     * that team: only its members can take a part over */
+    rc = iw_decide_candidates(conf, g, p, ps, &ranked, &matched);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    if (ranked.n) {
+        iw_decide_copy_agent(to, &ranked.v[0]);
+    }
+
+    iw_agents_free(&ranked);
+
+    if (to->name == NULL) {
+        if (last == NULL && g->part_why[p] == NULL) {
+            g->part_why[p] = iw_strdup(matched
+                                       ? "no online agent matches it well "
+                                         "enough"
+                                       : "no online agent's description "
+                                         "matches it");
+        }
+
+        *kind = NULL;
+    }
+
+    return IW_OK;
+}
+
+
+/*
+ * The agents that may take part p over, best first: online, eligible
+ * (iw_plan_eligible), not tried on it yet, and, when the team was given by
+ * name (team_member_names, a continued room), its members only.  *matched:
+ * whether the registry had any agent for it at all.
+ */
+
+static int
+iw_decide_candidates(const iw_conf_t *conf, iw_goal_t *g, size_t p,
+    iw_part_state_t *ps, iw_agents_t *out, size_t *matched)
+{
+    int          rc, given;
+    char        *query, *mark;
+    size_t       k;
+    yajl_val     v;
+    iw_agents_t  ranked;
+
+    out->v = NULL;
+    out->n = 0;
+
     v = iw_json_get(g->req, "team_member_names");
     given = (v && YAJL_IS_ARRAY(v) && v->u.array.len > 0)
             || (g->cont_comm_id && *g->cont_comm_id);
@@ -438,6 +484,9 @@ pick:
         return rc;
     }
 
+    *matched = ranked.n;
+    out->v = iw_alloc((ranked.n + 1) * sizeof(iw_agent_t));
+
     for (k = 0; k < ranked.n; k++) {
         if (!iw_plan_eligible(&ranked, k, conf->min_score)) {
             break;
@@ -448,33 +497,25 @@ pick:
         if (strstr(ps[p].tried.data, mark) == NULL
             && (!given || iw_decide_in_team(g, ranked.v[k].name)))
         {
-            free(mark);
-            to->name = iw_strdup(ranked.v[k].name);
-            to->type = iw_strdup(ranked.v[k].type);
-            to->desc = iw_strdup(ranked.v[k].desc);
-            to->protocol = ranked.v[k].protocol;
-            to->score = ranked.v[k].score;
-            break;
+            iw_decide_copy_agent(&out->v[out->n++], &ranked.v[k]);
         }
 
         free(mark);
     }
 
-    if (to->name == NULL) {
-        if (last == NULL && g->part_why[p] == NULL) {
-            g->part_why[p] = iw_strdup(ranked.n
-                                       ? "no online agent matches it well "
-                                         "enough"
-                                       : "no online agent's description "
-                                         "matches it");
-        }
-
-        *kind = NULL;
-    }
-
     iw_agents_free(&ranked);
 
     return IW_OK;
+}
+
+
+static void
+iw_decide_copy_agent(iw_agent_t *to, const iw_agent_t *a)
+{
+    *to = *a;
+    to->name = iw_strdup(a->name);
+    to->type = iw_strdup(a->type ? a->type : "");
+    to->desc = iw_strdup(a->desc ? a->desc : "");
 }
 
 
