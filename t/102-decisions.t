@@ -31,6 +31,8 @@ use IoaTest;
 use IoaTest::Agent qw(envelope fresh_hub json);
 use IoaTest::Api;
 use IoaTest::Goals;
+use IoaTest::ScriptedLLM;
+use JSON::PP ();
 use Time::HiRes qw(sleep time);
 
 no_root_location();
@@ -45,6 +47,11 @@ sub demo_agents {
         Shouter  => 'shouts a text in upper case',
         Reverser => 'reverses the order of the words of a text', %more);
     return connect_agents($ctx, qw(Counter Shouter Reverser), sort keys %more);
+}
+
+# the task records of the counting agents, so that name order decides ties
+sub forget_records {
+    redis_cmd('DEL', map { "ioa:{reg}:rep:$_" } qw(Counter Tallier));
 }
 
 sub decisions {
@@ -275,8 +282,7 @@ GET /health_check
     fresh($ctx);
     my $ag = demo_agents($ctx, Tallier => 'counts the words in a text');
     for my $step (40, 110) {
-        # a fresh record each time, or Tallier's would win the work at once
-        redis_cmd('DEL', 'ioa:{reg}:rep:Counter', 'ioa:{reg}:rep:Tallier');
+        forget_records();    # else Tallier's record wins the work at once
         my $w1 = worker($ctx, "a$step", crash_after => $step, claim_idle => 1);
         my $gid = launch(goal => 'Count the words in "one two three".');
         ok drive(agents => $ag, how => { Counter => 'fail' }, secs => 10,
@@ -452,6 +458,90 @@ GET /health_check
     is $d->{field}, 'content', 'naming the field';
     ($code, $d) = api($ctx, POST => "/goals/$g2/messages", { content => 'x', sender => "bad\nname" });
     is $code, 400, 'a sender that is no name: 400';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 10: with a model, the review is the model's: a valid answer is followed (its agent, its task text), one naming an agent that may not take the part falls back to the rule, and the model may conclude
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx, Tallier => 'counts the words in a text');
+    # the model: each goal's text picks its review answer; any other call
+    # (the plan, the conclusion) gets {} and the built-in planner's part
+    my %review = (
+        'one two' => { decision => 'another_round', reason => 'Counter failed; Tallier counts too',
+                       tasks => [{ part => 1, agent => 'Tallier',
+                                   task_desc => 'Count the words in "one two", carefully' }] },
+        'three four' => { decision => 'another_round', reason => 'let Shouter try',
+                          tasks => [{ part => 1, agent => 'Shouter', task_desc => 'shout it' }] },
+        'five six' => { decision => 'conclude', reason => 'a failure is answer enough', tasks => [] },
+    );
+    my $llm = scripted_llm(sub {
+        my ($req) = @_;
+        my $sys = $req->{messages}[0]{content} // '';
+        my $user = $req->{messages}[1]{content} // '';
+        return '{}' unless $sys =~ /A round of tasks has ended/;
+        for my $k (keys %review) {
+            return JSON::PP->new->encode($review{$k}) if $user =~ /\Q$k\E/;
+        }
+        return '{}';
+    });
+    worker($ctx, 'w1', env => { IOA_LLM_BASE_URL => $llm->{url}, IOA_LLM_MAX_ATTEMPTS => 1 });
+    my $team = [qw(Counter Tallier Shouter)];
+
+    my $g1 = launch(goal => 'Count the words in "one two".', team_member_names => $team);
+    ok drive(agents => $ag, how => { Counter => 'fail' },
+             until => sub { state_of($g1) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my @env = room(meta($g1)->{comm_id});
+    my ($d) = decisions(grep { $_->{type} == 4 } @env);
+    is $d->{ioa_decision}{by}, 'llm', 'decided by the model' or diag worker_logs($ctx);
+    is $d->{ioa_decision}{reason}, 'the model: Counter failed; Tallier counts too', 'with its reason';
+    my @assign = grep { $_->{type} == 6 } @env;
+    is $assign[1]{tasks}{Tallier}{task_desc}, 'Count the words in "one two", carefully',
+        'the model\'s agent and task text';
+    my ($rq) = grep { ($_->{messages}[0]{content} // '') =~ /A round of tasks has ended/ }
+               scripted_requests($llm);
+    like $rq->{messages}[1]{content}, qr/Where the parts stand:.*Not done: Counter failed/s,
+        'the prompt shows where the parts stand';
+    like $rq->{messages}[1]{content}, qr/The room, most recent last:.*\nCounter: Counter could not do it/s,
+        'and the transcript';
+    my $format = JSON::PP->new->encode($rq->{response_format} // {});
+    like $format, qr/"json_schema".*"another_round"/, 'the answer is asked for as a JSON Schema';
+
+    forget_records();      # else Tallier's record wins the first round
+    my $g2 = launch(goal => 'Count the words in "three four".', team_member_names => $team);
+    ok drive(agents => $ag, how => { Counter => 'fail' },
+             until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    ($d) = decisions(grep { $_->{type} == 4 } room(meta($g2)->{comm_id}));
+    is $d->{ioa_decision}{by}, 'rule', 'an agent that may not take the part: the rule decides';
+    like $d->{ioa_decision}{reason}, qr/so Tallier takes it/, 'and re-routes as it would';
+    like worker_log($ctx, 'w1'), qr/the model gave part 1 to Shouter, who may not take it; ignored/,
+        'the log says why';
+
+    forget_records();      # else Tallier's record wins the first round
+    my $g3 = launch(goal => 'Count the words in "five six".', team_member_names => $team);
+    ok drive(agents => $ag, how => { Counter => 'fail' },
+             until => sub { state_of($g3) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my ($c) = grep { $_->{type} == 10 } room(meta($g3)->{comm_id});
+    is $c->{ioa_decision}{by}, 'llm', 'the model concluded';
+    like $c->{ioa_decision}{reason}, qr/^the model: a failure is answer enough; 0 of 1 part done$/,
+        'saying why, and what is done';
+    is scalar(grep { $_->{type} == 6 } room(meta($g3)->{comm_id})), 1, 'no second round';
+    ok meta($g3)->{tokens} > 0, 'the calls are counted in the goal\'s tokens';
     is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
 --- no_error_log
 [alert]

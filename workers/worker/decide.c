@@ -90,15 +90,20 @@ static void iw_decide_take_requests(iw_goal_t *g, iw_buf_t *why);
 static int iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     iw_part_state_t *ps, iw_agent_t *to, const char **kind);
 static void iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a,
-    size_t p, const char *desc);
+    size_t p, const char *kind, const char *text);
 static void iw_decide_add_member(iw_goal_t *g, const iw_agent_t *a);
 static int iw_decide_in_team(iw_goal_t *g, const char *name);
 static int iw_decide_candidates(const iw_conf_t *conf, iw_goal_t *g,
     size_t p, iw_part_state_t *ps, iw_agents_t *out, size_t *matched);
 static void iw_decide_copy_agent(iw_agent_t *to, const iw_agent_t *a);
 static char *iw_decide_record(const char *decision, int round,
-    const char *reason, const char *ended, const char *text, iw_goal_t *g,
-    size_t from);
+    const char *reason, const char *ended, const char *by, const char *text,
+    iw_goal_t *g, size_t from);
+static int iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g,
+    iw_part_state_t *ps, size_t from, const char **kind, iw_agent_t *to,
+    char **descs, iw_buf_t *why);
+static int iw_decide_needs_work(const iw_conf_t *conf, iw_goal_t *g,
+    iw_part_state_t *ps, size_t p, size_t from);
 
 
 static void
@@ -154,11 +159,12 @@ int
 iw_decide(const iw_conf_t *conf, iw_goal_t *g)
 {
     int               rc, r, reroutes, iterations, last;
-    char             *tasks, *parts, *field, *rec, *reason;
+    char             *tasks, *parts, *field, *rec, *reason,
+                     *descs[IW_PLAN_MAX_CLAUSES];
     size_t            p, first, k, n, done, from;
     iw_buf_t          why, text;
     iw_agent_t        to[IW_PLAN_MAX_CLAUSES];
-    const char       *kind[IW_PLAN_MAX_CLAUSES], *ended, *decision;
+    const char       *kind[IW_PLAN_MAX_CLAUSES], *ended, *decision, *by;
     iw_part_state_t  *ps;
 
     r = g->round;
@@ -223,6 +229,26 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
 
     last = r + 1 >= conf->max_rounds || r + 1 >= IW_MAX_ROUNDS;
     first = g->ntasks;
+    by = "rule";
+
+    for (p = 0; p < g->nparts; p++) {
+        descs[p] = NULL;
+    }
+
+    /* with a model, the decision is the model's when it is usable */
+    if (rc == IW_OK && !last && iw_llm_on(conf, g)) {
+        rc = iw_decide_by_model(conf, g, ps, from, kind, to, descs, &why);
+
+        if (rc == 1) {
+            by = "llm";
+            rc = IW_OK;
+
+            for (p = 0, reroutes = 0, iterations = 0; p < g->nparts; p++) {
+                reroutes += iw_streq(kind[p], "reroute");
+                iterations += kind[p] && !iw_streq(kind[p], "reroute");
+            }
+        }
+    }
 
     /* round r + 1: the new members and their tasks */
     for (p = 0; p < g->nparts; p++) {
@@ -232,7 +258,7 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
 
         if (rc == IW_OK && !last) {
             iw_decide_add_member(g, &to[p]);
-            iw_decide_add_task(g, &to[p], p, kind[p]);
+            iw_decide_add_task(g, &to[p], p, kind[p], descs[p]);
 
         } else if (iw_streq(kind[p], "request") && g->part_why[p] == NULL) {
             g->part_why[p] = iw_strdup("asked for after the last round "
@@ -242,6 +268,7 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         free(to[p].name);
         free(to[p].type);
         free(to[p].desc);
+        free(descs[p]);
     }
 
     iw_decide_parts_free(g, ps);
@@ -258,10 +285,11 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         decision = "conclude";
 
         if (n == 0) {
-            reason = iw_sprintf("%s%s%zu of %zu part%s done, and nothing is "
-                                "left to try", why.len ? why.data : "",
-                                why.len ? "; " : "", done, g->nparts,
-                                g->nparts == 1 ? "" : "s");
+            reason = iw_sprintf("%s%s%zu of %zu part%s done%s",
+                                why.len ? why.data : "", why.len ? "; " : "",
+                                done, g->nparts, g->nparts == 1 ? "" : "s",
+                                iw_streq(by, "llm") ? ""
+                                : ", and nothing is left to try");
 
         } else {
             reason = iw_sprintf("round %d is the last one --max-rounds "
@@ -288,7 +316,8 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         }
     }
 
-    rec = iw_decide_record(decision, r, reason, ended, text.data, g, first);
+    rec = iw_decide_record(decision, r, reason, ended, by, text.data, g,
+                           first);
     field = iw_sprintf("decision:%d", r);
     tasks = iw_store_tasks_json(g);
 
@@ -321,6 +350,196 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
     g->round = r + 1;
 
     return IW_OK;
+}
+
+
+/*
+ * Part p is open to another round: a request not handed out yet, or the
+ * latest round's task of it came back partial, or failed or timed out with
+ * attempts left.
+ */
+
+static int
+iw_decide_needs_work(const iw_conf_t *conf, iw_goal_t *g,
+    iw_part_state_t *ps, size_t p, size_t from)
+{
+    iw_task_t  *t;
+
+    t = ps[p].last;
+
+    if (t == NULL) {
+        return p >= from;
+    }
+
+    if (t->round != g->round || t->sub) {
+        return 0;
+    }
+
+    return iw_streq(t->status, "partial")
+           || ((iw_streq(t->status, "failed")
+                || iw_streq(t->status, "timed_out"))
+               && ps[p].failures < conf->max_attempts);
+}
+
+
+/*
+ * With a model the decision is the model's (iw_llm_review), checked before
+ * it replaces the rule's proposal in kind, to: each task's part must exist
+ * and be open to another round (iw_decide_needs_work), its agent must be
+ * one the rule would also allow (iw_decide_candidates: online, eligible,
+ * not tried on that part) or, for a part done in part, its own agent; a
+ * part gets one task.  The model may also conclude.  When the answer is
+ * unusable (no answer, or another round without one valid task) the rule
+ * decides, and the log says so.  Returns 1 when the model decided, IW_OK
+ * when the rule's proposal stands, or an error.
+ */
+
+static int
+iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
+    size_t from, const char **kind, iw_agent_t *to, char **descs,
+    iw_buf_t *why)
+{
+    int                rc;
+    char              *state;
+    size_t             p, i, k, matched, nvalid;
+    iw_agents_t        cands, more;
+    iw_review_t        rv;
+    iw_review_task_t  *t;
+    const char        *nkind[IW_PLAN_MAX_CLAUSES];
+    iw_agent_t         nto[IW_PLAN_MAX_CLAUSES];
+    unsigned           open_parts;
+
+    cands.v = NULL;
+    cands.n = 0;
+    open_parts = 0;
+
+    /* who may take what: the union of every open part's candidates */
+    for (p = 0; p < g->nparts; p++) {
+        if (!iw_decide_needs_work(conf, g, ps, p, from)) {
+            continue;
+        }
+
+        open_parts |= 1u << p;
+
+        rc = iw_decide_candidates(conf, g, p, ps, &more, &matched);
+        if (rc != IW_OK) {
+            iw_agents_free(&cands);
+            return rc;
+        }
+
+        for (i = 0; i < more.n; i++) {
+            for (k = 0; k < cands.n
+                        && !iw_streq(cands.v[k].name, more.v[i].name); k++)
+            {
+                /* void */
+            }
+
+            if (k < cands.n) {
+                continue;
+            }
+
+            cands.v = iw_realloc(cands.v, (cands.n + 1) * sizeof(iw_agent_t));
+            iw_decide_copy_agent(&cands.v[cands.n++], &more.v[i]);
+        }
+
+        iw_agents_free(&more);
+    }
+
+    /* nothing can be handed out: concluding needs nobody's judgement */
+    if (open_parts == 0) {
+        iw_agents_free(&cands);
+        return IW_OK;
+    }
+
+    state = iw_decide_account(conf, g);
+    rc = iw_llm_review(conf, g, state, &cands, &rv);
+    free(state);
+
+    if (rc != IW_OK || rv.answer == NULL) {
+        iw_agents_free(&cands);
+
+        if (rc == IW_OK) {
+            iw_warn("goal %s: the model's review was unusable; the rule "
+                    "decides", g->goal_id);
+        }
+
+        return rc;
+    }
+
+    nvalid = 0;
+
+    for (p = 0; p < g->nparts; p++) {
+        nkind[p] = NULL;
+        memset(&nto[p], 0, sizeof(iw_agent_t));
+    }
+
+    for (i = 0; !rv.conclude && i < rv.ntasks; i++) {
+        t = &rv.tasks[i];
+        p = (size_t) t->part;
+
+        if (t->part < 0 || p >= g->nparts || !(open_parts & (1u << p))
+            || nkind[p] != NULL)
+        {
+            continue;
+        }
+
+        for (k = 0; k < cands.n && !iw_streq(cands.v[k].name, t->agent); k++)
+        {
+            /* void */
+        }
+
+        if (k < cands.n) {
+            iw_decide_copy_agent(&nto[p], &cands.v[k]);
+
+        } else if (ps[p].last && iw_streq(ps[p].last->status, "partial")
+                   && iw_streq(ps[p].last->agent, t->agent))
+        {
+            nto[p].name = iw_strdup(t->agent);
+            nto[p].type = iw_strdup("");
+            nto[p].desc = iw_strdup("");
+
+        } else {
+            iw_warn("goal %s: the model gave part %zu to %s, who may not "
+                    "take it; ignored", g->goal_id, p + 1, t->agent);
+            continue;
+        }
+
+        nkind[p] = ps[p].last == NULL ? "request"
+                   : iw_streq(ps[p].last->status, "partial") ? "iterate"
+                   : "reroute";
+        descs[p] = t->desc ? iw_strdup(t->desc) : NULL;
+        nvalid++;
+    }
+
+    if (!rv.conclude && nvalid == 0) {
+        iw_warn("goal %s: the model asked for another round without a task "
+                "it may give; the rule decides", g->goal_id);
+        yajl_tree_free(rv.answer);
+        iw_agents_free(&cands);
+        return IW_OK;
+    }
+
+    /* the model's decision replaces the rule's proposal */
+    for (p = 0; p < g->nparts; p++) {
+        if (kind[p]) {
+            free(to[p].name);
+            free(to[p].type);
+            free(to[p].desc);
+        }
+
+        kind[p] = nkind[p];
+        to[p] = nto[p];
+    }
+
+    iw_buf_free(why);
+    iw_buf_init(why);
+    iw_buf_addf(why, "the model: %s", rv.reason ? rv.reason
+                                                : "(no reason given)");
+
+    yajl_tree_free(rv.answer);
+    iw_agents_free(&cands);
+
+    return 1;
 }
 
 
@@ -545,15 +764,15 @@ iw_decide_in_team(iw_goal_t *g, const char *name)
 
 static void
 iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
-    const char *kind)
+    const char *kind, const char *text)
 {
     char       *desc, *joined, hex[33];
     size_t      i, prev;
     iw_task_t  *t;
 
-    desc = NULL;
+    desc = text ? iw_strdup(text) : NULL;
 
-    if (iw_streq(kind, "iterate")) {
+    if (desc == NULL && iw_streq(kind, "iterate")) {
         for (i = 0, prev = g->ntasks; i < g->ntasks; i++) {
             if (g->tasks[i].parts & (1u << p)
                 && g->tasks[i].round == g->round)
@@ -650,7 +869,8 @@ iw_decide_add_member(iw_goal_t *g, const iw_agent_t *a)
 
 static char *
 iw_decide_record(const char *decision, int round, const char *reason,
-    const char *ended, const char *text, iw_goal_t *g, size_t from)
+    const char *ended, const char *by, const char *text, iw_goal_t *g,
+    size_t from)
 {
     size_t    k, p;
     iw_buf_t  b;
@@ -662,6 +882,8 @@ iw_decide_record(const char *decision, int round, const char *reason,
     iw_json_str(&b, reason);
     iw_buf_adds(&b, ",\"bound\":");
     iw_json_str_or_null(&b, ended);
+    iw_buf_adds(&b, ",\"by\":");
+    iw_json_str(&b, by);
     iw_buf_adds(&b, ",\"tasks\":[");
 
     for (k = from; k < g->ntasks; k++) {

@@ -512,5 +512,28 @@ int iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     int allow_sub, iw_plan_t *plan, char **discussion);
 int iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text);
 
+/* the model's review of a round (decide.c checks it before acting) */
+typedef struct {
+    int           part;              /* 0-based, as the model named it - 1 */
+    const char   *agent;             /* borrowed from the answer */
+    const char   *desc;              /* NULL or blank: the part's text */
+} iw_review_task_t;
+
+typedef struct {
+    yajl_val           answer;       /* owns the strings below */
+    int                conclude;
+    const char        *reason;
+    iw_review_task_t   tasks[IW_PLAN_MAX_TASKS];
+    size_t             ntasks;
+} iw_review_t;
+
+/* the transcript a prompt shows: the room's latest envelopes, at most this
+ * many bytes, each cut at IW_LLM_LINE_MAX */
+#define IW_LLM_TRANSCRIPT_MAX  4000
+#define IW_LLM_LINE_MAX        300
+
+int iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
+    iw_agents_t *cands, iw_review_t *out);
+
 
 #endif /* IW_H */

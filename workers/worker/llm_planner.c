@@ -1,6 +1,6 @@
 /*
  * ioa-worker: the LLM's part of a goal, when an endpoint is configured
- * (IOA_LLM_BASE_URL, see llm.c).  Three decisions, each one structured
+ * (IOA_LLM_BASE_URL, see llm.c).  Four decisions, each one structured
  * call whose answer is checked before it is used, and each with the
  * built-in planner as its fallback:
  *
@@ -19,6 +19,12 @@
  *            built-in assignment.  In parallel one member gets one task
  *            (the "tasks" map of the assignment is keyed by agent), so a
  *            member's tasks are joined.
+ *   review   after each round (decide.c): conclude, or another round with
+ *            tasks, each for a part still open and an agent from the
+ *            list the rule would also allow (an enum in the schema); the
+ *            prompt shows where the parts stand and the room's latest
+ *            envelopes (IW_LLM_TRANSCRIPT_MAX bytes).  decide.c checks the
+ *            answer and keeps the rule's decision when it is unusable.
  *   conclusion  the answer to the goal from the results.
  *
  * Why checks and not trust: with a schema-constrained server the answer
@@ -637,6 +643,194 @@ iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
     }
 
     yajl_tree_free(ans);
+
+    return IW_OK;
+}
+
+
+/* ---- the review after a round ---- */
+
+/*
+ * The room's latest envelopes, oldest first, as "sender: content" lines,
+ * each cut at IW_LLM_LINE_MAX bytes, at most IW_LLM_TRANSCRIPT_MAX bytes in
+ * all: the newest are kept, since the review is about how the round ended.
+ */
+
+static int
+iw_llm_transcript(const iw_conf_t *conf, iw_goal_t *g, iw_buf_t *b)
+{
+    size_t       i, used, n;
+    yajl_val     env;
+    iw_buf_t     line;
+    redisReply  *r, *e, *f;
+    const char  *sender, *content, **lines;
+
+    r = iw_redis_cmd("XREVRANGE %s{room:%s}:log + - COUNT 40", conf->prefix,
+                     g->comm_id);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    lines = iw_alloc((r->elements + 1) * sizeof(char *));
+    used = 0;
+
+    for (i = 0, n = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        e = r->element[i];
+
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
+            continue;
+        }
+
+        f = e->element[1];
+
+        if (f->type != REDIS_REPLY_ARRAY || f->elements < 2) {
+            continue;
+        }
+
+        env = iw_json_parse(f->element[1]->str, f->element[1]->len);
+        sender = iw_json_get_str(env, "sender");
+        content = iw_json_get_str(env, "task_conclusion");
+
+        if (content == NULL || *content == '\0') {
+            content = iw_json_get_str(env, "content");
+        }
+
+        iw_buf_init(&line);
+        iw_buf_addf(&line, "%s: %.*s", sender ? sender : "?",
+                    IW_LLM_LINE_MAX, content ? content : "");
+        yajl_tree_free(env);
+
+        if (used + line.len + 1 > IW_LLM_TRANSCRIPT_MAX) {
+            iw_buf_free(&line);
+            break;
+        }
+
+        used += line.len + 1;
+        lines[n++] = iw_buf_take(&line);
+    }
+
+    freeReplyObject(r);
+
+    while (n--) {
+        iw_buf_addf(b, "\n%s", lines[n]);
+        free((char *) lines[n]);
+    }
+
+    free(lines);
+
+    return IW_OK;
+}
+
+
+/*
+ * One structured call: conclude, or another round with tasks for the
+ * listed agents.  IW_OK with out->answer set when the model answered with
+ * the right shape (decide.c checks the content), NULL when it did not.
+ */
+
+int
+iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
+    iw_agents_t *cands, iw_review_t *out)
+{
+    int          rc;
+    char        *system, *user;
+    size_t       i;
+    iw_buf_t     schema, agents, transcript;
+    yajl_val     ans, v, t;
+    long long    part;
+    const char  *d;
+
+    memset(out, 0, sizeof(*out));
+
+    iw_buf_init(&schema);
+    iw_buf_addf(&schema, "{\"type\":\"object\",\"properties\":{"
+                "\"decision\":{\"type\":\"string\","
+                "\"enum\":[\"conclude\",\"another_round\"]},"
+                "\"reason\":{\"type\":\"string\",\"maxLength\":400},"
+                "\"tasks\":{\"type\":\"array\",\"maxItems\":%d,"
+                "\"items\":{\"type\":\"object\",\"properties\":{"
+                "\"part\":{\"type\":\"integer\",\"minimum\":1,"
+                "\"maximum\":%zu},\"agent\":{\"type\":\"string\","
+                "\"enum\":[", IW_PLAN_MAX_TASKS, g->nparts);
+
+    for (i = 0; i < cands->n; i++) {
+        iw_buf_adds(&schema, i ? "," : "");
+        iw_json_str(&schema, cands->v[i].name);
+    }
+
+    iw_buf_adds(&schema, "]},\"task_desc\":{\"type\":\"string\","
+                "\"maxLength\":600}},"
+                "\"required\":[\"part\",\"agent\",\"task_desc\"],"
+                "\"additionalProperties\":false}}},"
+                "\"required\":[\"decision\",\"reason\",\"tasks\"],"
+                "\"additionalProperties\":false}");
+
+    iw_buf_init(&agents);
+    iw_llm_team_list(&agents, NULL, cands);
+
+    iw_buf_init(&transcript);
+
+    rc = iw_llm_transcript(conf, g, &transcript);
+    if (rc != IW_OK) {
+        iw_buf_free(&schema);
+        iw_buf_free(&agents);
+        iw_buf_free(&transcript);
+        return rc;
+    }
+
+    system = iw_sprintf(
+        "You are %s, the coordinator of a team of AI agents. A round of "
+        "tasks has ended; decide what the team does next. Answer "
+        "\"conclude\" when the goal is achieved or nothing more can be "
+        "done, with tasks []. Answer \"another_round\" with tasks: a part "
+        "that failed or timed out goes to another listed agent, a part "
+        "done only in part goes back with what is missing, a person's "
+        "request goes to the agent that fits it. Only the listed agents can "
+        "take tasks; parts are numbered as below. Say why in \"reason\". "
+        "Answer with one JSON object.", conf->name);
+    user = iw_sprintf("Goal: %s\n\nWhere the parts stand:\n%s\n\n"
+                      "Agents who can take tasks:%s\n\nThe room, most "
+                      "recent last:%s", g->goal, state,
+                      agents.len ? agents.data : "\n(none)",
+                      transcript.len ? transcript.data : "\n(empty)");
+    iw_buf_free(&agents);
+    iw_buf_free(&transcript);
+
+    rc = iw_llm_call(conf, g, "review", system, user, schema.data, &ans);
+    free(system);
+    free(user);
+    iw_buf_free(&schema);
+
+    if (rc != IW_OK || ans == NULL) {
+        return rc;
+    }
+
+    out->answer = ans;
+    out->conclude = iw_streq(iw_json_get_str(ans, "decision"), "conclude");
+    out->reason = iw_json_get_str(ans, "reason");
+    v = iw_json_get(ans, "tasks");
+
+    for (i = 0; v && YAJL_IS_ARRAY(v) && i < v->u.array.len
+                && out->ntasks < IW_PLAN_MAX_TASKS; i++)
+    {
+        t = v->u.array.values[i];
+
+        if (iw_json_get_int(t, "part", &part) != 0
+            || iw_json_get_str(t, "agent") == NULL)
+        {
+            continue;
+        }
+
+        d = iw_json_get_str(t, "task_desc");
+        out->tasks[out->ntasks].part = (int) part - 1;
+        out->tasks[out->ntasks].agent = iw_json_get_str(t, "agent");
+        out->tasks[out->ntasks].desc = iw_llm_blank(d) ? NULL : d;
+        out->ntasks++;
+    }
+
+    if (iw_llm_blank(out->reason)) {
+        out->reason = NULL;
+    }
 
     return IW_OK;
 }
