@@ -547,3 +547,66 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 11: nested teams are reviewed the same way: a sub-team that did only some of its parts reports partial, and the parent hands the part to a new sub-team; a sub-team iterates inside too
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    %Partial = ();
+    my %skills = (Ann => 'write the report', Ben => 'check the figures',
+                  Cid => 'draw the chart', Dan => 'translate the text',
+                  Eve => 'summarise the paper', Fay => 'plan the budget');
+    register_agents($ctx, %skills);
+    my $ag = connect_agents($ctx, sort keys %skills);
+    worker($ctx, $_, args => ['--max-rounds', 2]) for qw(w1 w2);
+    my $goal = 'Write the report. Check the figures. Draw the chart. '
+             . 'Translate the text. Summarise the paper. Plan the budget.';
+
+    # Fay fails every time: each sub-team does one of its two parts
+    my $gid = launch(goal => $goal, team_up_depth => 1);
+    ok drive(agents => $ag, how => { Fay => 'fail' }, secs => 30,
+             until => sub { state_of($gid) eq 'concluded' }),
+       'the parent concluded' or diag worker_logs($ctx);
+    my @env = room(meta($gid)->{comm_id});
+    my @subres = grep { $_->{type} == 7 && $_->{sender} eq $COORD } @env;
+    is_deeply [map { $_->{task_status} } @subres], [qw(partial partial)],
+        'both sub-teams\' results: partial';
+    isnt $subres[0]{sub_goal}, $subres[1]{sub_goal}, 'from two sub-goals';
+    my ($d) = decisions(grep { $_->{type} == 4 } @env);
+    like $d->{ioa_decision}{reason}, qr/part 5 came back partial from \Q$COORD\E; part 6 came back partial/,
+        'the parent iterates on the partial result';
+    my @assign = grep { $_->{type} == 6 } @env;
+    is $assign[1]{sub_teams}[0]{task_desc}, 'Summarise the paper. Plan the budget.',
+        'round 2: the parts again, for a new sub-team';
+    my $m = meta($gid);
+    is $m->{ended}, 'max_rounds', 'the parent ended at its round limit';
+    like $m->{conclusion}, qr/\n4 of 6 parts done\./, 'four of six done, nothing more claimed';
+    like $m->{conclusion}, qr/\n5\. Summarise the paper\n   Partly done by \Q$COORD\E: /,
+        'the sub-team\'s parts: partly done';
+    is meta($subres[0]{sub_goal})->{parts_done}, 1, 'a sub-goal records its parts done';
+    is meta($subres[0]{sub_goal})->{parts_total}, 2, 'of its parts';
+
+    # Fay partial once: the sub-team iterates inside and completes
+    %Partial = ();
+    my $g2 = launch(goal => $goal, team_up_depth => 1);
+    ok drive(agents => $ag, how => { Fay => 'partial_once' }, secs => 30,
+             until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my ($sr) = grep { $_->{type} == 7 && $_->{sender} eq $COORD } room(meta($g2)->{comm_id});
+    is $sr->{task_status}, 'completed', 'the sub-team completed';
+    my ($sd) = decisions(grep { $_->{type} == 4 } room(meta($sr->{sub_goal})->{comm_id}));
+    is $sd->{ioa_decision}{decision}, 'iterate', 'after iterating in its own room';
+    like meta($g2)->{conclusion}, qr/\n6 of 6 parts done\./, 'the parent: every part done';
+    is_deeply stop_workers(), { w1 => 0, w2 => 0 }, 'the workers exit 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]

@@ -621,7 +621,7 @@ iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
         goto pick;
     }
 
-    if (iw_streq(last->status, "partial") && !last->sub) {
+    if (iw_streq(last->status, "partial")) {
         to->name = iw_strdup(last->agent);
         to->type = iw_strdup("");
         to->desc = iw_strdup("");
@@ -766,21 +766,24 @@ static void
 iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
     const char *kind, const char *text)
 {
+    int         sub;
     char       *desc, *joined, hex[33];
     size_t      i, prev;
     iw_task_t  *t;
 
     desc = text ? iw_strdup(text) : NULL;
 
-    if (desc == NULL && iw_streq(kind, "iterate")) {
-        for (i = 0, prev = g->ntasks; i < g->ntasks; i++) {
-            if (g->tasks[i].parts & (1u << p)
-                && g->tasks[i].round == g->round)
-            {
-                prev = i;
-            }
+    for (i = 0, prev = g->ntasks; i < g->ntasks; i++) {
+        if (g->tasks[i].parts & (1u << p) && g->tasks[i].round == g->round) {
+            prev = i;
         }
+    }
 
+    /* a sub-team's part done in part goes to a new sub-team, whose
+     * planner cuts its text like a goal's: the part alone */
+    sub = iw_streq(kind, "iterate") && prev < g->ntasks && g->tasks[prev].sub;
+
+    if (desc == NULL && iw_streq(kind, "iterate") && !sub) {
         if (prev < g->ntasks) {
             desc = iw_sprintf("Continue: %s\nWhat you reported so far "
                               "(partial): %s", g->parts[p],
@@ -796,8 +799,10 @@ iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
     for (i = 0; i < g->ntasks; i++) {
         t = &g->tasks[i];
 
-        if (t->round == g->round + 1 && strcmp(t->agent, a->name) == 0) {
-            joined = iw_sprintf("%s; %s", t->desc, desc);
+        if (t->round == g->round + 1 && strcmp(t->agent, a->name) == 0
+            && t->sub == sub)
+        {
+            joined = iw_sprintf(sub ? "%s %s." : "%s; %s", t->desc, desc);
             free(t->desc);
             free(desc);
             t->desc = joined;
@@ -812,10 +817,15 @@ iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
     iw_random_hex(hex);
     t->agent = iw_strdup(a->name);
     t->task_id = iw_strdup(hex);
-    t->desc = desc;
     t->status = iw_strdup("pending");
     t->round = g->round + 1;
     t->parts = 1u << p;
+    t->sub = sub;
+    t->desc = sub ? iw_sprintf("%s.", desc) : desc;
+
+    if (sub) {
+        free(desc);
+    }
 }
 
 
@@ -908,6 +918,27 @@ iw_decide_record(const char *decision, int round, const char *reason,
     iw_buf_addc(&b, '}');
 
     return iw_buf_take(&b);
+}
+
+
+/* the parts done (their latest task completed), of how many */
+
+size_t
+iw_decide_done(iw_goal_t *g)
+{
+    size_t            p, done;
+    iw_part_state_t  *ps;
+
+    ps = iw_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
+    iw_decide_parts(g, ps);
+
+    for (p = 0, done = 0; p < g->nparts; p++) {
+        done += ps[p].last && iw_streq(ps[p].last->status, "completed");
+    }
+
+    iw_decide_parts_free(g, ps);
+
+    return done;
 }
 
 

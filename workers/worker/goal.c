@@ -901,7 +901,7 @@ static int
 iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
 {
     int          rc, cancelled, base;
-    char        *text, *extra, *current, tokens[32];
+    char        *text, *extra, *current, tokens[32], done[32], total[32];
     size_t       i;
     iw_buf_t     b;
     const char  *final;
@@ -983,11 +983,15 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
 
     snprintf(tokens, sizeof(tokens), "%lld",
              g->prompt_tokens + g->completion_tokens);
+    snprintf(done, sizeof(done), "%zu", iw_decide_done(g));
+    snprintf(total, sizeof(total), "%zu", g->nparts);
 
+    /* parts_done and parts_total: what a parent goal reviews (subteam.c) */
     rc = iw_store_meta_state(conf, g->goal_id, final, &current,
                              "comm_id", g->comm_id,
                              "conclusion", g->conclusion ? g->conclusion : "",
-                             "tokens", tokens, "ended", g->ended, NULL);
+                             "tokens", tokens, "ended", g->ended,
+                             "parts_done", done, "parts_total", total, NULL);
     if (rc == IW_ERROR) {
         return IW_ERROR;
     }

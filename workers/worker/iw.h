@@ -493,6 +493,7 @@ const char *iw_decide_ended(iw_goal_t *g, int round);
 char *iw_decide_conclude_text(iw_goal_t *g);
 char *iw_decide_conclude_extra(iw_goal_t *g, const char *text);
 char *iw_decide_account(const iw_conf_t *conf, iw_goal_t *g);
+size_t iw_decide_done(iw_goal_t *g);
 
 /* person.c: a person's messages to a running goal */
 int iw_person_read(const iw_conf_t *conf, iw_goal_t *g);

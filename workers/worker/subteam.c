@@ -7,7 +7,10 @@
  * parent reaches it, see goal.c) and one level less of team_up_depth (so
  * nesting ends).  Its conclusion is this task's result: the coordinator
  * posts it into the parent's room as INFORM_TASK_RESULT with the task's id,
- * and task_status completed, failed or cancelled after the sub-goal's end.
+ * and task_status after the sub-goal's end: completed when it did every
+ * part of its own, partial when some, failed when none (or it failed),
+ * cancelled; the parent's review then treats it like any result, and a
+ * partial one goes to a new sub-team in the next round (decide.c).
  *
  * Exactly once, across crashes:
  *   1. the sub-goal's id is chosen and saved in the task list;
@@ -138,7 +141,7 @@ int
 iw_sub_poll(const iw_conf_t *conf, iw_goal_t *g, size_t i, int step)
 {
     int          rc;
-    char        *state, *text, *extra;
+    char        *state, *text, *extra, *done, *total;
     iw_buf_t     b;
     iw_task_t   *t;
     const char  *status;
@@ -160,6 +163,28 @@ iw_sub_poll(const iw_conf_t *conf, iw_goal_t *g, size_t i, int step)
 
     status = iw_streq(state, "concluded") ? "completed"
              : iw_streq(state, "cancelled") ? "cancelled" : "failed";
+
+    /* reviewed like any result: a sub-team that did only some of its
+     * parts did the task in part, one that did none did not do it */
+    if (iw_streq(state, "concluded")) {
+        if (iw_store_meta_get(conf, t->child, "parts_done", &done) != IW_OK
+            || iw_store_meta_get(conf, t->child, "parts_total", &total)
+               != IW_OK)
+        {
+            free(done);
+            free(state);
+            return IW_ERROR;
+        }
+
+        if (done && total && atoll(total) > 0
+            && atoll(done) < atoll(total))
+        {
+            status = atoll(done) == 0 ? "failed" : "partial";
+        }
+
+        free(done);
+        free(total);
+    }
 
     if (iw_store_meta_get(conf, t->child,
                           iw_streq(state, "concluded") ? "conclusion"
