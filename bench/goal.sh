@@ -31,6 +31,14 @@
 # GOAL_NESTED=1: five agents and team_up_depth 1, so one task goes to a
 # sub-team (a sub-goal run by a second worker): goal-nested.json/.txt.
 #
+# GOAL_SUITE=1: the goal suite instead (bench/goal/suite.json, scored by
+# bench/goal/suite.py): goals of known answers over the example agents of
+# `make run` (scripts/demo_agent.py) plus Tallier, a counter that fails
+# every other task, and Teller, a reliable one with the same description;
+# several clauses, impossible parts, re-routes; each goal right, honestly
+# partial or dishonest, and the latency apart for re-routed goals:
+# goal-suite.json/.txt.  GOAL_SUITE_ROUNDS (2) runs of the suite.
+#
 # Environment: GOAL_GOALS (50), GOAL_WORKERS (1; 2 nested), GOAL_MODE (wait: IoA's
 # blocking form; async: 202 then GET /goals/<id> every 2 ms), GOAL_TEAM
 # (0: the planner finds the agents by their descriptions, as without
@@ -51,8 +59,10 @@ MODE="${GOAL_MODE:-wait}"
 TEAM="${GOAL_TEAM:-0}"
 MONITOR="${GOAL_MONITOR:-1}"
 NESTED="${GOAL_NESTED:-0}"
+SUITE="${GOAL_SUITE:-0}"
 NAME=goal
 [[ $NESTED == 1 ]] && NAME=goal-nested
+[[ $SUITE == 1 ]] && NAME=goal-suite
 [[ -n $NWORKERS ]] || { NWORKERS=1; [[ $NESTED == 1 ]] && NWORKERS=2; }
 MODULE="${GOAL_MODULE:-$REPO/build/ngx_http_ioa_module.so}"
 WORKER="${GOAL_WORKER_BIN:-$REPO/workers/build/ioa-worker}"
@@ -126,9 +136,20 @@ if [[ $NESTED == 1 ]]; then
     GOAL_TEXT="$GOAL_TEXT Sort the lines of a file alphabetically. Remove duplicate entries from a list."
     EXTRA=(--team-up-depth 1 --expect-results 4)
 fi
+PROGS=(/bin/cat /bin/cat /bin/cat /bin/cat /bin/cat)
+if [[ $SUITE == 1 ]]; then
+    AGENTS+=(Tallier Teller)
+    DESCS+=("tallies the words in a text" "tallies the words in a text")
+    PROGS=("$REPO/scripts/demo_agent.py count" "$REPO/scripts/demo_agent.py shout"
+           "$REPO/scripts/demo_agent.py reverse"
+           "$REPO/scripts/demo_agent.py flaky-count"
+           "$REPO/scripts/demo_agent.py count")
+    export IOA_DEMO_STATE="$RUN/flaky-state"
+fi
 for i in "${!AGENTS[@]}"; do
+    # shellcheck disable=SC2086  # a program and its arguments
     "$AGENT" --hub "$HUB" --name "${AGENTS[$i]}" --desc "${DESCS[$i]}" \
-        --timeout 10 --exec /bin/cat \
+        --timeout 10 --exec ${PROGS[$i]} \
         </dev/null >"$RUN/logs/agent-${AGENTS[$i]}.log" 2>&1 &
     PIDS+=("$!")
 done
@@ -149,6 +170,19 @@ except Exception:
     sleep 0.1
 done
 (( ok )) || { log "the agents did not come online"; tail -n 5 "$RUN"/logs/agent-*.log >&2; exit 1; }
+
+if [[ $SUITE == 1 ]]; then
+    rc=0
+    $PY "$REPO/bench/goal/suite.py" --hub "$HUB" --redis "$REDIS_PORT" \
+        --suite "$REPO/bench/goal/suite.json" \
+        --rounds "${GOAL_SUITE_ROUNDS:-2}" --json "$OUT/$NAME.json" \
+        | tee "$OUT/$NAME.txt" || rc=$?
+    for (( i = 1; i <= NWORKERS; i++ )); do
+        cp "$RUN/logs/worker-$i.log" "$OUT/$NAME-worker-$i.log"
+    done
+    log "wrote $OUT/$NAME.json and $OUT/$NAME.txt"
+    exit "$rc"
+fi
 
 team=()
 [[ $TEAM == 1 ]] && team=(--team)

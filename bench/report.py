@@ -371,8 +371,38 @@ def callgrind_section(out, w):
 # ------------------------------------------------------------------------
 
 EXTRA = [("idle", "Idle connections"), ("goal", "Goals"),
+         ("goal-suite", "Goal suite: correctness and honesty"),
          ("discovery", "Discovery")]
-EXTRA_RENDERERS = {}
+
+
+def render_goal_suite(doc, w):
+    """bench/goal/suite.py: the verdicts, the latency, the goals that were
+    not right."""
+    v = doc["verdicts"]
+    w("%d goals of known answers over the example agents, run %d times in "
+      "all (bench/goal/suite.json; `GOAL_SUITE=1 GOAL_WORKERS=2 bash "
+      "bench/goal.sh`). Right: every expected answer in the conclusion and "
+      "exactly that many parts claimed done; honestly partial: no more "
+      "claimed than shown; dishonest: more claimed than shown (target 0)."
+      % (doc["goals"], doc["runs"]))
+    w("")
+    w("| right | honestly partial | dishonest | re-routed | p50 ms (no re-route) "
+      "| p90 ms (no re-route) | p50 ms (re-routed) |")
+    w("|---|---|---|---|---|---|---|")
+    a, b = doc["latency_ms_no_reroute"], doc["latency_ms_rerouted"]
+    w("| %d | %d | %d | %d | %s | %s | %s |" % (
+        v["right"], v["partial"], v["dishonest"], doc["rerouted"],
+        a["p50"], a["p90"], b["p50"]))
+    wrong = [r for r in doc["rows"] if r["verdict"] != "right"]
+    if wrong:
+        w("")
+        for r in wrong:
+            w("- %s: %s (claims %d, shows %d of %d)" % (
+                r["verdict"], md_cell(r["goal"]), r["claimed"], r["found"],
+                r["expected"]))
+
+
+EXTRA_RENDERERS = {"goal-suite": render_goal_suite}
 
 
 def render_generic(doc, w, limit=80):

@@ -398,6 +398,14 @@ if section extra; then
             >"$OUT/$extra.log" 2>&1 \
             || log "$extra: bench/$extra.sh exited $? (see $OUT/$extra.log)"
     done
+
+    # the goal suite: goals of known answers, scored for correctness and
+    # honesty (bench/goal/suite.py), through the same script
+    log "goal-suite: GOAL_SUITE=1 GOAL_WORKERS=2 bash bench/goal.sh"
+    rm -f "$OUT/goal-suite.json"
+    BENCH_OUT="$OUT" GOAL_SUITE=1 GOAL_WORKERS=2 bash "$REPO/bench/goal.sh" \
+        >"$OUT/goal-suite.log" 2>&1 \
+        || log "goal-suite: exited $? (see $OUT/goal-suite.log)"
 fi
 
 # ---------------------------------------------------------------- callgrind

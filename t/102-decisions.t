@@ -33,6 +33,7 @@ use IoaTest::Api;
 use IoaTest::Goals;
 use IoaTest::ScriptedLLM;
 use JSON::PP ();
+use File::Temp ();
 use Time::HiRes qw(sleep time);
 
 no_root_location();
@@ -606,6 +607,37 @@ GET /health_check
     is $sd->{ioa_decision}{decision}, 'iterate', 'after iterating in its own room';
     like meta($g2)->{conclusion}, qr/\n6 of 6 parts done\./, 'the parent: every part done';
     is_deeply stop_workers(), { w1 => 0, w2 => 0 }, 'the workers exit 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 12: the goal suite (bench/goal.sh GOAL_SUITE=1, its own hub and the example agents): every goal right, none claims what it did not do
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    my $out = File::Temp::tempdir(CLEANUP => 1);
+    local $ENV{BENCH_OUT} = $out;
+    local $ENV{GOAL_SUITE} = 1;
+    local $ENV{GOAL_SUITE_ROUNDS} = 1;
+    local $ENV{GOAL_WORKERS} = 2;
+    local $ENV{GOAL_WORKER_BIN} = $WorkerBin;
+    local $ENV{GOAL_AGENT_BIN} = $ENV{IOA_AGENT_BIN} if $ENV{IOA_AGENT_BIN};
+    my $log = `bash $Repo/bench/goal.sh 2>&1`;
+    is $?, 0, 'bench/goal.sh GOAL_SUITE=1 exits 0' or diag $log;
+    my $doc = eval { JSON::PP->new->decode(do { local (@ARGV, $/) = "$out/goal-suite.json"; <> }) };
+    ok $doc, 'it wrote goal-suite.json' or diag $log;
+    is $doc->{verdicts}{dishonest}, 0, 'no conclusion claims more than it shows';
+    is $doc->{verdicts}{right}, $doc->{goals}, 'every goal right (impossible parts said so)'
+        or diag join "\n", map { "$_->{verdict}: $_->{goal}\n$_->{conclusion}" }
+                           grep { $_->{verdict} ne 'right' } @{ $doc->{rows} };
 --- no_error_log
 [alert]
 [crit]
