@@ -614,6 +614,84 @@ GET /health_check
 
 
 
+=== TEST 13: a member that speaks the protocol proposes during its turn: valid tasks join the plan, an invalid proposal gets an error envelope saying why, a proposal to conclude is followed
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx, Planner => ['plans the work of a team', 1]);
+    worker($ctx, 'w1', turn_timeout => 5);
+    my $team = [qw(Planner Counter Shouter)];
+    my $goal = 'Count the words in "a b".';
+
+    my $g1 = launch(goal => $goal, team_member_names => $team);
+    ok drive(agents => $ag, how => { Planner => { tasks => { Shouter => { task_desc => 'Shout "a b"' } } } },
+             until => sub { state_of($g1) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my @env = room(meta($g1)->{comm_id});
+    my %step = by_step(@env);
+    my $ans = $step{9};
+    is_deeply $ans->{ioa_proposals}, [{ sender => 'Planner', accepted => JSON::PP::true, reason => '' }],
+        'step 9 answers the proposal: followed';
+    is_deeply $ans->{next_speaker}, ['Planner'], 'addressed to the proposer';
+    ok !exists $ans->{ioa_error}, 'no error';
+    is_deeply [sort keys %{ $step{10}{tasks} }], [qw(Counter Shouter)], 'the proposed task is assigned';
+    is $step{10}{tasks}{Shouter}{task_desc}, 'Shout "a b"', 'as proposed';
+    like meta($g1)->{conclusion}, qr/\n2 of 2 parts done\..*\n2\. Shout "a b"\n   Shouter: Shouter did: Shout "a b"/s,
+        'and accounted for';
+
+    my $g2 = launch(goal => $goal, team_member_names => $team);
+    ok drive(agents => $ag, how => { Planner => { tasks => { Nobody => { task_desc => 'x' } } } },
+             until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    %step = by_step(room(meta($g2)->{comm_id}));
+    is $step{9}{ioa_proposals}[0]{accepted}, JSON::PP::false, 'refused';
+    is_deeply $step{9}{ioa_error}, { code => 'invalid_proposal',
+        message => 'Planner: Nobody is not a member of this team' }, 'an error envelope saying why';
+    like $step{9}{content}, qr/^Planner's proposal is refused: Nobody is not a member of this team\.$/,
+        'said in the room';
+    is_deeply [keys %{ $step{10}{tasks} }], ['Counter'], 'the plan as it was';
+
+    my $g3 = launch(goal => $goal, team_member_names => $team);
+    ok drive(agents => $ag, how => { Planner => { conclude => 'There is nothing to do: "a b" has 2 words.' } },
+             until => sub { state_of($g3) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my $m = meta($g3);
+    is $m->{ended}, 'proposal', 'ended: proposal';
+    %step = by_step(room($m->{comm_id}));
+    ok !$step{10}, 'nothing was assigned';
+    like $m->{conclusion}, qr/^Concluded on a member's proposal \(Planner proposed it: There is nothing to do: "a b" has 2 words\.\)\.\n/,
+        'the conclusion carries the proposer\'s answer';
+    like $m->{conclusion}, qr/\n0 of 1 part done\./, 'and claims nothing done by the team';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+
+    # kill -9 right after the answer is posted: the successor neither
+    # answers again nor loses the proposed task
+    worker($ctx, 'a9', crash_after => 9, claim_idle => 1, turn_timeout => 5);
+    my $g4 = launch(goal => $goal, team_member_names => $team);
+    my $how = { Planner => { tasks => { Shouter => { task_desc => 'Shout "c d"' } } } };
+    ok drive(agents => $ag, how => $how, secs => 10,
+             until => sub { reap_dead(); !grep { $Workers{$_}{name} eq 'a9' } keys %Workers }),
+       'the worker died after step 9' or diag worker_logs($ctx);
+    worker($ctx, 'b9', claim_idle => 1, turn_timeout => 5);
+    ok drive(agents => $ag, how => $how, secs => 15,
+             until => sub { state_of($g4) eq 'concluded' }),
+       'concluded by the second' or diag worker_logs($ctx);
+    my @mine = grep { $_->{sender} eq $COORD } room(meta($g4)->{comm_id});
+    is_deeply [map { $_->{ioa_step} } @mine], [1, 3, 4, 9, 10, 11, 40, 41], 'every step once (3 and 4: spoken for Counter and Shouter)';
+    like meta($g4)->{conclusion}, qr/\n2 of 2 parts done\./, 'with the proposed task';
+    stop_workers();
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
 === TEST 12: the goal suite (bench/goal.sh GOAL_SUITE=1, its own hub and the example agents): every goal right, none claims what it did not do
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;

@@ -226,7 +226,7 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     /* the coordinator speaks for the members that only run tasks */
-    for (i = 0; i < team.n && i < IW_STEP_ASSIGN - IW_STEP_BEHALF; i++) {
+    for (i = 0; i < team.n && i < IW_STEP_PROPOSALS - IW_STEP_BEHALF; i++) {
         step = IW_STEP_BEHALF + (int) i;
 
         if (team.v[i].protocol || iw_streq(team.v[i].name, conf->name)
@@ -275,6 +275,19 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
                     "%lld s; going on", g->goal_id, waiting,
                     waiting == 1 ? "" : "s", conf->turn_timeout_ms / 1000);
         }
+    }
+
+    /* the members' proposals, answered once the turns are over */
+    if (g->proposals && *g->proposals && g->step < IW_STEP_PROPOSALS) {
+        rc = iw_proposal_answer(conf, g);
+        goto done;
+    }
+
+    if (g->step >= IW_STEP_PROPOSALS && g->step < IW_STEP_ASSIGN
+        && iw_proposal_concludes(g))
+    {
+        rc = iw_goal_to_concluding(conf, g, "proposal");
+        goto done;
     }
 
 done:
@@ -1060,10 +1073,15 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
         {
             iw_goal_task_update(g, env, sender, type);
 
-        } else if (type == IW_TYPE_DISCUSSION
-                   && g->step >= IW_STEP_DISCUSSION)
+        } else if ((type == IW_TYPE_DISCUSSION
+                    && g->step >= IW_STEP_DISCUSSION)
+                   || ((type == IW_TYPE_SYNC_ASSIGN
+                        || type == IW_TYPE_ASYNC_ASSIGN
+                        || type == IW_TYPE_CONCLUDE)
+                       && g->round == 0 && g->step >= IW_STEP_DISCUSSION
+                       && g->step < IW_STEP_PROPOSALS))
         {
-            /* a protocol speaker took its turn */
+            /* a protocol speaker took its turn, maybe with a proposal */
             if (!loaded) {
                 loaded = 1;
 
@@ -1075,6 +1093,11 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
             for (k = 0; k < team.n; k++) {
                 if (team.v[k].protocol && strcmp(team.v[k].name, sender) == 0)
                 {
+                    if (type != IW_TYPE_DISCUSSION) {
+                        spoke |= iw_proposal_keep(g, e->v[i].sid, env,
+                                                  sender, type);
+                    }
+
                     mark = iw_sprintf(",%s,", sender);
 
                     if (strstr(g->spoke, mark) == NULL) {
@@ -1096,7 +1119,11 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
 
     iw_agents_free(&team);
 
-    if (spoke && iw_store_save(conf, g, "spoke", g->spoke, NULL) != IW_OK) {
+    if (spoke
+        && iw_store_save(conf, g, "spoke", g->spoke,
+                         "proposals", g->proposals ? g->proposals : "", NULL)
+           != IW_OK)
+    {
         return IW_ERROR;
     }
 

@@ -1115,6 +1115,11 @@ iw_decide_conclude_text(iw_goal_t *g)
                           "have.", g->stopped_by ? g->stopped_by : "");
     }
 
+    if (iw_streq(g->ended, "proposal")) {
+        return iw_sprintf("Concluding on a member's proposal (%s).",
+                          g->stopped_by ? g->stopped_by : "");
+    }
+
     return iw_plan_conclude(g->ended, g->max_turns);
 }
 
@@ -1158,6 +1163,10 @@ iw_decide_account(const iw_conf_t *conf, iw_goal_t *g)
     } else if (iw_streq(g->ended, "person")) {
         iw_buf_addf(&b, "Concluded when asked to (%s).\n",
                     g->stopped_by ? g->stopped_by : "a person");
+
+    } else if (iw_streq(g->ended, "proposal")) {
+        iw_buf_addf(&b, "Concluded on a member's proposal (%s).\n",
+                    g->stopped_by ? g->stopped_by : "");
     }
 
     iw_buf_addf(&b, "Goal: %s\n%zu of %zu part%s done.", g->goal, done,

@@ -367,6 +367,9 @@ typedef struct {
     char         *requests;          /* JSON [{"sender","content"}] for
                                         the next review, NULL: none */
     char         *stopped_by;        /* "sender: message" that ended it */
+    char         *proposals;         /* JSON: members' proposals in the
+                                        discussion (proposal.c) */
+    char         *proposal_answer;   /* JSON: the coordinator's answer */
 
     /* only in memory */
     int           round;             /* the highest round of the tasks */
@@ -426,7 +429,10 @@ void iw_entries_free(iw_entries_t *e);
  * a round (see IW_ROUND_STEPS):
  */
 #define IW_STEP_DISCUSSION      1   /* the plan */
-#define IW_STEP_BEHALF          2   /* + i: for member i, who only runs tasks */
+#define IW_STEP_BEHALF          2   /* + i (i < 7): for member i, who only runs
+                                       tasks */
+#define IW_STEP_PROPOSALS       9   /* round 0: the answer to the members'
+                                       proposals (proposal.c) */
 #define IW_STEP_ASSIGN         10   /* parallel: every task at once */
 #define IW_STEP_PAUSE          11   /* triggers: the task ids */
 #define IW_STEP_SUB_RESULT     12   /* + i: the sub-team result of task i */
@@ -494,6 +500,12 @@ char *iw_decide_conclude_text(iw_goal_t *g);
 char *iw_decide_conclude_extra(iw_goal_t *g, const char *text);
 char *iw_decide_account(const iw_conf_t *conf, iw_goal_t *g);
 size_t iw_decide_done(iw_goal_t *g);
+
+/* proposal.c: proposals of the members that speak the protocol */
+int iw_proposal_keep(iw_goal_t *g, const char *sid, yajl_val env,
+    const char *sender, long long type);
+int iw_proposal_answer(const iw_conf_t *conf, iw_goal_t *g);
+int iw_proposal_concludes(iw_goal_t *g);
 
 /* person.c: a person's messages to a running goal */
 int iw_person_read(const iw_conf_t *conf, iw_goal_t *g);

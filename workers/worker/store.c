@@ -25,7 +25,11 @@
  *       inbox_last      the last message read from P{goal:<id>}:inbox
  *       requests        JSON [{"sender","content"}]: a person's requests
  *                       for the next review ("" none; person.c)
- *       stopped_by      "sender: message" when a person ended the goal
+ *       stopped_by      "sender: message" when a person ended the goal,
+ *                       or what a followed proposal to conclude said
+ *       proposals       JSON [{"sid","sender","type","content","tasks"}]:
+ *                       the members' proposals in the discussion
+ *       proposal_answer JSON: the coordinator's answer (proposal.c)
  *       sync            "1": the tasks run one after the other
  *       discussion      the LLM's plan text (absent: the built-in text)
  *       spoke           ",a,b," protocol speakers who took their turn
@@ -295,6 +299,16 @@ iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
     } else if (strcmp(k, "requests") == 0) {
         if (vlen) {
             iw_store_replace(&g->requests, v, vlen);
+        }
+
+    } else if (strcmp(k, "proposals") == 0) {
+        if (vlen) {
+            iw_store_replace(&g->proposals, v, vlen);
+        }
+
+    } else if (strcmp(k, "proposal_answer") == 0) {
+        if (vlen) {
+            iw_store_replace(&g->proposal_answer, v, vlen);
         }
 
     } else if (strcmp(k, "stopped_by") == 0) {
@@ -756,6 +770,8 @@ iw_goal_free(iw_goal_t *g)
     free(g->inbox_last);
     free(g->requests);
     free(g->stopped_by);
+    free(g->proposals);
+    free(g->proposal_answer);
     free(g->state);
     free(g->goal);
     free(g->request);

@@ -259,7 +259,9 @@ sub names_in {
 # a discussion turn), 'partial' (answers "partial" every time),
 # 'partial_once' (the first task partial, later ones completed; %Partial
 # counts them), 'vanish' (reports progress, then drops its connection for
-# good).  An agent addressed by a DISCUSSION (next_speaker)
+# good), or a proposal on its first discussion turn: { tasks => {member =>
+# {task_desc}} } (an ASYNC_TASK_ASSIGNMENT) or { conclude => 'answer' } (a
+# CONCLUDE_GROUP_DISCUSSION).  An agent addressed by a DISCUSSION (next_speaker)
 # answers with a DISCUSSION back to the speaker, unless 'silent' or
 # 'mute'.  A SYNC_TASK_ASSIGNMENT is answered with the result alone.
 # Every frame an agent reads is kept in $Seen{name}.
@@ -285,6 +287,14 @@ sub act {
     my $name = $a->name;
     my $type = $m->{type} // -1;
     return unless grep { $_ eq $name } names_in($m->{next_speaker});
+    if (ref $how eq 'HASH') {       # a proposal on the first turn, once
+        return unless $type == 4 && !$how->{done}++;
+        $a->post(envelope(comm_id => $m->{comm_id},
+            type => $how->{conclude} ? 10 : 6, next_speaker => [$m->{sender}],
+            content => $how->{conclude} // "$name proposes more work",
+            $how->{tasks} ? (extra => [tasks => $how->{tasks}]) : ()));
+        return;
+    }
     if ($type == 4 && ($m->{sender} // '') ne $name) {
         return if $how eq 'silent' || $how eq 'mute';
         $a->post(envelope(comm_id => $m->{comm_id}, type => 4,

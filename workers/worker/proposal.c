@@ -1,0 +1,423 @@
+/*
+ * ioa-worker: proposals from the members that speak the protocol.
+ *
+ * In IoA the agents themselves move the conversation on: a member holding
+ * the floor may assign tasks or propose to conclude.  Here the members that
+ * registered with speaks_protocol hold the floor during the plan's
+ * discussion (conversation.c), and instead of (or besides) a DISCUSSION they
+ * may post:
+ *
+ *   SYNC_TASK_ASSIGNMENT (5) or ASYNC_TASK_ASSIGNMENT (6) with
+ *       "tasks": {"<member>": {"task_desc": "..."}}: more work, for members
+ *       of the team;
+ *   CONCLUDE_GROUP_DISCUSSION (10): conclude now; its content is the
+ *       proposer's answer.
+ *
+ * conversation.c keeps each proposal (fsm "proposals", with its Stream id,
+ * so a re-read after a takeover adds nothing twice).  When the turns are
+ * over the coordinator answers all of them in one envelope, step
+ * IW_STEP_PROPOSALS: a DISCUSSION to the proposers with "ioa_proposals":
+ * [{"sender","accepted","reason"}] and, when one was refused, "ioa_error":
+ * {"code":"invalid_proposal","message"}.  A valid task proposal adds its
+ * tasks to the first round as parts of the goal; a valid conclude ends the
+ * goal with the proposer's answer (ended "proposal").  The server decides
+ * what is valid:
+ *
+ *   - every task names a member of the team other than the coordinator,
+ *     with a task_desc of 1 to IW_PROPOSAL_DESC_MAX bytes, and there is at
+ *     least one task;
+ *   - the goal keeps at most IW_PLAN_MAX_CLAUSES parts;
+ *   - a proposal to conclude is followed unless a task proposal was
+ *     accepted before it; after a followed conclude, task proposals are
+ *     refused.
+ *
+ * The answer is computed once and saved with the amended tasks before it
+ * is posted (fsm "proposal_answer"), so a worker that takes over posts the
+ * same answer, exactly once (goal.c), and then concludes if it said so.
+ */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "iw.h"
+
+
+#define IW_PROPOSAL_DESC_MAX  600
+
+
+static char *iw_proposal_check(iw_goal_t *g, iw_agents_t *team,
+    yajl_val tasks);
+static void iw_proposal_take(iw_goal_t *g, yajl_val tasks);
+static char *iw_proposal_decide(iw_goal_t *g, iw_agents_t *team);
+
+
+/* a member's envelope during the discussion, kept for the answer; 1 when
+ * it is new */
+
+int
+iw_proposal_keep(iw_goal_t *g, const char *sid, yajl_val env,
+    const char *sender, long long type)
+{
+    iw_buf_t     b;
+    yajl_val     tasks;
+    const char  *content;
+
+    if (g->proposals && strstr(g->proposals, sid)) {
+        return 0;                       /* read again after a takeover */
+    }
+
+    iw_buf_init(&b);
+
+    if (g->proposals && strlen(g->proposals) > 2) {
+        iw_buf_add(&b, g->proposals, strlen(g->proposals) - 1);
+        iw_buf_addc(&b, ',');
+
+    } else {
+        iw_buf_addc(&b, '[');
+    }
+
+    iw_buf_adds(&b, "{\"sid\":");
+    iw_json_str(&b, sid);
+    iw_buf_adds(&b, ",\"sender\":");
+    iw_json_str(&b, sender);
+    iw_buf_addf(&b, ",\"type\":%lld,\"content\":", type);
+    content = iw_json_get_str(env, "content");
+    iw_json_str(&b, content ? content : "");
+    iw_buf_adds(&b, ",\"tasks\":");
+    tasks = iw_json_get(env, "tasks");
+
+    if (tasks) {
+        iw_json_emit(&b, tasks);
+
+    } else {
+        iw_buf_adds(&b, "null");
+    }
+
+    iw_buf_adds(&b, "}]");
+
+    free(g->proposals);
+    g->proposals = iw_buf_take(&b);
+
+    iw_info("goal %s: %s proposes %s", g->goal_id, sender,
+            type == IW_TYPE_CONCLUDE ? "to conclude" : "tasks");
+
+    return 1;
+}
+
+
+/* the answer said to conclude (a followed proposal) */
+
+int
+iw_proposal_concludes(iw_goal_t *g)
+{
+    int       yes;
+    yajl_val  a, v;
+
+    if (g->proposal_answer == NULL) {
+        return 0;
+    }
+
+    a = iw_json_parse(g->proposal_answer, strlen(g->proposal_answer));
+    v = iw_json_get(a, "conclude");
+    yes = v && YAJL_IS_TRUE(v);
+    yajl_tree_free(a);
+
+    return yes;
+}
+
+
+/*
+ * After the discussion turns: the answer to every proposal, computed and
+ * saved once, then posted as step IW_STEP_PROPOSALS.
+ */
+
+int
+iw_proposal_answer(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int          rc;
+    char        *tasks, *parts, *extra;
+    yajl_val     a, v;
+    iw_buf_t     e;
+    iw_agents_t  team;
+    const char  *text, *error;
+
+    if (g->proposal_answer == NULL) {
+        if (iw_goal_members(g, &team) != IW_OK) {
+            return iw_goal_fail(conf, g, "the goal's team is not valid JSON");
+        }
+
+        g->proposal_answer = iw_proposal_decide(g, &team);
+        iw_agents_free(&team);
+
+        tasks = iw_store_tasks_json(g);
+        parts = iw_store_parts_json(g);
+        rc = iw_store_save(conf, g, "proposal_answer", g->proposal_answer,
+                           "tasks", tasks, "parts", parts,
+                           "stopped_by", g->stopped_by ? g->stopped_by : "",
+                           NULL);
+        free(tasks);
+        free(parts);
+
+        if (rc != IW_OK) {
+            return rc;
+        }
+    }
+
+    a = iw_json_parse(g->proposal_answer, strlen(g->proposal_answer));
+    text = iw_json_get_str(a, "text");
+    error = iw_json_get_str(a, "error");
+
+    iw_buf_init(&e);
+    iw_buf_adds(&e, "\"ioa_proposals\":");
+    v = iw_json_get(a, "answers");
+
+    if (v) {
+        iw_json_emit(&e, v);
+
+    } else {
+        iw_buf_adds(&e, "[]");
+    }
+
+    if (error && *error) {
+        iw_buf_adds(&e, ",\"ioa_error\":{\"code\":\"invalid_proposal\","
+                    "\"message\":");
+        iw_json_str(&e, error);
+        iw_buf_addc(&e, '}');
+    }
+
+    extra = iw_buf_take(&e);
+    iw_buf_init(&e);
+    v = iw_json_get(a, "next");
+
+    if (v) {
+        iw_json_emit(&e, v);
+
+    } else {
+        iw_buf_adds(&e, "\"\"");
+    }
+
+    rc = iw_goal_post(conf, g, IW_STEP_PROPOSALS, IW_TYPE_DISCUSSION,
+                      text ? text : "", e.data, NULL, extra);
+
+    free(extra);
+    iw_buf_free(&e);
+    yajl_tree_free(a);
+
+    if (rc == IW_OK && iw_proposal_concludes(g)) {
+        return iw_goal_to_concluding(conf, g, "proposal");
+    }
+
+    return rc;
+}
+
+
+/*
+ * Checks every proposal in order and takes the valid ones into the plan;
+ * returns the answer as JSON {"text","next","answers","error","conclude"}.
+ */
+
+static char *
+iw_proposal_decide(iw_goal_t *g, iw_agents_t *team)
+{
+    int          conclude, accepted;
+    char        *error;
+    size_t       i;
+    iw_buf_t     ans, text, next, errs, out;
+    yajl_val     all, p, t, type;
+    const char  *sender, *content;
+
+    all = iw_json_parse(g->proposals, strlen(g->proposals));
+    conclude = 0;
+    accepted = 0;
+    iw_buf_init(&ans);
+    iw_buf_init(&text);
+    iw_buf_init(&next);
+    iw_buf_init(&errs);
+
+    for (i = 0; all && YAJL_IS_ARRAY(all) && i < all->u.array.len; i++) {
+        p = all->u.array.values[i];
+        sender = iw_json_get_str(p, "sender");
+        content = iw_json_get_str(p, "content");
+        type = iw_json_get(p, "type");
+        t = iw_json_get(p, "tasks");
+
+        if (sender == NULL) {
+            continue;
+        }
+
+        if (type && YAJL_IS_INTEGER(type)
+            && YAJL_GET_INTEGER(type) == IW_TYPE_CONCLUDE)
+        {
+            error = accepted ? iw_strdup("a task proposal was followed "
+                                         "before it")
+                    : conclude ? iw_strdup("the goal already concludes on "
+                                           "an earlier proposal")
+                    : NULL;
+
+            if (error == NULL) {
+                conclude = 1;
+                free(g->stopped_by);
+                g->stopped_by = iw_sprintf("%s proposed it: %s", sender,
+                                           content ? content : "");
+            }
+
+        } else {
+            error = conclude ? iw_strdup("the goal concludes on an earlier "
+                                         "proposal")
+                             : iw_proposal_check(g, team, t);
+
+            if (error == NULL) {
+                iw_proposal_take(g, t);
+                accepted++;
+            }
+        }
+
+        iw_buf_adds(&ans, ans.len ? ",{\"sender\":" : "{\"sender\":");
+        iw_json_str(&ans, sender);
+        iw_buf_addf(&ans, ",\"accepted\":%s,\"reason\":",
+                    error ? "false" : "true");
+        iw_json_str(&ans, error ? error : "");
+        iw_buf_addc(&ans, '}');
+
+        iw_buf_addf(&text, "%s%s's proposal ", text.len ? " " : "", sender);
+
+        if (error) {
+            iw_buf_addf(&text, "is refused: %s.", error);
+            iw_buf_addf(&errs, "%s%s: %s", errs.len ? "; " : "", sender,
+                        error);
+
+        } else {
+            iw_buf_adds(&text, conclude && type && YAJL_IS_INTEGER(type)
+                               && YAJL_GET_INTEGER(type) == IW_TYPE_CONCLUDE
+                               ? "to conclude is followed."
+                               : "is followed: its tasks join the plan.");
+        }
+
+        iw_buf_adds(&next, next.len ? "," : "");
+        iw_json_str(&next, sender);
+        free(error);
+    }
+
+    yajl_tree_free(all);
+
+    iw_buf_init(&out);
+    iw_buf_adds(&out, "{\"text\":");
+    iw_json_str(&out, text.len ? text.data : "No proposal.");
+    iw_buf_adds(&out, ",\"next\":[");
+    iw_buf_add(&out, next.data ? next.data : "", next.len);
+    iw_buf_adds(&out, "],\"answers\":[");
+    iw_buf_add(&out, ans.data ? ans.data : "", ans.len);
+    iw_buf_adds(&out, "],\"error\":");
+    iw_json_str(&out, errs.len ? errs.data : "");
+    iw_buf_addf(&out, ",\"conclude\":%s}", conclude ? "true" : "false");
+
+    iw_buf_free(&ans);
+    iw_buf_free(&text);
+    iw_buf_free(&next);
+    iw_buf_free(&errs);
+
+    return iw_buf_take(&out);
+}
+
+
+/* NULL when the tasks can be followed, else why not */
+
+static char *
+iw_proposal_check(iw_goal_t *g, iw_agents_t *team, yajl_val tasks)
+{
+    size_t       i, k, n;
+    yajl_val     t;
+    const char  *agent, *desc;
+
+    if (tasks == NULL || !YAJL_IS_OBJECT(tasks)
+        || tasks->u.object.len == 0)
+    {
+        return iw_strdup("it names no task (\"tasks\": {\"<member>\": "
+                         "{\"task_desc\"}})");
+    }
+
+    n = tasks->u.object.len;
+
+    if (g->nparts + n > IW_PLAN_MAX_CLAUSES) {
+        return iw_sprintf("the goal would have more than %d parts",
+                          IW_PLAN_MAX_CLAUSES);
+    }
+
+    for (i = 0; i < n; i++) {
+        agent = tasks->u.object.keys[i];
+        t = tasks->u.object.values[i];
+        desc = iw_json_get_str(t, "task_desc");
+
+        /* the coordinator is last in the team and takes no task */
+        for (k = 0; k + 1 < team->n && !iw_streq(team->v[k].name, agent);
+             k++)
+        {
+            /* void */
+        }
+
+        if (k + 1 >= team->n) {
+            return iw_sprintf("%s is not a member of this team", agent);
+        }
+
+        if (desc == NULL || *desc == '\0'
+            || strlen(desc) > IW_PROPOSAL_DESC_MAX)
+        {
+            return iw_sprintf("the task for %s needs a task_desc of 1 to "
+                              "%d bytes", agent, IW_PROPOSAL_DESC_MAX);
+        }
+    }
+
+    return NULL;
+}
+
+
+/* the proposal's tasks join the first round, each a part of the goal */
+
+static void
+iw_proposal_take(iw_goal_t *g, yajl_val tasks)
+{
+    char       *joined, hex[33];
+    size_t      i, k;
+    iw_task_t  *t;
+    const char *agent, *desc;
+
+    for (i = 0; i < tasks->u.object.len; i++) {
+        agent = tasks->u.object.keys[i];
+        desc = iw_json_get_str(tasks->u.object.values[i], "task_desc");
+
+        g->parts = iw_realloc(g->parts, (g->nparts + 1) * sizeof(char *));
+        g->part_why = iw_realloc(g->part_why,
+                                 (g->nparts + 1) * sizeof(char *));
+        g->parts[g->nparts] = iw_strdup(desc);
+        g->part_why[g->nparts] = NULL;
+
+        for (k = 0; k < g->ntasks; k++) {
+            t = &g->tasks[k];
+
+            if (t->round == 0 && !t->sub && !g->sync
+                && iw_streq(t->agent, agent))
+            {
+                joined = iw_sprintf("%s; %s", t->desc, desc);
+                free(t->desc);
+                t->desc = joined;
+                t->parts |= 1u << g->nparts;
+                break;
+            }
+        }
+
+        if (k == g->ntasks) {
+            g->tasks = iw_realloc(g->tasks,
+                                  (g->ntasks + 1) * sizeof(iw_task_t));
+            t = &g->tasks[g->ntasks++];
+            memset(t, 0, sizeof(*t));
+            iw_random_hex(hex);
+            t->agent = iw_strdup(agent);
+            t->task_id = iw_strdup(hex);
+            t->desc = iw_strdup(desc);
+            t->status = iw_strdup("pending");
+            t->parts = 1u << g->nparts;
+        }
+
+        g->nparts++;
+    }
+}
