@@ -19,7 +19,10 @@
  * group), registry.c (agents, teamup), planner.c (the built-in planner),
  * decide.c (the review after each round: re-route, iterate, conclude),
  * store.c (goal record), events.c (goal event feed), room.c (posting and
- * reading a room), goal.c (the state machine), main.c (CLI, main loop).
+ * reading a room), goal.c (the state machine), forming.c (the team, the
+ * tasks, the room), conversation.c (the running phase), person.c (a
+ * person's messages), proposal.c (members' proposals), main.c (CLI, main
+ * loop).
  */
 
 #ifndef IW_H
@@ -472,6 +475,7 @@ void iw_entries_free(iw_entries_t *e);
 #define IW_GOAL_NEXT            2
 
 int iw_goal_run(const iw_conf_t *conf, iw_job_t *job);
+int iw_goal_form(const iw_conf_t *conf, iw_goal_t *g);
 int iw_goal_lease(const iw_conf_t *conf, iw_goal_t *g, int now);
 int iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
     const char *content, const char *next_speaker, const char *task_id,
