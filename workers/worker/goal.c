@@ -4,9 +4,10 @@
  * The state machine (phase in P{goal:<id>}:fsm, see store.c):
  *
  *   ""          new: meta state "forming", feed event, phase forming
- *   forming     (forming.c) plan the team and the tasks (the LLM's, checked,
- *               or the built-in planner's: llm_planner.c, planner.c), persist the
- *               plan with a fresh comm_id, then form the room exactly like
+ *   forming     (forming.c) plan the team and the tasks (the LLM's,
+ *               checked, or the built-in planner's: llm_planner.c,
+ *               planner.c), persist the plan with a fresh comm_id, then
+ *               form the room exactly like
  *               /teamup; meta "running" with the comm_id; phase running
  *   running     the conversation (conversation.c): the plan, the
  *               DISCUSSIONs spoken for members that only run tasks, the

@@ -54,6 +54,12 @@ volatile sig_atomic_t  iw_stop;
 static void iw_on_signal(int signo);
 static int iw_parse_seconds(const char *opt, const char *v, long long *ms);
 static void iw_usage(FILE *f);
+static int iw_conf_defaults(iw_conf_t *conf);
+static int iw_parse_args(iw_conf_t *conf, int argc, char **argv);
+static int iw_option(iw_conf_t *conf, int c, const char *arg);
+static int iw_start(iw_conf_t *conf);
+static void iw_serve(iw_conf_t *conf);
+static void iw_conf_free(iw_conf_t *conf);
 
 
 static void
@@ -263,12 +269,73 @@ iw_parse_redis(iw_conf_t *conf, const char *v)
 int
 main(int argc, char **argv)
 {
-    int               c, rc, fresh, retries;
-    char              host[HOST_NAME_MAX + 1], *cursor, *env, *planner;
-    iw_job_t          job;
-    iw_conf_t         conf;
-    long long         backoff, next_claim, now, block;
-    struct sigaction  sa;
+    int        rc;
+    iw_conf_t  conf;
+
+    if (iw_conf_defaults(&conf) != 0) {
+        return 2;
+    }
+
+    /* an operator's command rather than a worker: ioa-worker verify-room */
+    if (argc > 1 && strcmp(argv[1], "verify-room") == 0) {
+        return iw_verify_room_main(&conf, argc - 1, argv + 1);
+    }
+
+    rc = iw_parse_args(&conf, argc, argv);
+    if (rc >= 0) {
+        return rc;                      /* --help, or a bad option */
+    }
+
+    rc = iw_start(&conf);
+    if (rc != 0) {
+        return rc;
+    }
+
+    iw_serve(&conf);
+
+    iw_info("stopped");
+    iw_conf_free(&conf);
+
+    return 0;
+}
+
+
+/* the defaults, in one visible place */
+
+static int
+iw_conf_defaults(iw_conf_t *conf)
+{
+    memset(conf, 0, sizeof(*conf));
+
+    if (iw_parse_redis(conf, "127.0.0.1:6379") != 0) {
+        return -1;
+    }
+
+    conf->prefix = iw_strdup("ioa:");
+    conf->scripts_dir = iw_strdup("./redis-scripts");
+    conf->name = iw_strdup("ioa-coordinator");
+    conf->task_timeout_ms = 60000;
+    conf->turn_timeout_ms = 30000;
+    conf->claim_idle_ms = 15000;
+    conf->token_budget = 100000;
+    conf->max_rounds = 3;
+    conf->max_attempts = 2;
+    conf->min_score = 0.8;
+    conf->offline_grace_ms = 10000;
+
+
+    return 0;
+}
+
+
+/* the command line (and IOA_LLM_TOKEN_BUDGET): -1 to go on, else the
+ * exit status (0 after --help, 2 for a bad option) */
+
+static int
+iw_parse_args(iw_conf_t *conf, int argc, char **argv)
+{
+    int          c, rc;
+    char        *env, host[HOST_NAME_MAX + 1];
 
     static const struct option  opts[] = {
         { "redis", required_argument, NULL, 'r' },
@@ -290,144 +357,18 @@ main(int argc, char **argv)
         { NULL, 0, NULL, 0 }
     };
 
-    memset(&conf, 0, sizeof(conf));
-
-    if (iw_parse_redis(&conf, "127.0.0.1:6379") != 0) {
-        return 2;
-    }
-    conf.prefix = iw_strdup("ioa:");
-    conf.scripts_dir = iw_strdup("./redis-scripts");
-    conf.name = iw_strdup("ioa-coordinator");
-    conf.task_timeout_ms = 60000;
-    conf.turn_timeout_ms = 30000;
-    conf.claim_idle_ms = 15000;
-    conf.token_budget = 100000;
-    conf.max_rounds = 3;
-    conf.max_attempts = 2;
-    conf.min_score = 0.8;
-    conf.offline_grace_ms = 10000;
-
-    /* an operator's command rather than a worker: ioa-worker verify-room */
-    if (argc > 1 && strcmp(argv[1], "verify-room") == 0) {
-        return iw_verify_room_main(&conf, argc - 1, argv + 1);
-    }
-
     env = getenv("IOA_LLM_TOKEN_BUDGET");
 
     if (env && *env && iw_parse_count("IOA_LLM_TOKEN_BUDGET", env,
-                                      &conf.token_budget) != 0)
+                                      &conf->token_budget) != 0)
     {
         return 2;
     }
 
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r':
-            if (iw_parse_redis(&conf, optarg) != 0) {
-                return 2;
-            }
-            break;
-        case 'U':
-            free(conf.redis_user);
-            conf.redis_user = iw_strdup(optarg);
-            break;
-        case 'P':
-            free(conf.redis_password_file);
-            conf.redis_password_file = iw_strdup(optarg);
-            break;
-        case 'p':
-            free(conf.prefix);
-            conf.prefix = iw_strdup(optarg);
-            break;
-        case 's':
-            free(conf.scripts_dir);
-            conf.scripts_dir = iw_strdup(optarg);
-            break;
-        case 'n':
-            free(conf.name);
-            conf.name = iw_strdup(optarg);
-            break;
-        case 'c':
-            free(conf.consumer);
-            conf.consumer = iw_strdup(optarg);
-            break;
-        case 't':
-            if (iw_parse_seconds("--task-timeout", optarg,
-                                 &conf.task_timeout_ms) != 0)
-            {
-                return 2;
-            }
-            break;
-        case 'i':
-            if (iw_parse_seconds("--claim-idle", optarg, &conf.claim_idle_ms)
-                != 0)
-            {
-                return 2;
-            }
-            break;
-        case 'u':
-            if (iw_parse_seconds("--turn-timeout", optarg,
-                                 &conf.turn_timeout_ms) != 0)
-            {
-                return 2;
-            }
-            break;
-        case 'b':
-            if (iw_parse_count("--token-budget", optarg, &conf.token_budget)
-                != 0)
-            {
-                return 2;
-            }
-            break;
-        case 'R':
-            if (iw_parse_count("--max-rounds", optarg, &conf.max_rounds)
-                != 0)
-            {
-                return 2;
-            }
-
-            if (conf.max_rounds < 1 || conf.max_rounds > IW_MAX_ROUNDS) {
-                fprintf(stderr, "ioa-worker: --max-rounds: %lld is not "
-                        "between 1 and %d\n", conf.max_rounds,
-                        IW_MAX_ROUNDS);
-                return 2;
-            }
-            break;
-        case 'A':
-            if (iw_parse_count("--max-attempts", optarg, &conf.max_attempts)
-                != 0)
-            {
-                return 2;
-            }
-
-            if (conf.max_attempts < 1 || conf.max_attempts > 100) {
-                fprintf(stderr, "ioa-worker: --max-attempts: %lld is not "
-                        "between 1 and 100\n", conf.max_attempts);
-                return 2;
-            }
-            break;
-        case 'O':
-            if (strcmp(optarg, "0") == 0) {
-                conf.offline_grace_ms = 0;
-
-            } else if (iw_parse_seconds("--offline-grace", optarg,
-                                        &conf.offline_grace_ms)
-                       != 0)
-            {
-                return 2;
-            }
-            break;
-        case 'S':
-            if (iw_parse_score(optarg, &conf.min_score) != 0) {
-                return 2;
-            }
-            break;
-        case 'h':
-            iw_usage(stdout);
-            return 0;
-        default:
-            iw_usage(stderr);
-            return 2;
+        rc = iw_option(conf, c, optarg);
+        if (rc >= 0) {
+            return rc;
         }
     }
 
@@ -438,23 +379,156 @@ main(int argc, char **argv)
         return 2;
     }
 
-    if (conf.name[0] == '\0' || (conf.consumer && conf.consumer[0] == '\0')) {
+    if (conf->name[0] == '\0'
+        || (conf->consumer && conf->consumer[0] == '\0'))
+    {
         fprintf(stderr, "ioa-worker: --name and --consumer must not be "
                 "empty\n");
         return 2;
     }
 
-    if (conf.consumer == NULL) {
+    if (conf->consumer == NULL) {
         if (gethostname(host, sizeof(host)) != 0) {
             strcpy(host, "localhost");
         }
 
         host[sizeof(host) - 1] = '\0';
-        conf.consumer = iw_sprintf("%s-%d", host, (int) getpid());
+        conf->consumer = iw_sprintf("%s-%d", host, (int) getpid());
     }
 
-    conf.reg_base = iw_sprintf("%s{reg}:", conf.prefix);
-    conf.jobs_key = iw_sprintf("%s{jobs}:goals", conf.prefix);
+    conf->reg_base = iw_sprintf("%s{reg}:", conf->prefix);
+    conf->jobs_key = iw_sprintf("%s{jobs}:goals", conf->prefix);
+
+    return -1;
+}
+
+
+/* one option: -1 taken, else the exit status */
+
+static int
+iw_option(iw_conf_t *conf, int c, const char *arg)
+{
+    switch (c) {
+    case 'r':
+        if (iw_parse_redis(conf, arg) != 0) {
+            return 2;
+        }
+        break;
+    case 'U':
+        free(conf->redis_user);
+        conf->redis_user = iw_strdup(arg);
+        break;
+    case 'P':
+        free(conf->redis_password_file);
+        conf->redis_password_file = iw_strdup(arg);
+        break;
+    case 'p':
+        free(conf->prefix);
+        conf->prefix = iw_strdup(arg);
+        break;
+    case 's':
+        free(conf->scripts_dir);
+        conf->scripts_dir = iw_strdup(arg);
+        break;
+    case 'n':
+        free(conf->name);
+        conf->name = iw_strdup(arg);
+        break;
+    case 'c':
+        free(conf->consumer);
+        conf->consumer = iw_strdup(arg);
+        break;
+    case 't':
+        if (iw_parse_seconds("--task-timeout", arg,
+                             &conf->task_timeout_ms) != 0)
+        {
+            return 2;
+        }
+        break;
+    case 'i':
+        if (iw_parse_seconds("--claim-idle", arg, &conf->claim_idle_ms)
+            != 0)
+        {
+            return 2;
+        }
+        break;
+    case 'u':
+        if (iw_parse_seconds("--turn-timeout", arg,
+                             &conf->turn_timeout_ms) != 0)
+        {
+            return 2;
+        }
+        break;
+    case 'b':
+        if (iw_parse_count("--token-budget", arg, &conf->token_budget)
+            != 0)
+        {
+            return 2;
+        }
+        break;
+    case 'R':
+        if (iw_parse_count("--max-rounds", arg, &conf->max_rounds)
+            != 0)
+        {
+            return 2;
+        }
+
+        if (conf->max_rounds < 1 || conf->max_rounds > IW_MAX_ROUNDS) {
+            fprintf(stderr, "ioa-worker: --max-rounds: %lld is not "
+                    "between 1 and %d\n", conf->max_rounds,
+                    IW_MAX_ROUNDS);
+            return 2;
+        }
+        break;
+    case 'A':
+        if (iw_parse_count("--max-attempts", arg, &conf->max_attempts)
+            != 0)
+        {
+            return 2;
+        }
+
+        if (conf->max_attempts < 1 || conf->max_attempts > 100) {
+            fprintf(stderr, "ioa-worker: --max-attempts: %lld is not "
+                    "between 1 and 100\n", conf->max_attempts);
+            return 2;
+        }
+        break;
+    case 'O':
+        if (strcmp(arg, "0") == 0) {
+            conf->offline_grace_ms = 0;
+
+        } else if (iw_parse_seconds("--offline-grace", arg,
+                                    &conf->offline_grace_ms)
+                   != 0)
+        {
+            return 2;
+        }
+        break;
+    case 'S':
+        if (iw_parse_score(arg, &conf->min_score) != 0) {
+            return 2;
+        }
+        break;
+    case 'h':
+        iw_usage(stdout);
+        return 0;
+    default:
+        iw_usage(stderr);
+        return 2;
+    }
+
+    return -1;
+}
+
+
+/* signals, the Redis client, the LLM configuration, the first log line */
+
+static int
+iw_start(iw_conf_t *conf)
+{
+    int                rc;
+    char              *planner;
+    struct sigaction   sa;
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = iw_on_signal;
@@ -463,35 +537,54 @@ main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if (iw_redis_init(&conf) != IW_OK) {
+    if (iw_redis_init(conf) != IW_OK) {
         return 1;
     }
 
-    conf.llm = iw_alloc(sizeof(iw_llm_conf_t));
-    rc = iw_llm_conf_from_env(conf.llm);
+    conf->llm = iw_alloc(sizeof(iw_llm_conf_t));
+    rc = iw_llm_conf_from_env(conf->llm);
 
     if (rc < 0) {
         return 2;
     }
 
     if (rc == 0) {
-        free(conf.llm);
-        conf.llm = NULL;
+        free(conf->llm);
+        conf->llm = NULL;
         planner = iw_strdup("built-in planner (no IOA_LLM_BASE_URL)");
 
     } else {
         planner = iw_sprintf("LLM planner: %s at %s, token budget %lld",
-                             conf.llm->model, conf.llm->base_url,
-                             conf.token_budget);
+                             conf->llm->model, conf->llm->base_url,
+                             conf->token_budget);
     }
 
     srand((unsigned) (getpid() ^ iw_now_ms()));
 
     iw_info("started as %s (coordinator %s, redis %s, prefix \"%s\", "
             "task timeout %lld ms, claim idle %lld ms, %s)",
-            conf.consumer, conf.name, conf.redis,
-            conf.prefix, conf.task_timeout_ms, conf.claim_idle_ms, planner);
+            conf->consumer, conf->name, conf->redis,
+            conf->prefix, conf->task_timeout_ms, conf->claim_idle_ms,
+            planner);
     free(planner);
+
+    return 0;
+}
+
+
+/*
+ * The job loop: (re)connect with backoff, take a job (a new one, or one a
+ * silent worker left, at least every second), run its goal, release it on
+ * repeated errors; until SIGTERM, when the job in hand is released.
+ */
+
+static void
+iw_serve(iw_conf_t *conf)
+{
+    int         rc, fresh, retries;
+    char       *cursor;
+    iw_job_t    job;
+    long long   backoff, next_claim, now, block;
 
     job.id = NULL;
     job.goal_id = NULL;
@@ -505,8 +598,8 @@ main(int argc, char **argv)
 
         if (!iw_redis_connected()) {
             if (iw_redis_connect() != IW_OK
-                || iw_jobs_group(&conf) != IW_OK
-                || iw_reg_register(&conf) != IW_OK)
+                || iw_jobs_group(conf) != IW_OK
+                || iw_reg_register(conf) != IW_OK)
             {
                 iw_redis_close();
                 iw_sleep_ms(backoff / 2 + rand() % (backoff / 2 + 1));
@@ -523,13 +616,13 @@ main(int argc, char **argv)
             now = iw_mono_ms();
 
             if (fresh) {
-                rc = iw_jobs_take(&conf, 1, 0, &job);
+                rc = iw_jobs_take(conf, 1, 0, &job);
                 fresh = rc == IW_ERROR;
 
             } else if (now >= next_claim) {
-                next_claim = now + (conf.claim_idle_ms / 2 < 1000
-                                    ? conf.claim_idle_ms / 2 : 1000);
-                rc = iw_jobs_autoclaim(&conf, &cursor, &job);
+                next_claim = now + (conf->claim_idle_ms / 2 < 1000
+                                    ? conf->claim_idle_ms / 2 : 1000);
+                rc = iw_jobs_autoclaim(conf, &cursor, &job);
 
                 if (rc == 1) {
                     iw_info("took over job %s (goal %s) from a silent "
@@ -540,7 +633,7 @@ main(int argc, char **argv)
             } else {
                 block = next_claim - now;
                 block = block > 1000 ? 1000 : block;
-                rc = iw_jobs_take(&conf, 0, block > 0 ? block : 1, &job);
+                rc = iw_jobs_take(conf, 0, block > 0 ? block : 1, &job);
             }
 
             if (rc != 1) {
@@ -550,7 +643,7 @@ main(int argc, char **argv)
             retries = 0;
         }
 
-        rc = iw_goal_run(&conf, &job);
+        rc = iw_goal_run(conf, &job);
 
         if (rc == IW_ERROR) {
             if (!iw_redis_connected()) {
@@ -565,7 +658,7 @@ main(int argc, char **argv)
             iw_error("goal %s: giving it up after %d errors; released for "
                      "another worker", job.goal_id ? job.goal_id : "-",
                      retries);
-            (void) iw_jobs_touch(&conf, job.id, 1);
+            (void) iw_jobs_touch(conf, job.id, 1);
         }
 
         if (rc == IW_STOPPED) {
@@ -578,32 +671,37 @@ main(int argc, char **argv)
     }
 
     if (job.id && iw_redis_connected()) {
-        (void) iw_jobs_touch(&conf, job.id, 1);
+        (void) iw_jobs_touch(conf, job.id, 1);
     }
 
     iw_job_free(&job);
     iw_redis_close();
     free(cursor);
 
-    iw_info("stopped");
+}
 
-    for (c = 0; c < conf.nseeds; c++) {
-        free(conf.seeds[c].host);
+
+static void
+iw_conf_free(iw_conf_t *conf)
+{
+    int  c;
+
+    for (c = 0; c < conf->nseeds; c++) {
+        free(conf->seeds[c].host);
     }
 
-    free(conf.seeds);
-    free(conf.redis);
-    free(conf.prefix);
-    free(conf.scripts_dir);
-    free(conf.name);
-    free(conf.consumer);
-    free(conf.reg_base);
-    free(conf.jobs_key);
+    free(conf->seeds);
+    free(conf->redis);
+    free(conf->prefix);
+    free(conf->scripts_dir);
+    free(conf->name);
+    free(conf->consumer);
+    free(conf->reg_base);
+    free(conf->jobs_key);
 
-    if (conf.llm) {
-        iw_llm_conf_free(conf.llm);
-        free(conf.llm);
+    if (conf->llm) {
+        iw_llm_conf_free(conf->llm);
+        free(conf->llm);
     }
 
-    return 0;
 }

@@ -15,9 +15,10 @@
  * command whose outcome is unknown.
  *
  * Scripts: the hub's own (post, register, retrieve, query, teamup_members,
- * room_create, verify) are read from --scripts at start, so the worker runs exactly
- * the code the hub runs; the worker's own (goal_event, job_touch,
- * meta_state, fsm_save, goal_spawn, rep_record, in lua/) are compiled in.  All are run with EVALSHA; a
+ * room_create, verify) are read from --scripts at start, so the worker runs
+ * exactly the code the hub runs; the worker's own (goal_event, job_touch,
+ * meta_state, fsm_save, goal_spawn, rep_record, in lua/) are compiled in.
+ * All are run with EVALSHA; a
  * NOSCRIPT answer (Redis restarted or SCRIPT FLUSH) loads the script again
  * and repeats the call once, which is safe because NOSCRIPT means nothing
  * ran.
