@@ -692,6 +692,42 @@ GET /health_check
 [emerg]
 
 
+=== TEST 14: cancel in a later round: the re-routed task is cancelled, the goal ends cancelled and its account says what was done
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    @Held = ();
+    my $ag = demo_agents($ctx, Tallier => 'counts the words in a text');
+    worker($ctx, 'w1');
+    my $gid = launch(goal => 'Count the words in "a b c" and shout "go".');
+    ok drive(agents => $ag, how => { Counter => 'fail', Tallier => 'hold' },
+             until => sub { @Held }),
+       'round 2: Tallier has the re-routed part' or diag worker_logs($ctx);
+    my ($code) = api($ctx, POST => "/goals/$gid/cancel");
+    is $code, 202, 'cancel accepted';
+    ok drive(agents => $ag, until => sub { state_of($gid) eq 'cancelled' }),
+       'cancelled' or diag worker_logs($ctx);
+    my @mine = grep { $_->{sender} eq $COORD } room(meta($gid)->{comm_id});
+    is_deeply [(map { $_->{ioa_step} } @mine)[-2, -1]], [111, 141],
+        'the round-2 pause, then only the CONCLUSION (step 141)';
+    like $mine[-1]{content}, qr/^The goal was cancelled before it was achieved\.\n.*\n1 of 2 parts done\./s,
+        'it says so, and what was done';
+    like $mine[-1]{content}, qr/Not done: Tallier's task was cancelled\./, 'the held task: cancelled';
+    is meta($gid)->{ended}, 'cancelled', 'ended: cancelled';
+    @Held = ();
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
 === TEST 12: the goal suite (bench/goal.sh GOAL_SUITE=1, its own hub and the example agents): every goal right, none claims what it did not do
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
