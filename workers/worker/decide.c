@@ -100,10 +100,10 @@ static char *iw_decide_record(const char *decision, int round,
     const char *reason, const char *ended, const char *by, const char *text,
     iw_goal_t *g, size_t from);
 static int iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g,
-    iw_part_state_t *ps, size_t from, const char **kind, iw_agent_t *to,
-    char **descs, iw_buf_t *why);
+    iw_part_state_t *ps, const char **kind, iw_agent_t *to, char **descs,
+    iw_buf_t *why);
 static int iw_decide_needs_work(const iw_conf_t *conf, iw_goal_t *g,
-    iw_part_state_t *ps, size_t p, size_t from);
+    iw_part_state_t *ps, size_t p);
 
 
 static void
@@ -161,7 +161,7 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
     int               rc, r, reroutes, iterations, last;
     char             *tasks, *parts, *field, *rec, *reason,
                      *descs[IW_PLAN_MAX_CLAUSES];
-    size_t            p, first, k, n, done, from;
+    size_t            p, first, k, n, done;
     iw_buf_t          why, text;
     iw_agent_t        to[IW_PLAN_MAX_CLAUSES];
     const char       *kind[IW_PLAN_MAX_CLAUSES], *ended, *decision, *by;
@@ -185,7 +185,6 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
     iw_buf_init(&text);
 
     /* a person's requests since the last review: more parts */
-    from = g->nparts;
     iw_decide_take_requests(g, &why);
 
     ps = iw_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
@@ -195,7 +194,7 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         kind[p] = NULL;
         done += ps[p].last && iw_streq(ps[p].last->status, "completed");
 
-        if (rc != IW_OK || (ps[p].last == NULL && p < from)
+        if (rc != IW_OK || (ps[p].last == NULL && g->part_why[p])
             || (ps[p].last && ps[p].last->round != r))
         {
             continue;
@@ -237,7 +236,7 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
 
     /* with a model, the decision is the model's when it is usable */
     if (rc == IW_OK && !last && iw_llm_on(conf, g)) {
-        rc = iw_decide_by_model(conf, g, ps, from, kind, to, descs, &why);
+        rc = iw_decide_by_model(conf, g, ps, kind, to, descs, &why);
 
         if (rc == 1) {
             by = "llm";
@@ -327,6 +326,9 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
                        "requests", "", "team", g->team ? g->team : "[]",
                        NULL);
     free(parts);
+    free(g->requests);
+    g->requests = NULL;
+    g->requests_taken = 0;
 
     iw_info("goal %s: after round %d: %s (%s)", g->goal_id, r + 1, decision,
             reason);
@@ -361,14 +363,14 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
 
 static int
 iw_decide_needs_work(const iw_conf_t *conf, iw_goal_t *g,
-    iw_part_state_t *ps, size_t p, size_t from)
+    iw_part_state_t *ps, size_t p)
 {
     iw_task_t  *t;
 
     t = ps[p].last;
 
     if (t == NULL) {
-        return p >= from;
+        return g->part_why[p] == NULL;  /* a request not handed out yet */
     }
 
     if (t->round != g->round || t->sub) {
@@ -396,8 +398,7 @@ iw_decide_needs_work(const iw_conf_t *conf, iw_goal_t *g,
 
 static int
 iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
-    size_t from, const char **kind, iw_agent_t *to, char **descs,
-    iw_buf_t *why)
+    const char **kind, iw_agent_t *to, char **descs, iw_buf_t *why)
 {
     int                rc;
     char              *state;
@@ -415,7 +416,7 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
 
     /* who may take what: the union of every open part's candidates */
     for (p = 0; p < g->nparts; p++) {
-        if (!iw_decide_needs_work(conf, g, ps, p, from)) {
+        if (!iw_decide_needs_work(conf, g, ps, p)) {
             continue;
         }
 
@@ -571,6 +572,11 @@ iw_decide_take_requests(iw_goal_t *g, iw_buf_t *why)
 
         iw_buf_addf(why, "%s%s asked: \"%s\"", why->len ? "; " : "",
                     sender, content);
+
+        if (i < g->requests_taken) {
+            continue;                   /* a review entered again */
+        }
+
         iw_plan_clauses(content, &plan);
 
         for (c = 0; c < plan.nclauses; c++) {
@@ -591,9 +597,8 @@ iw_decide_take_requests(iw_goal_t *g, iw_buf_t *why)
         iw_plan_free(&plan);
     }
 
+    g->requests_taken = i;
     yajl_tree_free(reqs);
-    free(g->requests);
-    g->requests = NULL;
 }
 
 

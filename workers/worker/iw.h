@@ -369,6 +369,8 @@ typedef struct {
                                         goal's inbox (person.c) */
     char         *requests;          /* JSON [{"sender","content"}] for
                                         the next review, NULL: none */
+    size_t        requests_taken;    /* how many are parts already (memory
+                                        only) */
     char         *stopped_by;        /* "sender: message" that ended it */
     char         *proposals;         /* JSON: members' proposals in the
                                         discussion (proposal.c) */
