@@ -477,10 +477,19 @@ GET /health_check
 --- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
-    my $ag = demo_agents($ctx, Tallier => 'counts the words in a text');
+    my $ag = demo_agents($ctx, Tallier => 'counts the words in a text',
+                         Speaker => ['speaks for the team', 1]);
     # the model: each goal's text picks its review answer; any other call
     # (the plan, the conclusion) gets {} and the built-in planner's part
+    my %asked;
     my %review = (
+        'seven eight' => sub {
+            return $asked{x}++ ? { decision => 'another_round', reason => 'Speaker explained',
+                                   tasks => [{ part => 1, agent => 'Tallier', task_desc => 'count it' }] }
+                               : { decision => 'ask', reason => 'why did it fail?',
+                                   question => { agent => 'Speaker', text => 'Speaker, why did the count fail?' },
+                                   tasks => [] };
+        },
         'one two' => { decision => 'another_round', reason => 'Counter failed; Tallier counts too',
                        tasks => [{ part => 1, agent => 'Tallier',
                                    task_desc => 'Count the words in "one two", carefully' }] },
@@ -494,7 +503,9 @@ GET /health_check
         my $user = $req->{messages}[1]{content} // '';
         return '{}' unless $sys =~ /A round of tasks has ended/;
         for my $k (keys %review) {
-            return JSON::PP->new->encode($review{$k}) if $user =~ /\Q$k\E/;
+            next unless $user =~ /\Q$k\E/;
+            my $r = ref $review{$k} eq 'CODE' ? $review{$k}->() : $review{$k};
+            return JSON::PP->new->encode($r);
         }
         return '{}';
     });
@@ -543,6 +554,25 @@ GET /health_check
         'saying why, and what is done';
     is scalar(grep { $_->{type} == 6 } room(meta($g3)->{comm_id})), 1, 'no second round';
     ok meta($g3)->{tokens} > 0, 'the calls are counted in the goal\'s tokens';
+
+    # the model asks a member first, then decides with the answer in view
+    forget_records();
+    my $g4 = launch(goal => 'Count the words in "seven eight".',
+                    team_member_names => [qw(Counter Tallier Speaker)]);
+    ok drive(agents => $ag, how => { Counter => 'fail' }, secs => 20,
+             until => sub { state_of($g4) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my %step = by_step(room(meta($g4)->{comm_id}));
+    is $step{36}{ioa_decision}{decision}, 'ask', 'the model asked (step 36)';
+    is $step{36}{ioa_decision}{by}, 'llm', 'by the model';
+    is $step{36}{content}, 'Speaker, why did the count fail?', 'its question';
+    is_deeply $step{36}{next_speaker}, ['Speaker'], 'to Speaker';
+    is $step{40}{ioa_decision}{reason}, 'the model: Speaker explained', 'then decided';
+    my ($second) = grep { ($_->{messages}[1]{content} // '') =~ /seven eight/
+                          && ($_->{messages}[0]{content} // '') =~ /A round of tasks has ended/ }
+                   reverse scripted_requests($llm);
+    like $second->{messages}[1]{content}, qr/\nSpeaker: Speaker: I agree with the plan/,
+        'the second review sees the answer in the transcript';
     is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
 --- no_error_log
 [alert]
@@ -721,6 +751,58 @@ GET /health_check
     like $mine[-1]{content}, qr/Not done: Tallier's task was cancelled\./, 'the held task: cancelled';
     is meta($gid)->{ended}, 'cancelled', 'ended: cancelled';
     @Held = ();
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+=== TEST 15: ask: a member that speaks the protocol and failed its part is asked what went wrong before the part moves on; the answer comes first, or --turn-timeout
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx, Speaker => ['counts the words in a text', 1],
+                         Tallier => 'counts the words in a text');
+    worker($ctx, 'w1', turn_timeout => 2);
+    my $gid = launch(goal => 'Count the words in "a b c".', team_member_names => [qw(Speaker Tallier)]);
+    ok drive(agents => $ag, how => { Speaker => 'fail' },
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my @env = room(meta($gid)->{comm_id});
+    my %step = by_step(@env);
+    my $ask = $step{36};
+    ok $ask, 'a question at step 36' or diag join ' ', coordinator_steps(@env);
+    is $ask->{ioa_decision}{decision}, 'ask', 'decision: ask';
+    is_deeply $ask->{next_speaker}, ['Speaker'], 'the floor to the member asked';
+    like $ask->{content}, qr/^Speaker, part 1 \(Count the words in "a b c"\) failed with you: "Speaker could not do it"\. What went wrong/,
+        'what it asks';
+    my ($reply) = grep { $_->{sender} eq 'Speaker' && $_->{type} == 4 && id_lt($ask->{id}, $_->{id}) } @env;
+    ok $reply, 'Speaker answered';
+    ok id_lt($reply->{id}, $step{40}{id}), 'before the coordinator decided';
+    like $step{40}{ioa_decision}{reason}, qr/so Tallier takes it/, 'then the part moved on';
+    like worker_log($ctx, 'w1'), qr/Speaker answered/, 'the worker saw the answer';
+
+    # a member that does not answer: the review goes on at --turn-timeout
+    redis_cmd('DEL', 'ioa:{reg}:rep:Speaker', 'ioa:{reg}:rep:Tallier');
+    my $g2 = launch(goal => 'Count the words in "d e".', team_member_names => [qw(Speaker Tallier)]);
+    my $t0 = time;
+    ok drive(agents => $ag, how => { Speaker => 'fail_mute' }, secs => 20,
+             until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    %step = by_step(room(meta($g2)->{comm_id}));
+    ok $step{36} && $step{40}, 'asked, then decided';
+    my ($a36) = $step{36}{id} =~ /^(\d+)/;
+    my ($a40) = $step{40}{id} =~ /^(\d+)/;
+    cmp_ok $a40 - $a36, '>=', 1900, 'after waiting --turn-timeout (2 s) for the answer';
+    like worker_log($ctx, 'w1'), qr/Speaker did not answer within 2 s; deciding without it/,
+        'the log says so';
     is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
 --- no_error_log
 [alert]

@@ -1096,6 +1096,9 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
                     if (type != IW_TYPE_DISCUSSION) {
                         spoke |= iw_proposal_keep(g, e->v[i].sid, env,
                                                   sender, type);
+
+                    } else {
+                        spoke |= iw_decide_answered(g, sender);
                     }
 
                     mark = iw_sprintf(",%s,", sender);
@@ -1121,7 +1124,8 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
 
     if (spoke
         && iw_store_save(conf, g, "spoke", g->spoke,
-                         "proposals", g->proposals ? g->proposals : "", NULL)
+                         "proposals", g->proposals ? g->proposals : "",
+                         "ask", g->ask ? g->ask : "", NULL)
            != IW_OK)
     {
         return IW_ERROR;

@@ -31,6 +31,11 @@
  *   iterate    a part came back partial           the same agent gets it
  *                                                 again with its result so
  *                                                 far
+ *   ask        a member that speaks the protocol  a DISCUSSION to it (step
+ *              failed a part and was not asked    100r + 36 + k, the floor
+ *              about it yet (the model: any such  its); the review waits for
+ *              member, any question)              the answer or --turn-timeout
+ *                                                 and decides again
  *   conclude   nothing is left to try, or round   CONCLUDE_GROUP_DISCUSSION
  *              r + 1 would pass --max-rounds      and the CONCLUSION
  *
@@ -101,7 +106,15 @@ static char *iw_decide_record(const char *decision, int round,
     iw_goal_t *g, size_t from);
 static int iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g,
     iw_part_state_t *ps, const char **kind, iw_agent_t *to, char **descs,
-    iw_buf_t *why);
+    iw_buf_t *why, char **ask_agent, char **ask_text);
+static int iw_decide_ask_pending(const iw_conf_t *conf, iw_goal_t *g);
+static int iw_decide_asks(iw_goal_t *g, unsigned *parts);
+static void iw_decide_askable(iw_goal_t *g, iw_agents_t *out);
+static void iw_decide_rule_ask(iw_goal_t *g, iw_part_state_t *ps,
+    char **agent, char **text, unsigned *parts);
+static int iw_decide_ask(const iw_conf_t *conf, iw_goal_t *g,
+    const char *agent, const char *text, unsigned parts, const char *by);
+static void iw_decide_mark_answered(iw_goal_t *g, const char *how);
 static int iw_decide_needs_work(const iw_conf_t *conf, iw_goal_t *g,
     iw_part_state_t *ps, size_t p);
 
@@ -159,8 +172,9 @@ int
 iw_decide(const iw_conf_t *conf, iw_goal_t *g)
 {
     int               rc, r, reroutes, iterations, last;
-    char             *tasks, *parts, *field, *rec, *reason,
-                     *descs[IW_PLAN_MAX_CLAUSES];
+    char             *tasks, *parts, *field, *rec, *reason, *ask_agent,
+                     *ask_text, *descs[IW_PLAN_MAX_CLAUSES];
+    unsigned          ask_parts;
     size_t            p, first, k, n, done;
     iw_buf_t          why, text;
     iw_agent_t        to[IW_PLAN_MAX_CLAUSES];
@@ -174,10 +188,19 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         return iw_goal_to_concluding(conf, g, iw_decide_ended(g, r));
     }
 
+    /* a question of this review: posted, then answered or timed out */
+    rc = iw_decide_ask_pending(conf, g);
+    if (rc != IW_GOAL_NEXT) {
+        return rc;
+    }
+
     if (iw_decide_record_tasks(conf, g, r) != IW_OK) {
         return IW_ERROR;
     }
 
+    ask_agent = NULL;
+    ask_text = NULL;
+    ask_parts = 0;
     reroutes = 0;
     iterations = 0;
     rc = IW_OK;
@@ -236,9 +259,14 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
 
     /* with a model, the decision is the model's when it is usable */
     if (rc == IW_OK && !last && iw_llm_on(conf, g)) {
-        rc = iw_decide_by_model(conf, g, ps, kind, to, descs, &why);
+        rc = iw_decide_by_model(conf, g, ps, kind, to, descs, &why,
+                                &ask_agent, &ask_text);
 
-        if (rc == 1) {
+        if (rc == 2) {
+            by = "llm";
+            rc = IW_OK;
+
+        } else if (rc == 1) {
             by = "llm";
             rc = IW_OK;
 
@@ -249,13 +277,19 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         }
     }
 
+    /* by rule: a member that speaks the protocol and failed a part is
+     * asked what went wrong before the part moves on */
+    if (rc == IW_OK && ask_agent == NULL && iw_streq(by, "rule")) {
+        iw_decide_rule_ask(g, ps, &ask_agent, &ask_text, &ask_parts);
+    }
+
     /* round r + 1: the new members and their tasks */
     for (p = 0; p < g->nparts; p++) {
         if (kind[p] == NULL) {
             continue;
         }
 
-        if (rc == IW_OK && !last) {
+        if (rc == IW_OK && !last && ask_agent == NULL) {
             iw_decide_add_member(g, &to[p]);
             iw_decide_add_task(g, &to[p], p, kind[p], descs[p]);
 
@@ -271,6 +305,15 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     iw_decide_parts_free(g, ps);
+
+    if (rc == IW_OK && ask_agent) {
+        rc = iw_decide_ask(conf, g, ask_agent, ask_text, ask_parts, by);
+        free(ask_agent);
+        free(ask_text);
+        iw_buf_free(&why);
+        iw_buf_free(&text);
+        return rc;
+    }
 
     if (rc != IW_OK) {
         iw_buf_free(&why);
@@ -398,12 +441,13 @@ iw_decide_needs_work(const iw_conf_t *conf, iw_goal_t *g,
 
 static int
 iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
-    const char **kind, iw_agent_t *to, char **descs, iw_buf_t *why)
+    const char **kind, iw_agent_t *to, char **descs, iw_buf_t *why,
+    char **ask_agent, char **ask_text)
 {
     int                rc;
     char              *state;
     size_t             p, i, k, matched, nvalid;
-    iw_agents_t        cands, more;
+    iw_agents_t        cands, more, askable;
     iw_review_t        rv;
     iw_review_task_t  *t;
     const char        *nkind[IW_PLAN_MAX_CLAUSES];
@@ -452,9 +496,34 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
         return IW_OK;
     }
 
+    iw_decide_askable(g, &askable);
+
     state = iw_decide_account(conf, g);
-    rc = iw_llm_review(conf, g, state, &cands, &rv);
+    rc = iw_llm_review(conf, g, state, &cands, &askable, &rv);
     free(state);
+
+    /* a question for a member the model may ask */
+    if (rc == IW_OK && rv.answer && rv.ask_agent) {
+        for (k = 0; k < askable.n
+                    && !iw_streq(askable.v[k].name, rv.ask_agent); k++)
+        {
+            /* void */
+        }
+
+        if (k < askable.n) {
+            *ask_agent = iw_strdup(rv.ask_agent);
+            *ask_text = iw_strdup(rv.ask_text);
+            yajl_tree_free(rv.answer);
+            iw_agents_free(&cands);
+            iw_agents_free(&askable);
+            return 2;
+        }
+
+        iw_warn("goal %s: the model asked %s, who may not be asked; "
+                "ignored", g->goal_id, rv.ask_agent);
+    }
+
+    iw_agents_free(&askable);
 
     if (rc != IW_OK || rv.answer == NULL) {
         iw_agents_free(&cands);
@@ -969,6 +1038,284 @@ iw_decide_record_tasks(const iw_conf_t *conf, iw_goal_t *g, int round)
     }
 
     return IW_OK;
+}
+
+
+/* ---- questions of the review ---- */
+
+/* the questions asked in the current round's review so far, and the parts
+ * they were about */
+
+static int
+iw_decide_asks(iw_goal_t *g, unsigned *parts)
+{
+    int        k;
+    yajl_val   a;
+    long long  n;
+
+    *parts = 0;
+    k = 0;
+    a = g->ask ? iw_json_parse(g->ask, strlen(g->ask)) : NULL;
+
+    if (iw_json_get_int(a, "round", &n) == 0 && n == g->round) {
+        k = iw_json_get_int(a, "k", &n) == 0 ? (int) n + 1 : 0;
+        *parts = iw_json_get_int(a, "parts", &n) == 0 ? (unsigned) n : 0;
+    }
+
+    yajl_tree_free(a);
+
+    return k;
+}
+
+
+/* the members that may be asked: they speak the protocol, and the round
+ * has questions left */
+
+static void
+iw_decide_askable(iw_goal_t *g, iw_agents_t *out)
+{
+    size_t       i;
+    unsigned     parts;
+    iw_agents_t  team;
+
+    out->v = NULL;
+    out->n = 0;
+
+    if (iw_decide_asks(g, &parts) >= IW_DECIDE_ASKS
+        || iw_goal_members(g, &team) != IW_OK)
+    {
+        return;
+    }
+
+    out->v = iw_alloc((team.n + 1) * sizeof(iw_agent_t));
+
+    /* the coordinator is last, and asks nobody itself */
+    for (i = 0; i + 1 < team.n; i++) {
+        if (team.v[i].protocol) {
+            iw_decide_copy_agent(&out->v[out->n++], &team.v[i]);
+        }
+    }
+
+    iw_agents_free(&team);
+}
+
+
+static void
+iw_decide_rule_ask(iw_goal_t *g, iw_part_state_t *ps, char **agent,
+    char **text, unsigned *parts)
+{
+    size_t       p, k;
+    unsigned     asked;
+    iw_task_t   *t;
+    iw_agents_t  askable;
+
+    iw_decide_askable(g, &askable);
+    iw_decide_asks(g, &asked);
+
+    for (p = 0; p < g->nparts && *agent == NULL; p++) {
+        t = ps[p].last;
+
+        if (t == NULL || t->round != g->round || !iw_streq(t->status, "failed")
+            || (asked & (1u << p)))
+        {
+            continue;
+        }
+
+        for (k = 0; k < askable.n && !iw_streq(askable.v[k].name, t->agent);
+             k++)
+        {
+            /* void */
+        }
+
+        if (k < askable.n) {
+            *agent = iw_strdup(t->agent);
+            *text = iw_sprintf("%s, part %zu (%s) failed with you%s%s%s. "
+                               "What went wrong, and can it be done?",
+                               t->agent, p + 1, g->parts[p],
+                               t->result && *t->result ? ": \"" : "",
+                               t->result && *t->result ? t->result : "",
+                               t->result && *t->result ? "\"" : "");
+            *parts = asked | 1u << p;
+        }
+    }
+
+    iw_agents_free(&askable);
+}
+
+
+/*
+ * A question of the review: saved (who, what, until when) before it is
+ * posted as step IW_STEP_ASK + k of the round, so a worker that takes over
+ * posts it once; the review goes on when the member answers (absorbed by
+ * conversation.c, iw_decide_answered) or at --turn-timeout.
+ */
+
+static int
+iw_decide_ask(const iw_conf_t *conf, iw_goal_t *g, const char *agent,
+    const char *text, unsigned parts, const char *by)
+{
+    int        rc, k;
+    unsigned   asked;
+    iw_buf_t   b;
+    long long  now;
+
+    if (iw_redis_time_ms(&now) != IW_OK) {
+        return IW_ERROR;
+    }
+
+    k = iw_decide_asks(g, &asked);
+
+    iw_buf_init(&b);
+    iw_buf_addf(&b, "{\"round\":%d,\"k\":%d,\"agent\":", g->round, k);
+    iw_json_str(&b, agent);
+    iw_buf_adds(&b, ",\"text\":");
+    iw_json_str(&b, text);
+    iw_buf_addf(&b, ",\"parts\":%u,\"deadline\":%lld,\"answered\":false,"
+                "\"by\":", parts | asked, now + conf->turn_timeout_ms);
+    iw_json_str(&b, by);
+    iw_buf_addc(&b, '}');
+
+    free(g->ask);
+    g->ask = iw_buf_take(&b);
+
+    rc = iw_store_save(conf, g, "ask", g->ask, NULL);
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    iw_info("goal %s: after round %d: ask %s (%s)", g->goal_id, g->round + 1,
+            agent, by);
+
+    return iw_decide_ask_pending(conf, g);
+}
+
+
+/*
+ * IW_GOAL_NEXT when the review may decide: no question of this round
+ * pending.  Otherwise the question is posted (once), or waited for until
+ * its deadline, and IW_OK (or an error) comes back.
+ */
+
+static int
+iw_decide_ask_pending(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int          rc, k, step;
+    char        *extra;
+    iw_buf_t     b, next;
+    yajl_val     a, v;
+    long long    n, now, deadline;
+    const char  *agent, *text;
+
+    a = g->ask ? iw_json_parse(g->ask, strlen(g->ask)) : NULL;
+
+    if (a == NULL || iw_json_get_int(a, "round", &n) != 0 || n != g->round
+        || ((v = iw_json_get(a, "answered")) && !YAJL_IS_FALSE(v)))
+    {
+        yajl_tree_free(a);
+        return IW_GOAL_NEXT;
+    }
+
+    k = iw_json_get_int(a, "k", &n) == 0 ? (int) n : 0;
+    deadline = iw_json_get_int(a, "deadline", &n) == 0 ? n : 0;
+    agent = iw_json_get_str(a, "agent");
+    text = iw_json_get_str(a, "text");
+    step = g->round * IW_ROUND_STEPS + IW_STEP_ASK + k;
+    rc = IW_OK;
+
+    if (g->step < step) {
+        iw_buf_init(&b);
+        iw_buf_adds(&b, "\"ioa_decision\":{\"decision\":\"ask\",");
+        iw_buf_addf(&b, "\"round\":%d,\"reason\":", g->round + 1);
+        iw_json_str(&b, text ? text : "");
+        iw_buf_adds(&b, ",\"agent\":");
+        iw_json_str(&b, agent ? agent : "");
+        iw_buf_adds(&b, ",\"by\":");
+        iw_json_str(&b, iw_json_get_str(a, "by") ? iw_json_get_str(a, "by")
+                                                  : "rule");
+        iw_buf_adds(&b, ",\"tasks\":[]}");
+        extra = iw_buf_take(&b);
+
+        iw_buf_init(&next);
+        iw_buf_addc(&next, '[');
+        iw_json_str(&next, agent ? agent : "");
+        iw_buf_addc(&next, ']');
+
+        rc = iw_goal_post(conf, g, step, IW_TYPE_DISCUSSION,
+                          text ? text : "", next.data, NULL, extra);
+        free(extra);
+        iw_buf_free(&next);
+        yajl_tree_free(a);
+
+        return rc;
+    }
+
+    if (iw_redis_time_ms(&now) != IW_OK) {
+        yajl_tree_free(a);
+        return IW_ERROR;
+    }
+
+    if (now < deadline) {
+        yajl_tree_free(a);
+        return iw_goal_drain(conf, g, deadline - now < IW_GOAL_WAIT_MS
+                                      ? deadline - now : IW_GOAL_WAIT_MS);
+    }
+
+    iw_info("goal %s: %s did not answer within %lld s; deciding without it",
+            g->goal_id, agent ? agent : "?", conf->turn_timeout_ms / 1000);
+    yajl_tree_free(a);
+    iw_decide_mark_answered(g, "\"timeout\"");
+
+    return iw_store_save(conf, g, "ask", g->ask, NULL) == IW_OK
+           ? IW_GOAL_NEXT : IW_ERROR;
+}
+
+
+static void
+iw_decide_mark_answered(iw_goal_t *g, const char *how)
+{
+    char  *p, *s;
+
+    p = g->ask ? strstr(g->ask, "\"answered\":false") : NULL;
+
+    if (p == NULL) {
+        return;
+    }
+
+    s = iw_sprintf("%.*s\"answered\":%s%s", (int) (p - g->ask), g->ask, how,
+                   p + sizeof("\"answered\":false") - 1);
+    free(g->ask);
+    g->ask = s;
+}
+
+
+/* a member's DISCUSSION: the answer to the review's open question? 1 when
+ * it is (the caller saves "ask") */
+
+int
+iw_decide_answered(iw_goal_t *g, const char *sender)
+{
+    int          yes;
+    yajl_val     a, v;
+    long long    n, k;
+    const char  *agent;
+
+    a = g->ask ? iw_json_parse(g->ask, strlen(g->ask)) : NULL;
+    agent = iw_json_get_str(a, "agent");
+    v = iw_json_get(a, "answered");
+    k = iw_json_get_int(a, "k", &n) == 0 ? n : 0;
+
+    yes = a && v && YAJL_IS_FALSE(v) && iw_streq(agent, sender)
+          && iw_json_get_int(a, "round", &n) == 0 && n == g->round
+          && g->step >= g->round * IW_ROUND_STEPS + IW_STEP_ASK + (int) k;
+
+    yajl_tree_free(a);
+
+    if (yes) {
+        iw_decide_mark_answered(g, "true");
+        iw_info("goal %s: %s answered", g->goal_id, sender);
+    }
+
+    return yes;
 }
 
 

@@ -375,6 +375,9 @@ typedef struct {
     char         *proposals;         /* JSON: members' proposals in the
                                         discussion (proposal.c) */
     char         *proposal_answer;   /* JSON: the coordinator's answer */
+    char         *ask;               /* JSON: the review's latest question
+                                        {"round","k","agent","parts",
+                                        "deadline","answered"} */
 
     /* only in memory */
     int           round;             /* the highest round of the tasks */
@@ -443,6 +446,9 @@ void iw_entries_free(iw_entries_t *e);
 #define IW_STEP_SUB_RESULT     12   /* + i: the sub-team result of task i */
 #define IW_STEP_SYNC           20   /* + 2i: task i of a sequence,
                                        + 2i + 1: its sub-team result */
+#define IW_STEP_ASK            36   /* + k (k < IW_DECIDE_ASKS): a question
+                                       of the review to a member */
+#define IW_DECIDE_ASKS          4
 #define IW_STEP_DECIDE         40   /* the review after the round: a
                                        DISCUSSION (re-route, iterate) or the
                                        CONCLUDE_GROUP_DISCUSSION (decide.c) */
@@ -501,6 +507,7 @@ size_t iw_goal_round_tasks(iw_goal_t *g, size_t *first);
 int iw_decide(const iw_conf_t *conf, iw_goal_t *g);
 int iw_decide_post(const iw_conf_t *conf, iw_goal_t *g);
 int iw_decide_record_tasks(const iw_conf_t *conf, iw_goal_t *g, int round);
+int iw_decide_answered(iw_goal_t *g, const char *sender);
 const char *iw_decide_ended(iw_goal_t *g, int round);
 char *iw_decide_conclude_text(iw_goal_t *g);
 char *iw_decide_conclude_extra(iw_goal_t *g, const char *text);
@@ -541,6 +548,8 @@ typedef struct {
 typedef struct {
     yajl_val           answer;       /* owns the strings below */
     int                conclude;
+    const char        *ask_agent;    /* "ask": the member, and ... */
+    const char        *ask_text;     /* ... the question */
     const char        *reason;
     iw_review_task_t   tasks[IW_PLAN_MAX_TASKS];
     size_t             ntasks;
@@ -552,7 +561,7 @@ typedef struct {
 #define IW_LLM_LINE_MAX        300
 
 int iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
-    iw_agents_t *cands, iw_review_t *out);
+    iw_agents_t *cands, iw_agents_t *askable, iw_review_t *out);
 
 
 #endif /* IW_H */

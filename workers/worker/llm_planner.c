@@ -730,7 +730,7 @@ iw_llm_transcript(const iw_conf_t *conf, iw_goal_t *g, iw_buf_t *b)
 
 int
 iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
-    iw_agents_t *cands, iw_review_t *out)
+    iw_agents_t *cands, iw_agents_t *askable, iw_review_t *out)
 {
     int          rc;
     char        *system, *user;
@@ -745,25 +745,55 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
     iw_buf_init(&schema);
     iw_buf_addf(&schema, "{\"type\":\"object\",\"properties\":{"
                 "\"decision\":{\"type\":\"string\","
-                "\"enum\":[\"conclude\",\"another_round\"]},"
-                "\"reason\":{\"type\":\"string\",\"maxLength\":400},"
-                "\"tasks\":{\"type\":\"array\",\"maxItems\":%d,"
-                "\"items\":{\"type\":\"object\",\"properties\":{"
-                "\"part\":{\"type\":\"integer\",\"minimum\":1,"
-                "\"maximum\":%zu},\"agent\":{\"type\":\"string\","
-                "\"enum\":[", IW_PLAN_MAX_TASKS, g->nparts);
+                "\"enum\":[\"conclude\",\"another_round\"%s]},",
+                askable->n ? ",\"ask\"" : "");
 
-    for (i = 0; i < cands->n; i++) {
-        iw_buf_adds(&schema, i ? "," : "");
-        iw_json_str(&schema, cands->v[i].name);
+    if (askable->n) {
+        iw_buf_adds(&schema, "\"question\":{\"type\":\"object\","
+                    "\"properties\":{\"agent\":{\"type\":\"string\","
+                    "\"enum\":[");
+
+        for (i = 0; i < askable->n; i++) {
+            iw_buf_adds(&schema, i ? "," : "");
+            iw_json_str(&schema, askable->v[i].name);
+        }
+
+        iw_buf_adds(&schema, "]},\"text\":{\"type\":\"string\","
+                    "\"maxLength\":400}},"
+                    "\"required\":[\"agent\",\"text\"],"
+                    "\"additionalProperties\":false},");
     }
 
-    iw_buf_adds(&schema, "]},\"task_desc\":{\"type\":\"string\","
-                "\"maxLength\":600}},"
-                "\"required\":[\"part\",\"agent\",\"task_desc\"],"
-                "\"additionalProperties\":false}}},"
-                "\"required\":[\"decision\",\"reason\",\"tasks\"],"
-                "\"additionalProperties\":false}");
+    iw_buf_adds(&schema, "\"reason\":{\"type\":\"string\","
+                "\"maxLength\":400},");
+
+    /* nobody can take a task: the list must stay empty (an empty enum is
+     * not a schema every server takes) */
+    if (cands->n == 0) {
+        iw_buf_adds(&schema, "\"tasks\":{\"type\":\"array\","
+                    "\"maxItems\":0}},");
+
+    } else {
+        iw_buf_addf(&schema, "\"tasks\":{\"type\":\"array\","
+                    "\"maxItems\":%d,\"items\":{\"type\":\"object\","
+                    "\"properties\":{\"part\":{\"type\":\"integer\","
+                    "\"minimum\":1,\"maximum\":%zu},"
+                    "\"agent\":{\"type\":\"string\",\"enum\":[",
+                    IW_PLAN_MAX_TASKS, g->nparts);
+
+        for (i = 0; i < cands->n; i++) {
+            iw_buf_adds(&schema, i ? "," : "");
+            iw_json_str(&schema, cands->v[i].name);
+        }
+
+        iw_buf_adds(&schema, "]},\"task_desc\":{\"type\":\"string\","
+                    "\"maxLength\":600}},"
+                    "\"required\":[\"part\",\"agent\",\"task_desc\"],"
+                    "\"additionalProperties\":false}}},");
+    }
+
+    iw_buf_adds(&schema, "\"required\":[\"decision\",\"reason\","
+                "\"tasks\"],\"additionalProperties\":false}");
 
     iw_buf_init(&agents);
     iw_llm_team_list(&agents, NULL, cands);
@@ -786,8 +816,12 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
         "that failed or timed out goes to another listed agent, a part "
         "done only in part goes back with what is missing, a person's "
         "request goes to the agent that fits it. Only the listed agents can "
-        "take tasks; parts are numbered as below. Say why in \"reason\". "
-        "Answer with one JSON object.", conf->name);
+        "take tasks; parts are numbered as below.%s Say why in "
+        "\"reason\". Answer with one JSON object.", conf->name,
+        askable->n ? " Answer \"ask\" with a \"question\" to one of the "
+                     "listed members when you need to know more before "
+                     "deciding; its answer comes before your next review."
+                   : "");
     user = iw_sprintf("Goal: %s\n\nWhere the parts stand:\n%s\n\n"
                       "Agents who can take tasks:%s\n\nThe room, most "
                       "recent last:%s", g->goal, state,
@@ -807,6 +841,18 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
 
     out->answer = ans;
     out->conclude = iw_streq(iw_json_get_str(ans, "decision"), "conclude");
+
+    if (iw_streq(iw_json_get_str(ans, "decision"), "ask")) {
+        v = iw_json_get(ans, "question");
+        out->ask_agent = iw_json_get_str(v, "agent");
+        out->ask_text = iw_json_get_str(v, "text");
+
+        if (out->ask_agent == NULL || iw_llm_blank(out->ask_text)) {
+            out->ask_agent = NULL;
+            out->ask_text = NULL;
+        }
+    }
+
     out->reason = iw_json_get_str(ans, "reason");
     v = iw_json_get(ans, "tasks");
 

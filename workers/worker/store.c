@@ -30,6 +30,8 @@
  *       proposals       JSON [{"sid","sender","type","content","tasks"}]:
  *                       the members' proposals in the discussion
  *       proposal_answer JSON: the coordinator's answer (proposal.c)
+ *       ask             JSON: the review's latest question to a member
+ *                       (decide.c)
  *       sync            "1": the tasks run one after the other
  *       discussion      the LLM's plan text (absent: the built-in text)
  *       spoke           ",a,b," protocol speakers who took their turn
@@ -299,6 +301,11 @@ iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
     } else if (strcmp(k, "requests") == 0) {
         if (vlen) {
             iw_store_replace(&g->requests, v, vlen);
+        }
+
+    } else if (strcmp(k, "ask") == 0) {
+        if (vlen) {
+            iw_store_replace(&g->ask, v, vlen);
         }
 
     } else if (strcmp(k, "proposals") == 0) {
@@ -772,6 +779,7 @@ iw_goal_free(iw_goal_t *g)
     free(g->stopped_by);
     free(g->proposals);
     free(g->proposal_answer);
+    free(g->ask);
     free(g->state);
     free(g->goal);
     free(g->request);

@@ -256,7 +256,8 @@ sub names_in {
 # @Held, answered by release()), 'own_id' (answers under a task_id of its
 # own making, as IoA's clients do), 'forge' (answers, and also posts a
 # result for another agent's task), 'mute' (answers tasks, but never takes
-# a discussion turn), 'partial' (answers "partial" every time),
+# a discussion turn), 'fail_mute' (both), 'partial' (answers "partial"
+# every time),
 # 'partial_once' (the first task partial, later ones completed; %Partial
 # counts them), 'vanish' (reports progress, then drops its connection for
 # good), or a proposal on its first discussion turn: { tasks => {member =>
@@ -296,7 +297,7 @@ sub act {
         return;
     }
     if ($type == 4 && ($m->{sender} // '') ne $name) {
-        return if $how eq 'silent' || $how eq 'mute';
+        return if $how eq 'silent' || $how eq 'mute' || $how eq 'fail_mute';
         $a->post(envelope(comm_id => $m->{comm_id}, type => 4,
             next_speaker => [$m->{sender}],
             content => "$name: I agree with the plan"));
@@ -335,7 +336,7 @@ sub answer {
         unless $how eq 'sync';
     return if $how eq 'progress';
     $how = $Partial{$name}++ ? 'answer' : 'partial' if $how eq 'partial_once';
-    my $status = $how eq 'fail' ? 'failed'
+    my $status = $how =~ /^fail/ ? 'failed'
                : $how eq 'partial' ? 'partial' : 'completed';
     $a->post(envelope(comm_id => $m->{comm_id}, type => 7, next_speaker => '',
         task_id => $task->{task_id},
