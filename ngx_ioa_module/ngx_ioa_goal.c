@@ -278,6 +278,7 @@ typedef struct {
 static ngx_ioa_launch_scalar_t  ngx_ioa_launch_scalars[] = {
     { "team_up_depth", 0, 0, 16 },
     { "max_turns", 0, 1, 10000 },
+    { "deadline_s", 0, 1, 86400 },
     { "is_collaborative_planning_enabled", 1, 0, 0 },
     { "skip_naming", 1, 0, 0 },
     { NULL, 0, 0, 0 }

@@ -810,6 +810,51 @@ GET /health_check
 [emerg]
 
 
+=== TEST 16: the goal's deadline (deadline_s, within --goal-timeout) ends the loop wherever it is, and says so
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx);
+    worker($ctx, 'w1', task_timeout => 60);
+    my $t0 = time;
+    my $gid = launch(goal => 'Count the words in "a b". Shout "hi".', deadline_s => 2);
+    ok drive(agents => $ag, how => { Counter => 'silent' }, secs => 15,
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my $took = time - $t0;
+    ok $took >= 1.9 && $took < 6, "at the deadline, not the task timeout (${took}s)";
+    my $m = meta($gid);
+    is $m->{ended}, 'deadline', 'ended: deadline';
+    like $m->{conclusion}, qr/^Concluded at the goal's deadline \(2 s\)\.\n.*\n1 of 2 parts done\./s,
+        'the conclusion says which bound, and what was done';
+    my ($c) = grep { $_->{type} == 10 } room($m->{comm_id});
+    is $c->{ioa_decision}{bound}, 'deadline', 'the conclude names the bound';
+    stop_workers();
+
+    # --goal-timeout caps every goal, shorter deadlines stay shorter
+    worker($ctx, 'w2', task_timeout => 60, args => ['--goal-timeout', 1]);
+    my $g2 = launch(goal => 'Count the words in "c d".', deadline_s => 30);
+    ok drive(agents => $ag, how => { Counter => 'silent' }, secs => 10,
+             until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    like meta($g2)->{conclusion}, qr/^Concluded at the goal's deadline \(1 s\)/, '--goal-timeout 1 wins';
+
+    # the hub checks the field
+    my ($code, $d) = api($ctx, POST => '/launch_goal', { goal => 'x', deadline_s => 0 });
+    is "$code $d->{field}", '400 deadline_s', 'deadline_s 0: 400 naming the field';
+    is_deeply stop_workers(), { w2 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
 === TEST 12: the goal suite (bench/goal.sh GOAL_SUITE=1, its own hub and the example agents): every goal right, none claims what it did not do
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;

@@ -34,8 +34,10 @@
  * steps are the same offsets from IW_ROUND_STEPS * r + 1 after the
  * decision's DISCUSSION; a later round has no plan discussion of its own.
  *
- * max_turns (envelopes in the room since the goal started) and the token
- * budget are checked before every step and end the phase at once.
+ * max_turns (envelopes in the room since the goal started), the token
+ * budget and the goal's deadline (its "deadline_s" from its creation,
+ * within --goal-timeout) are checked before every step, at least every
+ * IW_GOAL_WAIT_MS, and end the phase at once.
  *
  * Reading the room: every entry is copied to the goal's feed and absorbed
  * in Stream order, and the read position is saved with what was learnt
@@ -121,7 +123,8 @@ iw_goal_members(iw_goal_t *g, iw_agents_t *out)
 int
 iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
 {
-    int  rc;
+    int        rc;
+    long long  now;
 
     rc = iw_goal_drain(conf, g, 0);
     if (rc != IW_OK) {
@@ -136,6 +139,16 @@ iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
         && g->prompt_tokens + g->completion_tokens >= conf->token_budget)
     {
         return iw_goal_to_concluding(conf, g, "token_budget");
+    }
+
+    if (g->deadline_ms && g->created_at) {
+        if (iw_redis_time_ms(&now) != IW_OK) {
+            return IW_ERROR;
+        }
+
+        if (now >= g->created_at + g->deadline_ms) {
+            return iw_goal_to_concluding(conf, g, "deadline");
+        }
     }
 
     /* a person's messages: a stop ends the goal here, a request waits for

@@ -1508,6 +1508,10 @@ iw_decide_account(const iw_conf_t *conf, iw_goal_t *g)
     } else if (iw_streq(g->ended, "token_budget")) {
         iw_buf_adds(&b, "Concluded at the token budget.\n");
 
+    } else if (iw_streq(g->ended, "deadline")) {
+        iw_buf_addf(&b, "Concluded at the goal's deadline (%lld s).\n",
+                    g->deadline_ms / 1000);
+
     } else if (iw_streq(g->ended, "max_rounds")) {
         iw_buf_addf(&b, "Concluded at the round limit (%lld).\n",
                     conf->max_rounds);

@@ -66,6 +66,8 @@ typedef struct {
     long long     token_budget;      /* LLM tokens per goal, 0: no limit */
     long long     max_rounds;        /* rounds of tasks per goal (decide.c) */
     long long     max_attempts;      /* agents tried per part of a goal */
+    long long     goal_timeout_ms;   /* the longest a goal may run, 0: no
+                                        limit but its own deadline_s */
     long long     offline_grace_ms;  /* an assignee offline this long gives
                                         its task up; 0: wait the deadline */
     double        min_score;         /* weakest match handed a part */
@@ -381,6 +383,9 @@ typedef struct {
 
     /* only in memory */
     int           round;             /* the highest round of the tasks */
+    long long     created_at;        /* ms, meta created_at (nginx) */
+    long long     deadline_ms;       /* the goal's time from created_at,
+                                        0: none */
     long long     max_turns;         /* 0: no limit */
     long long     renewed;           /* iw_mono_ms() of the lease renewal */
 } iw_goal_t;

@@ -109,6 +109,9 @@ iw_usage(FILE *f)
         "                       partial ones or concludes (3, at most 9)\n"
         "  --max-attempts N     agents tried per part before it is reported\n"
         "                       as not done (2)\n"
+        "  --goal-timeout SEC   the longest a goal may run from its launch;\n"
+        "                       a goal's own deadline_s may be shorter (0:\n"
+        "                       no limit but deadline_s; default 0)\n"
         "  --offline-grace SEC  an assignee offline this long gives its task\n"
         "                       up, and the part is re-routed (10; 0: wait\n"
         "                       for --task-timeout)\n"
@@ -353,6 +356,7 @@ iw_parse_args(iw_conf_t *conf, int argc, char **argv)
         { "max-attempts", required_argument, NULL, 'A' },
         { "min-score", required_argument, NULL, 'S' },
         { "offline-grace", required_argument, NULL, 'O' },
+        { "goal-timeout", required_argument, NULL, 'G' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -500,6 +504,16 @@ iw_option(iw_conf_t *conf, int c, const char *arg)
         } else if (iw_parse_seconds("--offline-grace", arg,
                                     &conf->offline_grace_ms)
                    != 0)
+        {
+            return 2;
+        }
+        break;
+    case 'G':
+        if (strcmp(arg, "0") == 0) {
+            conf->goal_timeout_ms = 0;
+
+        } else if (iw_parse_seconds("--goal-timeout", arg,
+                                    &conf->goal_timeout_ms) != 0)
         {
             return 2;
         }

@@ -847,5 +847,10 @@ iw_plan_conclude(const char *ended, long long max_turns)
                          "with what we have.");
     }
 
+    if (iw_streq(ended, "deadline")) {
+        return iw_strdup("The goal reached its deadline; concluding with "
+                         "what we have.");
+    }
+
     return iw_strdup("Every task has settled; concluding the discussion.");
 }

@@ -390,6 +390,9 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
         } else if (strcmp(k->str, "depth") == 0) {
             iw_store_replace(&g->depth, v->str, v->len);
 
+        } else if (strcmp(k->str, "created_at") == 0) {
+            g->created_at = atoll(v->str);
+
         } else if (strcmp(k->str, "comm_id") == 0) {
             iw_store_replace(&g->cont_comm_id, v->str, v->len);
         }
@@ -411,6 +414,17 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
 
     if (iw_json_get_int(g->req, "max_turns", &n) == 0 && n > 0) {
         g->max_turns = n;
+    }
+
+    /* the goal's deadline: its own "deadline_s", within --goal-timeout */
+    if (iw_json_get_int(g->req, "deadline_s", &n) == 0 && n > 0) {
+        g->deadline_ms = n * 1000;
+    }
+
+    if (conf->goal_timeout_ms
+        && (g->deadline_ms == 0 || g->deadline_ms > conf->goal_timeout_ms))
+    {
+        g->deadline_ms = conf->goal_timeout_ms;
     }
 
     r = iw_redis_cmd("HGETALL %s{goal:%s}:fsm", conf->prefix, g->goal_id);
