@@ -804,6 +804,24 @@ GET /health_check
     like worker_log($ctx, 'w1'), qr/Speaker did not answer within 2 s; deciding without it/,
         'the log says so';
     is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+
+    # kill -9 right after the question is posted: asked once, answered,
+    # decided once
+    redis_cmd('DEL', 'ioa:{reg}:rep:Speaker', 'ioa:{reg}:rep:Tallier');
+    worker($ctx, 'a36', crash_after => 36, claim_idle => 1, turn_timeout => 2);
+    my $g3 = launch(goal => 'Count the words in "f g".', team_member_names => [qw(Speaker Tallier)]);
+    ok drive(agents => $ag, how => { Speaker => 'fail' }, secs => 10,
+             until => sub { reap_dead(); !grep { $Workers{$_}{name} eq 'a36' } keys %Workers }),
+       'the worker died after step 36' or diag worker_logs($ctx);
+    worker($ctx, 'b36', claim_idle => 1, turn_timeout => 2);
+    ok drive(agents => $ag, how => { Speaker => 'fail' }, secs => 15,
+             until => sub { state_of($g3) eq 'concluded' }),
+       'concluded by the second' or diag worker_logs($ctx);
+    my @steps = coordinator_steps(room(meta($g3)->{comm_id}));
+    is scalar(grep { $_ == 36 } @steps), 1, 'the question once';
+    is scalar(grep { $_ == 40 } @steps), 1, 'the decision once';
+    like meta($g3)->{conclusion}, qr/\n1 of 1 part done\./, 'done by the re-route';
+    stop_workers();
 --- no_error_log
 [alert]
 [crit]
