@@ -109,13 +109,18 @@ local STEP_FIRST, STEP_MAX = 8, 512
 
 -- BEGIN record (identical in query.lua and retrieve.lua)
 -- An agent's task record as JSON: the outcomes the goal workers counted in
--- B..'rep:'..name (workers/worker/lua/rep_record.lua, once per task).
+-- B..'rep:'..name (workers/worker/lua/rep_record.lua, once per task), and
+-- its mean time from assignment to result (null until one is known).
 local function record(B, name)
-  local r = redis.call('HMGET', B .. 'rep:' .. name,
-                       'completed', 'partial', 'failed', 'timed_out')
-  return string.format('{"completed":%d,"partial":%d,"failed":%d,"timed_out":%d}',
+  local r = redis.call('HMGET', B .. 'rep:' .. name, 'completed', 'partial',
+                       'failed', 'timed_out', 'latency_ms', 'timed')
+  local timed = tonumber(r[6]) or 0
+  return string.format('{"completed":%d,"partial":%d,"failed":%d,'
+                       .. '"timed_out":%d,"latency_ms":%s}',
                        tonumber(r[1]) or 0, tonumber(r[2]) or 0,
-                       tonumber(r[3]) or 0, tonumber(r[4]) or 0)
+                       tonumber(r[3]) or 0, tonumber(r[4]) or 0,
+                       timed > 0 and tostring(math.floor((tonumber(r[5]) or 0) / timed))
+                       or 'null')
 end
 -- END record
 

@@ -333,10 +333,13 @@ GET /health_check
 
     my ($code, $d) = api($ctx, POST => '/query_assistant', { name => 'Alpha' });
     is $code, 200, 'query_assistant';
+    my $lat = delete $d->{record}{latency_ms};
     is_deeply $d->{record}, { completed => 0, partial => 0, failed => 1, timed_out => 0 },
         'Alpha: one task failed, counted once (the review and the conclusion both record it)';
+    ok defined $lat && $lat >= 1 && $lat < 5000, "with the time it took to answer (${\($lat // 'null')} ms)";
     ($code, $d) = api($ctx, POST => '/retrieve_assistant', { sender => 'Zed', capabilities => ['tallies words'] });
     my %rec = map { $_->{name} => $_->{record} } @$d;
+    delete $rec{Beta}{latency_ms};
     is_deeply $rec{Beta}, { completed => 1, partial => 0, failed => 0, timed_out => 0 },
         'retrieve_assistant: Beta completed one';
     is $rec{Alpha}{failed}, 1, 'retrieve_assistant: Alpha failed one';

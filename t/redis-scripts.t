@@ -100,8 +100,9 @@ for my $name (qw(register retrieve query list_agents teamup_members
 # an agent's task record as query.lua and retrieve.lua return it
 sub record_json {
     my (%c) = @_;
-    return sprintf '{"completed":%d,"partial":%d,"failed":%d,"timed_out":%d}',
-        map { $c{$_} // 0 } qw(completed partial failed timed_out);
+    return sprintf '{"completed":%d,"partial":%d,"failed":%d,"timed_out":%d,"latency_ms":%s}',
+        (map { $c{$_} // 0 } qw(completed partial failed timed_out)),
+        $c{latency_ms} // 'null';
 }
 
 sub run_script {
@@ -277,9 +278,11 @@ is_deeply([ map { $_->[4] } @$res ],
 is_deeply($res->[0], [ 'anna', 'Thing Assistant', 'image image crop', '[]', $res->[0][4], '0', '0',
                        record_json() ],
           'a result row is name, type, desc, tags, score, online, protocol, record');
-$r->cmd('HSET', "${RB}rep:anna", completed => 3, failed => 1, timed_out => 2);
-is(retrieve($RB, queries => [ 'image' ])->[0][7], record_json(completed => 3, failed => 1, timed_out => 2),
-   'the record counts the workers wrote');
+$r->cmd('HSET', "${RB}rep:anna", completed => 3, failed => 1, timed_out => 2,
+        latency_ms => 301, timed => 2);
+is(retrieve($RB, queries => [ 'image' ])->[0][7],
+   record_json(completed => 3, failed => 1, timed_out => 2, latency_ms => 150),
+   'the record counts the workers wrote, and the mean latency');
 $r->cmd('DEL', "${RB}rep:anna");
 
 is_deeply(names(retrieve($RB, queries => [ 'crop rotate' ])), [qw(rita anna carl xena)],

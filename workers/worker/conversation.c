@@ -68,7 +68,7 @@ static int iw_goal_subs_read(iw_args_t *a, iw_goal_t *g, const char *room,
     size_t *task, char **ids, size_t n, int *woke);
 static int iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g,
     iw_entries_t *e);
-static void iw_goal_task_update(iw_goal_t *g, yajl_val env,
+static iw_task_t *iw_goal_task_update(iw_goal_t *g, yajl_val env,
     const char *sender, long long type);
 static int iw_goal_assigned(iw_goal_t *g, size_t i);
 static void iw_goal_task_json(iw_buf_t *tasks, iw_buf_t *subs, iw_task_t *t,
@@ -1009,6 +1009,7 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
     char        *mark, *s;
     size_t       i, k;
     yajl_val     env;
+    iw_task_t   *t;
     long long    type, step;
     iw_agents_t  team;
     const char  *sender, *goal, *content;
@@ -1084,7 +1085,16 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
         } else if (!iw_goal_concluded(g)
                    && (type == IW_TYPE_PROGRESS || type == IW_TYPE_RESULT))
         {
-            iw_goal_task_update(g, env, sender, type);
+            t = iw_goal_task_update(g, env, sender, type);
+
+            /* how long the agent took: the result's Stream id (Redis'
+             * clock) since the assignment (its deadline less the time
+             * a task has) */
+            if (t && type == IW_TYPE_RESULT && g->deadline) {
+                t->latency_ms = strtoll(e->v[i].sid, NULL, 10)
+                                - (g->deadline - conf->task_timeout_ms);
+                t->latency_ms = t->latency_ms > 0 ? t->latency_ms : 1;
+            }
 
         } else if ((type == IW_TYPE_DISCUSSION
                     && g->step >= IW_STEP_DISCUSSION)
@@ -1196,7 +1206,7 @@ iw_goal_round_tasks(iw_goal_t *g, size_t *first)
  * States only move forward.
  */
 
-static void
+static iw_task_t *
 iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
     long long type)
 {
@@ -1223,7 +1233,7 @@ iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
     if (t && strcmp(t->agent, sender) != 0) {
         iw_warn("goal %s: %s reported on %s's task %s; ignored", g->goal_id,
                 sender, t->agent, t->task_id);
-        return;
+        return NULL;
     }
 
     if (t == NULL) {
@@ -1231,7 +1241,7 @@ iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
     }
 
     if (t == NULL || iw_goal_settled(t)) {
-        return;
+        return NULL;
     }
 
     if (type == IW_TYPE_PROGRESS) {
@@ -1243,7 +1253,7 @@ iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
                     t->task_id, t->agent);
         }
 
-        return;
+        return NULL;
     }
 
     status = iw_json_get_str(env, "task_status");
@@ -1268,4 +1278,6 @@ iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
 
     iw_info("goal %s: task %s (%s) %s", g->goal_id, t->task_id, t->agent,
             status);
+
+    return t;
 }

@@ -1032,7 +1032,10 @@ iw_decide_record_tasks(const iw_conf_t *conf, iw_goal_t *g, int round)
             continue;
         }
 
-        if (iw_reg_record(conf, t->agent, t->task_id, t->status) != IW_OK) {
+        if (iw_reg_record(conf, t->agent, t->task_id, t->status,
+                          t->latency_ms)
+            != IW_OK)
+        {
             return IW_ERROR;
         }
     }

@@ -245,7 +245,7 @@ int iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, char **members, size_t n, char **refused);
 void iw_reg_prefer_reliable(iw_agents_t *ranked);
 int iw_reg_record(const iw_conf_t *conf, const char *agent,
-    const char *task_id, const char *status);
+    const char *task_id, const char *status, long long latency_ms);
 int iw_reg_join(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, char **members, size_t n, char **refused);
 void iw_agents_free(iw_agents_t *a);
@@ -271,6 +271,7 @@ typedef struct {
     int           round;             /* the round it belongs to (decide.c) */
     long long     offline_since;     /* ms its agent was first seen offline,
                                         0: online (memory only) */
+    long long     latency_ms;        /* assignment to result, 0: unknown */
     unsigned      parts;             /* the goal's parts it covers, a bit
                                         each; 0: none recorded */
     int           dirty;

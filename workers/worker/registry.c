@@ -279,7 +279,7 @@ iw_reg_prefer_reliable(iw_agents_t *ranked)
 
 int
 iw_reg_record(const iw_conf_t *conf, const char *agent, const char *task_id,
-    const char *status)
+    const char *status, long long latency_ms)
 {
     iw_args_t    a;
     redisReply  *r;
@@ -295,6 +295,7 @@ iw_reg_record(const iw_conf_t *conf, const char *agent, const char *task_id,
     iw_args_addf(&a, "%srepdone:%s", conf->reg_base, task_id);
     iw_args_add(&a, status);
     iw_args_add(&a, "604800");
+    iw_args_addf(&a, "%lld", latency_ms);
 
     r = iw_redis_eval(IW_LUA_REP_RECORD, 2, &a);
     iw_args_free(&a);

@@ -43,6 +43,7 @@
  *       st:<task_id>    pending in_progress completed failed timed_out
  *                       cancelled
  *       res:<task_id>   the task's result text
+ *       lat:<task_id>   ms from its assignment to its result (0: unknown)
  *       last_id         the last room entry processed
  *       turns           envelopes in the room from the goal's start to last_id
  *       step            the last coordinator step known to be in the room
@@ -146,6 +147,7 @@ iw_store_parse_tasks(iw_goal_t *g, const char *json, size_t len)
 
         g->tasks[g->ntasks].dirty = 0;
         g->tasks[g->ntasks].offline_since = 0;
+        g->tasks[g->ntasks].latency_ms = 0;
         g->ntasks++;
     }
 
@@ -343,6 +345,12 @@ iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
         t = iw_store_task(g, k + 4);
         if (t) {
             iw_store_replace(&t->result, v, vlen);
+        }
+
+    } else if (strncmp(k, "lat:", 4) == 0) {
+        t = iw_store_task(g, k + 4);
+        if (t) {
+            t->latency_ms = atoll(v);
         }
     }
 }
@@ -623,6 +631,8 @@ iw_store_save_progress(const iw_conf_t *conf, iw_goal_t *g)
         iw_args_add(&a, g->tasks[i].status);
         iw_args_addf(&a, "res:%s", g->tasks[i].task_id);
         iw_args_add(&a, g->tasks[i].result ? g->tasks[i].result : "");
+        iw_args_addf(&a, "lat:%s", g->tasks[i].task_id);
+        iw_args_addf(&a, "%lld", g->tasks[i].latency_ms);
     }
 
     rc = iw_store_write(conf, g, 0, &a);

@@ -5,6 +5,8 @@
 -- KEYS[2]  marker        B..'repdone:'..task_id
 -- ARGV[1]  outcome       completed | partial | failed | timed_out
 -- ARGV[2]  marker ttl    seconds the marker is kept
+-- ARGV[3]  latency ms    assignment to result, "0" or absent: unknown
+--                        (summed in latency_ms, counted in timed)
 --
 -- Returns  1 counted, 0 counted before (the marker exists)
 --
@@ -24,4 +26,9 @@ if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', tonumber(ARGV[2]) or 604800) 
   return 0
 end
 redis.call('HINCRBY', KEYS[1], o, 1)
+local ms = tonumber(ARGV[3]) or 0
+if ms > 0 then
+  redis.call('HINCRBY', KEYS[1], 'latency_ms', math.floor(ms))
+  redis.call('HINCRBY', KEYS[1], 'timed', 1)
+end
 return 1
