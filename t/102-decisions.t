@@ -825,6 +825,24 @@ GET /health_check
     is scalar(grep { $_ == 40 } @steps), 1, 'the decision once';
     like meta($g3)->{conclusion}, qr/\n1 of 1 part done\./, 'done by the re-route';
     stop_workers();
+
+    # cancel while the question waits for its answer
+    redis_cmd('DEL', 'ioa:{reg}:rep:Speaker', 'ioa:{reg}:rep:Tallier');
+    worker($ctx, 'w3', turn_timeout => 5);
+    my $g4 = launch(goal => 'Count the words in "h i".', team_member_names => [qw(Speaker Tallier)]);
+    ok drive(agents => $ag, how => { Speaker => 'fail_mute' }, secs => 15,
+             until => sub { grep { ($_->{ioa_step} // 0) == 36 } room(meta($g4)->{comm_id} // 'none') }),
+       'the question is out' or diag worker_logs($ctx);
+    my $t0c = time;
+    my ($code) = api($ctx, POST => "/goals/$g4/cancel");
+    is $code, 202, 'cancel accepted';
+    ok drive(agents => $ag, how => { Speaker => 'fail_mute' }, secs => 10,
+             until => sub { state_of($g4) eq 'cancelled' }),
+       'cancelled' or diag worker_logs($ctx);
+    ok time - $t0c < 3, 'without waiting for the answer';
+    is_deeply [(coordinator_steps(room(meta($g4)->{comm_id})))[-1]], [41],
+        'only the CONCLUSION follows';
+    is_deeply stop_workers(), { w3 => 0 }, 'the worker exits 0';
 --- no_error_log
 [alert]
 [crit]
