@@ -894,6 +894,50 @@ GET /health_check
 [emerg]
 
 
+=== TEST 17: cancel at each new step: the worker dies right after posting it, the goal is cancelled, and the successor ends it with only the CONCLUSION of that round
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx, Speaker => ['counts the words in a text', 1],
+                         Tallier => 'counts the words in a text');
+    # the whole path: 1 plan, 3 for Tallier, 10 assign, 11 pause, 36 the
+    # question to Speaker (who failed), 40 the re-route, 110 and 111 round 2
+    for my $step (1, 10, 36, 40, 110) {
+        redis_cmd('DEL', 'ioa:{reg}:rep:Speaker', 'ioa:{reg}:rep:Tallier');
+        worker($ctx, "a$step", crash_after => $step, claim_idle => 1, turn_timeout => 2);
+        my $gid = launch(goal => 'Count the words in "x y".', team_member_names => [qw(Speaker Tallier)]);
+        ok drive(agents => $ag, how => { Speaker => 'fail', Tallier => 'hold' }, secs => 15,
+                 until => sub { reap_dead(); !grep { $Workers{$_}{name} eq "a$step" } keys %Workers }),
+           "step $step: the worker died right after posting it" or diag worker_logs($ctx);
+        my ($code) = api($ctx, POST => "/goals/$gid/cancel");
+        is $code, 202, "step $step: cancel accepted";
+        worker($ctx, "b$step", claim_idle => 1, turn_timeout => 2);
+        ok drive(agents => $ag, how => { Speaker => 'fail', Tallier => 'hold' }, secs => 15,
+                 until => sub { state_of($gid) eq 'cancelled' }),
+           "step $step: cancelled by the successor" or diag worker_logs($ctx);
+        my @steps = coordinator_steps(room(meta($gid)->{comm_id}));
+        my $end = $step >= 40 ? 141 : 41;    # the decision opened round 2
+        is $steps[-1], $end, "step $step: the CONCLUSION (step $end) ends it";
+        is $steps[-2], $step, "step $step: right after the step it died at";
+        my %seen;
+        ok !grep({ $seen{$_}++ } @steps), "step $step: no step twice";
+        like meta($gid)->{conclusion}, qr/^The goal was cancelled before it was achieved\./,
+            "step $step: the conclusion says so";
+        @Held = ();
+        stop_workers();
+    }
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
 === TEST 12: the goal suite (bench/goal.sh GOAL_SUITE=1, its own hub and the example agents): every goal right, none claims what it did not do
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
