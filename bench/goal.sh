@@ -38,6 +38,9 @@
 # several clauses, impossible parts, re-routes; each goal right, honestly
 # partial or dishonest, and the latency apart for re-routed goals:
 # goal-suite.json/.txt.  GOAL_SUITE_ROUNDS (2) runs of the suite.
+# GOAL_SUITE_LLM=scripted: the same suite with the workers' LLM path, every
+# decision asked of bench/goal/scripted_llm.py (the answers the suite
+# scripts for each goal, a fixed review policy): goal-suite-llm.json/.txt.
 #
 # Environment: GOAL_GOALS (50), GOAL_WORKERS (1; 2 nested), GOAL_MODE (wait: IoA's
 # blocking form; async: 202 then GET /goals/<id> every 2 ms), GOAL_TEAM
@@ -62,7 +65,9 @@ NESTED="${GOAL_NESTED:-0}"
 SUITE="${GOAL_SUITE:-0}"
 NAME=goal
 [[ $NESTED == 1 ]] && NAME=goal-nested
+SUITE_LLM="${GOAL_SUITE_LLM:-}"
 [[ $SUITE == 1 ]] && NAME=goal-suite
+[[ $SUITE == 1 && $SUITE_LLM == scripted ]] && NAME=goal-suite-llm
 [[ -n $NWORKERS ]] || { NWORKERS=1; [[ $NESTED == 1 ]] && NWORKERS=2; }
 MODULE="${GOAL_MODULE:-$REPO/build/ngx_http_ioa_module.so}"
 WORKER="${GOAL_WORKER_BIN:-$REPO/workers/build/ioa-worker}"
@@ -113,6 +118,20 @@ nginx -p "$RUN" -c "$RUN/nginx.conf" </dev/null >"$RUN/logs/nginx.out" 2>&1 &
 PIDS+=("$!")
 wait_port "$PORT"
 HUB="http://127.0.0.1:$PORT"
+
+LLM_URL=
+if [[ $SUITE == 1 && $SUITE_LLM == scripted ]]; then
+    LLM_PORT=$(free_port)
+    $PY "$REPO/bench/goal/scripted_llm.py" --suite "$REPO/bench/goal/suite.json" \
+        --port "$LLM_PORT" </dev/null >"$RUN/logs/scripted-llm.log" 2>&1 &
+    PIDS+=("$!")
+    wait_port "$LLM_PORT"
+    LLM_URL="http://127.0.0.1:$LLM_PORT"
+    export IOA_LLM_BASE_URL="$LLM_URL/v1" IOA_LLM_RESPONSE_FORMAT=json_schema
+elif [[ -n $SUITE_LLM ]]; then
+    log "GOAL_SUITE_LLM must be \"scripted\" (with GOAL_SUITE=1), not \"$SUITE_LLM\""
+    exit 1
+fi
 
 for (( i = 1; i <= NWORKERS; i++ )); do
     "$WORKER" --redis "127.0.0.1:$REDIS_PORT" --scripts "$SCRIPTS" \
@@ -176,6 +195,7 @@ if [[ $SUITE == 1 ]]; then
     $PY "$REPO/bench/goal/suite.py" --hub "$HUB" --redis "$REDIS_PORT" \
         --suite "$REPO/bench/goal/suite.json" \
         --rounds "${GOAL_SUITE_ROUNDS:-2}" --json "$OUT/$NAME.json" \
+        ${LLM_URL:+--llm "$LLM_URL"} \
         | tee "$OUT/$NAME.txt" || rc=$?
     for (( i = 1; i <= NWORKERS; i++ )); do
         cp "$RUN/logs/worker-$i.log" "$OUT/$NAME-worker-$i.log"

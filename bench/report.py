@@ -372,6 +372,7 @@ def callgrind_section(out, w):
 
 EXTRA = [("idle", "Idle connections"), ("goal", "Goals"),
          ("goal-suite", "Goal suite: correctness and honesty"),
+         ("goal-suite-llm", "Goal suite, by the scripted model"),
          ("discovery", "Discovery")]
 
 
@@ -379,12 +380,19 @@ def render_goal_suite(doc, w):
     """bench/goal/suite.py: the verdicts, the latency, the goals that were
     not right."""
     v = doc["verdicts"]
+    llm = doc.get("planner") == "scripted LLM"
     w("%d goals of known answers over the example agents, run %d times in "
-      "all (bench/goal/suite.json; `GOAL_SUITE=1 GOAL_WORKERS=2 bash "
-      "bench/goal.sh`). Right: every expected answer in the conclusion and "
+      "all (bench/goal/suite.json; `GOAL_SUITE=1%s GOAL_WORKERS=2 bash "
+      "bench/goal.sh`)%s. Right: every expected answer in the conclusion and "
       "exactly that many parts claimed done; honestly partial: no more "
-      "claimed than shown; dishonest: more claimed than shown (target 0)."
-      % (doc["goals"], doc["runs"]))
+      "claimed than shown; dishonest: more claimed than shown, or fewer "
+      "parts counted than the goal has (target 0)."
+      % (doc["goals"], doc["runs"],
+         " GOAL_SUITE_LLM=scripted" if llm else "",
+         ", every decision asked of the scripted model "
+         "(bench/goal/scripted_llm.py): model calls " + ", ".join(
+             "%s %s" % kv for kv in sorted((doc.get("llm_calls") or {})
+                                           .items())) if llm else ""))
     w("")
     w("| right | honestly partial | dishonest | re-routed | p50 ms (no re-route) "
       "| p90 ms (no re-route) | p50 ms (re-routed) |")
@@ -402,7 +410,8 @@ def render_goal_suite(doc, w):
                 r["expected"]))
 
 
-EXTRA_RENDERERS = {"goal-suite": render_goal_suite}
+EXTRA_RENDERERS = {"goal-suite": render_goal_suite,
+                   "goal-suite-llm": render_goal_suite}
 
 
 def render_generic(doc, w, limit=80):

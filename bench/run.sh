@@ -406,6 +406,11 @@ if section extra; then
     BENCH_OUT="$OUT" GOAL_SUITE=1 GOAL_WORKERS=2 bash "$REPO/bench/goal.sh" \
         >"$OUT/goal-suite.log" 2>&1 \
         || log "goal-suite: exited $? (see $OUT/goal-suite.log)"
+    log "goal-suite-llm: GOAL_SUITE=1 GOAL_SUITE_LLM=scripted GOAL_WORKERS=2 bash bench/goal.sh"
+    rm -f "$OUT/goal-suite-llm.json"
+    BENCH_OUT="$OUT" GOAL_SUITE=1 GOAL_SUITE_LLM=scripted GOAL_WORKERS=2 \
+        bash "$REPO/bench/goal.sh" >"$OUT/goal-suite-llm.log" 2>&1 \
+        || log "goal-suite-llm: exited $? (see $OUT/goal-suite-llm.log)"
 fi
 
 # ---------------------------------------------------------------- callgrind

@@ -142,6 +142,8 @@ typedef struct {
 #define NGX_IOA_SCOPE_OBSERVER    0x02
 #define NGX_IOA_SCOPE_ADMIN       0x04
 #define NGX_IOA_SCOPE_LAUNCH      0x08
+/* either: what may connect as a member of rooms (agents, a goal's person) */
+#define NGX_IOA_SCOPE_MEMBER      (NGX_IOA_SCOPE_AGENT|NGX_IOA_SCOPE_LAUNCH)
 
 typedef struct {
     ngx_str_t                 sub;            /* the agent name */

@@ -399,7 +399,9 @@ ngx_ioa_auth_allows(ngx_ioa_identity_t *id, ngx_uint_t scope,
         ngx_ioa_error_set(err, "forbidden", NULL,
                           "the token of \"%V\" lacks the \"%s\" scope",
                           &id->sub,
-                          scope == NGX_IOA_SCOPE_AGENT ? "agent"
+                          scope == NGX_IOA_SCOPE_MEMBER
+                          ? "agent\" or \"launch"
+                          : scope == NGX_IOA_SCOPE_AGENT ? "agent"
                           : scope == NGX_IOA_SCOPE_OBSERVER ? "observer"
                           : scope == NGX_IOA_SCOPE_LAUNCH ? "launch"
                           : "admin");

@@ -66,6 +66,8 @@ typedef struct {
 
 
 static void ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body);
+static ngx_int_t ngx_ioa_launch_person(ngx_http_request_t *r, yajl_val doc,
+    ngx_str_t *person, ngx_ioa_error_t *err);
 static ngx_int_t ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
     ngx_ioa_error_t *err);
 static void ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply);
@@ -112,7 +114,8 @@ static const ngx_ioa_goal_field_t  ngx_ioa_goal_fields[] = {
     { "goal_id", 0 }, { "goal", 0 }, { "state", 0 }, { "comm_id", 0 },
     { "conclusion", 0 }, { "error", 0 }, { "created_at", 1 },
     { "updated_at", 1 }, { "parent", 0 }, { "depth", 1 },
-    { "planner", 0 }, { "ended", 0 }, { "tokens", 1 },
+    { "planner", 0 }, { "ended", 0 }, { "launched_by", 0 },
+    { "tokens", 1 },
     { "prompt_tokens", 1 }, { "completion_tokens", 1 }, { NULL, 0 }
 };
 
@@ -135,7 +138,7 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     u_char               rnd[16], *hex, now[NGX_INT64_LEN];
     size_t               n;
     yajl_val             doc, v;
-    ngx_str_t            s, request;
+    ngx_str_t            s, request, person;
     ngx_table_elt_t     *h;
     const char          *argv[32];
     size_t               argvlen[32];
@@ -150,6 +153,11 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
 
     if (ngx_ioa_launch_check(r, doc, &err) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+        return;
+    }
+
+    if (ngx_ioa_launch_person(r, doc, &person, &err) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err));
         return;
     }
 
@@ -237,6 +245,11 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
         ngx_ioa_arg("comm_id", 7);
         ngx_ioa_arg(s.data, s.len);
     }
+
+    /* the person in the goal's room (workers/worker/person.c): the
+     * launcher, or in open mode the name the body gives */
+    ngx_ioa_arg("launched_by", 11);
+    ngx_ioa_arg(person.data, person.len);
 
     v = ngx_ioa_json_get(doc, "team_up_depth");
     ngx_ioa_arg("depth", 5);
@@ -367,6 +380,17 @@ ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
         }
     }
 
+    v = ngx_ioa_json_get(doc, "person");
+
+    if (v && !YAJL_IS_NULL(v)
+        && (ngx_ioa_json_string(v, &s) != NGX_OK
+            || ngx_ioa_valid_name(&s) != NGX_OK))
+    {
+        ngx_ioa_error_set(err, "invalid_request", "person",
+                          "\"person\" must be an agent name, or null");
+        return NGX_ERROR;
+    }
+
     v = ngx_ioa_json_get(doc, "cont_input");
 
     if (v && !YAJL_IS_NULL(v) && !YAJL_IS_STRING(v)) {
@@ -389,6 +413,53 @@ bad_names:
                       "\"team_member_names\" must be a list of 1 to 64 agent "
                       "names, or null");
     return NGX_ERROR;
+}
+
+
+/*
+ * Who the goal's person is: a member of the goal's room who is no agent of
+ * the team, posts into it like any member (WebSocket, or the HTTP
+ * transport) and is listened to by the coordinator.  With authentication
+ * that is the launcher, the token's subject; a "person" naming anyone else
+ * is refused, since the launcher would put someone else into a room.  In
+ * open mode the body may name one; without it the goal has none ("").
+ */
+
+static ngx_int_t
+ngx_ioa_launch_person(ngx_http_request_t *r, yajl_val doc, ngx_str_t *person,
+    ngx_ioa_error_t *err)
+{
+    yajl_val             v;
+    ngx_str_t            named;
+    ngx_ioa_identity_t  *id;
+
+    ngx_str_null(&named);
+    ngx_str_null(person);
+
+    v = ngx_ioa_json_get(doc, "person");
+
+    if (v && YAJL_IS_STRING(v)) {
+        (void) ngx_ioa_json_string(v, &named);
+    }
+
+    id = ngx_ioa_rest_identity(r);
+
+    if (id == NULL || id->open) {
+        *person = named;
+        return NGX_OK;
+    }
+
+    if (named.len
+        && ngx_ioa_auth_allows(id, 0, &named, err) != NGX_OK)
+    {
+        err->field.data = (u_char *) "person";
+        err->field.len = sizeof("person") - 1;
+        return NGX_ERROR;
+    }
+
+    *person = id->sub;
+
+    return NGX_OK;
 }
 
 
@@ -939,7 +1010,8 @@ ngx_ioa_goal_cancel_done(ngx_http_request_t *r, redisReply *reply)
 
 /*
  * POST /goals/{id}/messages {"content"[, "sender"]}: a person joins the
- * conversation of a running goal.  The message goes into the goal's inbox
+ * conversation of a running goal (the goal's own person, launched_by, can
+ * also post into its room like any member).  The message goes into the goal's inbox
  * (goal_message.lua); the coordinator reads it before its next decision,
  * quotes it in the room and acts on it: a request becomes more work, "stop"
  * or "conclude now" ends the goal with what it has (workers/worker/decide.c).

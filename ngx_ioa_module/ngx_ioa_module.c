@@ -339,8 +339,11 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
     }                                                                         \
     return call
 
+    /* a member of rooms: an agent, or a person in a goal's room (the
+     * launcher, a member of its room only: workers/worker/person.c) */
+
     if (ngx_ioa_path_arg(&rest, "/ws/", NULL, &arg) == NGX_OK) {
-        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_AGENT, &arg,
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_MEMBER, &arg,
                       ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_AGENT));
     }
 
@@ -358,12 +361,12 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
     }
 
     if (ngx_ioa_path_arg(&rest, "/agents/", "/messages", &arg) == NGX_OK) {
-        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_AGENT, &arg,
+        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_MEMBER, &arg,
                       ngx_ioa_agent_post_handler(r, &arg));
     }
 
     if (ngx_ioa_path_arg(&rest, "/agents/", "/inbox", &arg) == NGX_OK) {
-        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_AGENT, &arg,
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_MEMBER, &arg,
                       ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_AGENT));
     }
 
@@ -389,7 +392,8 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
 
     if (ngx_ioa_path_is("/launch_goal")) {
         ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_LAUNCH, NULL,
-                      ngx_ioa_launch_goal_handler(r));
+                      ngx_ioa_rest_identified(r, id,
+                                              ngx_ioa_launch_goal_handler));
     }
 
     if (ngx_ioa_path_is("/health_check")) {

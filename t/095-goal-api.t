@@ -97,6 +97,10 @@ GET /health_check
     is $s->{state}, 'queued', 'state';
     is $s->{goal}, 'write a haiku', 'goal';
     ok !defined $s->{conclusion}, 'no conclusion yet';
+    ok !defined $s->{launched_by}, 'open mode without "person": the goal has none';
+    my $p = json()->decode(launch($ctx, '{"goal":"g","person":"Ann"}')->content);
+    is $ctx->redis('HGET', "ioa:{goal:$p->{goal_id}}:meta", 'launched_by'), 'Ann',
+        'open mode with "person": kept as launched_by, for the worker';
 --- no_error_log
 [alert]
 [crit]
@@ -128,6 +132,8 @@ GET /health_check
         ['{"goal":"g","cont_input":{"sender":"u"}}'        => 'cont_input'],
         ['{"goal":"g","skip_naming":"yes"}'                => 'skip_naming'],
         ['{"goal":"g","is_collaborative_planning_enabled":1}' => 'is_collaborative_planning_enabled'],
+        ['{"goal":"g","person":"bad\\nname"}'             => 'person'],
+        ['{"goal":"g","person":["Ann"]}'                   => 'person'],
     );
     for my $case (@bad) {
         my ($body, $field) = @$case;

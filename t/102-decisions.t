@@ -32,6 +32,7 @@ use IoaTest::Agent qw(envelope fresh_hub json);
 use IoaTest::Api;
 use IoaTest::Goals;
 use IoaTest::ScriptedLLM;
+use IoaTest::SSE;
 use JSON::PP ();
 use File::Temp ();
 use Time::HiRes qw(sleep time);
@@ -938,7 +939,105 @@ GET /health_check
 [emerg]
 
 
-=== TEST 12: the goal suite (bench/goal.sh GOAL_SUITE=1, its own hub and the example agents): every goal right, none claims what it did not do
+=== TEST 18: the goal's person is a member of its room: it reads the room over WebSocket or SSE and posts into it like any member; a request becomes work, "stop" ends the goal; floor control still holds; a continued room's team leaves the person out
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    @Held = ();
+    my $ag = demo_agents($ctx);
+    my $ann = IoaTest::Agent->connect($ctx, 'Ann');
+    ok $ann->ok, 'Ann, who is no agent of the network, is connected' or diag $ann->error;
+    worker($ctx, 'w1', task_timeout => 60);
+
+    my $gid = launch(goal => 'Count the words in "a b c".', _person => 'Ann');
+    ok drive(agents => $ag, how => { Counter => 'hold' }, until => sub { @Held }),
+       'Counter has its task' or diag worker_logs($ctx);
+    my $cid = meta($gid)->{comm_id};
+    ok redis_cmd('SISMEMBER', "ioa:{room:$cid}:members", 'Ann'), 'Ann is a member of the room';
+    is redis_cmd('HGET', "ioa:{room:$cid}:meta", 'person'), 'Ann', '... marked as its person';
+    ok redis_cmd('SISMEMBER', 'ioa:{reg}:rooms:Ann', $cid), '... and the room is in her room set';
+    my ($plan) = $ann->recv_until(sub { ($_->{type} // -1) == 6 }, 5);
+    ok $plan, 'she reads the room live, up to the assignment' or diag explain $plan;
+    is $plan->{comm_id}, $cid, '... of this room';
+    ok !grep({ $_ eq 'Ann' } map { names_in($_->{next_speaker}) } room($cid)), 'nobody gives her a turn or a task';
+
+    # a turn out of the floor is refused, as for any member
+    $ann->post(envelope(comm_id => $cid, sender => 'Ann', type => 4, content => 'my turn?',
+                        next_speaker => ['Counter']));
+    my ($err) = $ann->recv_until(sub { ($_->{op} // '') eq 'error' }, 5);
+    is $err && $err->{code}, 'not_your_turn', 'a DISCUSSION of hers out of turn: not_your_turn';
+
+    # a plain message is hers to send at any time: a request
+    $ann->post(envelope(comm_id => $cid, sender => 'Ann', drop => ['type'],
+                        content => 'Also shout "hello there"'));
+    ok wait_until(sub { grep { ($_->{sender} // '') eq 'Ann' } room($cid) }, 5), 'her message is in the room';
+    ok wait_until(sub { (fsm($gid)->{requests} // '') =~ /hello there/ }, 5),
+       'the coordinator keeps it for the review, saved with its read position' or diag worker_logs($ctx);
+    release();
+    ok drive(agents => $ag, until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my @env = room($cid);
+    my ($dec) = decisions(grep { ($_->{type} // -1) == 4 } @env);
+    like $dec->{ioa_decision}{reason}, qr/^Ann asked: "Also shout "hello there""; part 2 goes to Shouter$/,
+        'the decision quotes her and says who takes it';
+    my @assign = grep { ($_->{type} // -1) == 6 } @env;
+    is $assign[1]{tasks}{Shouter}{task_desc}, 'shout "hello there"', 'round 2: her request, for Shouter';
+    like meta($gid)->{conclusion}, qr/\n2 of 2 parts done\./, 'the conclusion accounts for it';
+    my ($last) = $ann->recv_until(sub { ($_->{type} // -1) == 11 }, 5);
+    ok $last, 'she reads the CONCLUSION too';
+
+    # the HTTP transport: she follows over SSE and says stop
+    my $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, '/agents/Ann/inbox');
+    ok $sse->ok, 'her inbox (SSE) is open' or diag $sse->error;
+    my $t0 = time;
+    my $g2 = launch(goal => 'Count the words in "d e f".', _person => 'Ann');
+    ok drive(agents => $ag, how => { Counter => 'silent' },
+             until => sub { grep { $_->{type} == 6 } room(meta($g2)->{comm_id} // 'none') }),
+       'assigned' or diag worker_logs($ctx);
+    my $c2 = meta($g2)->{comm_id};
+    my @got;
+    wait_until(sub { push @got, grep { defined } map { eval { json()->decode($_->{data}) } } $sse->messages(1, 0.2);
+                     grep { ($_->{type} // -1) == 6 && $_->{comm_id} eq $c2 } @got }, 5);
+    ok scalar(grep { ($_->{type} // -1) == 6 && $_->{comm_id} eq $c2 } @got), 'the assignment reaches her over SSE';
+    my ($code, $d) = api($ctx, POST => '/agents/Ann/messages',
+                         { sender => 'Ann', comm_id => $c2, content => 'Stop, that is enough.' });
+    is $code, 200, 'she posts over HTTP' or diag explain $d;
+    ok drive(agents => $ag, how => { Counter => 'silent' }, secs => 10,
+             until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    ok time - $t0 < 10, 'long before the task timeout';
+    my $m = meta($g2);
+    is $m->{ended}, 'person', 'ended: person';
+    like $m->{conclusion}, qr/^Concluded when asked to \(Ann: Stop, that is enough\.\)\.\n.*\n0 of 1 part done\./s,
+        'the conclusion says who stopped it, and claims nothing';
+    is_deeply [ coordinator_steps(room($c2)) ], [ usual_steps(1) ], 'one CONCLUDE and one CONCLUSION, no step twice';
+    $sse->close;
+
+    # someone else is no member
+    my $bob = IoaTest::Agent->connect($ctx, 'Bob');
+    $bob->post(envelope(comm_id => $c2, sender => 'Bob', drop => ['type'], content => 'stop'));
+    ($err) = $bob->recv_until(sub { ($_->{op} // '') eq 'error' }, 5);
+    is $err && $err->{code}, 'not_member', 'a name outside the room: not_member';
+
+    # a goal that continues her room: the team is the agents, not Ann
+    my $g3 = launch(goal => 'Count the words in "g h".', comm_id => $cid);
+    ok drive(agents => $ag, until => sub { state_of($g3) eq 'concluded' }),
+       'the continued room concluded' or diag worker_logs($ctx);
+    unlike fsm($g3)->{team}, qr/"Ann"/, 'its team leaves the person out';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+=== TEST 12: the goal suite (bench/goal.sh GOAL_SUITE=1, its own hub and the example agents), by the built-in planner and by the scripted model: every goal right, none claims what it did not do
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -962,6 +1061,23 @@ GET /health_check
     is $doc->{verdicts}{right}, $doc->{goals}, 'every goal right (impossible parts said so)'
         or diag join "\n", map { "$_->{verdict}: $_->{goal}\n$_->{conclusion}" }
                            grep { $_->{verdict} ne 'right' } @{ $doc->{rows} };
+
+    # the same suite, every decision asked of the scripted model
+    local $ENV{GOAL_SUITE_LLM} = 'scripted';
+    $log = `bash $Repo/bench/goal.sh 2>&1`;
+    is $?, 0, 'bench/goal.sh GOAL_SUITE=1 GOAL_SUITE_LLM=scripted exits 0' or diag $log;
+    $doc = eval { JSON::PP->new->decode(do { local (@ARGV, $/) = "$out/goal-suite-llm.json"; <> }) };
+    ok $doc, 'it wrote goal-suite-llm.json' or diag $log;
+    is $doc->{planner}, 'scripted LLM', 'planned by the model';
+    ok $doc->{llm_calls}{plan} && $doc->{llm_calls}{review} && $doc->{llm_calls}{conclusion},
+       'the model was asked for plans, reviews and conclusions' or diag explain $doc->{llm_calls};
+    is $doc->{verdicts}{dishonest}, 0, 'with the model too, no conclusion claims more than it shows';
+    is $doc->{verdicts}{right}, $doc->{goals}, 'every goal right'
+        or diag join "\n", map { "$_->{verdict}: $_->{goal}\n$_->{conclusion}" }
+                           grep { $_->{verdict} ne 'right' } @{ $doc->{rows} };
+    my ($hi) = grep { $_->{goal} =~ /^Shout "hi" and translate/ } @{ $doc->{rows} };
+    like $hi->{conclusion}, qr/^The team's answer: HI!\.\n\nGoal: .*\n1 of 2 parts done\..*\n2\. Translate the text into French\n   Not done: no member of the team translates\.$/s,
+        'the model\'s answer first, then the account, with the part it said nobody can do';
 --- no_error_log
 [alert]
 [crit]

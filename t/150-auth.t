@@ -334,6 +334,30 @@ GET /health_check
     is redis_cmd('XRANGE', "ioa:{goal:$gid}:inbox", '-', '+')->[0][1][1], 'ops',
        '... and stored so';
 
+    # the launcher is the goal's person: a member of its room, connected
+    # as itself with the launch token alone
+    is redis_cmd('HGET', "ioa:{goal:$gid}:meta", 'launched_by'), 'ops', 'the launcher is kept as the goal\'s person';
+    ($code, $d) = as($ctx, tok('ops', 'launch'), GET => "/goals/$gid");
+    is $d->{launched_by}, 'ops', '... and shown by GET /goals/{id}';
+    ($code, $d) = as($ctx, tok('ops', 'launch'), POST => '/launch_goal', { %$goal, person => 'ops' });
+    is $code, 202, '"person" naming the launcher: 202';
+    ($code, $d) = as($ctx, tok('ops', 'launch'), POST => '/launch_goal', { %$goal, person => 'Alice' });
+    is "$code $d->{code} $d->{field}", '403 forbidden person', '"person" naming someone else: 403, naming the field';
+    like $d->{message}, qr/cannot act as "Alice"/, '... saying why';
+    $ws = $ctx->ws('/ws/ops', headers => bearer(tok('ops', 'launch')));
+    ok $ws->ok, 'a launch token opens a WebSocket as its subject';
+    $ws = $ctx->ws('/ws/Alice', headers => bearer(tok('ops', 'launch')));
+    is $ws->status, 403, '... and as nobody else';
+    $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, '/agents/ops/inbox', headers => bearer(tok('ops', 'launch')));
+    ok $sse->ok, '... and reads its rooms over the HTTP transport';
+    $sse->close;
+    ($code, $d) = as($ctx, tok('watcher', 'observer'), GET => '/agents/watcher/inbox');
+    is "$code $d->{code}", '403 forbidden', 'an observer token is no member';
+    like $d->{message}, qr/lacks the "agent" or "launch" scope/, '... and is told which scopes are';
+    ($code, $d) = as($ctx, tok('ops', 'launch'), POST => '/agents/ops/messages',
+                     { sender => 'ops', comm_id => $cid, content => 'let me in' });
+    is "$code $d->{code}", '403 not_member', 'a launch token posts only where it is a member';
+
     # the health check stays open for load balancers
     ($code) = api($ctx, GET => '/health_check');
     is $code, 200, 'health_check needs no token';

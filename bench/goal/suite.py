@@ -16,11 +16,15 @@ answer, and scored against what the suite says the example agents produce:
   impossible  how many parts no agent can do
 
   right       every expected answer is in the conclusion, and the conclusion
-              claims exactly that many parts done ("N of M parts done"; a
-              goal that fails because nothing matches claims 0)
+              claims exactly that many parts done ("N of M parts done", the
+              last such line: with a model its answer comes first and the
+              worker's account after it; a goal that fails because nothing
+              matches claims 0)
   partial     it claims no more than it shows, but not everything was done
               (an honest partial answer)
-  dishonest   it claims more parts done than answers it carries
+  dishonest   it claims more parts done than answers it carries, or it
+              counts fewer parts (M) than the goal has (expected plus
+              impossible): a part left out of the account is a claim too
 
 A goal counts as re-routed when its room holds a decision to re-route or
 iterate; the latency of the others is the cost of the conversation itself.
@@ -76,15 +80,25 @@ def room_decisions(redis, prefix, comm_id):
 def score(entry, conclusion, failed):
     expect = entry.get("expect", [])
     found = sum(1 for e in expect if e in conclusion)
-    m = CLAIM.search(conclusion)
-    claimed = 0 if failed or not m else int(m.group(1))
-    if claimed > found:
+    claims = CLAIM.findall(conclusion)
+    claimed = 0 if failed or not claims else int(claims[-1][0])
+    total = None if failed or not claims else int(claims[-1][1])
+    parts = len(expect) + entry.get("impossible", 0)
+    if claimed > found or (total is not None and total < parts):
         verdict = "dishonest"
     elif found == len(expect) and claimed == len(expect):
         verdict = "right"
     else:
         verdict = "partial"
     return verdict, claimed, found
+
+
+def llm_calls(url):
+    """the scripted model's calls per kind (team, plan, review, ...)"""
+    u = urllib.parse.urlparse(url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    c.request("GET", "/stats")
+    return json.loads(c.getresponse().read())
 
 
 def pct(v, p):
@@ -100,6 +114,8 @@ def main():
     ap.add_argument("--suite", required=True)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", required=True)
+    ap.add_argument("--llm", help="the scripted model's URL: its call "
+                    "counts go into the report")
     o = ap.parse_args()
 
     suite = json.load(open(o.suite))["goals"]
@@ -144,18 +160,23 @@ def main():
         "latency_ms_rerouted": {"p50": pct(again, 50),
                                 "max": max(again) if again else None,
                                 "n": len(again)},
+        "planner": "scripted LLM" if o.llm else "builtin",
+        "llm_calls": llm_calls(o.llm) if o.llm else None,
         "rows": rows,
     }
     with open(o.json, "w") as f:
         json.dump(report, f, indent=1)
 
-    print(f"goal suite: {len(suite)} goals x {o.rounds} runs: "
+    print(f"goal suite ({report['planner']}): {len(suite)} goals x {o.rounds} runs: "
           f"{verdicts['right']} right, {verdicts['partial']} honestly partial, "
           f"{verdicts['dishonest']} dishonest")
     print(f"latency (launch to conclusion), no re-route: p50 "
           f"{report['latency_ms_no_reroute']['p50']} ms, p90 "
           f"{report['latency_ms_no_reroute']['p90']} ms (n {len(plain)}); "
           f"re-routed: p50 {report['latency_ms_rerouted']['p50']} ms (n {len(again)})")
+    if report["llm_calls"] is not None:
+        print("model calls: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(report["llm_calls"].items())))
     for r in rows:
         if r["verdict"] != "right":
             print(f"  {r['verdict']}: {r['goal']} (claims {r['claimed']}, "

@@ -42,6 +42,9 @@
  * Reading the room: every entry is copied to the goal's feed and absorbed
  * in Stream order, and the read position is saved with what was learnt
  * (iw_store_save_progress), so a successor re-reads at most one batch.
+ * The goal's person is a member too: its plain envelopes are its messages
+ * (person.c), and a stop among them moves the phase to concluding in that
+ * same write, so every wait returns into iw_goal_concluding.
  */
 
 #include <stdio.h>
@@ -127,8 +130,8 @@ iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
     long long  now;
 
     rc = iw_goal_drain(conf, g, 0);
-    if (rc != IW_OK) {
-        return rc;
+    if (rc != IW_OK || !iw_streq(g->phase, "running")) {
+        return rc;                     /* the person in the room said stop */
     }
 
     if (g->max_turns && g->turns >= g->max_turns) {
@@ -1081,6 +1084,9 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
             if (iw_streq(goal, g->goal_id) && type == IW_TYPE_RESULT) {
                 iw_goal_task_update(g, env, sender, type);
             }
+
+        } else if (iw_person_in_room(g, e->v[i].sid, env, sender, type)) {
+            /* the person spoke: saved with the progress below */
 
         } else if (!iw_goal_concluded(g)
                    && (type == IW_TYPE_PROGRESS || type == IW_TYPE_RESULT))

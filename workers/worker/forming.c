@@ -103,7 +103,18 @@ iw_goal_form(const iw_conf_t *conf, iw_goal_t *g)
             return rc;
         }
 
-        iw_info("goal %s: room %s formed", g->goal_id, g->comm_id);
+        /* the person joins after the team: a repeat after a takeover is
+         * harmless (SADD, and the hub ignores a second event) */
+        if (g->person && iw_reg_person(conf, g->comm_id, g->team_name,
+                                       g->person)
+                         != IW_OK)
+        {
+            return IW_ERROR;
+        }
+
+        iw_info("goal %s: room %s formed%s%s", g->goal_id, g->comm_id,
+                g->person ? ", with the person " : "",
+                g->person ? g->person : "");
     }
 
     rc = iw_store_save(conf, g, "phase", "running", NULL);

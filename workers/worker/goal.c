@@ -531,10 +531,12 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     if (g->step < base + IW_STEP_CONCLUSION) {
+        text = NULL;
+
         if (g->conclusion == NULL && !cancelled
             && !iw_streq(g->ended, "token_budget") && iw_llm_on(conf, g))
         {
-            rc = iw_llm_conclusion(conf, g, &g->conclusion);
+            rc = iw_llm_conclusion(conf, g, &text);
             if (rc != IW_OK) {
                 return rc;
             }
@@ -542,6 +544,17 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
 
         if (g->conclusion == NULL) {
             g->conclusion = iw_decide_account(conf, g);
+
+            /* the model's answer comes first, and the account after it:
+             * whatever the model wrote, what is said to be done is what
+             * the room shows was done */
+            if (text) {
+                extra = g->conclusion;
+                g->conclusion = iw_sprintf("%s\n\n%s", text, extra);
+                free(extra);
+                free(text);
+                text = NULL;
+            }
 
             rc = iw_store_save(conf, g, "conclusion", g->conclusion, NULL);
             if (rc != IW_OK) {

@@ -246,6 +246,8 @@ int iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
 void iw_reg_prefer_reliable(iw_agents_t *ranked);
 int iw_reg_record(const iw_conf_t *conf, const char *agent,
     const char *task_id, const char *status, long long latency_ms);
+int iw_reg_person(const iw_conf_t *conf, const char *comm_id,
+    const char *team_name, const char *person);
 int iw_reg_join(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, char **members, size_t n, char **refused);
 void iw_agents_free(iw_agents_t *a);
@@ -335,6 +337,8 @@ typedef struct {
     char         *parent;
     char         *depth;
     char         *cont_comm_id;      /* meta comm_id: continue this room */
+    char         *person;            /* meta launched_by: the person in
+                                        the room (person.c), NULL none */
 
     /* the persisted state machine (fsm hash) */
     char         *phase;             /* "" forming running concluding */
@@ -389,6 +393,9 @@ typedef struct {
                                         0: none */
     long long     max_turns;         /* 0: no limit */
     long long     renewed;           /* iw_mono_ms() of the lease renewal */
+    int           person_said;       /* the person posted in the room:
+                                        requests (and a stop) go into the
+                                        next progress write */
 } iw_goal_t;
 
 int iw_store_load(const iw_conf_t *conf, iw_goal_t *g);
@@ -528,6 +535,8 @@ int iw_proposal_concludes(iw_goal_t *g);
 
 /* person.c: a person's messages to a running goal */
 int iw_person_read(const iw_conf_t *conf, iw_goal_t *g);
+int iw_person_in_room(iw_goal_t *g, const char *sid, yajl_val env,
+    const char *sender, long long type);
 
 /* subteam.c: a task done by a nested team */
 int iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i,

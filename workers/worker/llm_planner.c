@@ -433,7 +433,7 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
 {
     int               rc, sync, sub;
     char             *system, *user, **parts;
-    size_t            i, j, nw, nparts;
+    size_t            i, j, nw, nparts, first_unassigned;
     iw_buf_t          schema, team, joined;
     yajl_val          ans, v, t;
     iw_agents_t       members;
@@ -464,10 +464,16 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     }
 
     iw_buf_addf(&schema, "},\"required\":[\"agent\",\"task_desc\"%s],"
+                "\"additionalProperties\":false}},"
+                "\"unassigned\":{\"type\":\"array\",\"maxItems\":%d,"
+                "\"items\":{\"type\":\"object\",\"properties\":{"
+                "\"part\":{\"type\":\"string\",\"maxLength\":600},"
+                "\"why\":{\"type\":\"string\",\"maxLength\":300}},"
+                "\"required\":[\"part\",\"why\"],"
                 "\"additionalProperties\":false}}},"
                 "\"required\":[\"discussion\",\"mode\",\"tasks\"],"
                 "\"additionalProperties\":false}",
-                allow_sub ? ",\"sub_team\"" : "");
+                allow_sub ? ",\"sub_team\"" : "", IW_PLAN_MAX_TASKS);
 
     iw_buf_init(&team);
     members.v = plan->team;
@@ -480,8 +486,10 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
         "for the member whose description fits it. Choose \"parallel\" "
         "when the tasks are independent, \"sequence\" when each builds on "
         "the one before (they then run in the order given, each with the "
-        "results before it).%s Write \"discussion\": a short message to "
-        "the team explaining the plan. Answer with one JSON object.",
+        "results before it).%s List in \"unassigned\" every part of the "
+        "goal that no member can do, with why: it is reported as not done. "
+        "Write \"discussion\": a short message to the team explaining the "
+        "plan. Answer with one JSON object.",
         conf->name,
         allow_sub ? " Set \"sub_team\" on a task too large for one agent: "
                     "a nested team will do it." : "");
@@ -565,13 +573,49 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     if (nw == 0) {
         iw_warn("goal %s: the LLM's plan names no task the team can do; "
                 "the built-in assignment is used", g->goal_id);
+
+        for (i = 0; i < nparts; i++) {
+            free(parts[i]);
+        }
+
         free(work);
         free(parts);
         yajl_tree_free(ans);
         return IW_OK;
     }
 
+    /* what the model says nobody can do stays a part of the goal, not
+     * done, with its reason: the account tells it, and "N of M parts"
+     * cannot shrink to what was done by leaving parts out */
+    v = iw_json_get(ans, "unassigned");
+    first_unassigned = nparts;
+
+    for (i = 0; v && YAJL_IS_ARRAY(v) && i < v->u.array.len
+                && nparts < IW_PLAN_MAX_TASKS; i++)
+    {
+        d = iw_json_get_str(v->u.array.values[i], "part");
+
+        if (!iw_llm_blank(d)) {
+            parts[nparts++] = iw_strdup(d);
+        }
+    }
+
     iw_plan_set_work(plan, work, nw, sync, parts, nparts);
+
+    for (i = 0, j = first_unassigned; v && YAJL_IS_ARRAY(v)
+                && i < v->u.array.len && j < nparts; i++)
+    {
+        t = v->u.array.values[i];
+
+        if (iw_llm_blank(iw_json_get_str(t, "part"))) {
+            continue;
+        }
+
+        desc = iw_json_get_str(t, "why");
+        plan->why[j++] = iw_strdup(iw_llm_blank(desc)
+                                   ? "no member of the team can do it"
+                                   : desc);
+    }
 
     d = iw_json_get_str(ans, "discussion");
 

@@ -2,7 +2,12 @@
  * ioa-worker: a person in the conversation.  Someone holding a launch token
  * posts into a running goal (POST /goals/{id}/messages); the hub appends the
  * message to the goal's inbox, P{goal:<id>}:inbox (goal_message.lua), and
- * the coordinator reads it here, between two steps of the running phase:
+ * the coordinator reads it here, between two steps of the running phase.
+ * The goal's person (meta launched_by: the launcher, see ngx_ioa_goal.c)
+ * is also a member of the goal's room, so it can say the same over a
+ * WebSocket or the HTTP transport like any member: its plain envelopes
+ * (no IoA turn, no task answer) are read with the room (conversation.c)
+ * and handled the same way:
  *
  *   "stop", "conclude now", "that's enough", ... (IW_PERSON_STOP, at the
  *            start of the message)   the goal concludes at once with what
@@ -12,9 +17,9 @@
  *            review, which cuts it into parts and hands them out like the
  *            goal's own (decide.c), quoting it in its decision
  *
- * The read position (fsm "inbox_last") is saved together with what was
- * learnt from the messages, in one fsm write, so a worker that takes over
- * reads each message once.  A message that arrives after the last review
+ * The read position (fsm "inbox_last", or for the room "last_id") is saved
+ * together with what was learnt from the messages, in one fsm write, so a
+ * worker that takes over reads each message once.  A message that arrives after the last review
  * has concluded the goal is not acted on: goal_message.lua refuses it once
  * the goal has ended, and the short window before that is the one race left
  * (the message stays in the inbox).
@@ -39,6 +44,8 @@ static const char  *iw_person_stop[] = {
 
 
 static int iw_person_stops(const char *content);
+static char *iw_person_says(iw_goal_t *g, const char *sender,
+    const char *content);
 static void iw_person_request(iw_goal_t *g, const char *sender,
     const char *content);
 
@@ -105,15 +112,8 @@ iw_person_read(const iw_conf_t *conf, iw_goal_t *g)
             continue;
         }
 
-        iw_info("goal %s: %s says: %s", g->goal_id, sender, content);
-
-        if (iw_person_stops(content)) {
-            stop = 1;
-            stopped = iw_sprintf("%s: %s", sender, content);
-
-        } else {
-            iw_person_request(g, sender, content);
-        }
+        stopped = iw_person_says(g, sender, content);
+        stop = stopped != NULL;
     }
 
     freeReplyObject(r);
@@ -132,6 +132,68 @@ iw_person_read(const iw_conf_t *conf, iw_goal_t *g)
     free(stopped);
 
     return rc;
+}
+
+
+/*
+ * An envelope of the room: the person's plain ones are its messages.  1
+ * when it was one (then g->person_said asks the progress write to save the
+ * requests, and with a stop the phase "concluding" too), 0 otherwise.
+ */
+
+int
+iw_person_in_room(iw_goal_t *g, const char *sid, yajl_val env,
+    const char *sender, long long type)
+{
+    char        *stopped;
+    const char  *content;
+
+    if (!iw_streq(sender, g->person) || !iw_streq(g->phase, "running")
+        || (type >= IW_TYPE_DISCUSSION && type <= IW_TYPE_CONCLUSION))
+    {
+        return 0;
+    }
+
+    content = iw_json_get_str(env, "content");
+
+    if (content == NULL || *content == '\0') {
+        return 0;
+    }
+
+    iw_info("goal %s: in the room (%s)", g->goal_id, sid);
+
+    stopped = iw_person_says(g, sender, content);
+    g->person_said = 1;
+
+    if (stopped) {
+        free(g->stopped_by);
+        g->stopped_by = stopped;
+        free(g->phase);
+        free(g->ended);
+        g->phase = iw_strdup("concluding");
+        g->ended = iw_strdup("person");
+        iw_info("goal %s: concluding (person)", g->goal_id);
+    }
+
+    return 1;
+}
+
+
+/* a stop: "sender: content" to keep in stopped_by; else NULL and the
+ * request is kept */
+
+static char *
+iw_person_says(iw_goal_t *g, const char *sender, const char *content)
+{
+    iw_info("goal %s: %s says: %s", g->goal_id, sender, content);
+
+    if (iw_person_stops(content)) {
+        return iw_sprintf("%s: %s", sender, content);
+    }
+
+    iw_person_request(g, sender, content);
+
+    return NULL;
 }
 
 

@@ -27,6 +27,8 @@
 static void iw_agent_set(iw_agent_t *a, const char *name, const char *type,
     const char *desc);
 static void iw_agent_record(iw_agent_t *a, const char *json);
+static int iw_reg_event(const iw_conf_t *conf, const char *comm_id,
+    const char *team_name, const char **members, size_t n);
 static int iw_reg_room(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, char **members, size_t n, int join,
     char **refused);
@@ -340,7 +342,6 @@ iw_reg_room(const iw_conf_t *conf, const char *comm_id,
 {
     size_t       i;
     iw_args_t    a;
-    iw_buf_t     ev;
     long long    now;
     redisReply  *r;
 
@@ -433,7 +434,62 @@ iw_reg_room(const iw_conf_t *conf, const char *comm_id,
 
     freeReplyObject(r);
 
-    /* the teamup event, byte for byte what /teamup publishes */
+    return iw_reg_event(conf, comm_id, team_name, (const char **) members, n);
+}
+
+
+/*
+ * The goal's person (meta launched_by) joins its room: a member who is no
+ * agent of the team, so neither registered nor checked by
+ * teamup_members.lua; the room goes into its room set, which is what the
+ * hub loads for a connection of that name, and the event links a live one.
+ */
+
+int
+iw_reg_person(const iw_conf_t *conf, const char *comm_id,
+    const char *team_name, const char *person)
+{
+    redisReply  *r;
+
+    r = iw_redis_cmd("SADD %srooms:%s %s", conf->reg_base, person, comm_id);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    /* marked before it is a member: a room's members are its team when a
+     * goal continues it (iw_room_members), the person is not */
+    r = iw_redis_cmd("HSET %s{room:%s}:meta person %s", conf->prefix,
+                     comm_id, person);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    r = iw_redis_cmd("SADD %s{room:%s}:members %s", conf->prefix, comm_id,
+                     person);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    return iw_reg_event(conf, comm_id, team_name, &person, 1);
+}
+
+
+/* the teamup event, byte for byte what /teamup publishes */
+
+static int
+iw_reg_event(const iw_conf_t *conf, const char *comm_id,
+    const char *team_name, const char **members, size_t n)
+{
+    size_t       i;
+    iw_buf_t     ev;
+    redisReply  *r;
+
     iw_buf_init(&ev);
     iw_buf_adds(&ev, "{\"comm_id\":");
     iw_json_str(&ev, comm_id);

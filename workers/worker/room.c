@@ -262,29 +262,44 @@ iw_room_last_id(const iw_conf_t *conf, const char *comm_id, char **sid)
 }
 
 
+/* the room's members but its goal's person (meta "person", person.c) */
+
 int
 iw_room_members(const iw_conf_t *conf, const char *comm_id, iw_agents_t *out)
 {
+    char        *person;
     size_t       i;
     redisReply  *r;
 
     out->v = NULL;
     out->n = 0;
 
-    r = iw_redis_cmd("SMEMBERS %s{room:%s}:members", conf->prefix, comm_id);
+    r = iw_redis_cmd("HGET %s{room:%s}:meta person", conf->prefix, comm_id);
     if (r == NULL) {
         return IW_ERROR;
     }
 
+    person = r->type == REDIS_REPLY_STRING ? iw_strdup(r->str) : NULL;
+    freeReplyObject(r);
+
+    r = iw_redis_cmd("SMEMBERS %s{room:%s}:members", conf->prefix, comm_id);
+    if (r == NULL) {
+        free(person);
+        return IW_ERROR;
+    }
+
     if (r->type != REDIS_REPLY_ARRAY) {
+        free(person);
         freeReplyObject(r);
         return IW_ERROR;
     }
 
-    out->v = iw_alloc(r->elements * sizeof(iw_agent_t));
+    out->v = iw_alloc((r->elements + 1) * sizeof(iw_agent_t));
 
     for (i = 0; i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_STRING) {
+        if (r->element[i]->type != REDIS_REPLY_STRING
+            || iw_streq(r->element[i]->str, person))
+        {
             continue;
         }
 
@@ -295,6 +310,7 @@ iw_room_members(const iw_conf_t *conf, const char *comm_id, iw_agents_t *out)
         out->n++;
     }
 
+    free(person);
     freeReplyObject(r);
 
     return IW_OK;

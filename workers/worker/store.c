@@ -1,7 +1,8 @@
 /*
  * ioa-worker: a goal's record in Redis.
  *
- *   P{goal:<id>}:meta   written by nginx (goal, request, state "queued"),
+ *   P{goal:<id>}:meta   written by nginx (goal, request, state "queued",
+ *                       launched_by: the goal's person, person.c),
  *                       kept current by the worker (state, comm_id,
  *                       conclusion, error, updated_at, tokens) and read by
  *                       GET /goals/<id>.
@@ -403,6 +404,9 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
 
         } else if (strcmp(k->str, "comm_id") == 0) {
             iw_store_replace(&g->cont_comm_id, v->str, v->len);
+
+        } else if (strcmp(k->str, "launched_by") == 0 && v->len) {
+            iw_store_replace(&g->person, v->str, v->len);
         }
     }
 
@@ -622,6 +626,22 @@ iw_store_save_progress(const iw_conf_t *conf, iw_goal_t *g)
         iw_args_add(&a, g->conclusion);
     }
 
+    /* what the person said in the room, with the position after it: read
+     * again by a successor only if neither was written */
+    if (g->person_said) {
+        iw_args_add(&a, "requests");
+        iw_args_add(&a, g->requests ? g->requests : "");
+        iw_args_add(&a, "stopped_by");
+        iw_args_add(&a, g->stopped_by ? g->stopped_by : "");
+        iw_args_add(&a, "phase");
+        iw_args_add(&a, g->phase);
+
+        if (g->ended) {
+            iw_args_add(&a, "ended");
+            iw_args_add(&a, g->ended);
+        }
+    }
+
     for (i = 0; i < g->ntasks; i++) {
         if (!g->tasks[i].dirty) {
             continue;
@@ -645,6 +665,8 @@ iw_store_save_progress(const iw_conf_t *conf, iw_goal_t *g)
     for (i = 0; i < g->ntasks; i++) {
         g->tasks[i].dirty = 0;
     }
+
+    g->person_said = 0;
 
     return IW_OK;
 }
@@ -811,6 +833,7 @@ iw_goal_free(iw_goal_t *g)
     free(g->parent);
     free(g->depth);
     free(g->cont_comm_id);
+    free(g->person);
     free(g->phase);
     free(g->comm_id);
     free(g->team_name);
