@@ -538,10 +538,26 @@ ngx_ioa_main_conf(void)
 ngx_int_t
 ngx_ioa_valid_name(ngx_str_t *name)
 {
-    ngx_int_t  rc;
+    u_char     *p, *last;
+    ngx_int_t   rc;
 
     if (name->len == 0 || name->len > 256) {
         return NGX_DECLINED;
+    }
+
+    /*
+     * No control character, whatever the pattern: a name is part of Redis
+     * keys, log lines and other clients' screens.  It also closes what a
+     * pattern ending in "$" leaves open, since PCRE's "$" matches before a
+     * final newline ("Planner\n").
+     */
+
+    last = name->data + name->len;
+
+    for (p = name->data; p < last; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            return NGX_DECLINED;
+        }
     }
 
     rc = ngx_regex_exec(ngx_ioa_mcf->name_regex, name, NULL, 0);
@@ -648,7 +664,7 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
     if (mcf->name_pattern.data == NULL) {
         /* IoA's own agents have names like "Open Interpreter" */
         ngx_str_set(&mcf->name_pattern,
-                    "^[A-Za-z0-9][A-Za-z0-9 _.@:+-]{0,63}$");
+                    "^[A-Za-z0-9][A-Za-z0-9 _.@:+-]{0,63}\\z");
     }
 
     ngx_memzero(&rc, sizeof(ngx_regex_compile_t));

@@ -353,7 +353,7 @@ Content-Type: application/json
 
 
 
-=== TEST 7: name boundaries of the default pattern (^[A-Za-z0-9][A-Za-z0-9 _.@:+-]{0,63}$), and nothing stored when refused
+=== TEST 7: name boundaries of the default pattern (^[A-Za-z0-9][A-Za-z0-9 _.@:+-]{0,63}\z), no control character whatever the pattern (a trailing newline too), and nothing stored when refused
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -364,7 +364,8 @@ GET /health_check
 "ok"
 --- ioa_scenario
     my @good = ('Open Interpreter', 'a', 'x' x 64, 'agent-1_v2.0@host:7+x');
-    my @bad = ('', ' Alice', '-lead', 'x' x 65, "tab\tname", "caf\x{e9}", 'a/b');
+    my @bad = ('', ' Alice', '-lead', 'x' x 65, "tab\tname", "caf\x{e9}", 'a/b',
+               "Planner\n", "Planner\r", "Plan\x{7f}", "Plan\x{1b}[31mner");
     for my $n (@good) {
         my ($code, $d) = api($ctx, POST => '/register',
                              { name => $n, type => 'Human Assistant', desc => 'ok' });
@@ -384,6 +385,8 @@ GET /health_check
     }
     my ($code, $d) = api($ctx, POST => '/register', { type => 'Human Assistant', desc => 'no' });
     is "$code $d->{field}", '400 name', 'refused: no name at all';
+    ($code, $d) = api($ctx, POST => '/register', { name => "Plan\x00ner", type => 'Human Assistant', desc => 'no' });
+    is "$code $d->{code}", '400 invalid_json', 'a NUL is refused by the JSON reader already';
     is redis_cmd('ZCARD', 'ioa:{reg}:agents'), scalar @good,
         'only the accepted names are in the registry';
 --- no_error_log
@@ -393,7 +396,7 @@ GET /health_check
 
 
 
-=== TEST 8: a stricter ioa_agent_name_pattern (^[a-z]+$) refuses "Alice" and accepts "alice"
+=== TEST 8: a stricter ioa_agent_name_pattern (^[a-z]+$) refuses "Alice" and accepts "alice"; a pattern ending in "$" still refuses a trailing newline
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_agent_name_pattern "^[a-z]+$";
@@ -402,12 +405,15 @@ GET /health_check
 --- request eval
 ["POST /register\n" . '{"name":"Alice","type":"Human Assistant","desc":"capital letters"}',
  "POST /register\n" . '{"name":"alice","type":"Human Assistant","desc":"lower case"}',
- "POST /query_assistant\n" . '{"name":"Alice"}']
+ "POST /query_assistant\n" . '{"name":"Alice"}',
+ "POST /register\n" . '{"name":"planner\\n","type":"Human Assistant","desc":"a newline"}'
+]
 --- error_code eval
-[400, 200, 400]
+[400, 200, 400, 400]
 --- response_body_like eval
 ['^\{"op":"error","code":"invalid_request","message":"[^\n]*","field":"name"\}$',
  '^\{"status":"created","created_at":"[-\d]+"\}$',
+ '^\{"op":"error","code":"invalid_request","message":"[^\n]*","field":"name"\}$',
  '^\{"op":"error","code":"invalid_request","message":"[^\n]*","field":"name"\}$']
 --- no_error_log
 [alert]
