@@ -13,8 +13,11 @@
  * The output starts {"sender":<identity>,"timestamp":<now> and then holds
  * the client's other top-level members in their order.  "sender" is
  * checked and dropped because identity comes from the connection, not
- * the message; "timestamp" and "id" are the server's and a client's are
- * dropped silently.  There is no "id" yet: the stream id is only known
+ * the message; "timestamp", "id", "frontend_type" (the observer feed's)
+ * and every "ioa_..." (the coordinator's markers) are the server's, and
+ * a client's are dropped silently: no frame the hub sends carries a
+ * field twice, nor a marker it did not write.  Numbers, at any depth,
+ * must be ones every JSON reader takes the same way (I-JSON).  There is no "id" yet: the stream id is only known
  * after the room log append, and delivery writes it right after the "{".
  *
  * Known IoA fields must have IoA's types: an IoA client would fail on
@@ -179,6 +182,7 @@ static const ngx_ioa_env_field_t  ngx_ioa_env_fields[] = {
     { ngx_string("max_turns"), NGX_IOA_ENV_INT_NULL, "an integer or null" },
     { ngx_string("timestamp"), NGX_IOA_ENV_DROP, NULL },
     { ngx_string("id"), NGX_IOA_ENV_DROP, NULL },
+    { ngx_string("frontend_type"), NGX_IOA_ENV_DROP, NULL },
     { ngx_string("op"), NGX_IOA_ENV_OP, NULL }
 };
 
@@ -273,6 +277,17 @@ ngx_ioa_env_lookup(u_char *name, size_t len, ngx_uint_t *bit)
 {
     ngx_uint_t                  i;
     const ngx_ioa_env_field_t  *f;
+
+    /* the coordinator's markers (ioa_goal, ioa_step, ioa_decision, ...):
+     * the workers post them straight to Redis, never through here, so a
+     * client's can only be a forgery of one */
+    static const ngx_ioa_env_field_t  reserved =
+        { ngx_string("ioa_"), NGX_IOA_ENV_DROP, NULL };
+
+    if (len > 4 && ngx_strncmp(name, "ioa_", 4) == 0) {
+        *bit = 0;
+        return &reserved;
+    }
 
     for (i = 0; i < ngx_ioa_env_nfields; i++) {
         f = &ngx_ioa_env_fields[i];
@@ -641,6 +656,19 @@ ngx_ioa_env_number(void *data, const char *s, size_t len)
     ctx = data;
 
     if (!ngx_ioa_env_scalar(ctx, NGX_IOA_J_NUMBER)) {
+        return 0;
+    }
+
+    /* anywhere in the envelope: it is stored and sent to every reader */
+    if (ngx_ioa_json_number_ok((u_char *) s, len) != NGX_OK) {
+        ngx_ioa_error_set(ctx->err, "invalid_envelope", NULL,
+                          "the number %*s%s is outside what every JSON "
+                          "reader takes (I-JSON, RFC 7493): integers up to "
+                          "+-9007199254740991, other numbers finite and at "
+                          "most %d characters",
+                          ngx_min(len, (size_t) NGX_IOA_QUOTE_MAX), s,
+                          len > NGX_IOA_QUOTE_MAX ? "..." : "",
+                          NGX_IOA_JSON_NUMBER_MAX);
         return 0;
     }
 

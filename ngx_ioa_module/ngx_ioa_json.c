@@ -40,6 +40,8 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 
+#include <math.h>
+
 #include "ngx_ioa_json.h"
 #include "ngx_ioa_ws_frame.h"
 
@@ -418,6 +420,59 @@ ngx_ioa_json_string(yajl_val v, ngx_str_t *s)
     s->len = ngx_strlen(s->data);
 
     return NGX_OK;
+}
+
+
+/*
+ * A number every reader takes the same way (RFC 7493, I-JSON, after RFC
+ * 8259 section 6): an integer within +-(2^53 - 1), which a double holds
+ * exactly, or another number that is a finite double, at most
+ * NGX_IOA_JSON_NUMBER_MAX characters long.  Python's json refuses an
+ * integer of more than 4,300 digits and JavaScript rounds one above 2^53,
+ * so a bigger number in one envelope would break or silently change its
+ * room's transcript for those clients.  p is JSON number text (the
+ * grammar is yajl's to check).
+ */
+
+ngx_int_t
+ngx_ioa_json_number_ok(const u_char *p, size_t len)
+{
+    u_char         buf[NGX_IOA_JSON_NUMBER_MAX + 1];
+    size_t         i, digits;
+    ngx_uint_t     integer;
+    const u_char  *d;
+
+    if (len == 0 || len > NGX_IOA_JSON_NUMBER_MAX) {
+        return NGX_DECLINED;
+    }
+
+    integer = 1;
+
+    for (i = 0; i < len; i++) {
+        if (p[i] == '.' || p[i] == 'e' || p[i] == 'E') {
+            integer = 0;
+            break;
+        }
+    }
+
+    if (integer) {
+        d = (p[0] == '-') ? p + 1 : p;
+        digits = len - (d - p);
+
+        /* JSON integers have no leading zeros: more digits, bigger */
+        if (digits < 16) {
+            return NGX_OK;
+        }
+
+        return (digits == 16
+                && ngx_strncmp(d, "9007199254740991", 16) <= 0)
+               ? NGX_OK : NGX_DECLINED;
+    }
+
+    ngx_memcpy(buf, p, len);
+    buf[len] = '\0';
+
+    return isinf(strtod((char *) buf, NULL)) ? NGX_DECLINED : NGX_OK;
 }
 
 

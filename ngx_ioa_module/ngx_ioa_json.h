@@ -16,6 +16,10 @@
 #include <yajl/yajl_tree.h>
 
 
+/* the longest number text ngx_ioa_json_number_ok() takes */
+#define NGX_IOA_JSON_NUMBER_MAX  64
+
+
 #define NGX_IOA_ERROR_TEXT_LEN  256
 
 
@@ -82,6 +86,7 @@ ngx_int_t ngx_ioa_json_stream(ngx_pool_t *pool,
 
 /* NGX_OK and *v if a JSON number text is an integer that fits int64_t */
 ngx_int_t ngx_ioa_json_int(const u_char *p, size_t len, int64_t *v);
+ngx_int_t ngx_ioa_json_number_ok(const u_char *p, size_t len);
 
 /* first member named "key" of an object; NULL if absent or not an object */
 yajl_val ngx_ioa_json_get(yajl_val obj, const char *key);

@@ -281,7 +281,7 @@ GET /health_check
 
 
 
-=== TEST 3: invalid envelopes (type 12, state "x", no comm_id, JSON deeper than ioa_max_json_depth 4) get error frames naming the field; nothing is stored
+=== TEST 3: invalid envelopes (type 12, state "x", no comm_id, JSON deeper than ioa_max_json_depth 4, numbers outside I-JSON's range) get error frames naming the field; nothing is stored; server-owned fields of a client are dropped
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -320,6 +320,18 @@ GET /health_check
         [ 'depth 5 in arrays', qq({"comm_id":"$cid","x":[[[[1]]]]}),
           'too_deep', undef ],
         [ 'not JSON', qq({"comm_id":"$cid",), 'invalid_json', undef ],
+        # numbers every JSON reader takes the same way (I-JSON, RFC 7493)
+        [ 'a 5,000-digit integer', qq({"comm_id":"$cid","x":) . ('7' x 5000) . '}',
+          'invalid_envelope', undef ],
+        [ '2^53', qq({"comm_id":"$cid","x":9007199254740992}), 'invalid_envelope', undef ],
+        [ '-2^53 nested', qq({"comm_id":"$cid","x":{"y":[-9007199254740992]}}),
+          'invalid_envelope', undef ],
+        [ '1e400 (infinite as a double)', qq({"comm_id":"$cid","x":1e400}),
+          'invalid_envelope', undef ],
+        [ 'a 70-character decimal', qq({"comm_id":"$cid","x":0.) . ('1' x 68) . '}',
+          'invalid_envelope', undef ],
+        [ 'a huge max_turns', qq({"comm_id":"$cid","max_turns":99999999999999999999}),
+          'invalid_envelope', undef ],
     );
     for my $c (@cases) {
         my ($what, $text, $code, $field) = @$c;
@@ -339,6 +351,34 @@ GET /health_check
     is $m->{content}, 'deep ok', 'depth 4 accepted and delivered';
     is_deeply $m->{x}, { a => { b => { c => 1 } } }, 'nested value kept';
     is xlen($cid), $len + 1, 'one stored';
+    like $a->recv(5)->{_raw} // '', qr/deep ok/, 'Alice got her echo';
+
+    # the bounds are exact
+    $a->post(qq({"comm_id":"$cid","content":"numbers","x":[9007199254740991,-9007199254740991,1.5e300,-0.25]}));
+    ($m) = recv_envs($b, 1, 5, 'Bob (numbers)');
+    like $m->{_raw}, qr/"x":\[9007199254740991,-9007199254740991,1.5e300,-0.25\]/,
+        '+-(2^53 - 1) and finite doubles pass, as written';
+    like $a->recv(5)->{_raw} // '', qr/numbers/, 'Alice got her echo';
+
+    # fields the server owns: a client's are dropped, so no frame carries
+    # one twice and no member forges a coordinator's decision
+    my $wso = $ctx->ws('/chatlist_ws');
+    ok $wso->ok, 'an observer' or diag $wso->error;
+    my $until = time + 3;
+    sleep 0.05 while time < $until && redis_cmd('PUBSUB', 'NUMPAT') < 1;
+    ok redis_cmd('PUBSUB', 'NUMPAT') >= 1, 'hub subscribed to the feed';
+    $a->post(qq({"comm_id":"$cid","content":"spoof","frontend_type":"teamup","ioa_decision":{"decision":"conclude"},"ioa_step":41,"ioa_goal":"x","ioa":"kept"}));
+    ($m) = recv_envs($b, 1, 5, 'Bob (spoof)');
+    is $m->{content}, 'spoof', 'delivered';
+    ok !exists $m->{frontend_type} && !exists $m->{ioa_decision} && !exists $m->{ioa_step}
+       && !exists $m->{ioa_goal}, 'without frontend_type and the ioa_ markers';
+    is $m->{ioa}, 'kept', 'a field merely starting with "ioa" is the client\'s';
+    my $raw = $wso->recv_text(3) // '';
+    my $n = () = $raw =~ /"frontend_type"/g;
+    is $n, 1, 'the observer frame has one frontend_type' or diag $raw;
+    like $raw, qr/"frontend_type":"message"/, '... the server\'s';
+    my $stored = redis_cmd('XREVRANGE', "ioa:{room:$cid}:log", '+', '-', 'COUNT', 1)->[0][1][1];
+    unlike $stored, qr/frontend_type|ioa_/, 'and the stored envelope has neither';
 --- no_error_log
 [error]
 [alert]
