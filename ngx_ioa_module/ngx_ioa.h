@@ -144,6 +144,9 @@ typedef struct {
 #define NGX_IOA_SCOPE_LAUNCH      0x08
 /* either: what may connect as a member of rooms (agents, a goal's person) */
 #define NGX_IOA_SCOPE_MEMBER      (NGX_IOA_SCOPE_AGENT|NGX_IOA_SCOPE_LAUNCH)
+/* some scope: a token with none may only ask /health_check */
+#define NGX_IOA_SCOPE_ANY         (NGX_IOA_SCOPE_AGENT|NGX_IOA_SCOPE_OBSERVER \
+                                   |NGX_IOA_SCOPE_LAUNCH)
 
 typedef struct {
     ngx_str_t                 sub;            /* the agent name */
@@ -489,11 +492,15 @@ ngx_int_t ngx_ioa_health_handler(ngx_http_request_t *r);
 
 /* ngx_ioa_goal.c */
 ngx_int_t ngx_ioa_launch_goal_handler(ngx_http_request_t *r);
-ngx_int_t ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id);
-ngx_int_t ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id);
+void ngx_ioa_goal_owner(ngx_ioa_identity_t *who, ngx_str_t *owner);
+ngx_int_t ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who);
+ngx_int_t ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who);
 ngx_int_t ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who);
-ngx_int_t ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id);
+ngx_int_t ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who);
 void ngx_ioa_goal_ensure_group(void);
 
 

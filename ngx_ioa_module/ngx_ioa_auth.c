@@ -401,6 +401,8 @@ ngx_ioa_auth_allows(ngx_ioa_identity_t *id, ngx_uint_t scope,
                           &id->sub,
                           scope == NGX_IOA_SCOPE_MEMBER
                           ? "agent\" or \"launch"
+                          : scope == NGX_IOA_SCOPE_ANY
+                          ? "agent\", \"observer\" or \"launch"
                           : scope == NGX_IOA_SCOPE_AGENT ? "agent"
                           : scope == NGX_IOA_SCOPE_OBSERVER ? "observer"
                           : scope == NGX_IOA_SCOPE_LAUNCH ? "launch"

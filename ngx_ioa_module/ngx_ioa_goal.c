@@ -56,7 +56,15 @@ typedef struct {
 typedef struct {
     ngx_str_t                 goal_id;
     ngx_str_t                 sender;     /* the token's subject, or "" */
+    ngx_str_t                 owner;      /* see ngx_ioa_goal_owner() */
 } ngx_ioa_goal_msg_t;
+
+
+/* a request about one goal, while Redis answers */
+typedef struct {
+    ngx_str_t                 goal_id;    /* the request URI's bytes */
+    ngx_str_t                 owner;      /* see ngx_ioa_goal_owner() */
+} ngx_ioa_goal_req_t;
 
 
 /* the longest message a person may post into a goal, and the most a
@@ -87,6 +95,12 @@ static void ngx_ioa_goal_cancel_done(ngx_http_request_t *r,
 static void ngx_ioa_goal_message_body(ngx_http_request_t *r,
     ngx_str_t *body);
 static void ngx_ioa_goal_message_done(ngx_http_request_t *r,
+    redisReply *reply);
+static ngx_ioa_goal_req_t *ngx_ioa_goal_req(ngx_http_request_t *r,
+    ngx_str_t *id, ngx_ioa_identity_t *who);
+static ngx_int_t ngx_ioa_goal_not_yours(ngx_http_request_t *r,
+    ngx_str_t *id);
+static void ngx_ioa_goal_events_owner(ngx_http_request_t *r,
     redisReply *reply);
 static ngx_int_t ngx_ioa_goal_id_valid(ngx_str_t *id);
 static ngx_int_t ngx_ioa_goal_bad_id(ngx_http_request_t *r);
@@ -250,6 +264,13 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
      * launcher, or in open mode the name the body gives */
     ngx_ioa_arg("launched_by", 11);
     ngx_ioa_arg(person.data, person.len);
+
+    /* whether the launcher may continue anyone's room (the worker checks
+     * a continued room's owner): an administrator, or anyone in open mode,
+     * as ngx_ioa_goal_owner() decides for the goal endpoints */
+    ngx_ioa_goal_owner(ngx_ioa_rest_identity(r), &s);
+    ngx_ioa_arg("launcher_admin", 14);
+    ngx_ioa_arg(s.len ? "0" : "1", 1);
 
     v = ngx_ioa_json_get(doc, "team_up_depth");
     ngx_ioa_arg("depth", 5);
@@ -786,7 +807,8 @@ ngx_ioa_goal_wait_cleanup(void *data)
 /* GET /goals/{id} */
 
 ngx_int_t
-ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id)
+ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who)
 {
     size_t               n;
     ngx_str_t            key;
@@ -798,7 +820,8 @@ ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id)
     }
 
     if (ngx_http_discard_request_body(r) != NGX_OK
-        || ngx_ioa_goal_key(r, id, ":meta", &key) != NGX_OK)
+        || ngx_ioa_goal_key(r, id, ":meta", &key) != NGX_OK
+        || ngx_ioa_goal_req(r, id, who) == NULL)
     {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -828,10 +851,12 @@ ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id)
 static void
 ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply)
 {
-    size_t           i;
-    ngx_str_t        s, name;
-    ngx_ioa_jbuf_t   b;
-    ngx_ioa_error_t  err;
+    size_t               i;
+    ngx_str_t            s, name;
+    redisReply          *e;
+    ngx_ioa_jbuf_t       b;
+    ngx_ioa_error_t      err;
+    ngx_ioa_goal_req_t  *gr;
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
         ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
@@ -843,6 +868,26 @@ ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply)
         ngx_ioa_error_set(&err, "unknown_goal", "goal_id", "no such goal");
         ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
         return;
+    }
+
+    gr = ngx_ioa_rest_get_data(r);
+
+    for (i = 0; ngx_ioa_goal_fields[i].name; i++) {
+        if (gr->owner.len == 0
+            || ngx_strcmp(ngx_ioa_goal_fields[i].name, "launched_by") != 0
+            || i >= reply->elements)
+        {
+            continue;
+        }
+
+        e = reply->element[i];
+
+        if (e->type != REDIS_REPLY_STRING || e->len != gr->owner.len
+            || ngx_strncmp(e->str, gr->owner.data, e->len) != 0)
+        {
+            ngx_ioa_finish(r, ngx_ioa_goal_not_yours(r, &gr->goal_id));
+            return;
+        }
     }
 
     if (ngx_ioa_jbuf_init(&b, r->pool, 512) != NGX_OK) {
@@ -892,55 +937,180 @@ ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply)
 /* GET /goals/{id}/events: the goal's feed as SSE */
 
 ngx_int_t
-ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id)
+ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who)
 {
-    ngx_str_t        name;
+    ngx_str_t            name, key;
+    const char          *argv[3];
+    size_t               argvlen[3];
+    ngx_ioa_goal_req_t  *gr;
 
     if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
         return ngx_ioa_goal_bad_id(r);
     }
 
-    name.data = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + id->len);
-    if (name.data == NULL) {
+    gr = ngx_ioa_goal_req(r, id, who);
+    if (gr == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    name.len = ngx_sprintf(name.data, "goal-%V", id) - name.data;
+    if (gr->owner.len == 0) {
+        name.data = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + id->len);
+        if (name.data == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
 
-    return ngx_ioa_inbox_handler(r, &name, NGX_IOA_CLIENT_FOLLOWER);
+        name.len = ngx_sprintf(name.data, "goal-%V", id) - name.data;
+
+        return ngx_ioa_inbox_handler(r, &name, NGX_IOA_CLIENT_FOLLOWER);
+    }
+
+    /* only its launcher follows a goal: who that is, first */
+
+    if (ngx_ioa_goal_key(r, id, ":meta", &key) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    argv[0] = "HGET";
+    argvlen[0] = 4;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+    argv[2] = "launched_by";
+    argvlen[2] = sizeof("launched_by") - 1;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_goal_events_owner, 3, argv, argvlen)
+        != NGX_OK)
+    {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_ioa_goal_events_owner(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_str_t            name;
+    ngx_ioa_error_t      err;
+    ngx_ioa_goal_req_t  *gr;
+
+    gr = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_STRING) {
+        ngx_ioa_error_set(&err, "unknown_goal", "goal_id", "no such goal");
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+        return;
+    }
+
+    if (reply->len != gr->owner.len
+        || ngx_strncmp(reply->str, gr->owner.data, reply->len) != 0)
+    {
+        ngx_ioa_finish(r, ngx_ioa_goal_not_yours(r, &gr->goal_id));
+        return;
+    }
+
+    name.data = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + gr->goal_id.len);
+    if (name.data == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    name.len = ngx_sprintf(name.data, "goal-%V", &gr->goal_id) - name.data;
+
+    /* the stream keeps the module's context slot for itself from here (the
+     * REST context's cleanup holds its own pointer) */
+    ngx_http_set_ctx(r, NULL, ngx_http_ioa_module);
+
+    ngx_ioa_finish(r, ngx_ioa_inbox_handler(r, &name,
+                                            NGX_IOA_CLIENT_FOLLOWER));
+}
+
+
+/*
+ * Whose goals a caller may read, follow, cancel and post into: in open mode
+ * and for an administrator anyone's (owner empty), otherwise only those it
+ * launched (the goal's launched_by is the token's subject).
+ */
+
+void
+ngx_ioa_goal_owner(ngx_ioa_identity_t *who, ngx_str_t *owner)
+{
+    ngx_str_null(owner);
+
+    if (who && !who->open && !(who->scopes & NGX_IOA_SCOPE_ADMIN)) {
+        *owner = who->sub;
+    }
+}
+
+
+static ngx_ioa_goal_req_t *
+ngx_ioa_goal_req(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who)
+{
+    ngx_ioa_goal_req_t  *gr;
+
+    gr = ngx_pcalloc(r->pool, sizeof(ngx_ioa_goal_req_t));
+    if (gr == NULL) {
+        return NULL;
+    }
+
+    /* id is the router's local variable (its bytes are the request's URI):
+     * the reply comes long after it is gone, so it is kept here */
+    gr->goal_id = *id;
+    ngx_ioa_goal_owner(who, &gr->owner);
+    ngx_ioa_rest_set_data(r, gr);
+
+    return gr;
+}
+
+
+static ngx_int_t
+ngx_ioa_goal_not_yours(ngx_http_request_t *r, ngx_str_t *id)
+{
+    ngx_ioa_error_t  err;
+
+    ngx_ioa_error_set(&err, "forbidden", "goal_id",
+                      "goal %V was launched by another client; only its "
+                      "launcher or an administrator may read, follow, "
+                      "cancel or post into it", id);
+
+    return ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err);
 }
 
 
 /* POST /goals/{id}/cancel */
 
 ngx_int_t
-ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id)
+ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who)
 {
-    u_char            now[NGX_INT64_LEN];
-    ngx_str_t         meta, control, *saved;
-    const char       *argv[4];
-    size_t            argvlen[4];
+    u_char               now[NGX_INT64_LEN];
+    ngx_str_t            meta, control;
+    const char          *argv[5];
+    size_t               argvlen[5];
+    ngx_ioa_goal_req_t  *gr;
 
     if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
         return ngx_ioa_goal_bad_id(r);
     }
 
-    if (ngx_http_discard_request_body(r) != NGX_OK
+    gr = ngx_ioa_goal_req(r, id, who);
+
+    if (gr == NULL
+        || ngx_http_discard_request_body(r) != NGX_OK
         || ngx_ioa_goal_key(r, id, ":meta", &meta) != NGX_OK
         || ngx_ioa_goal_key(r, id, ":control", &control) != NGX_OK)
     {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-
-    /* id is the router's local variable (its bytes are the request's URI):
-     * the reply comes long after it is gone, so it is kept in the pool */
-    saved = ngx_palloc(r->pool, sizeof(ngx_str_t));
-    if (saved == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    *saved = *id;
-    ngx_ioa_rest_set_data(r, saved);
 
     argv[0] = (const char *) meta.data;
     argvlen[0] = meta.len;
@@ -950,9 +1120,11 @@ ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id)
     argvlen[2] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
     argv[3] = ngx_ioa_redis_cluster() ? "s" : "";
     argvlen[3] = ngx_strlen(argv[3]);
+    argv[4] = (const char *) gr->owner.data;
+    argvlen[4] = gr->owner.len;
 
     if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_CANCEL,
-                            ngx_ioa_goal_cancel_done, 1, 4, argv, argvlen)
+                            ngx_ioa_goal_cancel_done, 1, 5, argv, argvlen)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -967,11 +1139,13 @@ ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id)
 static void
 ngx_ioa_goal_cancel_done(ngx_http_request_t *r, redisReply *reply)
 {
-    u_char           *p;
-    ngx_str_t         code, text, out, *id;
-    ngx_ioa_error_t   err;
+    u_char              *p;
+    ngx_str_t            code, text, out, *id;
+    ngx_ioa_error_t      err;
+    ngx_ioa_goal_req_t  *gr;
 
-    id = ngx_ioa_rest_get_data(r);
+    gr = ngx_ioa_rest_get_data(r);
+    id = &gr->goal_id;
 
     if (ngx_ioa_redis_error(reply, &code, &text) != NGX_OK) {
         if (reply && code.len == 6 && ngx_strncmp(code.data, "NOGOAL", 6) == 0)
@@ -980,6 +1154,13 @@ ngx_ioa_goal_cancel_done(ngx_http_request_t *r, redisReply *reply)
                               "no such goal");
             ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
                                                  &err));
+            return;
+        }
+
+        if (reply && code.len == 8
+            && ngx_strncmp(code.data, "NOTYOURS", 8) == 0)
+        {
+            ngx_ioa_finish(r, ngx_ioa_goal_not_yours(r, id));
             return;
         }
 
@@ -1041,6 +1222,8 @@ ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
         gm->sender = who->sub;
     }
 
+    ngx_ioa_goal_owner(who, &gm->owner);
+
     ngx_ioa_rest_set_data(r, gm);
 
     return ngx_ioa_read_body(r, ngx_ioa_goal_message_body);
@@ -1053,8 +1236,8 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
     u_char              now[NGX_INT64_LEN];
     yajl_val            doc, v;
     ngx_str_t           content, meta, inbox;
-    const char         *argv[6];
-    size_t              argvlen[6];
+    const char         *argv[7];
+    size_t              argvlen[7];
     ngx_ioa_error_t     err;
     ngx_ioa_goal_msg_t *gm;
 
@@ -1113,9 +1296,11 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
     argvlen[4] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
     argv[5] = NGX_IOA_GOAL_INBOX_MAX;
     argvlen[5] = sizeof(NGX_IOA_GOAL_INBOX_MAX) - 1;
+    argv[6] = (const char *) gm->owner.data;
+    argvlen[6] = gm->owner.len;
 
     if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_MESSAGE,
-                            ngx_ioa_goal_message_done, 2, 6, argv, argvlen)
+                            ngx_ioa_goal_message_done, 2, 7, argv, argvlen)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -1140,6 +1325,13 @@ ngx_ioa_goal_message_done(ngx_http_request_t *r, redisReply *reply)
                               "no such goal");
             ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
                                                  &err));
+            return;
+        }
+
+        if (reply && code.len == 8
+            && ngx_strncmp(code.data, "NOTYOURS", 8) == 0)
+        {
+            ngx_ioa_finish(r, ngx_ioa_goal_not_yours(r, &gm->goal_id));
             return;
         }
 

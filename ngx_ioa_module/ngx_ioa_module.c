@@ -372,12 +372,12 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
 
     if (ngx_ioa_path_arg(&rest, "/goals/", "/events", &arg) == NGX_OK) {
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_LAUNCH, NULL,
-                      ngx_ioa_goal_events_handler(r, &arg));
+                      ngx_ioa_goal_events_handler(r, &arg, id));
     }
 
     if (ngx_ioa_path_arg(&rest, "/goals/", "/cancel", &arg) == NGX_OK) {
         ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_LAUNCH, NULL,
-                      ngx_ioa_goal_cancel_handler(r, &arg));
+                      ngx_ioa_goal_cancel_handler(r, &arg, id));
     }
 
     if (ngx_ioa_path_arg(&rest, "/goals/", "/messages", &arg) == NGX_OK) {
@@ -387,7 +387,7 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
 
     if (ngx_ioa_path_arg(&rest, "/goals/", NULL, &arg) == NGX_OK) {
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_LAUNCH, NULL,
-                      ngx_ioa_goal_handler(r, &arg));
+                      ngx_ioa_goal_handler(r, &arg, id));
     }
 
     if (ngx_ioa_path_is("/launch_goal")) {
@@ -422,8 +422,10 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
                                               ngx_ioa_retrieve_handler));
     }
 
+    /* any scope but none: an agent, an observer, a launcher */
     if (ngx_ioa_path_is("/query_assistant")) {
-        ngx_ioa_route(NGX_IOA_POST, 0, NULL, ngx_ioa_query_handler(r));
+        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_ANY, NULL,
+                      ngx_ioa_query_handler(r));
     }
 
     if (ngx_ioa_path_is("/teamup")) {

@@ -7,9 +7,12 @@
 -- ARGV[2]  content         the message
 -- ARGV[3]  now_ms
 -- ARGV[4]  max             messages a goal's inbox holds
+-- ARGV[5]  owner           the caller must be the goal's launcher (meta
+--                          launched_by); "" or absent: anyone may
 --
 -- Returns  the message's Stream id
 -- Errors   NOGOAL      no such goal
+--          NOTYOURS    the goal was launched by someone else
 --          ENDED <state>  the goal has ended, or is being cancelled
 --          FULL        the inbox holds max messages already
 --
@@ -21,6 +24,10 @@
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then
   return redis.error_reply('NOGOAL no such goal')
+end
+if ARGV[5] and ARGV[5] ~= ''
+   and redis.call('HGET', KEYS[1], 'launched_by') ~= ARGV[5] then
+  return redis.error_reply('NOTYOURS the goal was launched by someone else')
 end
 if state == 'concluded' or state == 'failed' or state == 'cancelled'
    or state == 'cancelling' then

@@ -1030,6 +1030,16 @@ GET /health_check
     ok drive(agents => $ag, until => sub { state_of($g3) eq 'concluded' }),
        'the continued room concluded' or diag worker_logs($ctx);
     unlike fsm($g3)->{team}, qr/"Ann"/, 'its team leaves the person out';
+
+    # a goal's room is its launcher's: another launcher does not continue it
+    my $g4 = launch(goal => 'Count the words in "i j".', comm_id => $cid, _person => 'Bob', _admin => 0);
+    ok wait_until(sub { state_of($g4) eq 'failed' }, 10), 'Bob\'s goal continuing Ann\'s room fails'
+        or diag worker_logs($ctx);
+    like meta($g4)->{error}, qr/room \Q$cid\E belongs to the goals of Ann; only that launcher or an administrator can continue it/,
+        '... saying why';
+    my $g5 = launch(goal => 'Count the words in "k l".', comm_id => $cid, _person => 'Ann', _admin => 0);
+    ok drive(agents => $ag, until => sub { state_of($g5) eq 'concluded' }), 'Ann continues her own'
+        or diag worker_logs($ctx);
     is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
 --- no_error_log
 [alert]

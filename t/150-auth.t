@@ -358,6 +358,42 @@ GET /health_check
                      { sender => 'ops', comm_id => $cid, content => 'let me in' });
     is "$code $d->{code}", '403 not_member', 'a launch token posts only where it is a member';
 
+    # a goal is its launcher's (and an administrator's)
+    my $eve = tok('eve', 'launch');
+    ($code, $d) = as($ctx, $eve, GET => "/goals/$gid");
+    is "$code $d->{code} $d->{field}", '403 forbidden goal_id', 'another launcher does not read it';
+    like $d->{message}, qr/launched by another client/, '... and is told why';
+    ($code, $d) = as($ctx, $eve, POST => "/goals/$gid/messages", { content => 'stop' });
+    is "$code $d->{code}", '403 forbidden', '... nor posts into it';
+    ($code, $d) = as($ctx, $eve, POST => "/goals/$gid/cancel");
+    is "$code $d->{code}", '403 forbidden', '... nor cancels it';
+    is redis_cmd('HGET', "ioa:{goal:$gid}:meta", 'state'), 'queued', '... which stays queued';
+    $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, "/goals/$gid/events", headers => bearer($eve));
+    is $sse->status, 403, '... nor follows it';
+    $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, "/goals/$gid/events", headers => bearer(tok('ops', 'launch')));
+    ok $sse->ok, 'its launcher follows it' or diag $sse->error;
+    my $ev = $sse->next_event(3);
+    is $ev && $ev->{retry}, 1000, '... the stream is open (nothing has happened yet: it is queued)';
+    $sse->close;
+    $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, '/goals/' . ('0' x 32) . '/events', headers => bearer($eve));
+    is $sse->status, 404, 'an unknown goal: 404';
+    ($code, $d) = as($ctx, tok('root', 'admin'), GET => "/goals/$gid");
+    is $code, 200, 'an administrator reads anyone\'s';
+    is redis_cmd('HGET', "ioa:{goal:$gid}:meta", 'launcher_admin'), '0', 'a launcher is no administrator';
+    ($code, $d) = as($ctx, tok('root', 'admin'), POST => '/launch_goal', $goal);
+    is redis_cmd('HGET', "ioa:{goal:$d->{goal_id}}:meta", 'launcher_admin'), '1', '... an administrator is, for the worker';
+    ($code, $d) = as($ctx, tok('ops', 'launch'), POST => "/goals/$gid/cancel");
+    is $code, 202, 'its launcher cancels it';
+
+    # discovery needs some scope
+    ($code, $d) = as($ctx, tok('nobody', ''), POST => '/query_assistant', { name => 'Alice' });
+    is "$code $d->{code}", '403 forbidden', '/query_assistant with a token of no scope: 403';
+    like $d->{message}, qr/lacks the "agent", "observer" or "launch" scope/, '... naming the scopes that do';
+    for my $s (qw(agent observer launch)) {
+        ($code) = as($ctx, tok('any', $s), POST => '/query_assistant', { name => 'Alice' });
+        is $code, 200, "... with $s: 200";
+    }
+
     # the health check stays open for load balancers
     ($code) = api($ctx, GET => '/health_check');
     is $code, 200, 'health_check needs no token';

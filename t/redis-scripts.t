@@ -76,7 +76,7 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
-                 room_create post room_record presence verify goal_message)) {
+                 room_create post room_record presence verify goal_message goal_cancel)) {
     my $file = "$scripts/$name.lua";
     ok(-f $file, "$name.lua exists") or next;
     my $src = slurp($file);
@@ -591,6 +591,30 @@ is(err_code(run_script('query', [ "${B}online" ], $B, $NOW)), 'BADARG', 'query w
         is(${ $msg->('late') }, "ENDED $st", "goal_message: $st refuses");
     }
     is($r->cmd('EXISTS', $inbox), 0, 'goal_message: nothing added to an ended goal');
+
+    # the owner: the goal's launcher only ("" for anyone)
+    $r->cmd('HSET', $meta, state => 'running', launched_by => 'ops');
+    my $as = sub { run_script('goal_message', [ $meta, $inbox ], 'x', 'hi', $NOW, 5, $_[0]) };
+    is(err_code($as->('eve')), 'NOTYOURS', 'goal_message: another launcher: NOTYOURS');
+    is($r->cmd('EXISTS', $inbox), 0, 'goal_message: ... and nothing added');
+    like($as->('ops'), qr/^\d+-\d+$/, 'goal_message: its launcher posts');
+    like($as->(''), qr/^\d+-\d+$/, 'goal_message: no owner given: anyone');
+    $r->cmd('DEL', $meta, $inbox);
+}
+
+# --- goal_cancel -------------------------------------------------------------------
+
+{
+    my $meta = 'ioa:{goal:c1}:meta';
+    my $cancel = sub { run_script('goal_cancel', [ $meta ], 'ioa:{goal:c1}:control', $NOW, '', $_[0]) };
+    is(err_code($cancel->('')), 'NOGOAL', 'goal_cancel: no such goal');
+    $r->cmd('HSET', $meta, state => 'running', launched_by => 'ops');
+    is(err_code($cancel->('eve')), 'NOTYOURS', 'goal_cancel: another launcher: NOTYOURS');
+    is($r->cmd('HGET', $meta, 'state'), 'running', 'goal_cancel: ... and the goal runs on');
+    is($cancel->('ops'), 1, 'goal_cancel: its launcher cancels');
+    is($r->cmd('HGET', $meta, 'state'), 'cancelling', 'goal_cancel: cancelling');
+    is($cancel->(''), 1, 'goal_cancel: no owner given: anyone');
+    $r->cmd('DEL', $meta);
 }
 
 # --- list_agents -------------------------------------------------------------------

@@ -288,14 +288,31 @@ iw_form_given(const iw_conf_t *conf, iw_goal_t *g, iw_agents_t *members,
     char ***names, size_t *n, char **error)
 {
     int          is_member;
+    char        *owner;
     size_t       i, j;
     yajl_val     v;
     const char  *s;
 
     if (g->cont_comm_id && *g->cont_comm_id) {
-        if (iw_room_members(conf, g->cont_comm_id, members) != IW_OK) {
+        if (iw_room_members(conf, g->cont_comm_id, members, &owner)
+            != IW_OK)
+        {
             return IW_ERROR;
         }
+
+        /* a goal's room is its launcher's: another launcher (not an
+         * administrator) does not continue it */
+        if (owner && g->person && !g->launcher_admin
+            && !iw_streq(owner, g->person))
+        {
+            *error = iw_sprintf("room %s belongs to the goals of %s; only "
+                                "that launcher or an administrator can "
+                                "continue it", g->cont_comm_id, owner);
+            free(owner);
+            return IW_OK;
+        }
+
+        free(owner);
 
         for (i = 0, is_member = 0; i < members->n; i++) {
             is_member |= iw_streq(members->v[i].name, conf->name);

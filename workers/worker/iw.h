@@ -339,6 +339,8 @@ typedef struct {
     char         *cont_comm_id;      /* meta comm_id: continue this room */
     char         *person;            /* meta launched_by: the person in
                                         the room (person.c), NULL none */
+    int           launcher_admin;    /* meta launcher_admin: launched by an
+                                        administrator */
 
     /* the persisted state machine (fsm hash) */
     char         *phase;             /* "" forming running concluding */
@@ -438,7 +440,7 @@ int iw_room_read(const iw_conf_t *conf, const char *comm_id,
     const char *after, long long block_ms, iw_entries_t *out);
 int iw_room_last_id(const iw_conf_t *conf, const char *comm_id, char **sid);
 int iw_room_members(const iw_conf_t *conf, const char *comm_id,
-    iw_agents_t *out);
+    iw_agents_t *out, char **owner);
 void iw_entries_free(iw_entries_t *e);
 
 

@@ -262,10 +262,12 @@ iw_room_last_id(const iw_conf_t *conf, const char *comm_id, char **sid)
 }
 
 
-/* the room's members but its goal's person (meta "person", person.c) */
+/* the room's members but its goal's person (meta "person", person.c),
+ * who is *person (NULL: none) */
 
 int
-iw_room_members(const iw_conf_t *conf, const char *comm_id, iw_agents_t *out)
+iw_room_members(const iw_conf_t *conf, const char *comm_id, iw_agents_t *out,
+    char **owner)
 {
     char        *person;
     size_t       i;
@@ -273,6 +275,7 @@ iw_room_members(const iw_conf_t *conf, const char *comm_id, iw_agents_t *out)
 
     out->v = NULL;
     out->n = 0;
+    *owner = NULL;
 
     r = iw_redis_cmd("HGET %s{room:%s}:meta person", conf->prefix, comm_id);
     if (r == NULL) {
@@ -310,7 +313,7 @@ iw_room_members(const iw_conf_t *conf, const char *comm_id, iw_agents_t *out)
         out->n++;
     }
 
-    free(person);
+    *owner = person;
     freeReplyObject(r);
 
     return IW_OK;

@@ -407,6 +407,9 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
 
         } else if (strcmp(k->str, "launched_by") == 0 && v->len) {
             iw_store_replace(&g->person, v->str, v->len);
+
+        } else if (strcmp(k->str, "launcher_admin") == 0) {
+            g->launcher_admin = iw_streq(v->str, "1");
         }
     }
 

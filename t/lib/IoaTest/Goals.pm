@@ -172,12 +172,15 @@ sub connect_agents {
 
 # Queues a goal exactly as POST /launch_goal does; returns the goal id.
 #   launch(goal => '...', [team_member_names => [..], max_turns => n, ...],
-#          [_parent => $gid], [_state => 'cancelling'], [_person => 'Ann'])
-# (_person: meta launched_by, the goal's person)
+#          [_parent => $gid], [_state => 'cancelling'], [_person => 'Ann'],
+#          [_admin => 0])
+# (_person: meta launched_by, the goal's person; _admin: meta
+# launcher_admin, 1 unless given, as in open mode)
 sub launch {
     my (%req) = @_;
     my $parent = delete $req{_parent} // '';
     my $person = delete $req{_person} // '';
+    my $admin = delete $req{_admin} // 1;
     my $state = delete $req{_state} // 'queued';
     my @cont = defined $req{comm_id} ? (comm_id => $req{comm_id}) : ();
     my $gid = join '', map { sprintf '%04x', int rand 65536 } 1 .. 8;
@@ -186,7 +189,7 @@ sub launch {
               goal => $req{goal}, request => json()->encode(\%req),
               state => $state, created_at => int(time * 1000),
               parent => $parent, depth => $depth, launched_by => $person,
-              @cont);
+              launcher_admin => $admin, @cont);
     my $r = redis_cmd('XGROUP', 'CREATE', 'ioa:{jobs}:goals', 'workers', '0',
                       'MKSTREAM');
     die "XGROUP: $r\n" if ref $r && "$r" !~ /BUSYGROUP/;
