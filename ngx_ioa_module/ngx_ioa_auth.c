@@ -82,6 +82,8 @@ static yajl_val ngx_ioa_auth_part(ngx_http_request_t *r, u_char *p,
 static ngx_int_t ngx_ioa_auth_verify(ngx_ioa_jwt_key_t *key, u_char *data,
     size_t len, ngx_str_t *sig);
 static ngx_int_t ngx_ioa_auth_time(yajl_val v, int64_t *t);
+static ngx_int_t ngx_ioa_auth_b64url_canonical(u_char *p, size_t len);
+static ngx_int_t ngx_ioa_auth_unique_keys(yajl_val obj);
 static ngx_int_t ngx_ioa_auth_scope(ngx_pool_t *pool, ngx_ioa_identity_t *id,
     u_char *p, size_t len);
 static ngx_int_t ngx_ioa_auth_scopes(ngx_pool_t *pool, ngx_ioa_identity_t *id,
@@ -521,7 +523,39 @@ ngx_ioa_auth_jwt(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
         return NGX_DECLINED;
     }
 
+    /* one encoding per token: RFC 7515's base64url (no padding, unused
+     * bits zero) in all three parts, so no two strings are the same token */
+    if (ngx_ioa_auth_b64url_canonical(token->data, dot1 - token->data)
+        != NGX_OK
+        || ngx_ioa_auth_b64url_canonical(dot1 + 1, dot2 - dot1 - 1)
+           != NGX_OK
+        || ngx_ioa_auth_b64url_canonical(dot2 + 1, end - dot2 - 1)
+           != NGX_OK)
+    {
+        ngx_ioa_error_set(err, "unauthorized", NULL,
+                          "the token is not canonical base64url (RFC 7515: "
+                          "no padding, nothing after the signature, unused "
+                          "bits zero)");
+        return NGX_DECLINED;
+    }
+
     header = ngx_ioa_auth_part(r, token->data, dot1 - token->data, &raw);
+
+    if (header && ngx_ioa_auth_unique_keys(header) != NGX_OK) {
+        ngx_ioa_error_set(err, "unauthorized", NULL,
+                          "the token's header names a field twice");
+        return NGX_DECLINED;
+    }
+
+    /* RFC 7515 4.1.11: a "crit" extension not understood must be refused,
+     * and this server understands none */
+    if (header && ngx_ioa_json_get(header, "crit") != NULL) {
+        ngx_ioa_error_set(err, "unauthorized", NULL,
+                          "the token's header has \"crit\" extensions, "
+                          "which this server does not understand");
+        return NGX_DECLINED;
+    }
+
     v = header ? ngx_ioa_json_get(header, "alg") : NULL;
 
     if (v == NULL || ngx_ioa_json_string(v, &alg) != NGX_OK) {
@@ -583,6 +617,14 @@ ngx_ioa_auth_jwt(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
     if (claims == NULL) {
         ngx_ioa_error_set(err, "unauthorized", NULL,
                           "the token's claims are not a JSON object");
+        return NGX_DECLINED;
+    }
+
+    /* readers disagree on which of two equal claims counts (the first
+     * here, the last in many libraries): such a token means two things */
+    if (ngx_ioa_auth_unique_keys(claims) != NGX_OK) {
+        ngx_ioa_error_set(err, "unauthorized", NULL,
+                          "the token's claims name a field twice");
         return NGX_DECLINED;
     }
 
@@ -674,6 +716,79 @@ ngx_ioa_auth_request(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
     }
 
     return ngx_ioa_auth_scopes(r->pool, id, &scopes);
+}
+
+
+/*
+ * RFC 7515's base64url: the URL-safe alphabet, no "=" padding, no length
+ * of 4k + 1, and the bits the last character carries beyond the data zero.
+ * nginx's decoder stops at "=" and ignores what follows, and ignores those
+ * bits, so without this check many strings decode to the same token.
+ */
+
+static ngx_int_t
+ngx_ioa_auth_b64url_canonical(u_char *p, size_t len)
+{
+    u_char      c;
+    size_t      i;
+    ngx_uint_t  v;
+
+    if (len % 4 == 1) {
+        return NGX_DECLINED;
+    }
+
+    v = 0;
+
+    for (i = 0; i < len; i++) {
+        c = p[i];
+
+        if (c >= 'A' && c <= 'Z') {
+            v = c - 'A';
+
+        } else if (c >= 'a' && c <= 'z') {
+            v = c - 'a' + 26;
+
+        } else if (c >= '0' && c <= '9') {
+            v = c - '0' + 52;
+
+        } else if (c == '-') {
+            v = 62;
+
+        } else if (c == '_') {
+            v = 63;
+
+        } else {
+            return NGX_DECLINED;
+        }
+    }
+
+    /* 2 characters carry 1 byte and 4 spare bits, 3 carry 2 and 2 */
+    if ((len % 4 == 2 && (v & 0x0f)) || (len % 4 == 3 && (v & 0x03))) {
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+}
+
+
+/* no member name twice in a JSON object (a token's parts are small) */
+
+static ngx_int_t
+ngx_ioa_auth_unique_keys(yajl_val obj)
+{
+    size_t  i, j;
+
+    for (i = 0; i < obj->u.object.len; i++) {
+        for (j = i + 1; j < obj->u.object.len; j++) {
+            if (ngx_strcmp(obj->u.object.keys[i], obj->u.object.keys[j])
+                == 0)
+            {
+                return NGX_DECLINED;
+            }
+        }
+    }
+
+    return NGX_OK;
 }
 
 

@@ -160,9 +160,29 @@ GET /health_check
     );
     $bad{'RS256, unknown key'} = jwt($main::K, 'RS256', { sub => 'Alice', scope => 'agent', exp => time + 60 },
                                      key => "$main::KEYDIR/rsa-other.pem");
+    # one token, one string: what nginx's base64 decoder would overlook
+    my $exp = time + 60;
+    $bad{'signature padded with ='} = "$good=";
+    $bad{'junk after = in the signature'} = "$good=junk";
+    # 32 bytes in 43 characters: the last one carries 2 spare bits
+    my $abc = join '', 'A' .. 'Z', 'a' .. 'z', 0 .. 9, '-', '_';
+    my $alt = substr $abc, index($abc, substr($s, -1)) ^ 1, 1;
+    $bad{'spare bits of the signature changed'} = "$h.$p." . substr($s, 0, -1) . $alt;
+    $bad{'duplicate claim'} = jwt($main::K, 'HS256',
+        qq({"sub":"Alice","scope":"agent","exp":$exp,"sub":"Mallory"}));
+    $bad{'duplicate header field'} = jwt($main::K, 'HS256', { sub => 'Alice', scope => 'agent', exp => $exp },
+        header => '{"alg":"HS256","typ":"JWT","typ":"JOSE"}');
+    $bad{'unknown crit'} = jwt($main::K, 'HS256', { sub => 'Alice', scope => 'agent', exp => $exp },
+        header => { alg => 'HS256', crit => ['exp-ext'], 'exp-ext' => 1 });
     my %why = ('expired' => qr/expired/, 'no exp' => qr/"exp"/, 'not yet valid' => qr/not valid before/,
                'alg none' => qr/algorithm "none"/, 'no sub' => qr/"sub"/,
-               'wrong secret' => qr/does not verify/, 'not a JWT' => qr/not a JWT/);
+               'wrong secret' => qr/does not verify/, 'not a JWT' => qr/not a JWT/,
+               'signature padded with =' => qr/not canonical base64url/,
+               'junk after = in the signature' => qr/not canonical base64url/,
+               'spare bits of the signature changed' => qr/not canonical base64url/,
+               'duplicate claim' => qr/claims name a field twice/,
+               'duplicate header field' => qr/header names a field twice/,
+               'unknown crit' => qr/"crit"/);
     for my $case (sort keys %bad) {
         my ($code, $d, $res) = as($ctx, $bad{$case}, POST => '/register', $body);
         is $code, 401, "$case: 401";
@@ -207,6 +227,25 @@ GET /health_check
     is "$d->{code}", 'forbidden', '... forbidden';
     like $d->{message}, qr/"Alice"'s; it cannot act as "Mallory"/, '... naming both';
     is_deeply agents_in_redis(), [qw(Alice Bob Carol)], 'Mallory was not stored';
+
+    # ECDSA: (r, n - s) verifies as (r, s) does.  Accepted and documented
+    # (SECURITY.md): nothing here is keyed by a token's bytes, and many
+    # signers do not normalise s, so requiring low s would refuse about
+    # half of their tokens
+    {
+        require Math::BigInt;
+        require MIME::Base64;
+        my ($th, $tp, $ts) = split /\./, $t{Carol};
+        my $raw = MIME::Base64::decode_base64url($ts);
+        my $n = Math::BigInt->from_hex('FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551');
+        my $s = Math::BigInt->from_bytes(substr $raw, 32);
+        my $flipped = ($n - $s)->to_bytes;
+        $flipped = ("\0" x (32 - length $flipped)) . $flipped;
+        my $other = "$th.$tp." . MIME::Base64::encode_base64url(substr($raw, 0, 32) . $flipped);
+        isnt $other, $t{Carol}, 'the other form of an ES256 signature is another string';
+        ($code, $d) = as($ctx, $other, POST => '/query_assistant', { name => 'Carol' });
+        is $code, 200, '... and verifies too (documented, not refused)';
+    }
 
     # a token without the agent scope cannot register even its own name
     ($code, $d) = register($ctx, tok('Dave', 'observer'), 'Dave');

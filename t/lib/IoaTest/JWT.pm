@@ -8,7 +8,7 @@
 #   # RS256 / ES256 sign with openssl(1) and the private keys in $dir;
 #   # jwt($k, 'RS256', $claims, key => "$dir/rsa-other.pem") signs with
 #   # another key, jwt($k, 'HS256', $claims, header => {alg => 'none'})
-#   # forges a header.
+#   # forges a header (a hash, or JSON text as is; claims may be text too).
 #
 # Tokens are made here independently of the module (Digest::SHA for HMAC,
 # the openssl command for RSA and ECDSA, the JWS r||s form of ECDSA built
@@ -73,7 +73,7 @@ sub _der_to_jws {
 sub jwt {
     my ($k, $alg, $claims, %opt) = @_;
     my $header = $opt{header} // { alg => $alg, typ => 'JWT' };
-    my $input = encode_base64url($J->encode($header)) . '.'
+    my $input = encode_base64url(ref $header ? $J->encode($header) : $header) . '.'
               . encode_base64url(ref $claims ? $J->encode($claims) : $claims);
     my $sig;
     if ($alg eq 'HS256') {
