@@ -708,7 +708,7 @@ run_script('room_create', [ "${R3}meta", "${R3}members" ], 'c3', 'Paging', 'rita
 my @ids = map { post($R3, 'rita', qq({"i":$_}), '0', 'chan:c3') } 1 .. 25;
 is($r->cmd('XLEN', "${R3}log"), 25, 'maxlen 0 keeps everything');
 
-sub record { run_script('room_record', [ map { $_[0] . $_ } qw(meta members log) ], $_[1], $_[2]) }
+sub record { run_script('room_record', [ map { $_[0] . $_ } qw(meta members log) ], @_[1 .. $#_]) }
 $res = record($R3, '-', 10);
 is_deeply([ @$res[ 0 .. 4 ] ], [ '1', 'Paging', 'rita', $NOW + 7, [qw(anna carl rita)] ],
           'room_record: meta and sorted members');
@@ -722,7 +722,22 @@ is_deeply([ @page[ grep { $_ % 2 == 0 } 0 .. $#page ] ], [ @ids[ 10 .. 19 ] ],
 is(scalar @page, 10, 'last page is short (5 entries)');
 is_deeply(record($R3, $ids[24], 10)->[5], [], 'after the last id: empty');
 is(scalar @{ record($R3, '-', 0)->[5] }, 50, 'count 0: the whole log');
-is_deeply(record(room('nope'), '-', 10), [ '0', '', '', '', [], [] ], 'room_record of an unknown room');
+is(record($R3, '-', 10)->[6], '1', 'more: "1" when entries follow the page');
+is(record($R3, $ids[19], 10)->[6], '0', 'more: "0" on the last page');
+is(record($R3, $ids[14], 10)->[6], '0', 'more: "0" on a page that ends exactly at the end');
+is(record($R3, '-', 0)->[6], '0', 'more: "0" for the whole log');
+$res = record($R3, '-', -1);
+is_deeply([ @$res[ 0 .. 6 ] ], [ '1', 'Paging', 'rita', $NOW + 7, [qw(anna carl rita)], [], '0' ],
+          'count -1: the room and its members, no log');
+# max_bytes: every envelope here is 7 or 8 bytes ({"i":1} .. {"i":25})
+@page = @{ record($R3, '-', 0, 30)->[5] };
+is(scalar @page / 2, 4, 'max_bytes 30: the page stops before the entry that would pass it');
+is(record($R3, '-', 0, 30)->[6], '1', '... and says more follows');
+@page = @{ record($R3, '-', 0, 1)->[5] };
+is(scalar @page / 2, 1, 'max_bytes smaller than one entry: still one (a page always moves on)');
+is(err_code(record($R3, '-', -2)), 'BADARG', 'count -2: BADARG');
+is(err_code(record($R3, '-', 1, 'x')), 'BADARG', 'max_bytes not a number: BADARG');
+is_deeply(record(room('nope'), '-', 10), [ '0', '', '', '', [], [], '0' ], 'room_record of an unknown room');
 is_deeply(record($R1, '', 1)->[5], [ $id1, $env1 ], 'start "" is the beginning too');
 
 # --- floor control (post.lua with KEYS[3] floor, KEYS[4] meta, ARGV[5] type) ------

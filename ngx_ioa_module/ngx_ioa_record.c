@@ -1,0 +1,872 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * POST /fetch_chat_record: IoA's transcripts, in bounded pieces.
+ *
+ *   {"comm_id": "<id>" | ["<id>", ...] | null, "limit": n, "after": "<id>"}
+ *
+ * answers {"<comm_id>": {"comm_id","agent_names","team_name",
+ * "chat_record":[envelopes with "id"],"more","next_after"}, ...}: IoA's
+ * shape, plus where the page ended.  A room's log can hold millions of
+ * envelopes and a list can name many rooms, so nothing here is ever read
+ * or held whole:
+ *
+ *   - the list is deduplicated and capped (NGX_IOA_RECORD_MAX_ROOMS; null,
+ *     every room, is an administrator's and means the newest that many);
+ *   - each room gives at most "limit" envelopes (default
+ *     NGX_IOA_RECORD_LIMIT, at most NGX_IOA_RECORD_LIMIT_MAX) from after
+ *     "after" (exclusive, one room only); "more" says whether the log goes
+ *     on, "next_after" is the "after" of the next page;
+ *   - the answer is streamed: Redis is asked for one piece at a time
+ *     (room_record.lua, at most NGX_IOA_RECORD_PIECE_ENTRIES envelopes and
+ *     about NGX_IOA_RECORD_PIECE_BYTES), each piece is written to the
+ *     client, and the next is asked for only once the client has taken
+ *     it.  A request holds one piece and its Redis reply, whatever the
+ *     rooms hold; a client that does not read stops the reading, and
+ *     nginx's send_timeout ends it.
+ *
+ * The states of a request:
+ *
+ *   CHECK   every room, in turn, with room_record.lua count -1 (no log):
+ *           may the caller read it (a member, or observer scopes), does
+ *           it exist.  Any refusal is the whole answer (403, 404) and
+ *           nothing else is sent, as before streaming: the status line
+ *           waits for this pass.
+ *   SEND    the header, then for each room its pieces; a piece that ends
+ *           before the room's limit with more in the log is followed by
+ *           another from its last id.  A room removed since CHECK is left
+ *           out (or closed where it stands).
+ *   WAIT    between two pieces, while the client has not taken the last
+ *           one: the write event resumes SEND.
+ *
+ * A Redis failure after the header is out cannot change the status any
+ * more: the response is cut short (the connection closes without the
+ * final chunk), which every HTTP client reports as an error.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_ioa.h"
+
+
+#define NGX_IOA_RECORD_MAX_ROOMS        100
+#define NGX_IOA_RECORD_LAST_ROOM        "99"      /* for ZREVRANGE 0 .. */
+#define NGX_IOA_RECORD_LIMIT            1000
+#define NGX_IOA_RECORD_LIMIT_MAX        10000
+#define NGX_IOA_RECORD_PIECE_ENTRIES    200
+#define NGX_IOA_RECORD_PIECE_BYTES      "262144"  /* 256 KiB */
+
+/* a Stream id: two 64-bit numbers and a dash */
+#define NGX_IOA_RECORD_SID_LEN          (2 * NGX_INT64_LEN + 1)
+
+
+typedef struct {
+    ngx_array_t               ids;          /* of ngx_str_t, no repeats */
+    ngx_uint_t                next;         /* the room checked or sent */
+    ngx_uint_t                all;          /* null: every room */
+    ngx_uint_t                sending;      /* CHECK done */
+    ngx_uint_t                limit;        /* envelopes per room */
+    ngx_str_t                 after;        /* the request's, or "" */
+
+    /* the room being sent */
+    ngx_uint_t                in_room;      /* its head is written */
+    ngx_uint_t                sent;         /* its envelopes so far */
+    ngx_uint_t                rooms;        /* rooms written */
+    ngx_str_t                 last;         /* its last id, in last_buf */
+    u_char                    last_buf[NGX_IOA_RECORD_SID_LEN];
+
+    ngx_ioa_jbuf_t            out;          /* the piece, reused */
+    ngx_uint_t                finished;     /* the closing "}" is out */
+} ngx_ioa_record_t;
+
+
+static void ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body);
+static ngx_int_t ngx_ioa_record_ids(ngx_http_request_t *r,
+    ngx_ioa_record_t *rec, yajl_val id, ngx_ioa_error_t *err);
+static ngx_int_t ngx_ioa_record_options(ngx_ioa_record_t *rec, yajl_val doc,
+    ngx_ioa_error_t *err);
+static void ngx_ioa_record_listed(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_record_ask(ngx_http_request_t *r);
+static void ngx_ioa_record_checked(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_record_piece(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_record_room_head(ngx_ioa_record_t *rec, ngx_str_t *id,
+    redisReply *reply);
+static void ngx_ioa_record_room_end(ngx_ioa_record_t *rec, ngx_uint_t more);
+static ngx_int_t ngx_ioa_record_start(ngx_http_request_t *r);
+static void ngx_ioa_record_flush(ngx_http_request_t *r, ngx_uint_t last);
+static void ngx_ioa_record_write(ngx_http_request_t *r);
+static ngx_int_t ngx_ioa_record_pending(ngx_http_request_t *r);
+
+
+ngx_int_t
+ngx_ioa_fetch_record_handler(ngx_http_request_t *r)
+{
+    return ngx_ioa_read_body(r, ngx_ioa_record_body);
+}
+
+
+static void
+ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
+{
+    yajl_val              doc, id;
+    ngx_str_t             index;
+    const char           *argv[4];
+    size_t                argvlen[4];
+    ngx_ioa_error_t       err;
+    ngx_ioa_record_t     *rec;
+    ngx_ioa_identity_t   *who;
+    ngx_ioa_main_conf_t  *mcf;
+
+    who = ngx_ioa_rest_identity(r);
+
+    rec = ngx_pcalloc(r->pool, sizeof(ngx_ioa_record_t));
+    if (rec == NULL
+        || ngx_array_init(&rec->ids, r->pool, 4, sizeof(ngx_str_t)) != NGX_OK
+        || ngx_ioa_jbuf_init(&rec->out, r->pool, 4096) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_rest_set_data(r, rec);
+
+    rec->limit = NGX_IOA_RECORD_LIMIT;
+    doc = NULL;
+    id = NULL;
+
+    if (body->len) {
+        doc = ngx_ioa_body_json(r, body);
+        if (doc == NULL) {
+            return;
+        }
+
+        if (!YAJL_IS_OBJECT(doc)) {
+            ngx_ioa_error_set(&err, "invalid_request", NULL,
+                              "the body must be a JSON object");
+            goto invalid;
+        }
+
+        id = ngx_ioa_json_get(doc, "comm_id");
+
+        if (ngx_ioa_record_options(rec, doc, &err) != NGX_OK) {
+            goto invalid;
+        }
+    }
+
+    if (id && !YAJL_IS_NULL(id)) {
+        switch (ngx_ioa_record_ids(r, rec, id, &err)) {
+
+        case NGX_OK:
+            break;
+
+        case NGX_DECLINED:
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN,
+                                                 &err));
+            return;
+
+        default:
+            goto invalid;
+        }
+
+        if (rec->after.len && rec->ids.nelts != 1) {
+            ngx_ioa_error_set(&err, "invalid_request", "after",
+                              "\"after\" pages one room: name exactly one "
+                              "in \"comm_id\"");
+            goto invalid;
+        }
+
+        ngx_ioa_record_ask(r);
+        return;
+    }
+
+    /* null: every room, which is an administrator's to enumerate */
+
+    if (ngx_ioa_auth_allows(who, NGX_IOA_SCOPE_ADMIN, NULL, &err) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err));
+        return;
+    }
+
+    if (rec->after.len) {
+        ngx_ioa_error_set(&err, "invalid_request", "after",
+                          "\"after\" pages one room: name exactly one in "
+                          "\"comm_id\"");
+        goto invalid;
+    }
+
+    rec->all = 1;
+    mcf = ngx_ioa_main_conf();
+
+    index.data = ngx_pnalloc(r->pool, mcf->reg_base.len + sizeof("roomlist"));
+    if (index.data == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    index.len = ngx_sprintf(index.data, "%Vroomlist", &mcf->reg_base)
+                - index.data;
+
+    argv[0] = "ZREVRANGE";
+    argvlen[0] = 9;
+    argv[1] = (const char *) index.data;
+    argvlen[1] = index.len;
+    argv[2] = "0";
+    argvlen[2] = 1;
+    argv[3] = NGX_IOA_RECORD_LAST_ROOM;
+    argvlen[3] = sizeof(NGX_IOA_RECORD_LAST_ROOM) - 1;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_record_listed, 4, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+
+    return;
+
+invalid:
+
+    ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+}
+
+
+/* "comm_id": one id or a list, each kept once, at most
+ * NGX_IOA_RECORD_MAX_ROOMS of them, each readable by scope or (checked
+ * later, in Redis) by membership */
+
+static ngx_int_t
+ngx_ioa_record_ids(ngx_http_request_t *r, ngx_ioa_record_t *rec, yajl_val id,
+    ngx_ioa_error_t *err)
+{
+    size_t               i, j, n;
+    yajl_val             v;
+    ngx_str_t            s, *p;
+    ngx_ioa_identity_t  *who;
+
+    who = ngx_ioa_rest_identity(r);
+    n = YAJL_IS_ARRAY(id) ? id->u.array.len : 1;
+
+    if (!YAJL_IS_ARRAY(id) && !YAJL_IS_STRING(id)) {
+        goto invalid;
+    }
+
+    for (i = 0; i < n; i++) {
+        v = YAJL_IS_ARRAY(id) ? id->u.array.values[i] : id;
+
+        if (ngx_ioa_json_string(v, &s) != NGX_OK || s.len == 0) {
+            goto invalid;
+        }
+
+        p = rec->ids.elts;
+
+        for (j = 0; j < rec->ids.nelts; j++) {
+            if (p[j].len == s.len && ngx_strncmp(p[j].data, s.data, s.len)
+                                     == 0)
+            {
+                break;
+            }
+        }
+
+        if (j < rec->ids.nelts) {
+            continue;                   /* named twice: answered once */
+        }
+
+        if (rec->ids.nelts == NGX_IOA_RECORD_MAX_ROOMS) {
+            ngx_ioa_error_set(err, "invalid_request", "comm_id",
+                              "at most %d rooms per request; ask for the "
+                              "others in another",
+                              NGX_IOA_RECORD_MAX_ROOMS);
+            return NGX_ERROR;
+        }
+
+        /* a room neither observer scope opens is checked for membership
+         * once Redis answers; a token that is no agent cannot be one */
+        if (ngx_ioa_auth_room(who, &s, err) != NGX_OK
+            && ngx_ioa_auth_allows(who, NGX_IOA_SCOPE_AGENT, NULL, err)
+               != NGX_OK)
+        {
+            (void) ngx_ioa_auth_room(who, &s, err);
+            return NGX_DECLINED;
+        }
+
+        p = ngx_array_push(&rec->ids);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        *p = s;
+    }
+
+    return NGX_OK;
+
+invalid:
+
+    ngx_ioa_error_set(err, "invalid_request", "comm_id",
+                      "\"comm_id\" must be a room id, a list of room ids, "
+                      "or null for every room");
+    return NGX_ERROR;
+}
+
+
+static ngx_int_t
+ngx_ioa_record_options(ngx_ioa_record_t *rec, yajl_val doc,
+    ngx_ioa_error_t *err)
+{
+    yajl_val       v;
+    ngx_str_t      s;
+    ngx_ioa_sid_t  sid;
+
+    v = ngx_ioa_json_get(doc, "limit");
+
+    if (v && !YAJL_IS_NULL(v)) {
+        if (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 1
+            || YAJL_GET_INTEGER(v) > NGX_IOA_RECORD_LIMIT_MAX)
+        {
+            ngx_ioa_error_set(err, "invalid_request", "limit",
+                              "\"limit\" must be an integer from 1 to %d "
+                              "(envelopes per room), or null for %d",
+                              NGX_IOA_RECORD_LIMIT_MAX, NGX_IOA_RECORD_LIMIT);
+            return NGX_ERROR;
+        }
+
+        rec->limit = (ngx_uint_t) YAJL_GET_INTEGER(v);
+    }
+
+    v = ngx_ioa_json_get(doc, "after");
+
+    if (v && !YAJL_IS_NULL(v)) {
+        if (ngx_ioa_json_string(v, &s) != NGX_OK
+            || ngx_ioa_parse_sid(s.data, s.len, &sid) != NGX_OK)
+        {
+            ngx_ioa_error_set(err, "invalid_request", "after",
+                              "\"after\" must be an envelope id such as "
+                              "1700000000000-0 (the page starts after it), "
+                              "or null");
+            return NGX_ERROR;
+        }
+
+        rec->after = s;
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_ioa_record_listed(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t             i;
+    ngx_str_t         *p;
+    ngx_ioa_record_t  *rec;
+
+    rec = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    for (i = 0; i < reply->elements; i++) {
+        p = ngx_array_push(&rec->ids);
+        if (p == NULL) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        p->len = reply->element[i]->len;
+        p->data = ngx_pnalloc(r->pool, p->len);
+        if (p->data == NULL) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        ngx_memcpy(p->data, reply->element[i]->str, p->len);
+    }
+
+    ngx_ioa_record_ask(r);
+}
+
+
+/* the next question to Redis: the next room to check, the next piece to
+ * send, or the end */
+
+static void
+ngx_ioa_record_ask(ngx_http_request_t *r)
+{
+    u_char               *p, count[NGX_INT_T_LEN];
+    ngx_str_t            *id, keys, start;
+    const char           *argv[6];
+    size_t                argvlen[6];
+    ngx_ioa_record_t     *rec;
+    ngx_ioa_main_conf_t  *mcf;
+
+    rec = ngx_ioa_rest_get_data(r);
+
+    if (!rec->sending && rec->next == rec->ids.nelts) {
+        /* every room may be read: the answer starts */
+        rec->sending = 1;
+        rec->next = 0;
+
+        if (ngx_ioa_record_start(r) != NGX_OK) {
+            return;
+        }
+    }
+
+    /* rooms listed for null and gone since are left out */
+    while (rec->sending && rec->next < rec->ids.nelts
+           && ((ngx_str_t *) rec->ids.elts)[rec->next].len == 0)
+    {
+        rec->next++;
+    }
+
+    if (rec->sending && rec->next == rec->ids.nelts) {
+        ngx_ioa_jbuf_literal(&rec->out, "}\n");
+        rec->finished = 1;
+        ngx_ioa_record_flush(r, 1);
+        return;
+    }
+
+    id = (ngx_str_t *) rec->ids.elts + rec->next;
+    mcf = ngx_ioa_main_conf();
+
+    keys.len = 3 * (mcf->redis_prefix.len + sizeof("{room:}:members") - 1
+                    + id->len);
+    keys.data = ngx_pnalloc(r->pool, keys.len);
+    if (keys.data == NULL) {
+        ngx_ioa_finish(r, NGX_ERROR);
+        return;
+    }
+
+    p = keys.data;
+
+    argv[0] = (const char *) p;
+    p = ngx_sprintf(p, "%V{room:%V}:meta", &mcf->redis_prefix, id);
+    argvlen[0] = p - (u_char *) argv[0];
+
+    argv[1] = (const char *) p;
+    p = ngx_sprintf(p, "%V{room:%V}:members", &mcf->redis_prefix, id);
+    argvlen[1] = p - (u_char *) argv[1];
+
+    argv[2] = (const char *) p;
+    p = ngx_sprintf(p, "%V{room:%V}:log", &mcf->redis_prefix, id);
+    argvlen[2] = p - (u_char *) argv[2];
+
+    if (!rec->sending) {
+        argv[3] = "-";
+        argvlen[3] = 1;
+        argv[4] = "-1";                 /* the room and its members only */
+        argvlen[4] = 2;
+
+        if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_RECORD,
+                                ngx_ioa_record_checked, 3, 5, argv, argvlen)
+            != NGX_OK)
+        {
+            ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+        }
+
+        return;
+    }
+
+    /* a piece: from the room's last id sent, or the request's "after" */
+
+    if (rec->in_room) {
+        start = rec->last;
+
+    } else if (rec->after.len) {
+        start = rec->after;
+
+    } else {
+        ngx_str_set(&start, "-");
+    }
+
+    argv[3] = (const char *) start.data;
+    argvlen[3] = start.len;
+    argv[4] = (const char *) count;
+    argvlen[4] = ngx_sprintf(count, "%ui",
+                             ngx_min(rec->limit - rec->sent,
+                                     (ngx_uint_t)
+                                     NGX_IOA_RECORD_PIECE_ENTRIES))
+                 - count;
+    argv[5] = NGX_IOA_RECORD_PIECE_BYTES;
+    argvlen[5] = sizeof(NGX_IOA_RECORD_PIECE_BYTES) - 1;
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_RECORD,
+                            ngx_ioa_record_piece, 3, 6, argv, argvlen)
+        != NGX_OK)
+    {
+        /* the header is out: the answer can only be cut short */
+        ngx_ioa_finish(r, NGX_ERROR);
+    }
+}
+
+
+/* CHECK: may the caller read the room, and is it there */
+
+static void
+ngx_ioa_record_checked(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t               i;
+    ngx_str_t           *id;
+    redisReply          *members;
+    ngx_ioa_error_t      err;
+    ngx_ioa_record_t    *rec;
+    ngx_ioa_identity_t  *who;
+
+    rec = ngx_ioa_rest_get_data(r);
+    who = ngx_ioa_rest_identity(r);
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != 7
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[4]->type != REDIS_REPLY_ARRAY)
+    {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    id = (ngx_str_t *) rec->ids.elts + rec->next;
+    members = reply->element[4];
+
+    if (ngx_ioa_auth_room(who, id, &err) != NGX_OK) {
+
+        /* no observer scope for it: only a member reads it, and a room
+         * that does not exist has none (so this says nothing about it) */
+
+        for (i = 0; i < members->elements; i++) {
+            if (members->element[i]->len == who->sub.len
+                && ngx_strncmp(members->element[i]->str, who->sub.data,
+                               who->sub.len)
+                   == 0)
+            {
+                break;
+            }
+        }
+
+        if (i == members->elements) {
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN,
+                                                 &err));
+            return;
+        }
+    }
+
+    if (reply->element[0]->str[0] != '1') {
+        if (!rec->all) {
+            ngx_ioa_error_set(&err, "unknown_room", "comm_id",
+                              "there is no room \"%V\"", id);
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
+                                                 &err));
+            return;
+        }
+
+        id->len = 0;                    /* listed, and gone since */
+    }
+
+    rec->next++;
+    ngx_ioa_record_ask(r);
+}
+
+
+/* SEND: one piece of the room's log */
+
+static void
+ngx_ioa_record_piece(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t             i;
+    ngx_str_t         *id;
+    ngx_uint_t         more;
+    redisReply        *log, *e;
+    ngx_ioa_record_t  *rec;
+
+    rec = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != 7
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[4]->type != REDIS_REPLY_ARRAY
+        || reply->element[5]->type != REDIS_REPLY_ARRAY
+        || reply->element[6]->type != REDIS_REPLY_STRING)
+    {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "ioa: /fetch_chat_record cut short: Redis failed "
+                      "after the answer started");
+        ngx_ioa_finish(r, NGX_ERROR);
+        return;
+    }
+
+    id = (ngx_str_t *) rec->ids.elts + rec->next;
+
+    if (reply->element[0]->str[0] != '1' && !rec->in_room) {
+        /* gone since it was checked: left out */
+        rec->next++;
+        ngx_ioa_record_ask(r);
+        return;
+    }
+
+    if (!rec->in_room) {
+        ngx_ioa_record_room_head(rec, id, reply);
+    }
+
+    log = reply->element[5];
+
+    for (i = 0; i + 1 < log->elements; i += 2) {
+        e = log->element[i + 1];
+
+        if (e->type != REDIS_REPLY_STRING || e->len < 2
+            || log->element[i]->len > NGX_IOA_RECORD_SID_LEN)
+        {
+            continue;
+        }
+
+        if (rec->sent) {
+            ngx_ioa_jbuf_byte(&rec->out, ',');
+        }
+
+        ngx_ioa_jbuf_literal(&rec->out, "{\"id\":\"");
+        ngx_ioa_jbuf_raw(&rec->out, (u_char *) log->element[i]->str,
+                         log->element[i]->len);
+        ngx_ioa_jbuf_literal(&rec->out, "\",");
+        ngx_ioa_jbuf_raw(&rec->out, (u_char *) e->str + 1, e->len - 1);
+
+        rec->last.len = log->element[i]->len;
+        rec->last.data = rec->last_buf;
+        ngx_memcpy(rec->last_buf, log->element[i]->str, rec->last.len);
+        rec->sent++;
+    }
+
+    more = reply->element[6]->str[0] == '1';
+
+    if (!more || rec->sent >= rec->limit) {
+        ngx_ioa_record_room_end(rec, more);
+        rec->next++;
+    }
+
+    ngx_ioa_record_flush(r, 0);
+}
+
+
+static void
+ngx_ioa_record_room_head(ngx_ioa_record_t *rec, ngx_str_t *id,
+    redisReply *reply)
+{
+    size_t       i;
+    ngx_str_t    s;
+    redisReply  *members;
+
+    if (rec->rooms++) {
+        ngx_ioa_jbuf_byte(&rec->out, ',');
+    }
+
+    ngx_ioa_jbuf_str(&rec->out, id);
+    ngx_ioa_jbuf_literal(&rec->out, ":{\"comm_id\":");
+    ngx_ioa_jbuf_str(&rec->out, id);
+    ngx_ioa_jbuf_literal(&rec->out, ",\"agent_names\":[");
+
+    members = reply->element[4];
+
+    for (i = 0; i < members->elements; i++) {
+        if (i) {
+            ngx_ioa_jbuf_byte(&rec->out, ',');
+        }
+
+        s.data = (u_char *) members->element[i]->str;
+        s.len = members->element[i]->len;
+        ngx_ioa_jbuf_str(&rec->out, &s);
+    }
+
+    ngx_ioa_jbuf_literal(&rec->out, "],\"team_name\":");
+
+    if (reply->element[1]->type == REDIS_REPLY_STRING
+        && reply->element[1]->len)
+    {
+        s.data = (u_char *) reply->element[1]->str;
+        s.len = reply->element[1]->len;
+        ngx_ioa_jbuf_str(&rec->out, &s);
+
+    } else {
+        ngx_ioa_jbuf_literal(&rec->out, "null");
+    }
+
+    ngx_ioa_jbuf_literal(&rec->out, ",\"chat_record\":[");
+
+    rec->in_room = 1;
+    rec->sent = 0;
+    rec->last.len = 0;
+}
+
+
+/* ],"more":..,"next_after":..}: where the next page of this room starts */
+
+static void
+ngx_ioa_record_room_end(ngx_ioa_record_t *rec, ngx_uint_t more)
+{
+    ngx_ioa_jbuf_literal(&rec->out, "],\"more\":");
+
+    if (more) {
+        ngx_ioa_jbuf_literal(&rec->out, "true");
+
+    } else {
+        ngx_ioa_jbuf_literal(&rec->out, "false");
+    }
+
+    ngx_ioa_jbuf_literal(&rec->out, ",\"next_after\":");
+
+    if (more && rec->last.len) {
+        ngx_ioa_jbuf_str(&rec->out, &rec->last);
+
+    } else {
+        ngx_ioa_jbuf_literal(&rec->out, "null");
+    }
+
+    ngx_ioa_jbuf_byte(&rec->out, '}');
+
+    rec->in_room = 0;
+}
+
+
+/* the status line and headers, once every room is known to be readable */
+
+static ngx_int_t
+ngx_ioa_record_start(ngx_http_request_t *r)
+{
+    ngx_int_t          rc;
+    ngx_ioa_record_t  *rec;
+
+    rec = ngx_ioa_rest_get_data(r);
+
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = -1;
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        ngx_ioa_finish(r, rc);
+        return NGX_ERROR;
+    }
+
+    ngx_ioa_jbuf_byte(&rec->out, '{');
+
+    return NGX_OK;
+}
+
+
+/*
+ * Hands the piece to nginx's output chain; once the client has taken it
+ * all, the buffer is reused for the next piece, asked for here.  The last
+ * piece finishes the request (nginx's own writer sends what is left).
+ */
+
+static void
+ngx_ioa_record_flush(ngx_http_request_t *r, ngx_uint_t last)
+{
+    ngx_int_t          rc;
+    ngx_buf_t         *b;
+    ngx_chain_t        out;
+    ngx_ioa_record_t  *rec;
+
+    rec = ngx_ioa_rest_get_data(r);
+
+    if (rec->out.failed) {
+        ngx_ioa_finish(r, NGX_ERROR);
+        return;
+    }
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        ngx_ioa_finish(r, NGX_ERROR);
+        return;
+    }
+
+    b->pos = rec->out.start;
+    b->last = rec->out.pos;
+    b->memory = 1;
+    b->flush = 1;
+    b->last_buf = last && r == r->main;
+    b->last_in_chain = last;
+
+    out.buf = b;
+    out.next = NULL;
+
+    rc = ngx_http_output_filter(r, &out);
+
+    if (last || rc == NGX_ERROR) {
+        ngx_ioa_finish(r, rc);
+        return;
+    }
+
+    if (ngx_ioa_record_pending(r)) {
+        /* WAIT: the client has not taken it yet */
+        r->write_event_handler = ngx_ioa_record_write;
+        ngx_ioa_record_write(r);
+        return;
+    }
+
+    rec->out.pos = rec->out.start;
+    ngx_ioa_record_ask(r);
+}
+
+
+static void
+ngx_ioa_record_write(ngx_http_request_t *r)
+{
+    ngx_int_t                  rc;
+    ngx_event_t               *wev;
+    ngx_connection_t          *c;
+    ngx_ioa_record_t          *rec;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    c = r->connection;
+    wev = c->write;
+    rec = ngx_ioa_rest_get_data(r);
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    if (wev->timedout) {
+        ngx_log_error(NGX_LOG_INFO, c->log, NGX_ETIMEDOUT,
+                      "client timed out reading /fetch_chat_record");
+        c->timedout = 1;
+        ngx_ioa_finish(r, NGX_HTTP_REQUEST_TIME_OUT);
+        return;
+    }
+
+    if (ngx_ioa_record_pending(r)) {
+        rc = ngx_http_output_filter(r, NULL);
+
+        if (rc == NGX_ERROR) {
+            ngx_ioa_finish(r, NGX_ERROR);
+            return;
+        }
+    }
+
+    if (ngx_ioa_record_pending(r)) {
+        if (!wev->delayed) {
+            ngx_add_timer(wev, clcf->send_timeout);
+        }
+
+        if (ngx_handle_write_event(wev, clcf->send_lowat) != NGX_OK) {
+            ngx_ioa_finish(r, NGX_ERROR);
+        }
+
+        return;
+    }
+
+    if (wev->timer_set) {
+        ngx_del_timer(wev);
+    }
+
+    r->write_event_handler = ngx_http_request_empty_handler;
+
+    /* SEND again: the piece is out, its buffer is free */
+    rec->out.pos = rec->out.start;
+    ngx_ioa_record_ask(r);
+}
+
+
+static ngx_int_t
+ngx_ioa_record_pending(ngx_http_request_t *r)
+{
+    return r->out != NULL || r->connection->buffered || r->buffered;
+}

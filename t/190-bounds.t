@@ -1,0 +1,162 @@
+# t/190-bounds.t -- no single token can hurt others (issue 12): every
+# per-agent resource an outside attack found unbounded, with the attack
+# itself as the test.  Real nginx + module + Redis.
+#
+#   TEST_NGINX_LOAD_MODULES=/work/main/build/ngx_http_ioa_module.so \
+#       prove -It/lib t/190-bounds.t
+
+use strict;
+use warnings;
+
+use Test::Nginx::Socket 'no_plan';
+use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
+use IoaTest;
+use IoaTest::Agent qw(envelope fresh_hub json);
+use IoaTest::Api;
+use IO::Socket::INET ();
+use Socket qw(SOL_SOCKET SO_RCVBUF);
+use Time::HiRes qw(sleep time);
+
+no_root_location();
+no_shuffle();
+log_level('info');
+
+# nginx's worker processes (children of the master in logs/nginx.pid)
+sub worker_pids {
+    my ($ctx) = @_;
+    open my $fh, '<', $ctx->servroot . '/logs/nginx.pid' or return ();
+    chomp(my $master = <$fh> // '');
+    my @kids;
+    for my $stat (glob '/proc/[0-9]*/stat') {
+        open my $s, '<', $stat or next;
+        my @f = split ' ', (<$s> // '');
+        push @kids, $f[0] if @f > 3 && $f[3] eq $master;
+    }
+    # master_process off: the one process is the worker
+    return @kids ? @kids : grep { $_ } ($master);
+}
+
+# resident memory of nginx's workers, in KiB
+sub workers_rss {
+    my $kb = 0;
+    for my $pid (worker_pids(@_)) {
+        open my $fh, '<', "/proc/$pid/status" or next;
+        while (<$fh>) {
+            $kb += $1 if /^VmRSS:\s+(\d+)/;
+        }
+    }
+    return $kb;
+}
+
+# a room of $n envelopes of $size bytes each, written straight into its
+# log (the read path is what is tested); returns the ids in order
+sub big_room {
+    my ($cid, $n, $size) = @_;
+    my @ids;
+    my $pad = 'x' x $size;
+    for my $i (1 .. $n) {
+        push @ids, redis_cmd('XADD', "ioa:{room:$cid}:log", '*',
+            e => qq({"sender":"Alice","timestamp":1,"comm_id":"$cid","content":"$i $pad"}));
+    }
+    return @ids;
+}
+
+# POST /fetch_chat_record without ever reading the answer
+sub stalled_fetch {
+    my ($ctx, $body) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => $ctx->host, PeerPort => $ctx->port,
+                                  Proto => 'tcp') or die "connect: $!\n";
+    setsockopt $s, SOL_SOCKET, SO_RCVBUF, 4096;
+    my $json = json()->encode($body);
+    print {$s} "POST /fetch_chat_record HTTP/1.1\r\nHost: x\r\n"
+             . "Content-Type: application/json\r\nContent-Length: "
+             . length($json) . "\r\n\r\n$json";
+    return $s;
+}
+
+run_tests();
+
+__DATA__
+
+=== TEST 1: /fetch_chat_record: a room named 150 times is read once, at most 100 rooms per request, pages of "limit" envelopes from "after" with "more" and "next_after", and a 24 MB room streamed to clients that never read holds no more than a piece per request
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    for my $n (qw(Alice Bob)) {
+        api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => $n });
+    }
+    my (undef, $t) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
+    my $cid = $t->{comm_id};
+    my @ids = big_room($cid, 25, 10);
+
+    # the same room 150 times: answered once
+    my ($code, $d) = api($ctx, POST => '/fetch_chat_record', { comm_id => [ ($cid) x 150 ] });
+    is $code, 200, 'a room named 150 times: 200';
+    is_deeply [ keys %$d ], [$cid], '... answered once';
+    is scalar @{ $d->{$cid}{chat_record} }, 25, '... with its 25 envelopes';
+    is $d->{$cid}{more}, JSON::PP::false, '... "more": false';
+    ok exists $d->{$cid}{next_after} && !defined $d->{$cid}{next_after}, '... "next_after": null';
+
+    # at most 100 distinct rooms
+    ($code, $d) = api($ctx, POST => '/fetch_chat_record',
+                      { comm_id => [ map { sprintf '%032x', $_ } 1 .. 101 ] });
+    is "$code $d->{code} $d->{field}", '400 invalid_request comm_id', '101 rooms: 400 naming comm_id';
+    like $d->{message}, qr/at most 100 rooms/, '... saying the bound';
+
+    # pages
+    ($code, $d) = api($ctx, POST => '/fetch_chat_record', { comm_id => $cid, limit => 10 });
+    my $r = $d->{$cid};
+    is_deeply [ map { $_->{id} } @{ $r->{chat_record} } ], [ @ids[0 .. 9] ], 'limit 10: the first 10';
+    is $r->{more}, JSON::PP::true, '... "more": true';
+    is $r->{next_after}, $ids[9], '... "next_after": the last id';
+    ($code, $d) = api($ctx, POST => '/fetch_chat_record', { comm_id => $cid, limit => 10, after => $r->{next_after} });
+    is_deeply [ map { $_->{id} } @{ $d->{$cid}{chat_record} } ], [ @ids[10 .. 19] ], 'after it: the next 10';
+    ($code, $d) = api($ctx, POST => '/fetch_chat_record', { comm_id => $cid, limit => 10, after => $d->{$cid}{next_after} });
+    is_deeply [ map { $_->{id} } @{ $d->{$cid}{chat_record} } ], [ @ids[20 .. 24] ], 'the last page: 5';
+    is $d->{$cid}{more}, JSON::PP::false, '... and no more';
+    ($code, $d) = api($ctx, POST => '/fetch_chat_record', { comm_id => $cid, limit => 5, after => $ids[19] });
+    is_deeply [ map { $_->{id} } @{ $d->{$cid}{chat_record} } ], [ @ids[20 .. 24] ],
+        'a page that ends at the end exactly';
+    is $d->{$cid}{more}, JSON::PP::false, '... says no more';
+    ($code, $d) = api($ctx, POST => '/fetch_chat_record', { comm_id => [ $cid, 'f' x 32 ], after => $ids[0] });
+    is "$code $d->{field}", '400 after', '"after" with two rooms: 400';
+    for my $bad ([limit => 0], [limit => 10001], [limit => '5'], [after => 'x'], [after => 7]) {
+        ($code, $d) = api($ctx, POST => '/fetch_chat_record', { comm_id => $cid, @$bad });
+        is "$code $d->{field}", "400 $bad->[0]", "$bad->[0] " . json()->encode($bad->[1]) . ': 400';
+    }
+
+    # 24 MB: 400 envelopes of 60 KB
+    my (undef, $t2) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
+    my $big = $t2->{comm_id};
+    my @bid = big_room($big, 400, 60_000);
+    sleep 0.3;
+    my $before = workers_rss($ctx);
+    ok $before > 0, "nginx's workers hold $before KiB";
+    my @stalled = map { stalled_fetch($ctx, { comm_id => [ ($big) x 150 ], limit => 10000 }) } 1 .. 3;
+    sleep 2;
+    my $held = workers_rss($ctx) - $before;
+    ok $held < 16 * 1024, "three clients that never read a 24 MB answer: the workers grew by $held KiB (bound 16 MiB)";
+    my $t0 = time;
+    my ($ok, $dd) = api($ctx, POST => '/fetch_chat_record', { comm_id => $cid });
+    is $ok, 200, 'meanwhile another request is answered';
+    ok time - $t0 < 2, '... at once';
+    close $_ for @stalled;
+
+    # and a client that reads gets all of it, in order, as valid JSON
+    my $res = $ctx->http(POST => '/fetch_chat_record', timeout => 60,
+                         body => json()->encode({ comm_id => $big, limit => 10000 }));
+    is $res->code, 200, 'a reader: 200';
+    my $doc = eval { json()->decode($res->content) };
+    ok $doc, 'the streamed answer is one JSON document' or diag $@;
+    is_deeply [ map { $_->{id} } @{ $doc->{$big}{chat_record} } ], \@bid, 'every envelope, in order';
+    is length($res->content) > 24_000_000, 1, 'all 24 MB of them';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
