@@ -102,6 +102,7 @@ typedef struct {
     ngx_ioa_limit_rate_t      room_rate;      /* per room */
     ngx_uint_t                limit_conn;     /* per agent, 0: none */
     ngx_uint_t                max_room_members;
+    ngx_uint_t                max_agent_rooms;   /* 0: no limit */
     ngx_uint_t                max_agents;
 
     ngx_flag_t                used;           /* some location has ioa_api */
@@ -247,8 +248,11 @@ struct ngx_ioa_client_s {
     ngx_uint_t                rooms_loaded:1;
     ngx_uint_t                closed:1;
     ngx_uint_t                catchup_paused:1; /* a link waits for room */
+    ngx_uint_t                rooms_first:1; /* loading, the first time */
 
-    void                     *rooms_req;     /* pending SMEMBERS */
+    void                     *rooms_req;     /* pending agent_rooms.lua */
+    ngx_ioa_sid_t             rooms_start;   /* the first load's "now" */
+    u_char                    rooms_cursor[NGX_INT64_LEN];  /* "0": begin */
     ngx_queue_t               posts;         /* envelopes awaiting Redis */
 
     /* frames that came before the rooms were loaded (ngx_ioa_room.c) */

@@ -170,6 +170,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       offsetof(ngx_ioa_main_conf_t, max_room_members),
       NULL },
 
+    { ngx_string("ioa_max_agent_rooms"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, max_agent_rooms),
+      NULL },
+
     { ngx_string("ioa_max_agents"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_num_slot,
@@ -606,6 +613,7 @@ ngx_ioa_create_main_conf(ngx_conf_t *cf)
     mcf->limit_zone_size = NGX_CONF_UNSET_SIZE;
     mcf->limit_conn = NGX_CONF_UNSET_UINT;
     mcf->max_room_members = NGX_CONF_UNSET_UINT;
+    mcf->max_agent_rooms = NGX_CONF_UNSET_UINT;
     mcf->max_agents = NGX_CONF_UNSET_UINT;
 
     return mcf;
@@ -643,6 +651,7 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_uint_value(mcf->room_log_maxlen, 0);
     ngx_conf_init_msec_value(mcf->presence_ttl, 30000);
     ngx_conf_init_uint_value(mcf->max_room_members, 256);
+    ngx_conf_init_uint_value(mcf->max_agent_rooms, 1000);
     ngx_conf_init_uint_value(mcf->max_agents, 1000000);
 
     if (mcf->used && ngx_ioa_limit_init_conf(cf, mcf) != NGX_CONF_OK) {

@@ -643,7 +643,7 @@ ngx_ioa_teamup_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char                rnd[16], *hex;
+    u_char                rnd[16], *hex, max[NGX_INT_T_LEN];
     size_t                i, j, n;
     yajl_val              doc, sender, names, team, v;
     ngx_str_t             s, *m;
@@ -784,8 +784,8 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
 
     n = t->members.nelts;
 
-    argv = ngx_palloc(r->pool, (n + 3) * sizeof(char *));
-    argvlen = ngx_palloc(r->pool, (n + 3) * sizeof(size_t));
+    argv = ngx_palloc(r->pool, (n + 4) * sizeof(char *));
+    argvlen = ngx_palloc(r->pool, (n + 4) * sizeof(size_t));
     s.data = ngx_pnalloc(r->pool, mcf->reg_base.len + sizeof("agents"));
 
     if (argv == NULL || argvlen == NULL || s.data == NULL) {
@@ -801,16 +801,18 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
     argvlen[1] = mcf->reg_base.len;
     argv[2] = (const char *) t->comm_id.data;
     argvlen[2] = t->comm_id.len;
+    argv[3] = (const char *) max;
+    argvlen[3] = ngx_sprintf(max, "%ui", mcf->max_agent_rooms) - max;
 
     m = t->members.elts;
 
     for (i = 0; i < n; i++) {
-        argv[i + 3] = (const char *) m[i].data;
-        argvlen[i + 3] = m[i].len;
+        argv[i + 4] = (const char *) m[i].data;
+        argvlen[i + 4] = m[i].len;
     }
 
     if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_TEAMUP_MEMBERS,
-                            ngx_ioa_teamup_members_done, 1, n + 3, argv,
+                            ngx_ioa_teamup_members_done, 1, n + 4, argv,
                             argvlen)
         != NGX_OK)
     {
@@ -852,6 +854,17 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
                               "%V; register them with /register first",
                               &text);
             ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
+                                                 &err));
+            return;
+        }
+
+        if (reply && code.len == 12
+            && ngx_strncmp(code.data, "TOOMANYROOMS", 12) == 0)
+        {
+            ngx_ioa_error_set(&err, "too_many_rooms", "agent_names",
+                              "%V (ioa_max_agent_rooms); nothing was "
+                              "created", &text);
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_CONFLICT,
                                                  &err));
             return;
         }

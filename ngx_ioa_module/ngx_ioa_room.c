@@ -73,6 +73,8 @@
 
 
 #define NGX_IOA_KEY_MAX          320
+/* rooms an agent_rooms.lua batch asks for (see there) */
+#define NGX_IOA_ROOMS_BATCH      "100"
 #define NGX_IOA_ROOM_IDLE        30000
 #define NGX_IOA_TICK             5000
 
@@ -434,12 +436,19 @@ static void
 ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl)
 {
     u_char                key[NGX_IOA_KEY_MAX];
-    const char           *argv[1];
-    size_t                argvlen[1];
+    const char           *argv[3];
+    size_t                argvlen[3];
     ngx_ioa_main_conf_t  *mcf;
 
     if (cl->rooms_req || cl->closed) {
         return;
+    }
+
+    if (cl->rooms_cursor[0] == '\0') {
+        /* a load begins: from the first batch */
+        cl->rooms_cursor[0] = '0';
+        cl->rooms_cursor[1] = '\0';
+        cl->rooms_first = !cl->rooms_loaded;
     }
 
     if (!ngx_ioa_redis_ready()) {
@@ -455,10 +464,14 @@ ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl)
     argv[0] = (const char *) key;
     argvlen[0] = ngx_snprintf(key, sizeof(key), "%Vrooms:%V",
                               &mcf->reg_base, &cl->name) - key;
+    argv[1] = (const char *) cl->rooms_cursor;
+    argvlen[1] = ngx_strlen(cl->rooms_cursor);
+    argv[2] = NGX_IOA_ROOMS_BATCH;
+    argvlen[2] = sizeof(NGX_IOA_ROOMS_BATCH) - 1;
 
     cl->rooms_req = ngx_ioa_redis_script(NGX_IOA_SCRIPT_AGENT_ROOMS,
                                          ngx_ioa_client_rooms_reply, cl,
-                                         1, 1, argv, argvlen);
+                                         1, 3, argv, argvlen);
 
     if (cl->rooms_req == NULL && cl->wait_q.next == NULL) {
         ngx_queue_insert_tail(&ngx_ioa_wait_clients, &cl->wait_q);
@@ -473,19 +486,21 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
 
     size_t             i;
     ngx_str_t          comm_id;
-    ngx_uint_t         j, first;
+    ngx_uint_t         j, first, last;
     redisReply        *rooms, *e;
     ngx_ioa_sid_t      now, zero, *after;
     ngx_ioa_resume_t  *res;
 
     cl->rooms_req = NULL;
 
-    /* {now_ms, {comm_id, ...}} from agent_rooms.lua */
+    /* {now_ms, {comm_id, ...}, cursor} from agent_rooms.lua */
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
-        || reply->elements != 2
+        || reply->elements != 3
         || reply->element[0]->type != REDIS_REPLY_STRING
         || reply->element[1]->type != REDIS_REPLY_ARRAY
+        || reply->element[2]->type != REDIS_REPLY_STRING
+        || reply->element[2]->len >= sizeof(cl->rooms_cursor)
         || ngx_ioa_parse_sid((u_char *) reply->element[0]->str,
                              reply->element[0]->len, &now) != NGX_OK)
     {
@@ -522,11 +537,19 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
     now.ms--;
     now.seq = (uint64_t) -1;
 
+    /* every batch of the load starts where its first did */
+    if (cl->rooms_cursor[0] == '0' && cl->rooms_cursor[1] == '\0') {
+        cl->rooms_start = now;
+
+    } else {
+        now = cl->rooms_start;
+    }
+
     zero.ms = 0;
     zero.seq = 0;
 
-    first = !cl->rooms_loaded;
-    cl->rooms_loaded = 1;
+    first = cl->rooms_first;
+    last = reply->element[2]->len == 1 && reply->element[2]->str[0] == '0';
     rooms = reply->element[1];
 
     for (i = 0; i < rooms->elements; i++) {
@@ -590,6 +613,18 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
             return;
         }
     }
+
+    if (!last) {
+        /* the next batch, behind this one's commands on the connection */
+        ngx_memcpy(cl->rooms_cursor, reply->element[2]->str,
+                   reply->element[2]->len);
+        cl->rooms_cursor[reply->element[2]->len] = '\0';
+        ngx_ioa_client_load_rooms(cl);
+        return;
+    }
+
+    cl->rooms_cursor[0] = '\0';
+    cl->rooms_loaded = 1;
 
     if (first && cl->transport->positioned) {
         cl->transport->positioned(cl);

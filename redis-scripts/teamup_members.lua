@@ -4,11 +4,14 @@
 -- KEYS[1]  agents zset     B..'agents'  (name -> created ms)
 -- ARGV[1]  B               key base with the registry hash tag, e.g. "ioa:{reg}:"
 -- ARGV[2]  comm_id         the new room's id
--- ARGV[3..] names          the members (sender included by the caller)
+-- ARGV[3]  max             rooms an agent may be in (ioa_max_agent_rooms);
+--                          "0": no limit (the goal workers' own teams)
+-- ARGV[4..] names          the members (sender included by the caller)
 --
 -- Returns  the number of distinct members (integer)
 -- Errors   UNKNOWN_AGENT <names, comma-separated> are not registered
---                  (then nothing is changed)
+--          TOOMANYROOMS <names, comma-separated> are in max rooms already
+--                  (either way nothing is changed)
 --          BADARG  keys not derived from B, empty comm_id, no member
 --
 -- Room sets are B..'rooms:'..name, derived here; they share the {reg} hash
@@ -26,12 +29,16 @@ end
 if comm_id == nil or comm_id == '' then
   return redis.error_reply('BADARG comm_id is empty')
 end
-if #ARGV < 3 then
+local max = tonumber(ARGV[3])
+if not max or max < 0 then
+  return redis.error_reply('BADARG max must be a number >= 0')
+end
+if #ARGV < 4 then
   return redis.error_reply('BADARG no member given')
 end
 
 local members, seen, unknown = {}, {}, {}
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local name = ARGV[i]
   if not seen[name] then
     seen[name] = true
@@ -47,6 +54,23 @@ if #unknown > 0 then
   return redis.error_reply('UNKNOWN_AGENT ' .. table.concat(unknown, ', ')
                            .. (#unknown == 1 and ' is' or ' are')
                            .. ' not registered')
+end
+
+-- Every member's room set is what its connections load and subscribe to:
+-- an agent in tens of thousands of rooms makes every connect a storm of
+-- Redis commands, and anyone could put a victim there.
+if max > 0 then
+  local full = {}
+  for _, name in ipairs(members) do
+    if redis.call('SCARD', B .. 'rooms:' .. name) >= max then
+      full[#full + 1] = name
+    end
+  end
+  if #full > 0 then
+    return redis.error_reply('TOOMANYROOMS ' .. table.concat(full, ', ')
+                             .. (#full == 1 and ' is' or ' are')
+                             .. ' in ' .. max .. ' rooms already')
+  end
 end
 
 for _, name in ipairs(members) do

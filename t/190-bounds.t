@@ -14,6 +14,7 @@ use IoaTest;
 use IoaTest::Agent qw(envelope fresh_hub json);
 use IoaTest::Api;
 use IO::Socket::INET ();
+use POSIX ();
 use Socket qw(SOL_SOCKET SO_RCVBUF);
 use Time::HiRes qw(sleep time);
 
@@ -41,8 +42,9 @@ sub workers_rss {
     my $kb = 0;
     for my $pid (worker_pids(@_)) {
         open my $fh, '<', "/proc/$pid/status" or next;
-        while (<$fh>) {
-            $kb += $1 if /^VmRSS:\s+(\d+)/;
+        # not while (<$fh>): the runner's hooks are aliased to $_
+        while (my $line = <$fh>) {
+            $kb += $1 if $line =~ /^VmRSS:\s+(\d+)/;
         }
     }
     return $kb;
@@ -156,6 +158,101 @@ GET /health_check
     ok $doc, 'the streamed answer is one JSON document' or diag $@;
     is_deeply [ map { $_->{id} } @{ $doc->{$big}{chat_record} } ], \@bid, 'every envelope, in order';
     is length($res->content) > 24_000_000, 1, 'all 24 MB of them';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 2: ioa_max_agent_rooms: /teamup past an agent's cap is 409 too_many_rooms naming it and creates nothing; an agent at the cap loads every room in batches, and sixteen of its connections opening at once leave another agent's delivery latency near idle
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_max_agent_rooms 300;
+    ioa_limit_rate off;
+    ioa_limit_room_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    for my $n (qw(Heavy Victim Quiet Calm)) {
+        api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => $n });
+    }
+    my @rooms;
+    for (1 .. 300) {
+        my ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Heavy', agent_names => ['Victim'] });
+        push @rooms, $d->{comm_id} if $code == 200;
+    }
+    is scalar @rooms, 300, 'Heavy and Victim share 300 rooms';
+    my ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Heavy', agent_names => ['Victim'] });
+    is "$code $d->{code} $d->{field}", '409 too_many_rooms agent_names', 'the 301st: 409 too_many_rooms';
+    like $d->{message}, qr/(?:Heavy, Victim|Victim, Heavy) are in 300 rooms already \(ioa_max_agent_rooms\)/, "... naming both";
+    is redis_cmd('SCARD', 'ioa:{reg}:rooms:Heavy'), 300, '... and nothing was added';
+    ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Quiet', agent_names => ['Victim'] });
+    is $code, 409, 'nor can anyone add the victim to more';
+    ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Quiet', agent_names => ['Calm'] });
+    is $code, 200, 'others team up as before';
+    my $qroom = $d->{comm_id};
+
+    # every room is loaded, in batches
+    my $v = IoaTest::Agent->connect($ctx, 'Victim');
+    ok $v->ok, 'Victim connects' or diag $v->error;
+    my $h = IoaTest::Agent->connect($ctx, 'Heavy');
+    sleep 1;
+    $h->post(envelope(comm_id => $_, content => "to $_")) for @rooms[0, 149, 299];
+    my %got;
+    while (my $m = $v->recv(3)) {
+        $got{ $m->{comm_id} }++ if ($m->{content} // '') =~ /^to /;
+        last if keys %got == 3;
+    }
+    is scalar keys %got, 3, 'the victim receives in its first, middle and last room';
+
+    # another agent's latency: idle, then while Heavy opens 16 connections
+    # at once, again and again
+    my $q = IoaTest::Agent->connect($ctx, 'Quiet');
+    my $c = IoaTest::Agent->connect($ctx, 'Calm');
+    sleep 0.5;
+    my $probe = sub {
+        my ($n) = @_;
+        my @lat;
+        for my $i (1 .. $n) {
+            my $t0 = time;
+            $q->post(envelope(comm_id => $qroom, content => "probe $i"));
+            my ($m) = $c->recv_until(sub { ($_->{content} // '') eq "probe $i" }, 5);
+            push @lat, $m ? (time - $t0) * 1000 : 5000;
+            $q->recv_until(sub { ($_->{content} // '') eq "probe $i" }, 5);
+            sleep 0.01;
+        }
+        @lat = sort { $a <=> $b } @lat;
+        return ($lat[int(0.5 * $#lat)], $lat[int(0.99 * $#lat)], scalar grep { $_ >= 5000 } @lat);
+    };
+    my ($idle50, $idle99) = $probe->(100);
+    $h->close;          # ioa_limit_conn: 16 connections per agent
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        eval {
+            my $end = time + 8;
+            while (time < $end) {
+                my @conns = map { IoaTest::Agent->connect($ctx, 'Heavy') } 1 .. 16;
+                sleep 0.2;
+                $_->disconnect for @conns;
+            }
+        };
+        POSIX::_exit($@ ? 1 : 0);
+    }
+    sleep 0.3;
+    my ($busy50, $busy99, $lost) = $probe->(200);
+    waitpid $pid, 0;
+    is $?, 0, 'Heavy opened and closed its 16 connections for 8 s';
+    diag sprintf 'delivery latency, idle p50 %.2f p99 %.2f ms; while Heavy connects p50 %.2f p99 %.2f ms',
+        $idle50, $idle99, $busy50, $busy99;
+    is $lost, 0, 'no probe lost while Heavy connects';
+    my $bound = 50 > 10 * $idle99 ? 50 : 10 * $idle99;
+    ok $busy99 < $bound, sprintf 'p99 while Heavy connects %.1f ms, under %.0f ms (10x idle p99, at least 50 ms)',
+        $busy99, $bound;
 --- no_error_log
 [alert]
 [crit]

@@ -76,7 +76,7 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
-                 room_create post room_record presence verify goal_message goal_cancel)) {
+                 room_create post room_record presence verify goal_message goal_cancel agent_rooms)) {
     my $file = "$scripts/$name.lua";
     ok(-f $file, "$name.lua exists") or next;
     my $src = slurp($file);
@@ -643,14 +643,43 @@ is(err_code(run_script('list_agents', [ "${RB}agents", "${RB}online" ], $RB, $NO
 
 # --- teamup_members -------------------------------------------------------------------
 
-$res = run_script('teamup_members', [ "${RB}agents" ], $RB, 'c1', qw(anna ghost carl spook));
+$res = run_script('teamup_members', [ "${RB}agents" ], $RB, 'c1', 0, qw(anna ghost carl spook));
 is_deeply([ err_code($res), $$res ], [ 'UNKNOWN_AGENT', 'UNKNOWN_AGENT ghost, spook are not registered' ],
           'teamup with unknown names: UNKNOWN_AGENT naming them');
 is($r->cmd('EXISTS', "${RB}rooms:anna", "${RB}rooms:carl", "${RB}rooms:ghost"), 0,
    'a refused teamup changes nothing');
-is(run_script('teamup_members', [ "${RB}agents" ], $RB, 'c1', qw(anna carl anna)), 2,
+is(run_script('teamup_members', [ "${RB}agents" ], $RB, 'c1', 0, qw(anna carl anna)), 2,
    'teamup: distinct members counted');
 is_deeply($r->cmd('SMEMBERS', "${RB}rooms:carl"), ['c1'], 'teamup: room recorded per member');
+# ioa_max_agent_rooms: carl is in 1 room
+$res = run_script('teamup_members', [ "${RB}agents" ], $RB, 'c2', 1, qw(anna carl));
+is_deeply([ err_code($res), $$res ], [ 'TOOMANYROOMS', 'TOOMANYROOMS anna, carl are in 1 rooms already' ],
+          'teamup past max: TOOMANYROOMS naming them');
+is($r->cmd('SISMEMBER', "${RB}rooms:anna", 'c2'), 0, '... and nothing recorded');
+is(run_script('teamup_members', [ "${RB}agents" ], $RB, 'c2', 2, qw(anna carl)), 2, 'within max: recorded');
+is(err_code(run_script('teamup_members', [ "${RB}agents" ], $RB, 'c3', 'x', 'anna')), 'BADARG',
+   'max not a number: BADARG');
+$r->cmd('SREM', "${RB}rooms:$_", 'c2') for qw(anna carl);
+
+# --- agent_rooms: an agent's rooms a batch at a time ---------------------------------
+
+{
+    $r->cmd('SADD', "${RB}rooms:many", map { "room$_" } 1 .. 300);
+    my ($cursor, $batches, $first, %seen) = ('0', 0);
+    do {
+        my $res = run_script('agent_rooms', [ "${RB}rooms:many" ], $cursor, 100);
+        like($res->[0], qr/^\d{13}$/, 'agent_rooms: Redis\' time in ms') unless $batches;
+        $first //= scalar @{ $res->[1] };
+        $seen{$_}++ for @{ $res->[1] };
+        $cursor = $res->[2];
+        $batches++;
+    } while ($cursor ne '0' && $batches < 100);
+    ok($first < 300, "agent_rooms: a batch, not the whole set ($first of 300)");
+    is(scalar keys %seen, 300, "agent_rooms: every room, in $batches batches");
+    my $small = run_script('agent_rooms', [ "${RB}rooms:carl" ], '0', 100);
+    is_deeply([ $small->[1], $small->[2] ], [ ['c1'], '0' ], 'agent_rooms: a small set whole, cursor "0"');
+    $r->cmd('DEL', "${RB}rooms:many");
+}
 
 # --- rooms: create, post, record ----------------------------------------------------------
 

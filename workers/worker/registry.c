@@ -352,6 +352,9 @@ iw_reg_room(const iw_conf_t *conf, const char *comm_id,
     iw_args_addf(&a, "%sagents", conf->reg_base);
     iw_args_add(&a, conf->reg_base);
     iw_args_add(&a, comm_id);
+    /* no ioa_max_agent_rooms for the coordinator's teams: it is trusted,
+     * and its goals are bounded by who may launch them */
+    iw_args_add(&a, "0");
 
     for (i = 0; i < n; i++) {
         iw_args_add(&a, members[i]);
