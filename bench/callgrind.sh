@@ -112,7 +112,7 @@ http {
     access_log off;
     client_body_temp_path $dir/body;
     ioa_redis 127.0.0.1:$redis_port;
-    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_conn 0;
+    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off; ioa_limit_conn 0;
     server {
         listen 127.0.0.1:$port;
         location / { ioa_api; ioa_auth off; }

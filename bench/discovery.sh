@@ -118,7 +118,7 @@ http {
     keepalive_requests 10000000;
     client_body_temp_path $RUN/nginx/body;
     ioa_redis 127.0.0.1:$REDIS_PORT;
-    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_conn 0;
+    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off; ioa_limit_conn 0;
     server {
         listen 127.0.0.1:$HTTP_PORT;
         location / { ioa_api; ioa_auth off; }

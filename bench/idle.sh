@@ -210,7 +210,7 @@ measure() {
         wait_port "$redis_port"
         http="
     ioa_redis 127.0.0.1:$redis_port;
-    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_conn 0;
+    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off; ioa_limit_conn 0;
     server {
         $listen;
         location / { ioa_api; ioa_auth off; }

@@ -183,7 +183,7 @@ EOF
 # default ioa_limit_rate of one agent.
 IOA_PORT=$(start_nginx ioa "$MODULE" '
     ioa_redis 127.0.0.1:@REDIS@;
-    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_conn 0;
+    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off; ioa_limit_conn 0;
     ioa_room_log_maxlen @BUFFER@;
     server {
         listen 127.0.0.1:@PORT@;
@@ -195,7 +195,7 @@ if [[ ${#CLUSTER_PORTS[@]} -gt 0 ]]; then
     CLUSTER_SEEDS="${CLUSTER_PORTS[*]/#/127.0.0.1:}"
     IOA_CLUSTER_PORT=$(start_nginx ioa-cluster "$MODULE" '
     ioa_redis @CLUSTER@;
-    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_conn 0;
+    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off; ioa_limit_conn 0;
     ioa_room_log_maxlen @BUFFER@;
     server {
         listen 127.0.0.1:@PORT@;

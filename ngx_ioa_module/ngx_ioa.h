@@ -100,6 +100,7 @@ typedef struct {
     size_t                    limit_zone_size;
     ngx_ioa_limit_rate_t      limit_rate;     /* per agent */
     ngx_ioa_limit_rate_t      room_rate;      /* per room */
+    ngx_ioa_limit_rate_t      teamup_rate;    /* per agent, /teamup */
     ngx_uint_t                limit_conn;     /* per agent, 0: none */
     ngx_uint_t                max_room_members;
     ngx_uint_t                max_agent_rooms;   /* 0: no limit */
@@ -448,6 +449,8 @@ ngx_int_t ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status,
 char *ngx_ioa_limit_rate_slot(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_ioa_limit_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf);
+ngx_int_t ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry,
+    ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id,
     ngx_msec_t *retry, ngx_ioa_error_t *err);
 void ngx_ioa_client_drained(ngx_ioa_client_t *cl);

@@ -2,14 +2,14 @@
 /*
  * Copyright (C) ioa authors
  *
- * Limits: how fast one agent may post, how many connections it may hold,
- * how fast one room may be written to, how large a team may be, how many
- * agents the registry takes.
+ * Limits: how fast one agent may post, how fast it may make rooms, how
+ * many connections it may hold, how fast one room may be written to, how
+ * large a team may be, how many agents the registry takes.
  *
  * The rates and the connection counts are kept in one shared memory zone
  * (ioa_limit_zone), so every worker of an nginx instance sees the same
  * counters: a red-black tree of entries keyed by kind and name ("a" an
- * agent, "r" a room), each with a leaky bucket (the excess of requests over
+ * agent's posts, "t" its teamups, "r" a room), each with a leaky bucket (the excess of requests over
  * the rate, in thousandths of a request, as nginx's limit_req keeps it) and
  * a connection count, and an LRU queue.  Idle entries (no connection, the
  * bucket drained) are dropped as new ones come; if the zone is still full,
@@ -170,6 +170,13 @@ ngx_ioa_limit_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf)
     if (!mcf->room_rate.set) {
         mcf->room_rate.rate = 500 * 1000;
         mcf->room_rate.burst = 1000;
+    }
+
+    /* a room is a subscription and a read for every member's connections,
+     * and stays: made far more rarely than envelopes are posted */
+    if (!mcf->teamup_rate.set) {
+        mcf->teamup_rate.rate = 2 * 1000;
+        mcf->teamup_rate.burst = 20;
     }
 
     ngx_conf_init_uint_value(mcf->limit_conn, 16);
@@ -345,6 +352,50 @@ ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
     }
 
     ngx_shmtx_unlock(&ctx->shpool->mutex);
+
+    *retry = wait;
+
+    return rc;
+}
+
+
+/* ioa_limit_teamup_rate: how fast one agent makes rooms ("t" entries) */
+
+ngx_int_t
+ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
+{
+    ngx_int_t              rc;
+    ngx_msec_t             wait;
+    ngx_ioa_limit_ctx_t   *ctx;
+    ngx_ioa_limit_node_t  *t;
+    ngx_ioa_main_conf_t   *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    if (mcf->teamup_rate.rate == 0) {
+        return NGX_OK;
+    }
+
+    ctx = mcf->limit_zone->data;
+    wait = 1000;
+
+    ngx_shmtx_lock(&ctx->shpool->mutex);
+
+    t = ngx_ioa_limit_get(ctx, 't', name, 1);
+
+    rc = (t == NULL)
+         ? NGX_DECLINED
+         : ngx_ioa_limit_bucket(t, &mcf->teamup_rate, ngx_current_msec,
+                                &wait);
+
+    ngx_shmtx_unlock(&ctx->shpool->mutex);
+
+    if (rc != NGX_OK) {
+        ngx_ioa_error_set(err, "rate_limited", NULL,
+                          "\"%V\" makes rooms faster than "
+                          "ioa_limit_teamup_rate allows; no room was made, "
+                          "ask again in %M ms", name, wait);
+    }
 
     *retry = wait;
 

@@ -149,6 +149,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       offsetof(ngx_ioa_main_conf_t, limit_rate),
       NULL },
 
+    { ngx_string("ioa_limit_teamup_rate"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      ngx_ioa_limit_rate_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, teamup_rate),
+      NULL },
+
     { ngx_string("ioa_limit_room_rate"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
       ngx_ioa_limit_rate_slot,

@@ -644,6 +644,7 @@ static void
 ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
 {
     u_char                rnd[16], *hex, max[NGX_INT_T_LEN];
+    ngx_msec_t            retry;
     size_t                i, j, n;
     yajl_val              doc, sender, names, team, v;
     ngx_str_t             s, *m;
@@ -760,6 +761,14 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
                           t->members.nelts,
                           ngx_ioa_main_conf()->max_room_members);
         goto invalid;
+    }
+
+    /* ioa_limit_teamup_rate: a valid teamup is charged, nothing is made
+     * when it is over */
+    if (ngx_ioa_limit_teamup(&t->creator, &retry, &err) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_retry(r, NGX_HTTP_TOO_MANY_REQUESTS,
+                                             retry, &err));
+        return;
     }
 
     /* comm_id: 128 random bits in hex, like IoA's uuid4().hex */

@@ -865,6 +865,59 @@ GET /health_check
 
 
 
+=== TEST 7b: a position too large for nginx's header buffers (the agent is in 250 rooms, about 12 KB of Last-Event-ID against 8 KB): nginx refuses it with 400, and the agent does not exit: it resumes every room from its oldest position, says so, and handles the assignment posted while it was away
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_limit_teamup_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my %hub = (dir => scratch('hub-big'), log_level => 'info',
+               http_config => 'ioa_redis 127.0.0.1:' . $ctx->redis_port . ';',
+               config => 'location / { ioa_api; }');
+    my $b = IoaTest::Instance->start(%hub);
+    my $bport = $b->port;
+    my $ag = agent($ctx, name => 'Shouter', port => $bport, exec => ['tr', 'a-z', 'A-Z']);
+    ok wait_online($ctx, 'Shouter'), 'online through hub B' or diag $ag->log;
+    my ($alice, $cid) = alice_room($ctx, 'Shouter');
+    teamup($ctx, 'Alice', ['Shouter']) for 1 .. 250;
+    is redis_cmd('SCARD', 'ioa:{reg}:rooms:Shouter'), 251, 'Shouter is in 251 rooms';
+
+    # the agent's stream must know every room: reconnect it once
+    my $mark = length $ag->log;
+    $b->stop;
+    $b = IoaTest::Instance->start(%hub, port => $bport);
+    ok $ag->wait_log(qr/inbox open/, 10, $mark), 'reconnected';
+    assign($alice, $cid, ['Shouter'], 'one', task_abstract => 'One');
+    my ($p1, $r1) = recv_from($alice, 'Shouter', 2, 10, $ag);
+    is $r1->{task_conclusion}, "# ONE\n## TASK DESCRIPTION\nONE", 'a task done: the agent has a position';
+    sleep 0.5;
+
+    $mark = length $ag->log;
+    $b->stop;
+    ok $ag->wait_log(qr/inbox closed|cannot open the inbox/, 10, $mark), 'the agent lost its hub';
+    assign($alice, $cid, ['Shouter'], 'two, while you were away', task_abstract => 'Two');
+    sleep 0.5;
+    $b = IoaTest::Instance->start(%hub, port => $bport);
+    my ($len) = $ag->wait_log(qr/the hub refused the resume position \(HTTP 4\d\d, (\d+) bytes\)/, 15, $mark);
+    ok $len && $len > 8192, "the position ($len bytes) is refused by nginx" or diag $ag->log;
+    ok $ag->wait_log(qr/resuming every room since \d+-0/, 5, $mark), 'the agent says where it resumes';
+    my ($p2, $r2) = recv_from($alice, 'Shouter', 2, 15, $ag);
+    is $r2->{task_conclusion}, "# TWO\n## TASK DESCRIPTION\nTWO, WHILE YOU WERE AWAY",
+        'the assignment posted while it was away is handled';
+    ok $ag->alive, 'the agent is still running';
+    ok $alice->quiet(1.5), 'nothing twice';
+    $b->stop;
+--- no_error_log
+[alert]
+[crit]
+
+
+
 === TEST 8: while it runs the agent is registered as given and online in /retrieve_assistant; SIGTERM with a task running: the program is stopped, a "failed" result still reaches the assigner, exit 0, and the agent goes offline
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;

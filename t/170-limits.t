@@ -153,6 +153,42 @@ GET /health_check
 
 
 
+=== TEST 3b: ioa_limit_teamup_rate: an agent making rooms fast gets 429 with Retry-After once its burst is spent, nothing is made, others are not slowed; the default (2r/s burst=20) holds without the directive
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- ioa_scenario
+    for my $n (qw(Alice Bob Carol)) {
+        api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => $n });
+    }
+    my ($ok, $limited, $last) = (0, 0);
+    for my $i (1 .. 40) {
+        my ($code, $d, $res) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
+        if ($code == 200) { $ok++ } elsif ($code == 429) { $limited++; $last = [$d, $res] }
+    }
+    ok $ok >= 20 && $ok <= 23, "the burst of 20 passed ($ok)";
+    is $ok + $limited, 40, 'the rest got 429';
+    is $last->[0]{code}, 'rate_limited', '... rate_limited';
+    like $last->[0]{message}, qr/"Alice" makes rooms faster than ioa_limit_teamup_rate allows; no room was made/,
+        '... saying who and that nothing was made';
+    like $last->[1]->header('Retry-After'), qr/^[1-9]\d*$/, '... with Retry-After';
+    is redis_cmd('SCARD', 'ioa:{reg}:rooms:Alice'), $ok, 'exactly the accepted rooms exist';
+    my ($code) = api($ctx, POST => '/teamup', { sender => 'Carol', agent_names => ['Bob'] });
+    is $code, 200, 'another agent makes its room';
+    sleep 1.1;
+    ($code) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
+    is $code, 200, 'after a second Alice makes one again';
+--- no_error_log
+[alert]
+[crit]
+
+
+
 === TEST 4: ioa_limit_conn: a third connection of one agent gets 429 at the handshake; closing one frees its place; inboxes count too
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;

@@ -169,6 +169,7 @@ GET /health_check
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_max_agent_rooms 300;
+    ioa_limit_teamup_rate off;
     ioa_limit_rate off;
     ioa_limit_room_rate off;
 --- config

@@ -33,6 +33,10 @@
  * handling replays the event rather than dropping it.  On top of that, the
  * last IOA_HUB_SEEN envelope ids (comm_id:id) are remembered and a repeat
  * is skipped: a second defence if a position is ever refused or rewound.
+ * A refused position (the hub's 400 naming Last-Event-ID, or nginx's own
+ * 400/413/431 for a header too large: a position grows with the rooms) is
+ * never a reason to exit: every room resumes from the oldest id in it,
+ * within IOA_HUB_RESUME_WINDOW, with a gap report for rooms further back.
  * Before the first envelope there is no position, and a plain reconnect
  * would start "from now", losing whatever was posted while we were away;
  * so the agent then asks for ?since=<when the last stream opened>.  That
@@ -74,6 +78,9 @@
 #define IOA_HUB_BACKOFF_MIN 200
 #define IOA_HUB_STABLE      2000 /* ms */
 #define IOA_HUB_SEEN        1024
+/* a refused position resumes every room from its oldest room's id, but
+ * never from further back than this before its newest (ms) */
+#define IOA_HUB_RESUME_WINDOW  600000
 
 /* the hub caps envelopes at ioa_max_message_size (64k by default);
  * anything far larger is a broken stream, not an envelope */
@@ -137,6 +144,7 @@ typedef struct {
     uint64_t           opened_at;
     uint64_t           opened_wall;
     uint64_t           since; /* ?since= of this stream */
+    uint64_t           resume_since; /* after a refused position */
     unsigned           attempt;
     unsigned           streaming:1;
     ioa_timer_t        backoff;
@@ -168,6 +176,7 @@ static void     ioa_hub_inbox_open(void);
 static size_t   ioa_hub_inbox_write(char *p, size_t size, size_t n, void *data);
 static int      ioa_hub_sse_event(void *ctx, ioa_sse_event_t *ev);
 static void     ioa_hub_inbox_done(ioa_xfer_t *x, CURLcode rc);
+static void     ioa_hub_refused_position(long status, const char *body);
 static void     ioa_hub_process(ioa_event_t *ev);
 static void     ioa_hub_envelope(const char *data, size_t len);
 static void     ioa_hub_control(const char *data, size_t len);
@@ -494,7 +503,12 @@ ioa_hub_inbox_open(void)
 
     ioa_hub.since = 0;
 
-    if (ioa_hub.position.len == 0 && ioa_hub.opened_wall) {
+    if (ioa_hub.position.len == 0 && ioa_hub.resume_since) {
+        /* the hub refused our position: see ioa_hub_refused_position() */
+        ioa_hub.since = ioa_hub.resume_since;
+        ioa_buf_addf(&b, "?since=%llu-0", (unsigned long long) ioa_hub.since);
+
+    } else if (ioa_hub.position.len == 0 && ioa_hub.opened_wall) {
         /* no envelope yet, so no position: see the note at the top */
         ioa_hub.since = ioa_hub.opened_wall;
         ioa_buf_addf(&b, "?since=%llu-0", (unsigned long long) ioa_hub.since);
@@ -653,14 +667,13 @@ ioa_hub_inbox_done(ioa_xfer_t *x, CURLcode rc)
 
     body = ioa_hub_body(&ioa_hub.inbox_body);
 
-    if (status == 400 && ioa_hub.position.len
-        && strstr(body, "Last-Event-ID") != NULL)
+    /* our Last-Event-ID refused: by the hub (400 naming it), or by nginx
+     * itself (400, 413, 431: a header too large for its buffers) */
+    if (ioa_hub.position.len
+        && ((status == 400 && strstr(body, "Last-Event-ID") != NULL)
+            || status == 400 || status == 413 || status == 431))
     {
-        ioa_log_error("the hub refused the resume position \"%s\": %s; "
-                      "continuing from now, envelopes posted while the "
-                      "agent was away may be missed",
-                      ioa_buf_cstr(&ioa_hub.position), body);
-        ioa_buf_reset(&ioa_hub.position);
+        ioa_hub_refused_position(status, body);
         ioa_hub_wait();
         return;
     }
@@ -673,6 +686,87 @@ ioa_hub_inbox_done(ioa_xfer_t *x, CURLcode rc)
 
     ioa_log_warn("inbox failed (HTTP %ld): %s", status, body);
     ioa_hub_wait();
+}
+
+
+/*
+ * The hub would not take our position: resume every room from the oldest
+ * id in it (a room resumes from no later than its own position, so nothing
+ * is lost; what comes twice is skipped by the seen list), but from no
+ * further back than IOA_HUB_RESUME_WINDOW before the newest.  Rooms whose
+ * position is older than that may miss what came in between: the report
+ * says how many, and from when.
+ */
+
+static void
+ioa_hub_refused_position(long status, const char *body)
+{
+    char        *p, *colon, *end;
+    uint64_t     ms, oldest, newest, from;
+    unsigned     rooms, behind;
+    const char  *pos;
+
+    pos = ioa_buf_cstr(&ioa_hub.position);
+    oldest = UINT64_MAX;
+    newest = 0;
+    rooms = 0;
+
+    for (p = (char *) pos; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1
+                                                      : NULL)
+    {
+        colon = strchr(p, ':');
+        if (colon == NULL) {
+            break;
+        }
+
+        ms = strtoull(colon + 1, &end, 10);
+        if (end == colon + 1) {
+            continue;
+        }
+
+        rooms++;
+        oldest = ms < oldest ? ms : oldest;
+        newest = ms > newest ? ms : newest;
+    }
+
+    if (rooms == 0) {
+        /* nothing to go by: from when the last stream opened */
+        from = ioa_hub.opened_wall;
+        behind = 0;
+
+    } else {
+        from = oldest;
+
+        if (newest - oldest > IOA_HUB_RESUME_WINDOW) {
+            from = newest - IOA_HUB_RESUME_WINDOW;
+        }
+
+        behind = 0;
+
+        for (p = (char *) pos; p && *p;
+             p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        {
+            colon = strchr(p, ':');
+            if (colon && strtoull(colon + 1, NULL, 10) < from) {
+                behind++;
+            }
+        }
+    }
+
+    ioa_log_error("the hub refused the resume position (HTTP %ld, %zu "
+                  "bytes): %.200s; resuming every room since %llu-0",
+                  status, ioa_hub.position.len, body,
+                  (unsigned long long) from);
+
+    if (behind) {
+        ioa_log_warn("gap report: %u of %u rooms were last read before "
+                     "%llu-0; envelopes posted in them before then, after "
+                     "their last one read, are not replayed", behind, rooms,
+                     (unsigned long long) from);
+    }
+
+    ioa_buf_reset(&ioa_hub.position);
+    ioa_hub.resume_since = from;
 }
 
 
@@ -711,6 +805,7 @@ ioa_hub_process(ioa_event_t *ev)
         /* handled: only now does the position move past it */
         if (e->id) {
             ioa_buf_set(&ioa_hub.position, e->id, strlen(e->id));
+            ioa_hub.resume_since = 0;
         }
 
         free(e->event);
