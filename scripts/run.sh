@@ -43,12 +43,18 @@ sed -e "s/^ioa_redis .*/ioa_redis 127.0.0.1:$IOA_REDIS_PORT;/" \
     -e "s|^ioa_auth_jwt_key .*|ioa_auth_jwt_key $RUN/jwt.key;|" \
     "$REPO/conf.d/ioa.conf" > "$RUN/ioa.conf"
 
+# conf.d's advice (2 x 8192 connections, twice as many files), within what
+# this shell may open
+NOFILE=$(ulimit -Hn)
+[[ $NOFILE == unlimited || $NOFILE -gt 20000 ]] && NOFILE=20000
+
 cat > "$RUN/nginx.conf" <<CONF
 load_module $REPO/build/ngx_http_ioa_module.so;
 worker_processes 2;
+worker_rlimit_nofile $NOFILE;
 pid $RUN/nginx.pid;
 error_log $RUN/logs/error.log info;
-events { worker_connections 4096; }
+events { worker_connections 8192; }
 http {
     access_log $RUN/logs/access.log;
     client_body_temp_path $RUN/body;

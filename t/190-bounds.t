@@ -13,6 +13,8 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(envelope fresh_hub json);
 use IoaTest::Api;
+use File::Temp ();
+use IO::Select ();
 use IO::Socket::INET ();
 use POSIX ();
 use Socket qw(SOL_SOCKET SO_RCVBUF);
@@ -254,6 +256,102 @@ GET /health_check
     my $bound = 50 > 10 * $idle99 ? 50 : 10 * $idle99;
     ok $busy99 < $bound, sprintf 'p99 while Heavy connects %.1f ms, under %.0f ms (10x idle p99, at least 50 ms)',
         $busy99, $bound;
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 3: slowloris against the shipped conf.d/ioa.conf (2 workers x 8192 connections, as it advises): 8,300 half-sent requests from one address do not keep an agent out, nginx closes them after client_header_timeout, and slow anonymous bodies are capped per address
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    require IoaTest::Instance;
+    require IoaTest::JWT;
+    my $keys = IoaTest::JWT::jwt_keys(File::Temp::tempdir(CLEANUP => 1));
+    my $port = IoaTest::Instance::_free_port();
+    my $conf = do { local (@ARGV, $/) = 'conf.d/ioa.conf'; <> };
+    my $rport = $ctx->redis_port;
+    $conf =~ s/^ioa_redis .*/ioa_redis 127.0.0.1:$rport;/m;
+    $conf =~ s/^    listen 7788;/    listen 127.0.0.1:$port;/m;
+    $conf =~ s{^ioa_auth_jwt_key .*}{ioa_auth_jwt_key $keys->{dir}/hs256.key;}m;
+    my $hub = IoaTest::Instance->start(dir => $ctx->servroot . '/shipped', workers => 2,
+        log_level => 'warn', main => 'worker_rlimit_nofile 20000;',
+        events => 'worker_connections 8192;', http_config => $conf);
+    my $tok = IoaTest::JWT::jwt($keys, 'HS256', { sub => 'Agent', scope => 'agent', exp => time + 600 });
+
+    # the attack: half a request on each of 8,300 connections, then nothing
+    pipe my $rd, my $wr or die "pipe: $!";
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        close $rd;
+        my @s;
+        for (1 .. 8300) {
+            my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                                          Proto => 'tcp', Blocking => 1) or last;
+            syswrite $s, "GET /agents/x/inbox HTTP/1.1\r\nHost: a\r\nX-Slow: ";
+            push @s, $s;
+        }
+        syswrite $wr, scalar(@s) . "\n";
+        # how many nginx closes, and when
+        my $sel = IO::Select->new(@s);
+        my ($closed, $t0) = (0, time);
+        while ($closed < @s && time - $t0 < 20) {
+            for my $s ($sel->can_read(0.5)) {
+                $sel->remove($s);
+                $closed++;
+            }
+        }
+        syswrite $wr, sprintf "%d %.1f\n", $closed, time - $t0;
+        POSIX::_exit(0);
+    }
+    close $wr;
+    chomp(my $opened = <$rd> // 0);
+    is $opened, 8300, 'the attacker holds 8,300 half-sent requests';
+
+    my $t0 = time;
+    my $res = $ctx->http(POST => '/register', port => $port, timeout => 5,
+        headers => [ Authorization => "Bearer $tok", 'Content-Type' => 'application/json' ],
+        body => '{"name":"Agent","type":"Human Assistant","desc":"here"}');
+    is $res->code, 200, 'meanwhile an agent registers';
+    my $a = IoaTest::Agent->connect($ctx, 'Agent', '', port => $port,
+                                    headers => [ Authorization => "Bearer $tok" ]);
+    ok $a->ok, '... and connects its WebSocket' or diag $a->error;
+    ok time - $t0 < 3, sprintf '... at once (%.2f s)', time - $t0;
+    $a->close;
+
+    chomp(my $report = <$rd> // '');
+    waitpid $pid, 0;
+    my ($closed, $secs) = split ' ', $report;
+    ok $closed >= 8300 * 0.99, "nginx closed $closed of them, within $secs s (client_header_timeout 10s)";
+    ok $secs < 16, '... by the timeout, not later';
+
+    # slow anonymous bodies (the health check needs no token): at most 32
+    # per address once the headers are in
+    my @slow = map {
+        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp');
+        syswrite $s, "POST /health_check HTTP/1.1\r\nHost: a\r\n"
+                   . "Content-Length: 1000\r\n\r\nx";
+        $s
+    } 1 .. 40;
+    sleep 1;
+    my $refused = 0;
+    for my $s (@slow) {
+        my $sel = IO::Select->new($s);
+        next unless $sel->can_read(0.2);
+        my $buf = '';
+        sysread $s, $buf, 4096;
+        $refused++ if $buf =~ m{^HTTP/1\.1 429};
+    }
+    is $refused, 8, 'of 40 slow anonymous bodies held at once, 8 got 429 (limit_conn ioa_anonymous 32)';
+    close $_ for @slow;
+    $hub->stop;
 --- no_error_log
 [alert]
 [crit]

@@ -6,6 +6,8 @@
 #       workers => 1,                                # worker_processes
 #       http_config => "ioa_redis 127.0.0.1:$port;", # into http { }
 #       config  => 'location / { ioa_api; }',        # into its server { }
+#       [main => 'worker_rlimit_nofile 20000;'],     # main context
+#       [events => 'worker_connections 8192;'],      # its events { }
 #   );
 #   $b->port; $b->pid; $b->error_log; $b->error_log_file;
 #   $b->stop;                                        # QUIT, TERM, KILL by PID
@@ -96,10 +98,10 @@ daemon off;
 master_process on;
 error_log $dir/logs/error.log $level;
 pid $dir/logs/nginx.pid;
-$user
+$user@{[ $opt{main} // '' ]}
 events {
     accept_mutex off;
-    worker_connections 256;
+    @{[ $opt{events} // 'worker_connections 256;' ]}
 }
 
 http {
