@@ -356,3 +356,106 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 4: a noisy neighbour: one agent token does the worst it can within its limits at once (posts as fast as it can, 60 KB envelopes into a big room, 16 connections opened and closed, a connection that never reads, fetches of its big room it never reads, teamups as fast as allowed); another agent's delivery latency stays near idle, it loses nothing, and nginx's memory stays bounded
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    for my $n (qw(Noisy Other Quiet Calm)) {
+        api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => $n });
+    }
+    my (undef, $t1) = api($ctx, POST => '/teamup', { sender => 'Noisy', agent_names => ['Other'] });
+    my $big = $t1->{comm_id};
+    big_room($big, 300, 60_000);             # 18 MB to fetch
+    my (undef, $t2) = api($ctx, POST => '/teamup', { sender => 'Quiet', agent_names => ['Calm'] });
+    my $qroom = $t2->{comm_id};
+    my $q = IoaTest::Agent->connect($ctx, 'Quiet');
+    my $c = IoaTest::Agent->connect($ctx, 'Calm');
+    sleep 0.5;
+
+    my $probe = sub {
+        my ($n, $tag) = @_;
+        my @lat;
+        for my $i (1 .. $n) {
+            my $t0 = time;
+            $q->post(envelope(comm_id => $qroom, content => "$tag $i"));
+            my ($m) = $c->recv_until(sub { ($_->{content} // '') eq "$tag $i" }, 5);
+            push @lat, $m ? (time - $t0) * 1000 : 5000;
+            $q->recv_until(sub { ($_->{content} // '') eq "$tag $i" }, 5);
+            sleep 0.02;
+        }
+        @lat = sort { $a <=> $b } @lat;
+        return ($lat[int(0.5 * $#lat)], $lat[int(0.99 * $#lat)], scalar grep { $_ >= 5000 } @lat);
+    };
+    my ($idle50, $idle99, $idle_lost) = $probe->(100, 'idle');
+    my $rss0 = workers_rss($ctx);
+
+    # the noise: one child per behaviour, for 10 s
+    my $until = time + 10;
+    my @kids;
+    my $noise = sub {
+        my ($code) = @_;
+        my $pid = fork // die "fork: $!";
+        if ($pid == 0) {
+            eval { $code->() };
+            POSIX::_exit(0);
+        }
+        push @kids, $pid;
+    };
+    $noise->(sub {          # posts as fast as it can, small and 60 KB
+        my $a = IoaTest::Agent->connect($ctx, 'Noisy', '?echo=0');
+        my $pad = 'y' x 60_000;
+        my $i = 0;
+        while (time < $until) {
+            $a->post(envelope(comm_id => $big, content => ++$i % 10 ? "flood $i" : "big $i $pad"));
+            $a->recv(0) while $a->ws->socket && defined $a->ws->recv_text(0);
+        }
+    });
+    $noise->(sub {          # 16 connections, again and again
+        while (time < $until) {
+            my @conns = map { IoaTest::Agent->connect($ctx, 'Noisy') } 1 .. 12;
+            sleep 0.2;
+            $_->disconnect for @conns;
+        }
+    });
+    $noise->(sub {          # a connection that never reads
+        my $a = IoaTest::Agent->connect($ctx, 'Noisy', '?since=0-0');
+        sleep 0.1 while time < $until;
+    });
+    $noise->(sub {          # fetches of the big room, never read
+        my @s;
+        while (time < $until) {
+            push @s, stalled_fetch($ctx, { comm_id => $big, limit => 10000 }) if @s < 8;
+            sleep 0.5;
+        }
+    });
+    $noise->(sub {          # rooms as fast as allowed
+        while (time < $until) {
+            api($ctx, POST => '/teamup', { sender => 'Noisy', agent_names => ['Other'] });
+            sleep 0.05;
+        }
+    });
+    sleep 0.5;
+    my ($busy50, $busy99, $lost) = $probe->(250, 'busy');
+    my $rss1 = workers_rss($ctx);
+    waitpid $_, 0 for @kids;
+    diag sprintf 'noisy neighbour: delivery latency idle p50 %.2f p99 %.2f ms, busy p50 %.2f p99 %.2f ms; '
+        . 'nginx workers %d KiB before, %d KiB during', $idle50, $idle99, $busy50, $busy99, $rss0, $rss1;
+    is $idle_lost + $lost, 0, 'the other agent lost nothing';
+    my $bound = 100 > 20 * $idle99 ? 100 : 20 * $idle99;
+    ok $busy99 < $bound, sprintf 'its p99 under the noise %.1f ms, under %.0f ms (20x idle p99, at least 100 ms)',
+        $busy99, $bound;
+    ok $rss1 - $rss0 < 64 * 1024, sprintf 'nginx grew by %d KiB (bound 64 MiB)', $rss1 - $rss0;
+    ok redis_cmd('SCARD', 'ioa:{reg}:rooms:Noisy') <= 1 + 20 + 2 * 11, 'its rooms grew no faster than ioa_limit_teamup_rate';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
