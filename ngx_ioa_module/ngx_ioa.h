@@ -191,6 +191,7 @@ typedef struct ngx_ioa_client_s  ngx_ioa_client_t;
 typedef struct ngx_ioa_redis_node_s  ngx_ioa_redis_node_t;
 typedef struct ngx_ioa_room_s    ngx_ioa_room_t;
 typedef struct ngx_ioa_link_s    ngx_ioa_link_t;
+typedef struct ngx_ioa_position_s  ngx_ioa_position_t;
 
 
 typedef enum {
@@ -346,6 +347,8 @@ typedef enum {
     NGX_IOA_SCRIPT_PRESENCE,
     NGX_IOA_SCRIPT_GOAL_CANCEL,
     NGX_IOA_SCRIPT_GOAL_MESSAGE,
+    NGX_IOA_SCRIPT_POSITION_SAVE,
+    NGX_IOA_SCRIPT_POSITION_LOAD,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -411,6 +414,11 @@ void ngx_ioa_client_error(ngx_ioa_client_t *cl, ngx_ioa_error_t *err,
     ngx_str_t *comm_id);
 u_char *ngx_ioa_client_position(ngx_ioa_client_t *cl, u_char *p,
     u_char *last);
+ngx_int_t ngx_ioa_position_id(ngx_ioa_client_t *cl, ngx_ioa_position_t **posp,
+    ngx_ioa_msg_t *m, ngx_str_t *id);
+ngx_int_t ngx_ioa_position_parse(ngx_pool_t *pool, ngx_str_t *id,
+    ngx_str_t *key, ngx_str_t *version, ngx_str_t *delta);
+const char *ngx_ioa_position_retry_ttl(void);
 size_t ngx_ioa_client_position_len(ngx_ioa_client_t *cl);
 ngx_int_t ngx_ioa_parse_sid(u_char *p, size_t len, ngx_ioa_sid_t *sid);
 u_char *ngx_ioa_sid_print(u_char *p, ngx_ioa_sid_t *sid);

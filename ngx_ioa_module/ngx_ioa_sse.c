@@ -16,7 +16,9 @@
  * hold-back and resume are the same code.  What differs is the event id:
  * an SSE client can only hand back one string, Last-Event-ID, so each event
  * carries the agent's whole position, "<comm_id>:<id>,<comm_id>:<id>", which
- * resumes every room exactly.
+ * resumes every room exactly; an agent in many rooms gets a cursor kept in
+ * Redis instead, "~<cursor>.<version>+<changes>" (ngx_ioa_position.c),
+ * which is read back before the stream starts.
  *
  * Output goes through nginx's filter chain (chunked on HTTP/1.1, DATA
  * frames on HTTP/2) with a flush per event-loop turn.  Every event is an
@@ -59,6 +61,8 @@ typedef struct {
     ngx_int_t                 rc;
     unsigned                  finalized:1;
     ngx_queue_t               streams;   /* ngx_ioa_sse_streams */
+    ngx_ioa_position_t       *position;  /* the cursor, if one is needed */
+    ngx_ioa_redis_req_t      *load;      /* reading a cursor back */
     unsigned                  attached:1;
 } ngx_ioa_sse_t;
 
@@ -86,6 +90,11 @@ static void ngx_ioa_sse_finalize(ngx_ioa_sse_t *sse, ngx_int_t rc);
 static void ngx_ioa_sse_done_handler(ngx_event_t *ev);
 static void ngx_ioa_sse_watch_handler(ngx_event_t *ev);
 static void ngx_ioa_sse_cleanup(void *data);
+static ngx_int_t ngx_ioa_sse_start(ngx_ioa_sse_t *sse);
+static ngx_int_t ngx_ioa_sse_resume_cursor(ngx_ioa_sse_t *sse,
+    ngx_str_t *id, ngx_ioa_error_t *err);
+static void ngx_ioa_sse_cursor_loaded(redisReply *reply, void *data);
+static void ngx_ioa_sse_load_cleanup(void *data);
 
 
 /*
@@ -240,7 +249,6 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
     ngx_ioa_sse_t        *sse;
     ngx_ioa_error_t       err;
     ngx_table_elt_t      *h;
-    ngx_pool_cleanup_t   *cln;
     ngx_ioa_loc_conf_t   *lcf;
 
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
@@ -294,7 +302,27 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
 
     h = ngx_ioa_header_in(r, "Last-Event-ID");
 
-    if (h && h->value.len && kind != NGX_IOA_CLIENT_OBSERVER) {
+    if (h && h->value.len && kind == NGX_IOA_CLIENT_AGENT
+        && h->value.data[0] == '~')
+    {
+        /* a cursor: read back from Redis, then the stream starts */
+        rc = ngx_ioa_sse_resume_cursor(sse, &h->value, &err);
+
+        if (rc == NGX_DONE) {
+            r->main->count++;
+            return NGX_DONE;
+        }
+
+        if (rc != NGX_OK) {
+            err.field.data = (u_char *) "Last-Event-ID";
+            err.field.len = sizeof("Last-Event-ID") - 1;
+            return ngx_ioa_send_error(r, rc == NGX_DECLINED
+                                         ? NGX_HTTP_BAD_REQUEST
+                                         : NGX_HTTP_SERVICE_UNAVAILABLE,
+                                      &err);
+        }
+
+    } else if (h && h->value.len && kind != NGX_IOA_CLIENT_OBSERVER) {
         if (ngx_ioa_client_parse_resume(&sse->client, &h->value, &err)
             != NGX_OK)
         {
@@ -320,6 +348,156 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
     {
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
     }
+
+    return ngx_ioa_sse_start(sse);
+}
+
+
+/*
+ * Last-Event-ID "~<cursor>.<version>+<changes>": the changes are this
+ * client's own, the version's position is read back (position_load.lua).
+ * NGX_DONE while Redis works (the stream starts in the reply handler),
+ * NGX_DECLINED for an id that is malformed, NGX_ERROR without Redis.
+ */
+
+static ngx_int_t
+ngx_ioa_sse_resume_cursor(ngx_ioa_sse_t *sse, ngx_str_t *id,
+    ngx_ioa_error_t *err)
+{
+    ngx_str_t            key, version, delta;
+    const char          *argv[3], *ttl;
+    size_t               argvlen[3];
+    ngx_pool_cleanup_t  *cln;
+
+    if (ngx_ioa_position_parse(sse->client.pool, id, &key, &version, &delta)
+        != NGX_OK)
+    {
+        ngx_ioa_error_set(err, "bad_option", NULL,
+                          "a resume position of the cursor form is "
+                          "\"~<16 hex digits>.<version>[+<comm_id>:<id>,..."
+                          "]\"");
+        return NGX_DECLINED;
+    }
+
+    /* the changes first: the first position named for a room is the one
+     * used (ngx_ioa_client_rooms_reply), and they are newer */
+    if (delta.len
+        && ngx_ioa_client_parse_resume(&sse->client, &delta, err) != NGX_OK)
+    {
+        return NGX_DECLINED;
+    }
+
+    cln = ngx_pool_cleanup_add(sse->request->pool, 0);
+    if (cln == NULL) {
+        return NGX_ERROR;
+    }
+
+    ttl = ngx_ioa_position_retry_ttl();
+
+    argv[0] = (const char *) key.data;
+    argvlen[0] = key.len;
+    argv[1] = (const char *) version.data;
+    argvlen[1] = version.len;
+    argv[2] = ttl;
+    argvlen[2] = ngx_strlen(ttl);
+
+    sse->load = ngx_ioa_redis_script(NGX_IOA_SCRIPT_POSITION_LOAD,
+                                     ngx_ioa_sse_cursor_loaded, sse, 1, 3,
+                                     argv, argvlen);
+
+    if (sse->load == NULL) {
+        ngx_ioa_error_set(err, "redis_unavailable", NULL,
+                          "the hub cannot reach Redis to read the resume "
+                          "position back; retry shortly");
+        return NGX_ERROR;
+    }
+
+    /* a client gone before Redis answers must not be answered */
+    cln->handler = ngx_ioa_sse_load_cleanup;
+    cln->data = sse;
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_ioa_sse_load_cleanup(void *data)
+{
+    ngx_ioa_sse_t *sse = data;
+
+    if (sse->load) {
+        ngx_ioa_redis_cancel(sse->load);
+        sse->load = NULL;
+    }
+}
+
+
+static void
+ngx_ioa_sse_cursor_loaded(redisReply *reply, void *data)
+{
+    ngx_ioa_sse_t *sse = data;
+
+    ngx_str_t            base, code, text;
+    ngx_ioa_error_t      err;
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
+
+    sse->load = NULL;
+    r = sse->request;
+    c = r->connection;
+
+    if (ngx_ioa_redis_error(reply, &code, &text) != NGX_OK
+        || reply->type != REDIS_REPLY_STRING)
+    {
+        if (reply && code.len == 5 && ngx_strncmp(code.data, "NOPOS", 5) == 0)
+        {
+            ngx_ioa_error_set(&err, "unknown_position", "Last-Event-ID",
+                              "the resume position is no longer known (a "
+                              "cursor lives an hour after its last event "
+                              "and ten minutes after a resume); reconnect "
+                              "without it, or with ?since=<id>");
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST,
+                                                 &err));
+
+        } else {
+            ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        }
+
+        ngx_http_run_posted_requests(c);
+        return;
+    }
+
+    base.data = (u_char *) reply->str;
+    base.len = reply->len;
+
+    if (base.len
+        && ngx_ioa_client_parse_resume(&sse->client, &base, &err) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        ngx_http_run_posted_requests(c);
+        return;
+    }
+
+    /* the handler's reference is given back; the stream keeps its own */
+    ngx_ioa_finish(r, ngx_ioa_sse_start(sse));
+    ngx_http_run_posted_requests(c);
+}
+
+
+/* the stream itself: headers, then the client joins its rooms */
+
+static ngx_int_t
+ngx_ioa_sse_start(ngx_ioa_sse_t *sse)
+{
+    ngx_int_t             rc;
+    ngx_table_elt_t      *h;
+    ngx_ioa_error_t       err;
+    ngx_pool_cleanup_t   *cln;
+    ngx_http_request_t   *r;
+    ngx_ioa_client_kind_e kind;
+
+    r = sse->request;
+    kind = sse->client.kind;
 
     /* ioa_limit_conn counts an agent's inboxes with its WebSockets */
     if (kind == NGX_IOA_CLIENT_AGENT) {
@@ -433,9 +611,7 @@ ngx_ioa_sse_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
 {
     ngx_ioa_sse_t *sse = cl->data;
 
-    u_char     *p;
     ngx_str_t   id;
-    size_t      len;
 
     if (sse->finalized) {
         return NGX_ERROR;
@@ -443,17 +619,11 @@ ngx_ioa_sse_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
 
     id.len = 0;
 
-    if (cl->kind != NGX_IOA_CLIENT_OBSERVER) {
-        len = ngx_ioa_client_position_len(cl);
-
-        id.data = ngx_alloc(len + 1, cl->log);
-        if (id.data == NULL) {
-            ngx_ioa_sse_finalize(sse, NGX_ERROR);
-            return NGX_ERROR;
-        }
-
-        p = ngx_ioa_client_position(cl, id.data, id.data + len);
-        id.len = p - id.data;
+    if (cl->kind != NGX_IOA_CLIENT_OBSERVER
+        && ngx_ioa_position_id(cl, &sse->position, m, &id) != NGX_OK)
+    {
+        ngx_ioa_sse_finalize(sse, NGX_ERROR);
+        return NGX_ERROR;
     }
 
     if (ngx_ioa_sse_queue(sse, &id, m->payload, m->payload_len, NULL)
@@ -540,26 +710,17 @@ ngx_ioa_sse_positioned(ngx_ioa_client_t *cl)
 {
     ngx_ioa_sse_t *sse = cl->data;
 
-    u_char     *p;
-    size_t      len;
     ngx_str_t   id;
 
-    if (sse->finalized || cl->kind == NGX_IOA_CLIENT_OBSERVER) {
+    if (sse->finalized || cl->kind == NGX_IOA_CLIENT_OBSERVER
+        || ngx_ioa_client_position_len(cl) == 0)
+    {
         return;
     }
 
-    len = ngx_ioa_client_position_len(cl);
-    if (len == 0) {
+    if (ngx_ioa_position_id(cl, &sse->position, NULL, &id) != NGX_OK) {
         return;
     }
-
-    id.data = ngx_alloc(len, cl->log);
-    if (id.data == NULL) {
-        return;
-    }
-
-    p = ngx_ioa_client_position(cl, id.data, id.data + len);
-    id.len = p - id.data;
 
     if (id.len) {
         (void) ngx_ioa_sse_queue(sse, &id, NULL, 0, NULL);

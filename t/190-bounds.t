@@ -459,3 +459,97 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 5: an SSE inbox in 60 rooms gets a compact event id (a cursor in Redis, "~<cursor>.<version>+<changes>") instead of a 3 KB position; resuming from any id received gives exactly what came after it, across versions; a position that is gone is refused with 400 naming Last-Event-ID; an agent in two rooms keeps the inline form
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_limit_teamup_rate off;
+    ioa_limit_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    require IoaTest::SSE;
+    fresh_hub($ctx);
+    for my $n (qw(Many Alice Few)) {
+        api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => $n });
+    }
+    my @rooms = map { (api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Many'] }))[1]{comm_id} } 1 .. 60;
+    my $inbox = sub {
+        my ($name, @h) = @_;
+        my $s = IoaTest::SSE->connect($ctx->host, $ctx->port, "/agents/$name/inbox", headers => [@h]);
+        return $s;
+    };
+    my $s = $inbox->('Many');
+    ok $s->ok, 'the inbox is open' or diag $s->error;
+    my $first;
+    while (my $e = $s->next_event(3)) {
+        $first = $e, last if defined $e->{id};
+    }
+    like $first->{id} // '', qr/^~[0-9a-f]{16}\.1$/, 'the starting position is a cursor, version 1';
+    my ($cursor) = ($first->{id} // '') =~ /^~([0-9a-f]{16})/;
+    ok redis_cmd('HEXISTS', "ioa:{pos:$cursor}", 's1'), '... whose whole position is in Redis';
+    like redis_cmd('HGET', "ioa:{pos:$cursor}", 's1'), qr/^(?:[0-9a-f]{32}:\d+-\d+,){59}[0-9a-f]{32}:\d+-\d+$/,
+        '... all 60 rooms of it';
+
+    # 40 envelopes, one per room: 16 changes make a version
+    my @posted;
+    for my $i (0 .. 39) {
+        my ($code, $d) = api($ctx, POST => '/agents/Alice/messages', { comm_id => $rooms[$i], content => "e$i" });
+        push @posted, $d->{id};
+    }
+    my @ev;
+    while (@ev < 40 and my $e = $s->next_event(3)) {
+        push @ev, $e if defined $e->{data};
+    }
+    is scalar @ev, 40, 'the 40 envelopes arrived';
+    my $longest = 0;
+    $longest < length $_->{id} and $longest = length $_->{id} for @ev;
+    ok $longest < 1200, "every id is short (the longest $longest bytes, the inline position would be about 3,000)";
+    like $ev[39]{id}, qr/^~\Q$cursor\E\.[3-9]/, 'versions moved on as rooms changed';
+    $s->close;
+
+    # resume from the id of the 25th, and of the 10th: exactly what followed
+    for my $k (24, 9) {
+        my $r = $inbox->('Many', 'Last-Event-ID' => $ev[$k]{id});
+        ok $r->ok, "resumed after envelope " . ($k + 1) or diag $r->error;
+        my @got;
+        while (my $e = $r->next_event(2)) {
+            push @got, json()->decode($e->{data})->{content} if defined $e->{data};
+            last if @got == 39 - $k;
+        }
+        # one per room: the order across rooms is the catch-up's, each
+        # room's own is the log's
+        is_deeply [ sort { substr($a, 1) <=> substr($b, 1) } @got ], [ map { "e$_" } $k + 1 .. 39 ],
+            '... got exactly the ' . (39 - $k) . ' after it, none twice'
+            or diag "id: $ev[$k]{id}\ngot: @got";
+        ok $r->quiet(0.3), '... and nothing else' if $r->can('quiet');
+        $r->close;
+    }
+    ok redis_cmd('TTL', "ioa:{pos:$cursor}") <= 600, 'a cursor resumed from lives ten minutes more';
+
+    # gone: 400 naming Last-Event-ID
+    redis_cmd('DEL', "ioa:{pos:$cursor}");
+    my $g = $inbox->('Many', 'Last-Event-ID' => $ev[30]{id});
+    is $g->status, 400, 'a position that is gone: 400';
+    like $g->body, qr/"code":"unknown_position".*"field":"Last-Event-ID"/, '... unknown_position, naming Last-Event-ID';
+    $g = $inbox->('Many', 'Last-Event-ID' => '~zz.1');
+    is $g->status, 400, 'a malformed cursor: 400';
+
+    # two rooms: the position stays inline
+    my (undef, $t) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Few'] });
+    my $f = $inbox->('Few');
+    my $fe;
+    while (my $e = $f->next_event(3)) {
+        $fe = $e, last if defined $e->{id};
+    }
+    like $fe->{id} // '', qr/^[0-9a-f]{32}:\d+-\d+$/, 'an agent in one room keeps the inline position';
+    $f->close;
+--- no_error_log
+[alert]
+[crit]
+[emerg]

@@ -76,7 +76,8 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
-                 room_create post room_record presence verify goal_message goal_cancel agent_rooms)) {
+                 room_create post room_record presence verify goal_message goal_cancel agent_rooms
+                 position_save position_load)) {
     my $file = "$scripts/$name.lua";
     ok(-f $file, "$name.lua exists") or next;
     my $src = slurp($file);
@@ -660,6 +661,35 @@ is(run_script('teamup_members', [ "${RB}agents" ], $RB, 'c2', 2, qw(anna carl)),
 is(err_code(run_script('teamup_members', [ "${RB}agents" ], $RB, 'c3', 'x', 'anna')), 'BADARG',
    'max not a number: BADARG');
 $r->cmd('SREM', "${RB}rooms:$_", 'c2') for qw(anna carl);
+
+# --- position_save, position_load: an SSE inbox's cursor -----------------------------
+
+{
+    my $K = 'ioa:{pos:0123456789abcdef}';
+    my $save = sub { run_script('position_save', [$K], @_[0 .. 2], 3, 3600) };
+    my $load = sub { run_script('position_load', [$K], $_[0], 600) };
+    is(err_code($load->(1)), 'NOPOS', 'position_load of an unknown cursor: NOPOS');
+    $save->(1, 's', 'a:1-0,b:1-0,c:1-0');
+    $save->(2, 'd', 'b:2-0');
+    $save->(3, 'd', 'd:3-0,a:3-0');
+    is($load->(1), 'a:1-0,b:1-0,c:1-0', 'version 1: the snapshot');
+    is($load->(2), 'a:1-0,b:2-0,c:1-0', 'version 2: a change applied, the order kept');
+    is($load->(3), 'a:3-0,b:2-0,c:1-0,d:3-0', 'version 3: changes applied, a new room appended');
+    ok($r->cmd('TTL', $K) <= 600, 'a load leaves the cursor ten minutes');
+    $save->(4, 'd', 'c:4-0');
+    $save->(5, 'd', 'c:5-0');         # keep 3: versions 3 .. 5, rebuilt from s1
+    ok($r->cmd('TTL', $K) > 600, 'a save gives the cursor its hour');
+    is($load->(5), 'a:3-0,b:2-0,c:5-0,d:3-0', 'the newest resolves from the snapshot and every change');
+    is($load->(3), 'a:3-0,b:2-0,c:1-0,d:3-0', 'so does the oldest kept');
+    $save->(5, 's', 'a:3-0,b:2-0,c:5-0,d:3-0');
+    $save->(6, 'd', 'e:6-0');
+    $save->(7, 'd', 'e:7-0');         # versions 5 .. 7: s5 rebuilds them all
+    is_deeply([ sort @{ $r->cmd('HKEYS', $K) } ], [qw(d6 d7 s5)], 'what no version kept needs is deleted');
+    is(err_code($load->(4)), 'NOPOS', 'a version older than keep: NOPOS');
+    is($load->(7), 'a:3-0,b:2-0,c:5-0,d:3-0,e:7-0', 'the newest, from the newer snapshot');
+    is(err_code(run_script('position_save', [$K], 1, 'x', 't', 3, 3600)), 'BADARG', 'a bad kind: BADARG');
+    $r->cmd('DEL', $K);
+}
 
 # --- agent_rooms: an agent's rooms a batch at a time ---------------------------------
 
