@@ -618,7 +618,7 @@ Content-Type: application/json
 
 
 
-=== TEST 17: HTTP/2: POST works, an SSE inbox over h2 receives events and resumes with Last-Event-ID; two inboxes and /chatlist multiplex on one connection
+=== TEST 17: HTTP/2: POST works, an SSE inbox over h2 receives events and resumes with Last-Event-ID; two inboxes and /chatlist multiplex on one connection; /fetch_chat_record streams a 6 MB room over h2
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -669,6 +669,16 @@ GET /health_check
     is_deeply [ map { jdec($_->{data})->{id} } @ev ], [ @ids[3, 4] ],
         'resuming over h2 with Last-Event-ID: exactly the missed events';
     $in->close;
+
+    # the streamed /fetch_chat_record, over h2: 100 envelopes of 60 KB
+    my $pad = 'z' x 60_000;
+    redis_cmd('XADD', "ioa:{room:$cid}:log", '*', e => qq({"sender":"Alice","comm_id":"$cid","content":"$_ $pad"}))
+        for 1 .. 100;
+    ($code, $d) = curl_json("$base/fetch_chat_record", @h2, method => 'POST',
+                            body => { comm_id => $cid, limit => 200 });
+    is $code, 200, '/fetch_chat_record over HTTP/2: 200';
+    is scalar @{ $d->{$cid}{chat_record} }, 105, '... every envelope of the 6 MB room, streamed';
+    is $d->{$cid}{more}, JSON::PP::false, '... and the end of it';
 
     # two inboxes and the observer feed multiplexed on one h2 connection
     my $cid2 = room($ctx, 'Carol', 'Bob');
