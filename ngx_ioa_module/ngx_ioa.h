@@ -129,6 +129,7 @@ typedef struct {
     ngx_msec_t                ping_interval;
     ngx_uint_t                max_json_depth;
     ngx_uint_t                catchup_batch;
+    ngx_flag_t                launch_goal_wait;  /* IoA's blocking answer */
 
     ngx_uint_t                auth;           /* NGX_IOA_AUTH_* */
     ngx_array_t              *jwt_keys;       /* ngx_ioa_jwt_key_t */

@@ -154,6 +154,7 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     yajl_val             doc, v;
     ngx_str_t            s, request, person;
     ngx_table_elt_t     *h;
+    ngx_ioa_loc_conf_t  *lcf;
     const char          *argv[32];
     size_t               argvlen[32];
     ngx_ioa_error_t      err;
@@ -181,19 +182,36 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    if (ngx_http_arg(r, (u_char *) "wait", 4, &s) == NGX_OK
-        && s.len == 1 && s.data[0] == '1')
-    {
-        g->wait = 1;
-    }
+    /*
+     * Blocking (IoA's [comm_id, conclusion]) or not (202 and where to
+     * follow): ioa_launch_goal_wait sets the location's default, so IoA's
+     * own scripts need nothing but the host; ?wait= and Prefer (RFC 7240:
+     * "wait", "respond-async") choose per request.
+     */
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    g->wait = lcf->launch_goal_wait ? 1 : 0;
 
     h = ngx_ioa_header_in(r, "Prefer");
 
     if (h && ngx_strlcasestrn(h->value.data, h->value.data + h->value.len,
-                              (u_char *) "wait", 4 - 1)
+                              (u_char *) "respond-async", 13 - 1)
              != NULL)
     {
+        g->wait = 0;
+
+    } else if (h && ngx_strlcasestrn(h->value.data,
+                                     h->value.data + h->value.len,
+                                     (u_char *) "wait", 4 - 1)
+                    != NULL)
+    {
         g->wait = 1;
+    }
+
+    if (ngx_http_arg(r, (u_char *) "wait", 4, &s) == NGX_OK && s.len == 1
+        && (s.data[0] == '1' || s.data[0] == '0'))
+    {
+        g->wait = (s.data[0] == '1');
     }
 
     /* goal ids look like room ids: 128 random bits in hex */

@@ -205,6 +205,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       offsetof(ngx_ioa_loc_conf_t, send_queue_limit),
       NULL },
 
+    { ngx_string("ioa_launch_goal_wait"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, launch_goal_wait),
+      NULL },
+
     { ngx_string("ioa_ping_interval"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_msec_slot,
@@ -746,6 +753,7 @@ ngx_ioa_create_loc_conf(ngx_conf_t *cf)
     lcf->ping_interval = NGX_CONF_UNSET_MSEC;
     lcf->max_json_depth = NGX_CONF_UNSET_UINT;
     lcf->catchup_batch = NGX_CONF_UNSET_UINT;
+    lcf->launch_goal_wait = NGX_CONF_UNSET;
     lcf->auth = NGX_CONF_UNSET_UINT;
     lcf->jwt_keys = NGX_CONF_UNSET_PTR;
     lcf->auth_leeway = NGX_CONF_UNSET;
@@ -761,6 +769,7 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_ioa_loc_conf_t *conf = child;
 
     ngx_conf_merge_value(conf->api, prev->api, 0);
+    ngx_conf_merge_value(conf->launch_goal_wait, prev->launch_goal_wait, 0);
     ngx_conf_merge_size_value(conf->max_message_size,
                               prev->max_message_size, 64 * 1024);
     ngx_conf_merge_size_value(conf->send_queue_limit,

@@ -265,6 +265,49 @@ GET /health_check
 
 
 
+=== TEST 4b: ioa_launch_goal_wait on: IoA's scripts get [comm_id, conclusion] from a plain POST /launch_goal; ?wait=0 and Prefer: respond-async still get the 202
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_launch_goal_wait on; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        my $deadline = time + 5;
+        my $gid;
+        while (time < $deadline && !$gid) {
+            my $jobs = eval { redis_cmd('XRANGE', 'ioa:{jobs}:goals', '-', '+') } || [];
+            ($gid) = map { $_->[1][1] } @$jobs;
+            sleep 0.05;
+        }
+        if ($gid) {
+            sleep 0.3;
+            redis_cmd('HSET', "ioa:{goal:$gid}:meta", 'state', 'concluded');
+            emit($ctx, $gid, event => 'state', state => 'concluded', comm_id => 'room-plain',
+                 conclusion => 'the plain answer');
+        }
+        POSIX::_exit(0);
+    }
+    my $res = launch($ctx, '{"goal":"g"}', timeout => 10);
+    waitpid $pid, 0;
+    is $res->code, 200, 'a plain POST waits';
+    is_deeply json()->decode($res->content), ['room-plain', 'the plain answer'], "... for IoA's [comm_id, conclusion]";
+    $res = launch($ctx, '{"goal":"g"}', query => '?wait=0');
+    is $res->code, 202, '?wait=0: 202';
+    $res = launch($ctx, '{"goal":"g"}', headers => [Prefer => 'respond-async']);
+    is $res->code, 202, 'Prefer: respond-async: 202';
+    like $res->content, qr/"state":"queued"/, '... with the goal object';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
 === TEST 5: cancel: 202 and "cancel" on the goal's control channel while it runs; 409 once it has ended; 404 for an unknown goal
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
