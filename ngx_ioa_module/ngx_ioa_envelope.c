@@ -87,6 +87,7 @@ typedef struct {
     ngx_ioa_error_t              *err;      /* fatal: stops the parse */
     ngx_ioa_error_t               field_err;
     ngx_str_t                    *identity;
+    ngx_uint_t                    open;      /* IoA's open mode */
     int64_t                       now_ms;
     ngx_ioa_jbuf_t                out;
     ngx_array_t                  *names;    /* unknown top-level names */
@@ -110,6 +111,8 @@ static void ngx_ioa_env_invalid(ngx_ioa_env_ctx_t *ctx);
 static int ngx_ioa_env_scalar(ngx_ioa_env_ctx_t *ctx, ngx_uint_t type);
 static void ngx_ioa_env_emit(ngx_ioa_env_ctx_t *ctx, const u_char *s,
     size_t len);
+static ngx_int_t ngx_ioa_env_restamp(ngx_pool_t *pool,
+    ngx_ioa_envelope_t *env, ngx_str_t *identity, ngx_ioa_error_t *err);
 static ngx_int_t ngx_ioa_env_copy(ngx_ioa_env_ctx_t *ctx, ngx_str_t *dst,
     const u_char *s, size_t len);
 static ngx_int_t ngx_ioa_env_speaker(ngx_ioa_env_ctx_t *ctx,
@@ -195,6 +198,16 @@ ngx_ioa_envelope_parse(ngx_pool_t *pool, u_char *data, size_t len,
     ngx_str_t *identity, ngx_uint_t max_depth, int64_t now_ms,
     ngx_ioa_envelope_t *env, ngx_ioa_error_t *err)
 {
+    return ngx_ioa_envelope_parse_as(pool, data, len, identity, 0, max_depth,
+                                     now_ms, env, err);
+}
+
+
+ngx_int_t
+ngx_ioa_envelope_parse_as(ngx_pool_t *pool, u_char *data, size_t len,
+    ngx_str_t *identity, ngx_uint_t open, ngx_uint_t max_depth,
+    int64_t now_ms, ngx_ioa_envelope_t *env, ngx_ioa_error_t *err)
+{
     size_t             size;
     ngx_ioa_env_ctx_t  ctx;
 
@@ -207,6 +220,7 @@ ngx_ioa_envelope_parse(ngx_pool_t *pool, u_char *data, size_t len,
     ctx.env = env;
     ctx.err = err;
     ctx.identity = identity;
+    ctx.open = open;
     ctx.now_ms = now_ms;
     ctx.max_depth = max_depth;
 
@@ -267,6 +281,44 @@ ngx_ioa_envelope_parse(ngx_pool_t *pool, u_char *data, size_t len,
     }
 
     ngx_str_null(&env->op);
+
+    if (env->sender.len) {
+        return ngx_ioa_env_restamp(pool, env, identity, err);
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * Open mode: {"sender":<identity>,... becomes {"sender":<env->sender>,...
+ * (the stamp is written before the client's "sender" is read, in the
+ * single pass; a copy of the rest is the price of a rare case).
+ */
+
+static ngx_int_t
+ngx_ioa_env_restamp(ngx_pool_t *pool, ngx_ioa_envelope_t *env,
+    ngx_str_t *identity, ngx_ioa_error_t *err)
+{
+    u_char   *p;
+    size_t    skip;
+    ngx_str_t json;
+
+    skip = sizeof("{\"sender\":") - 1 + ngx_ioa_json_str_len(identity);
+
+    json.len = sizeof("{\"sender\":") - 1
+               + ngx_ioa_json_str_len(&env->sender) + env->json.len - skip;
+    json.data = ngx_pnalloc(pool, json.len);
+    if (json.data == NULL) {
+        ngx_ioa_error_set(err, "internal_error", NULL, "out of memory");
+        return NGX_ERROR;
+    }
+
+    p = ngx_cpymem(json.data, "{\"sender\":", sizeof("{\"sender\":") - 1);
+    p = ngx_ioa_json_str(p, &env->sender);
+    ngx_memcpy(p, env->json.data + skip, env->json.len - skip);
+
+    env->json = json;
 
     return NGX_OK;
 }
@@ -517,6 +569,12 @@ ngx_ioa_env_sender(ngx_ioa_env_ctx_t *ctx, const u_char *s, size_t len)
     if (len == 0
         || (len == id->len && ngx_memcmp(s, id->data, len) == 0))
     {
+        return;
+    }
+
+    if (ctx->open) {
+        /* IoA's cont_input from "user": kept, stamped at the end */
+        (void) ngx_ioa_env_copy(ctx, &ctx->env->sender, s, len);
         return;
     }
 

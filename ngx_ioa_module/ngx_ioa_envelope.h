@@ -52,6 +52,10 @@ typedef struct {
 
     ngx_uint_t           is_control;    /* {"op":"..",..} with no comm_id */
     ngx_str_t            op;            /* pool copy, control frames */
+
+    /* open mode only: the client's own "sender", stamped instead of the
+     * identity (empty: the identity); the caller checks it is a name */
+    ngx_str_t            sender;
 } ngx_ioa_envelope_t;
 
 
@@ -65,6 +69,15 @@ typedef struct {
 ngx_int_t ngx_ioa_envelope_parse(ngx_pool_t *pool, u_char *data, size_t len,
     ngx_str_t *identity, ngx_uint_t max_depth, int64_t now_ms,
     ngx_ioa_envelope_t *env, ngx_ioa_error_t *err);
+
+/*
+ * The same, with open != 0 for IoA's open mode (ioa_auth off), where any
+ * client may speak as anyone: a "sender" other than the identity is kept
+ * (env->sender) and stamped, instead of refused with "sender_mismatch".
+ */
+ngx_int_t ngx_ioa_envelope_parse_as(ngx_pool_t *pool, u_char *data,
+    size_t len, ngx_str_t *identity, ngx_uint_t open, ngx_uint_t max_depth,
+    int64_t now_ms, ngx_ioa_envelope_t *env, ngx_ioa_error_t *err);
 
 
 #endif /* _NGX_IOA_ENVELOPE_H_INCLUDED_ */

@@ -2111,9 +2111,21 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
 
     pool = ngx_ioa_post_pool;
 
-    rc = ngx_ioa_envelope_parse(pool, data, len, &cl->name,
-                                cl->lcf->max_json_depth, ngx_ioa_now_ms(),
-                                &env, &err);
+    /* in open mode a client may speak as anyone (IoA's cont_input from
+     * "user"); membership and the floor are still its own */
+    rc = ngx_ioa_envelope_parse_as(pool, data, len, &cl->name,
+                                   cl->lcf->auth == NGX_IOA_AUTH_OFF,
+                                   cl->lcf->max_json_depth, ngx_ioa_now_ms(),
+                                   &env, &err);
+
+    if (rc == NGX_OK && env.sender.len
+        && ngx_ioa_valid_name(&env.sender) != NGX_OK)
+    {
+        ngx_ioa_error_set(&err, "invalid_name", "sender",
+                          "\"sender\" is not a name ioa_agent_name_pattern "
+                          "accepts");
+        rc = NGX_ERROR;
+    }
 
     if (rc != NGX_OK) {
         ngx_ioa_client_error(cl, &err, NULL);

@@ -1108,7 +1108,7 @@ closing WebSocket of "Alice" with 1009
                   ['{"x":' . ('[' x 40) . (']' x 40) . '}', 'too_deep', 'nesting beyond ioa_max_json_depth'],
                   ['[1,2]', 'invalid_envelope', 'not an object'],
                   ['{"comm_id":"' . $room . '","type":"nope"}', 'invalid_envelope', 'type not an integer'],
-                  ['{"comm_id":"' . $room . '","sender":"Bob","content":"x"}', 'sender_mismatch', 'claims another sender'],
+                  ['{"comm_id":"' . $room . '","sender":"B\\nob","content":"x"}', 'invalid_name', 'a sender that is no name'],
                   ['{"content":"no room"}', 'missing_comm_id', 'no comm_id'],
                   ['{"op":"bogus"}', 'unknown_op', 'unknown control op'])
     {

@@ -137,7 +137,7 @@ GET /health_check
 
 
 
-=== TEST 2: a spoofed sender is 400 sender_mismatch and nothing is stored
+=== TEST 2: open mode is IoA's: another "sender" is stored as sent (IoA's cont_input from "user"), membership stays the poster's; a sender that is no name is 400 invalid_name and nothing is stored (with a token the mismatch is refused: t/150-auth.t)
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -149,11 +149,18 @@ GET /health_check
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     my ($code, $d) = api($ctx, POST => '/agents/Alice/messages',
-                         { comm_id => $cid, content => 'I am Bob', sender => 'Bob' });
-    is $code, 400, '400';
-    is $d->{code}, 'sender_mismatch', 'code sender_mismatch';
-    is $d->{field}, 'sender', 'field sender';
-    is redis_cmd('XLEN', "ioa:{room:$cid}:log"), 0, 'nothing stored';
+                         { comm_id => $cid, content => 'go on', sender => 'user' });
+    is $code, 200, 'Alice posts as "user": 200';
+    my $stored = redis_cmd('XRANGE', "ioa:{room:$cid}:log", '-', '+')->[0][1][1];
+    like $stored, qr/^\{"sender":"user","timestamp":\d+,/, '... stored with the sender as sent';
+    unlike $stored, qr/"sender":"Alice"/, '... once';
+    ($code, $d) = api($ctx, POST => '/agents/Carol/messages',
+                      { comm_id => $cid, content => 'let me in', sender => 'Alice' });
+    is "$code $d->{code}", '403 not_member', 'Carol posting as Alice into a room she is not in: not_member';
+    ($code, $d) = api($ctx, POST => '/agents/Alice/messages',
+                      { comm_id => $cid, content => 'x', sender => "B\nob" });
+    is "$code $d->{code} $d->{field}", '400 invalid_name sender', 'a sender that is no name: 400 naming the field';
+    is redis_cmd('XLEN', "ioa:{room:$cid}:log"), 1, 'only the first stored';
 --- no_error_log
 [alert]
 [crit]
@@ -856,18 +863,18 @@ GET /health_check
     is_deeply \@ws_seen, $log, 'the WebSocket agent saw every id, in Stream order';
     is_deeply \@sse_seen, $log, 'the HTTP agent saw the same sequence';
 
-    # ACL parity for a non-member and for a spoofed sender
+    # ACL parity for a non-member and for a sender that is no name
     my $carol = $ctx->ws('/ws/Carol');
     $carol->send_text(jenc({ comm_id => $cid, content => 'ws intruder' }));
     my $err = jdec($carol->recv_text(3) // '') // {};
     is "$err->{op} $err->{code}", 'error not_member', 'WebSocket non-member: error not_member';
     my ($code, $d) = api($ctx, POST => '/agents/Carol/messages', { comm_id => $cid, content => 'http intruder' });
     is "$code $d->{code}", '403 not_member', 'HTTP non-member: 403 not_member';
-    $ws->send_text(jenc({ comm_id => $cid, content => 'spoof', sender => 'Bob' }));
+    $ws->send_text(jenc({ comm_id => $cid, content => 'spoof', sender => "B\tob" }));
     $err = jdec($ws->recv_text(3) // '') // {};
-    is "$err->{op} $err->{code}", 'error sender_mismatch', 'WebSocket spoof: sender_mismatch';
-    ($code, $d) = api($ctx, POST => '/agents/Bob/messages', { comm_id => $cid, content => 'spoof', sender => 'Alice' });
-    is "$code $d->{code}", '400 sender_mismatch', 'HTTP spoof: 400 sender_mismatch';
+    is "$err->{op} $err->{code}", 'error invalid_name', 'WebSocket: a sender that is no name: invalid_name';
+    ($code, $d) = api($ctx, POST => '/agents/Bob/messages', { comm_id => $cid, content => 'spoof', sender => "A\tlice" });
+    is "$code $d->{code}", '400 invalid_name', 'HTTP: 400 invalid_name';
     is redis_cmd('XLEN', "ioa:{room:$cid}:log"), 6, 'none of them stored';
     is $in->messages(1, 0.5), 0, 'and the HTTP agent got none of them';
 --- no_error_log

@@ -15,6 +15,7 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Api;
 use IoaTest::JWT;
+use IoaTest::Agent qw(envelope);
 use IoaTest::SSE;
 
 use File::Temp ();
@@ -228,6 +229,7 @@ GET /health_check
     like $d->{message}, qr/"Alice"'s; it cannot act as "Mallory"/, '... naming both';
     is_deeply agents_in_redis(), [qw(Alice Bob Carol)], 'Mallory was not stored';
 
+
     # ECDSA: (r, n - s) verifies as (r, s) does.  Accepted and documented
     # (SECURITY.md): nothing here is keyed by a token's bytes, and many
     # signers do not normalise s, so requiring low s would refuse about
@@ -288,6 +290,20 @@ GET /health_check
     is $code, 200, 'posting as Alice';
     my $log = redis_cmd('XRANGE', "ioa:{room:$cid}:log", '-', '+');
     is scalar @$log, 1, 'one envelope stored, the forged one is not';
+
+    # an envelope's sender is the token's subject (open mode takes any:
+    # t/020-rooms.t TEST 2)
+    my (undef, $tm) = as($ctx, $t{Alice}, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
+    my $ws = IoaTest::Agent->connect($ctx, 'Alice', "?access_token=$t{Alice}");
+    ok $ws->ok, 'Alice connects with her token' or diag $ws->error;
+    $ws->post(envelope(comm_id => $tm->{comm_id}, content => 'I am Bob', sender => 'Bob'));
+    my ($e) = $ws->recv_until(sub { ($_->{op} // '') eq 'error' }, 5);
+    is $e && "$e->{code} $e->{field}", 'sender_mismatch sender', 'an envelope claiming Bob over her WebSocket: sender_mismatch';
+    my ($sc, $sd) = as($ctx, $t{Alice}, POST => '/agents/Alice/messages',
+                       { comm_id => $tm->{comm_id}, content => 'I am Bob', sender => 'Bob' });
+    is "$sc $sd->{code}", '400 sender_mismatch', '... over HTTP: 400 sender_mismatch';
+    is redis_cmd('EXISTS', "ioa:{room:$tm->{comm_id}}:log"), 0, '... and nothing stored';
+    $ws->close;
     like $log->[0][1][1], qr/"sender":"Alice"/, '... sent by Alice';
     my $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, '/agents/Bob/inbox',
                                     headers => bearer($t{Alice}));
