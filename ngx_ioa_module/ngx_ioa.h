@@ -130,6 +130,7 @@ typedef struct {
     ngx_uint_t                max_json_depth;
     ngx_uint_t                catchup_batch;
     ngx_flag_t                launch_goal_wait;  /* IoA's blocking answer */
+    ngx_array_t              *cors_origins;   /* ngx_str_t; NULL: no CORS */
 
     ngx_uint_t                auth;           /* NGX_IOA_AUTH_* */
     ngx_array_t              *jwt_keys;       /* ngx_ioa_jwt_key_t */
@@ -452,6 +453,9 @@ typedef void (*ngx_ioa_rest_handler_pt)(ngx_http_request_t *r,
 ngx_int_t ngx_ioa_read_body(ngx_http_request_t *r,
     ngx_ioa_body_handler_pt handler);
 yajl_val ngx_ioa_body_json(ngx_http_request_t *r, ngx_str_t *body);
+ngx_int_t ngx_ioa_cors(ngx_http_request_t *r);
+char *ngx_ioa_cors_origins_slot(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 ngx_table_elt_t *ngx_ioa_header_in(ngx_http_request_t *r, const char *name);
 ngx_int_t ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status,
     ngx_str_t *json);

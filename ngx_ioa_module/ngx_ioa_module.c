@@ -205,6 +205,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       offsetof(ngx_ioa_loc_conf_t, send_queue_limit),
       NULL },
 
+    { ngx_string("ioa_cors_origins"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_ioa_cors_origins_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, cors_origins),
+      NULL },
+
     { ngx_string("ioa_launch_goal_wait"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
       ngx_conf_set_flag_slot,
@@ -320,6 +327,12 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
     ngx_http_core_loc_conf_t  *clcf;
 
     clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    /* ioa_cors_origins: headers on every answer, preflights answered */
+    rc = ngx_ioa_cors(r);
+    if (rc != NGX_DECLINED) {
+        return rc;
+    }
 
     rest = r->uri;
 
@@ -754,6 +767,7 @@ ngx_ioa_create_loc_conf(ngx_conf_t *cf)
     lcf->max_json_depth = NGX_CONF_UNSET_UINT;
     lcf->catchup_batch = NGX_CONF_UNSET_UINT;
     lcf->launch_goal_wait = NGX_CONF_UNSET;
+    lcf->cors_origins = NGX_CONF_UNSET_PTR;
     lcf->auth = NGX_CONF_UNSET_UINT;
     lcf->jwt_keys = NGX_CONF_UNSET_PTR;
     lcf->auth_leeway = NGX_CONF_UNSET;
@@ -770,6 +784,7 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 
     ngx_conf_merge_value(conf->api, prev->api, 0);
     ngx_conf_merge_value(conf->launch_goal_wait, prev->launch_goal_wait, 0);
+    ngx_conf_merge_ptr_value(conf->cors_origins, prev->cors_origins, NULL);
     ngx_conf_merge_size_value(conf->max_message_size,
                               prev->max_message_size, 64 * 1024);
     ngx_conf_merge_size_value(conf->send_queue_limit,

@@ -1,0 +1,100 @@
+# t/200-ioa-compat.t -- IoA drop-in (issue 19): what IoA's own frontend,
+# clients and scripts need from the hub, over the wire, written from IoA's
+# published behaviour.  Real nginx + module + Redis.
+#
+#   TEST_NGINX_LOAD_MODULES=/work/main/build/ngx_http_ioa_module.so \
+#       prove -It/lib t/200-ioa-compat.t
+
+use strict;
+use warnings;
+
+use Test::Nginx::Socket 'no_plan';
+use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
+use IoaTest;
+use IoaTest::Agent qw(fresh_hub json);
+use IoaTest::Api;
+
+no_root_location();
+no_shuffle();
+log_level('info');
+
+# a raw HTTP request: (HTTP::Response)
+sub req {
+    my ($ctx, $method, $path, $body, @h) = @_;
+    return $ctx->http($method => $path, body => $body // '', headers => [@h]);
+}
+
+run_tests();
+
+__DATA__
+
+=== TEST 1: ioa_cors_origins: IoA's frontend on another origin gets its preflight answered (204, the method and headers it asked for, a max-age) and Access-Control-Allow-Origin echoed with credentials and Vary: Origin on every answer, errors included; an origin not listed gets no CORS header at all
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_cors_origins http://localhost:3000 https://ioa.example; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    my @fe = (Origin => 'http://localhost:3000');
+    my $res = req($ctx, OPTIONS => '/fetch_chat_record', undef, @fe,
+                  'Access-Control-Request-Method' => 'POST',
+                  'Access-Control-Request-Headers' => 'authorization,content-type');
+    is $res->code, 204, 'preflight: 204';
+    is $res->header('Access-Control-Allow-Origin'), 'http://localhost:3000', '... the origin echoed';
+    is $res->header('Access-Control-Allow-Credentials'), 'true', '... credentials allowed';
+    like $res->header('Access-Control-Allow-Methods') // '', qr/\bPOST\b/, '... POST allowed';
+    is $res->header('Access-Control-Allow-Headers'), 'authorization,content-type', '... the headers asked for';
+    is $res->header('Access-Control-Max-Age'), 600, '... cached ten minutes';
+    like $res->header('Vary') // '', qr/\bOrigin\b/, '... Vary: Origin';
+
+    $res = req($ctx, POST => '/register', '{"name":"Alice","type":"Human Assistant","desc":"a"}', @fe,
+               'Content-Type' => 'application/json', Authorization => 'Bearer x');
+    is $res->code, 200, 'a credentialed request: 200';
+    is $res->header('Access-Control-Allow-Origin'), 'http://localhost:3000', '... with the origin, never "*"';
+    like $res->header('Vary') // '', qr/\bOrigin\b/, '... and Vary: Origin';
+
+    $res = req($ctx, POST => '/fetch_chat_record', '{"comm_id":42}', @fe);
+    is $res->code, 400, 'an error answer: 400';
+    is $res->header('Access-Control-Allow-Origin'), 'http://localhost:3000', '... carries the CORS headers too';
+    $res = req($ctx, GET => '/no_such_endpoint', undef, Origin => 'https://ioa.example');
+    is $res->code, 404, 'an unknown endpoint: 404';
+    is $res->header('Access-Control-Allow-Origin'), 'https://ioa.example', '... from the second origin listed';
+
+    my @evil = (Origin => 'http://evil.example');
+    $res = req($ctx, OPTIONS => '/fetch_chat_record', undef, @evil, 'Access-Control-Request-Method' => 'POST');
+    is $res->code, 405, 'an origin not listed: its preflight is an ordinary OPTIONS (405)';
+    ok !defined $res->header('Access-Control-Allow-Origin'), '... with no CORS header';
+    $res = req($ctx, GET => '/health_check', undef, @evil);
+    ok !defined $res->header('Access-Control-Allow-Origin'), '... nor on its requests';
+    $res = req($ctx, GET => '/health_check');
+    ok !defined $res->header('Access-Control-Allow-Origin'), 'a request without Origin: untouched';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 2: ioa_cors_origins * echoes any origin; without the directive there is no CORS at all (preflight 405)
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location /any/ { ioa_api; ioa_cors_origins *; }
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    my $res = req($ctx, GET => '/any/health_check', undef, Origin => 'http://anything.example:8080');
+    is $res->header('Access-Control-Allow-Origin'), 'http://anything.example:8080', '"*": any origin, echoed';
+    $res = req($ctx, OPTIONS => '/health_check', undef, Origin => 'http://localhost:3000',
+               'Access-Control-Request-Method' => 'GET');
+    is $res->code, 405, 'no ioa_cors_origins: a preflight is 405';
+    ok !defined $res->header('Access-Control-Allow-Origin'), '... without CORS headers';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
