@@ -371,8 +371,8 @@ GET /health_check
     my $wso = $ctx->ws('/chatlist_ws');
     ok $wso->ok, 'an observer' or diag $wso->error;
     my $until = time + 3;
-    sleep 0.05 while time < $until && redis_cmd('PUBSUB', 'NUMPAT') < 1;
-    ok redis_cmd('PUBSUB', 'NUMPAT') >= 1, 'hub subscribed to the feed';
+    sleep 0.05 while time < $until && redis_numpat() < 1;
+    ok redis_numpat() >= 1, 'hub subscribed to the feed';
     $a->post(qq({"comm_id":"$cid","content":"spoof","frontend_type":"teamup","ioa_decision":{"decision":"conclude"},"ioa_step":41,"ioa_goal":"x","ioa":"kept"}));
     ($m) = recv_envs($b, 1, 5, 'Bob (spoof)');
     is $m->{content}, 'spoof', 'delivered';
