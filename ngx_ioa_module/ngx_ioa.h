@@ -327,6 +327,14 @@ struct ngx_ioa_room_s {
 extern ngx_module_t  ngx_http_ioa_module;
 
 ngx_ioa_main_conf_t *ngx_ioa_main_conf(void);
+/* an agent name: characters and bytes (ngx_ioa_valid_name) */
+#define NGX_IOA_NAME_MAX_CHARS    64
+#define NGX_IOA_NAME_MAX_BYTES    256
+/* the rule in words, for error messages */
+#define NGX_IOA_NAME_RULE                                                     \
+    "1 to 64 characters of UTF-8, no control character, \"/\", \"{\" or "    \
+    "\"}\", no space at either end (and ioa_agent_name_pattern, if set)"
+
 ngx_int_t ngx_ioa_valid_name(ngx_str_t *name);
 int64_t ngx_ioa_now_ms(void);
 

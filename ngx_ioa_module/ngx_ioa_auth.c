@@ -637,6 +637,14 @@ ngx_ioa_auth_jwt(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
         return NGX_DECLINED;
     }
 
+    /* the same rule as every other place a name enters */
+    if (ngx_ioa_valid_name(&id->sub) != NGX_OK) {
+        ngx_ioa_error_set(err, "unauthorized", NULL,
+                          "the token's \"sub\" is not a name: "
+                          NGX_IOA_NAME_RULE);
+        return NGX_DECLINED;
+    }
+
     if (ngx_ioa_auth_time(ngx_ioa_json_get(claims, "exp"), &exp) != NGX_OK) {
         ngx_ioa_error_set(err, "unauthorized", NULL,
                           "the token has no numeric \"exp\"; tokens must "
@@ -703,6 +711,13 @@ ngx_ioa_auth_request(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
     if (id->sub.len == 0) {
         ngx_ioa_error_set(err, "unauthorized", NULL,
                           "the authentication service named no identity");
+        return NGX_DECLINED;
+    }
+
+    if (ngx_ioa_valid_name(&id->sub) != NGX_OK) {
+        ngx_ioa_error_set(err, "unauthorized", NULL,
+                          "the identity the authentication service named is "
+                          "not a name: " NGX_IOA_NAME_RULE);
         return NGX_DECLINED;
     }
 

@@ -571,34 +571,71 @@ ngx_ioa_main_conf(void)
 }
 
 
+/*
+ * One rule for every name, wherever it enters (REST bodies, the WebSocket
+ * and SSE paths once nginx has percent-decoded them, a token's subject, an
+ * envelope's sender and next_speaker, team lists): the names people give
+ * their agents, in any script ("Weize Chen's Assistant", "王小明的助手",
+ * "Open Interpreter (v2)"), refusing only what is unsafe or ambiguous:
+ *
+ *   - empty, more than NGX_IOA_NAME_MAX_CHARS characters (at most
+ *     NGX_IOA_NAME_MAX_BYTES bytes of UTF-8), or not UTF-8;
+ *   - a control character anywhere (C0, DEL, C1: a name is part of Redis
+ *     keys, log lines and other clients' screens; a trailing newline too,
+ *     which PCRE's "$" would let through);
+ *   - "/" (paths), "{" and "}" (a Redis Cluster hash tag inside a key);
+ *   - a space at either end (two names that look the same).
+ *
+ * ioa_agent_name_pattern, when given, must match too: a stricter rule for
+ * operators who want one.
+ */
+
 ngx_int_t
 ngx_ioa_valid_name(ngx_str_t *name)
 {
-    u_char     *p, *last;
-    ngx_int_t   rc;
+    u_char      *p, *last;
+    uint32_t     cp;
+    ngx_uint_t   chars;
 
-    if (name->len == 0 || name->len > 256) {
+    if (name->len == 0 || name->len > NGX_IOA_NAME_MAX_BYTES
+        || name->data[0] == ' ' || name->data[name->len - 1] == ' ')
+    {
         return NGX_DECLINED;
     }
 
-    /*
-     * No control character, whatever the pattern: a name is part of Redis
-     * keys, log lines and other clients' screens.  It also closes what a
-     * pattern ending in "$" leaves open, since PCRE's "$" matches before a
-     * final newline ("Planner\n").
-     */
-
+    p = name->data;
     last = name->data + name->len;
+    chars = 0;
 
-    for (p = name->data; p < last; p++) {
-        if (*p < 0x20 || *p == 0x7f) {
+    while (p < last) {
+        if (*p < 0x80) {
+            cp = *p++;
+
+        } else {
+            cp = ngx_utf8_decode(&p, last - p);
+
+            if (cp > 0x10ffff) {
+                return NGX_DECLINED;            /* not UTF-8 */
+            }
+        }
+
+        if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)
+            || cp == '/' || cp == '{' || cp == '}')
+        {
+            return NGX_DECLINED;
+        }
+
+        if (++chars > NGX_IOA_NAME_MAX_CHARS) {
             return NGX_DECLINED;
         }
     }
 
-    rc = ngx_regex_exec(ngx_ioa_mcf->name_regex, name, NULL, 0);
+    if (ngx_ioa_mcf->name_regex == NULL) {
+        return NGX_OK;
+    }
 
-    return rc >= 0 ? NGX_OK : NGX_DECLINED;
+    return ngx_regex_exec(ngx_ioa_mcf->name_regex, name, NULL, 0) >= 0
+           ? NGX_OK : NGX_DECLINED;
 }
 
 
@@ -699,10 +736,9 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    /* no pattern: the built-in rule alone (ngx_ioa_valid_name) */
     if (mcf->name_pattern.data == NULL) {
-        /* IoA's own agents have names like "Open Interpreter" */
-        ngx_str_set(&mcf->name_pattern,
-                    "^[A-Za-z0-9][A-Za-z0-9 _.@:+-]{0,63}\\z");
+        goto pattern_done;
     }
 
     ngx_memzero(&rc, sizeof(ngx_regex_compile_t));
@@ -719,6 +755,8 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
     }
 
     mcf->name_regex = rc.regex;
+
+pattern_done:
 
     mcf->reg_base.len = mcf->redis_prefix.len + sizeof("{reg}:") - 1;
     mcf->reg_base.data = ngx_pnalloc(cf->pool, mcf->reg_base.len);

@@ -110,8 +110,7 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
         || ngx_ioa_valid_name(&name) != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_invalid(r, "name",
-                       "\"name\" must be a string matching "
-                       "ioa_agent_name_pattern"));
+                       "\"name\" must be a name: " NGX_IOA_NAME_RULE));
         return;
     }
 
@@ -557,7 +556,8 @@ ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
             || ngx_ioa_valid_name(&s) != NGX_OK)
         {
             ngx_ioa_finish(r, ngx_ioa_invalid(r, "name",
-                           "every name must match ioa_agent_name_pattern"));
+                           "every name must be a name: "
+                           NGX_IOA_NAME_RULE));
             return;
         }
 

@@ -2122,8 +2122,7 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
         && ngx_ioa_valid_name(&env.sender) != NGX_OK)
     {
         ngx_ioa_error_set(&err, "invalid_name", "sender",
-                          "\"sender\" is not a name ioa_agent_name_pattern "
-                          "accepts");
+                          "\"sender\" is not a name: " NGX_IOA_NAME_RULE);
         rc = NGX_ERROR;
     }
 
@@ -2387,9 +2386,9 @@ ngx_ioa_post_result(redisReply *reply, ngx_str_t *name, ngx_str_t *comm_id,
 
     if (code.len == 11 && ngx_strncmp(code.data, "NOTYOURTURN", 11) == 0) {
 
-        /* "<sender> does not have the floor; next: <a>,<b>": names cannot
-         * hold ';' (ioa_agent_name_pattern), so the last "; next: " starts
-         * the list */
+        /* "<sender> does not have the floor; next: <a>,<b>": the last
+         * "; next: " starts the list (a name holding one only makes the
+         * message read oddly) */
 
         next.len = 0;
         next.data = text.data;

@@ -131,8 +131,8 @@ ngx_ioa_agent_post_handler(ngx_http_request_t *r, ngx_str_t *name)
 
     if (ngx_ioa_valid_name(name) != NGX_OK) {
         ngx_ioa_error_set(&err, "invalid_name", "agent_name",
-                          "agent name \"%V\" does not match "
-                          "ioa_agent_name_pattern", name);
+                          "agent name \"%V\" is not a name: "
+                          NGX_IOA_NAME_RULE, name);
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
     }
 
@@ -172,8 +172,7 @@ ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
         && ngx_ioa_valid_name(&env.sender) != NGX_OK)
     {
         ngx_ioa_error_set(&err, "invalid_name", "sender",
-                          "\"sender\" is not a name ioa_agent_name_pattern "
-                          "accepts");
+                          "\"sender\" is not a name: " NGX_IOA_NAME_RULE);
         rc = NGX_ERROR;
     }
 
@@ -265,8 +264,8 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
 
     if (kind == NGX_IOA_CLIENT_AGENT && ngx_ioa_valid_name(name) != NGX_OK) {
         ngx_ioa_error_set(&err, "invalid_name", "agent_name",
-                          "agent name \"%V\" does not match "
-                          "ioa_agent_name_pattern", name);
+                          "agent name \"%V\" is not a name: "
+                          NGX_IOA_NAME_RULE, name);
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
     }
 

@@ -212,8 +212,8 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
 
     if (kind == NGX_IOA_CLIENT_AGENT && ngx_ioa_valid_name(name) != NGX_OK) {
         ngx_ioa_error_set(&err, "invalid_name", "agent_name",
-                          "agent name \"%V\" does not match "
-                          "ioa_agent_name_pattern", name);
+                          "agent name \"%V\" is not a name: "
+                          NGX_IOA_NAME_RULE, name);
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
     }
 

@@ -1045,7 +1045,7 @@ GET /health_check
     is $rc, 0, '--help: exit 0';
     like $out, qr/--exec PROGRAM \[ARG\.\.\.\]/, '--help documents --exec';
 
-    my $ag = agent($ctx, name => 'B!ad', exec => ['true']);
+    my $ag = agent($ctx, name => 'B{ad}', exec => ['true']);
     ok wait_until(sub { !$ag->alive }, 5), 'a name the hub refuses: the agent exits';
     is $ag->stop >> 8, 1, '... with status 1';
     like $ag->log, qr/the hub refused the registration \(HTTP 400\): .*"field":"name"/,

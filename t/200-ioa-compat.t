@@ -98,3 +98,65 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 3: the names IoA's users write: "Weize Chen's Assistant", 王小明的助手 and "Open Interpreter (v2)" register, connect over WebSocket and SSE (percent-encoded paths), team up and exchange envelopes; each class the rule refuses is refused at each entry point with a 400 naming the field
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    require IoaTest::SSE;
+    fresh_hub($ctx);
+    my @names = ("Weize Chen's Assistant", "\x{738b}\x{5c0f}\x{660e}\x{7684}\x{52a9}\x{624b}", 'Open Interpreter (v2)');
+    IoaTest::Agent::register($ctx, @names);
+    my %a = map { ($_ => IoaTest::Agent->connect($ctx, $_)) } @names[0, 1];
+    ok $a{$_}->ok, "WebSocket /ws/<$_>" or diag $a{$_}->error for @names[0, 1];
+    (my $path = $names[2]) =~ s/([^A-Za-z0-9])/sprintf '%%%02X', ord $1/ge;
+    my $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, "/agents/$path/inbox");
+    ok $sse->ok, "SSE /agents/<$names[2]>/inbox" or diag $sse->error;
+    my $cid = IoaTest::Agent::teamup($ctx, $names[0], [ @names[1, 2] ], 'Paper writing');
+    ok $cid, 'they team up';
+    sleep 0.3;
+    $a{ $names[0] }->post(IoaTest::Agent::envelope(comm_id => $cid, content => 'draft ready', next_speaker => [ $names[1] ]));
+    my ($m) = $a{ $names[1] }->recv_until(sub { ($_->{content} // '') eq 'draft ready' }, 5);
+    is $m && $m->{sender}, $names[0], "$names[1] receives it from $names[0]";
+    is_deeply $m && $m->{next_speaker}, [ $names[1] ], '... addressed to it';
+    my @ev;
+    while (my $e = $sse->next_event(3)) {
+        push @ev, json()->decode($e->{data}) if defined $e->{data};
+        last if @ev;
+    }
+    is $ev[0] && $ev[0]{sender}, $names[0], "$names[2] receives it over SSE";
+    my ($code, $d) = api($ctx, POST => '/query_assistant', { name => $names[1] });
+    is "$code $d->{name}", "200 $names[1]", '/query_assistant finds it by its name';
+    $sse->close;
+
+    # refused, at each entry point
+    my @refused = ('Alice ', ' Alice', "Al\nice", "Alice\n", 'a/b', 'a{b}c', 'x' x 65);
+    for my $n (@refused) {
+        my $what = json()->encode($n);
+        ($code, $d) = api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => 'x' });
+        is "$code $d->{field}", '400 name', "/register $what: 400 naming name";
+        ($code, $d) = api($ctx, POST => '/teamup', { sender => $names[0], agent_names => [$n] });
+        is $code, 400, "/teamup with $what: 400";
+        # a "/" in a path is a separator once nginx has decoded it: there
+        # is no such endpoint
+        my $want = $n =~ m{/} ? 404 : 400;
+        my $e = IoaTest::Agent::_uri_escape($n);
+        my $ws = $ctx->ws("/ws/$e");
+        is $ws->status, $want, "/ws/$e: $want";
+        my $res = $ctx->http(GET => "/agents/$e/inbox");
+        is $res->code, $want, "/agents/$e/inbox: $want";
+    }
+    my $res = $ctx->http(GET => '/agents/%FF%FE/inbox');
+    is $res->code, 400, 'a path that is not UTF-8: 400';
+    like $res->content, qr/"code":"invalid_name"/, '... invalid_name';
+--- no_error_log
+[alert]
+[crit]
+[emerg]

@@ -134,6 +134,7 @@ sub connect {
 
 sub _uri_escape {
     my $s = shift;
+    utf8::encode($s);           # a name is characters; a path is UTF-8 bytes
     $s =~ s/([^A-Za-z0-9_.~-])/sprintf '%%%02X', ord $1/ge;
     return $s;
 }
