@@ -160,3 +160,42 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 4: a member whose name needs percent-encoding leaves: sends into the room keep working for everyone else, and it gets what it missed when it comes back (resume)
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    my @n = ("Weize Chen's Assistant", "\x{738b}\x{5c0f}\x{660e}\x{7684}\x{52a9}\x{624b}", 'Open Interpreter (v2)');
+    IoaTest::Agent::register($ctx, @n);
+    my %a = map { ($_ => IoaTest::Agent->connect($ctx, $_)) } @n;
+    my $cid = IoaTest::Agent::teamup($ctx, $n[0], [ @n[1, 2] ]);
+    sleep 0.3;
+    $a{ $n[0] }->post(IoaTest::Agent::envelope(comm_id => $cid, content => 'before'));
+    my ($m) = $a{ $n[1] }->recv_until(sub { ($_->{content} // '') eq 'before' }, 5);
+    my $last = $m && $m->{id};
+    ok $last, "$n[1] got the first envelope";
+    $a{ $n[1] }->disconnect;                 # gone without a close frame
+    sleep 0.2;
+    for my $i (1 .. 3) {
+        $a{ $n[0] }->post(IoaTest::Agent::envelope(comm_id => $cid, content => "while away $i"));
+        my ($got) = $a{ $n[2] }->recv_until(sub { ($_->{content} // '') eq "while away $i" }, 5);
+        ok $got, "envelope $i still reaches $n[2]";
+        my ($echo) = $a{ $n[0] }->recv_until(sub { ($_->{content} // '') eq "while away $i" }, 5);
+        ok $echo, "... and its sender, whose connection is fine";
+    }
+    my $back = IoaTest::Agent->connect($ctx, $n[1], "?resume=$cid:$last");
+    ok $back->ok, "$n[1] comes back" or diag $back->error;
+    my @missed = map { $_->{content} } $back->recv_n(3, 5);
+    is_deeply \@missed, [ map { "while away $_" } 1 .. 3 ], '... and gets exactly what it missed';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
