@@ -125,6 +125,7 @@ typedef struct ngx_ioa_jwt_key_s  ngx_ioa_jwt_key_t;
 typedef struct {
     ngx_flag_t                api;
     size_t                    max_message_size;
+    ngx_uint_t                max_message_given;  /* not the default */
     size_t                    send_queue_limit;
     ngx_msec_t                ping_interval;
     ngx_uint_t                max_json_depth;

@@ -823,10 +823,23 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_value(conf->api, prev->api, 0);
     ngx_conf_merge_value(conf->launch_goal_wait, prev->launch_goal_wait, 0);
     ngx_conf_merge_ptr_value(conf->cors_origins, prev->cors_origins, NULL);
-    ngx_conf_merge_size_value(conf->max_message_size,
-                              prev->max_message_size, 64 * 1024);
+    /* room for a few envelopes of ioa_max_message_size, stamped */
     ngx_conf_merge_size_value(conf->send_queue_limit,
-                              prev->send_queue_limit, 1024 * 1024);
+                              prev->send_queue_limit, 4 * 1024 * 1024);
+    /* 1m (IoA's results carry files and long model outputs), or the send
+     * queue if that was set smaller: a message must fit in it.  Given at
+     * this level or above, it is taken as given (and checked below). */
+    if (conf->max_message_size != NGX_CONF_UNSET_SIZE) {
+        conf->max_message_given = 1;
+
+    } else if (prev->max_message_given) {
+        conf->max_message_given = 1;
+        conf->max_message_size = prev->max_message_size;
+
+    } else {
+        conf->max_message_size = ngx_min(1024 * 1024,
+                                         conf->send_queue_limit);
+    }
     ngx_conf_merge_msec_value(conf->ping_interval, prev->ping_interval,
                               30000);
     ngx_conf_merge_uint_value(conf->max_json_depth, prev->max_json_depth, 32);

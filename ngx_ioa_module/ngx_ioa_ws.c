@@ -101,6 +101,8 @@ typedef struct {
     size_t                    msg_len;
     size_t                    msg_cap;
     ngx_uint_t                msg_opcode;
+    ngx_uint_t                skipping;  /* the message is over the size
+                                            limit: read past, not kept */
     uint32_t                  utf8;
 
     u_char                    ctl[125];
@@ -851,8 +853,10 @@ ngx_ioa_ws_process(ngx_ioa_ws_t *ws)
     while (ws->pos < ws->last && !ws->closing) {
 
         if (!ws->in_frame) {
+            /* a data frame of any length is read: one over the limit is
+             * skipped, not refused (ngx_ioa_ws_frame_start) */
             rc = ngx_ioa_ws_frame_parse(ws->pos, ws->last,
-                                        ws->client.lcf->max_message_size,
+                                        NGX_MAX_SIZE_T_VALUE / 2,
                                         &ws->frame, &code, &reason);
 
             if (rc == NGX_AGAIN) {
@@ -880,7 +884,12 @@ ngx_ioa_ws_process(ngx_ioa_ws_t *ws)
             n = (size_t) left;
         }
 
-        if (n) {
+        if (n && ws->skipping && ws->frame.opcode < NGX_IOA_WS_CLOSE) {
+            /* the oversized message's bytes go by unread */
+            ws->pos += n;
+            ws->frame_got += n;
+
+        } else if (n) {
             if (ws->frame.opcode >= NGX_IOA_WS_CLOSE) {
                 dst = ws->ctl + ws->frame_got;
 
@@ -926,9 +935,10 @@ ngx_ioa_ws_process(ngx_ioa_ws_t *ws)
 static ngx_int_t
 ngx_ioa_ws_frame_start(ngx_ioa_ws_t *ws)
 {
-    size_t       need;
-    u_char      *p;
-    ngx_uint_t   op;
+    size_t            need;
+    u_char           *p;
+    ngx_uint_t        op;
+    ngx_ioa_error_t   err;
 
     op = ws->frame.opcode;
 
@@ -962,13 +972,33 @@ ngx_ioa_ws_frame_start(ngx_ioa_ws_t *ws)
         ws->utf8 = 0;
     }
 
-    need = ws->msg_len + (size_t) ws->frame.payload_len;
-
-    if (need > ws->client.lcf->max_message_size) {
-        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_TOO_BIG,
-                         "message larger than ioa_max_message_size");
-        return NGX_ERROR;
+    if (ws->skipping) {
+        return NGX_OK;                  /* more of a skipped message */
     }
+
+    if (ws->frame.payload_len
+        > (uint64_t) (ws->client.lcf->max_message_size - ws->msg_len))
+    {
+        /*
+         * Too big: the client hears it at once, and the rest of the
+         * message, across its fragments, is read past without being kept,
+         * so the connection stays usable and nothing of it is buffered.
+         * What was kept of its earlier fragments is dropped.
+         */
+
+        ngx_ioa_error_set(&err, "too_big", NULL,
+                          "the message is larger than ioa_max_message_size "
+                          "(%uz bytes); it was not stored",
+                          ws->client.lcf->max_message_size);
+        ngx_ioa_client_error(&ws->client, &err, NULL);
+
+        ws->skipping = 1;
+        ws->msg_len = 0;
+
+        return ws->finalized || ws->closing ? NGX_ERROR : NGX_OK;
+    }
+
+    need = ws->msg_len + (size_t) ws->frame.payload_len;
 
     if (need > ws->msg_cap) {
         /* a single-frame message is allocated at exactly its size; a
@@ -1002,6 +1032,15 @@ ngx_ioa_ws_frame_done(ngx_ioa_ws_t *ws)
     }
 
     if (!ws->frame.fin) {
+        return NGX_OK;
+    }
+
+    if (ws->skipping) {
+        /* the end of a message that was too big: the next one is new */
+        ws->skipping = 0;
+        ws->msg_opcode = 0;
+        ws->msg_len = 0;
+        ws->utf8 = 0;
         return NGX_OK;
     }
 

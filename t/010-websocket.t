@@ -1017,7 +1017,7 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 29: ioa_max_message_size 1k: a 2 KiB message, or fragments adding up to more than 1 KiB, close with 1009; 1 KiB exactly passes
+=== TEST 29: ioa_max_message_size 1k: a 2 KiB message, or fragments adding up to more than 1 KiB, get an error frame too_big naming the limit and are skipped as they stream in; the connection stays usable; 1 KiB exactly passes
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1028,28 +1028,33 @@ closing WebSocket of "Alice"
 --- ioa_scenario
     my $ws = ws_ok($ctx, '/ws/Alice');
     $ws->send_text('{"content":"' . ('x' x 2030) . '"}');
-    expect_close($ws, 1009, qr/ioa_max_message_size/, '2 KiB in one frame');
+    expect_error_frame($ws, 'too_big', '2 KiB in one frame');
+    # the next message is read as a message: the oversized one was skipped
+    $ws->send_text('{"content":"after"}');
+    expect_error_frame($ws, 'missing_comm_id', 'the next message after it');
 
-    $ws = ws_ok($ctx, '/ws/Alice');
     $ws->send_frame(opcode => 1, fin => 0, payload => '{"content":"' . ('x' x 500));
     $ws->send_frame(opcode => 0, fin => 0, payload => 'x' x 500);
     expect_silence($ws, 0.3, '1012 bytes so far');
-    $ws->send_frame(opcode => 0, fin => 1, payload => ('x' x 100) . '"}');
-    expect_close($ws, 1009, qr/ioa_max_message_size/, 'fragments totalling 1114 bytes');
+    $ws->send_frame(opcode => 0, fin => 0, payload => 'x' x 100);
+    expect_error_frame($ws, 'too_big', 'fragments passing 1 KiB: said at once');
+    $ws->send_frame(opcode => 0, fin => 1, payload => ('x' x 5000) . '"}');
+    expect_silence($ws, 0.3, 'the rest of it, read past');
+    $ws->send_text('{"content":"after"}');
+    expect_error_frame($ws, 'missing_comm_id', 'and the next message is read');
 
     # exactly 1024 bytes, in one frame and in fragments, is processed
     my $msg = '{"content":"' . ('y' x (1024 - 14)) . '"}';
     is length $msg, 1024, 'the boundary message is 1024 bytes';
-    $ws = ws_ok($ctx, '/ws/Alice');
     $ws->send_text($msg);
     expect_error_frame($ws, 'missing_comm_id', '1024 bytes in one frame');
     $ws->send_frame(opcode => 1, fin => 0, payload => substr $msg, 0, 600);
     $ws->send_frame(opcode => 0, fin => 1, payload => substr $msg, 600);
     expect_error_frame($ws, 'missing_comm_id', '1024 bytes in two fragments');
     $ws->send_text($msg . ' ');
-    expect_close($ws, 1009, qr/ioa_max_message_size/, '1025 bytes');
---- error_log
-closing WebSocket of "Alice" with 1009
+    expect_error_frame($ws, 'too_big', '1025 bytes');
+    $ws->send_frame(opcode => 9, payload => 'still');
+    expect_pong($ws, 'still', 'the connection is still open');
 --- no_error_log
 [alert]
 [emerg]
@@ -1057,7 +1062,7 @@ closing WebSocket of "Alice" with 1009
 
 
 
-=== TEST 30: ioa_max_message_size: the frame header alone triggers 1009, before any payload is sent
+=== TEST 30: ioa_max_message_size: the frame header alone triggers too_big, before any payload is sent; the payload is then read past, and the connection goes on
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1066,20 +1071,26 @@ closing WebSocket of "Alice" with 1009
         ioa_max_message_size 1k;
     }
 --- ioa_scenario
-    for my $case ([1 << 20, '1 MiB'], [2000, '2000 bytes (16-bit length)'],
-                  [2**62, '2^62 bytes'])
-    {
+    for my $case ([1 << 20, '1 MiB'], [2000, '2000 bytes (16-bit length)']) {
         my ($len, $what) = @$case;
         my $ws = ws_ok($ctx, '/ws/Alice');
         # header and mask key only
         $ws->send_raw($ws->build_frame(opcode => 1, length => $len, payload => ''));
-        expect_close($ws, 1009, qr/ioa_max_message_size/, "header of a $what frame");
+        expect_error_frame($ws, 'too_big', "header of a $what frame");
+        # then the payload, which is read past, and a message that is read
+        $ws->send_raw('z' x $len);
+        $ws->send_text('{"content":"after"}');
+        expect_error_frame($ws, 'missing_comm_id', "after the $what payload, the next message");
     }
-    # a fragment header that would push the message over the limit
+    # a length no client could send ends the connection (1009)
     my $ws = ws_ok($ctx, '/ws/Alice');
+    $ws->send_raw($ws->build_frame(opcode => 1, length => 2**62, payload => ''));
+    expect_close($ws, 1009, qr/ioa_max_message_size/, 'header of a 2^62-byte frame');
+    # a fragment header that would push the message over the limit
+    $ws = ws_ok($ctx, '/ws/Alice');
     $ws->send_frame(opcode => 1, fin => 0, payload => 'a' x 1000);
     $ws->send_raw($ws->build_frame(opcode => 0, length => 100, payload => ''));
-    expect_close($ws, 1009, qr/ioa_max_message_size/, 'header of a continuation');
+    expect_error_frame($ws, 'too_big', 'header of a continuation');
 --- no_error_log
 [alert]
 [emerg]
@@ -1163,8 +1174,8 @@ closing WebSocket of "Alice" with 1009
     my $echo = decode_json_or_undef($ws->recv_text(5)) // {};
     is length($echo->{content} // ''), 60000, 'the echo has all 60000 characters';
     ok(($echo->{content} // '') eq $content, 'byte for byte');
-    # a message of exactly the default ioa_max_message_size (64k), which
-    # needs the 64-bit length form, is accepted too
+    # a 64 KiB message, which needs the 64-bit length form, is accepted
+    # too
     my $pad = 65536 - length $::JSON->encode({ comm_id => $room, content => '' });
     $text = $::JSON->encode({ comm_id => $room, content => 'q' x $pad });
     is length $text, 65536, 'a 65536-byte envelope';
@@ -1435,7 +1446,7 @@ closing WebSocket of "Alice" with 1009
     my @ws;
     push @ws, my $a = ws_ok($ctx, '/ws/Alice');     # closing handshake
     push @ws, my $b = ws_ok($ctx, '/ws/Bob');       # protocol error
-    push @ws, my $c = ws_ok($ctx, '/ws/Carol');     # message too big
+    push @ws, my $c = ws_ok($ctx, '/ws/Carol');     # message too big, then gone
     push @ws, my $d = ws_ok($ctx, '/ws/Dave');      # client just goes away
     push @ws, my $e = ws_ok($ctx, '/ws/Eve');       # close frame, then gone
     is $active->(), 6, 'five WebSockets open';
@@ -1445,7 +1456,7 @@ closing WebSocket of "Alice" with 1009
     $b->send_frame(opcode => 1, mask => 0, payload => 'x');
     expect_close($b, 1002, qr/mask/, 'protocol error');
     $c->send_text('x' x 2000);
-    expect_close($c, 1009, undef, 'too big');
+    expect_error_frame($c, 'too_big', 'too big');
     $e->close(1000);
     $_->disconnect for @ws;
     my ($n, $left, $deadline) = (-1, -1, time + 4);

@@ -235,7 +235,7 @@ Content-Type: application/json
 
 
 
-=== TEST 6: ioa_max_message_size is the limit: 1000 bytes pass under 1k, and 20 KB under the default 64k
+=== TEST 6: ioa_max_message_size is the limit: 1000 bytes pass under 1k, and 20 KB under the default 1m
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -317,7 +317,7 @@ GET /health_check
 ["POST /agents/Alice/messages\n" . '{"content":"where to?"}',
  "POST /agents/Alice/messages\n" . '{"comm_id":"r1","content":',
  "POST /agents/Alice/messages\n" . '{"op":"resume","since":"0-0"}',
- "POST /agents/Al!ce/messages\n" . '{"comm_id":"r1","content":"x"}',
+ "POST /agents/Al%7Bi%7Dce/messages\n" . '{"comm_id":"r1","content":"x"}',
  "GET /agents/Alice/messages"]
 --- error_code eval
 [400, 400, 400, 400, 405]
@@ -610,7 +610,7 @@ Content-Type: application/json
 ["GET /agents/Bob/inbox?since=yesterday",
  "GET /agents/Bob/inbox?resume=abc",
  "GET /agents/Bob/inbox?resume=abc:1-x",
- "GET /agents/B!ob/inbox"]
+ "GET /agents/B%7Bo%7Db/inbox"]
 --- error_code eval
 [400, 400, 400, 400]
 --- response_body_like eval

@@ -124,7 +124,7 @@ GET /health_check
         ['{"goal":""}'                                     => 'goal'],
         ['{"goal":7}'                                      => 'goal'],
         ['{"goal":"g","team_member_names":"Bob"}'          => 'team_member_names'],
-        ['{"goal":"g","team_member_names":["bad name!"]}'  => 'team_member_names'],
+        ['{"goal":"g","team_member_names":["bad{name}"]}'  => 'team_member_names'],
         ['{"goal":"g","team_up_depth":-1}'                 => 'team_up_depth'],
         ['{"goal":"g","team_up_depth":"1"}'                => 'team_up_depth'],
         ['{"goal":"g","max_turns":0}'                      => 'max_turns'],
