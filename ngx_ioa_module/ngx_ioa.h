@@ -421,6 +421,9 @@ ngx_int_t ngx_ioa_client_parse_resume(ngx_ioa_client_t *cl, ngx_str_t *vec,
     ngx_ioa_error_t *err);
 void ngx_ioa_msg_release(ngx_ioa_msg_t *m);
 ngx_int_t ngx_ioa_msg_sse(ngx_ioa_msg_t *m);
+ngx_int_t ngx_ioa_envelope_read(ngx_pool_t *pool, u_char *data, size_t len,
+    ngx_str_t *name, ngx_ioa_loc_conf_t *lcf, ngx_ioa_envelope_t *env,
+    ngx_ioa_error_t *err);
 void ngx_ioa_client_error(ngx_ioa_client_t *cl, ngx_ioa_error_t *err,
     ngx_str_t *comm_id);
 u_char *ngx_ioa_client_position(ngx_ioa_client_t *cl, u_char *p,

@@ -102,6 +102,7 @@ static ngx_int_t ngx_ioa_goal_not_yours(ngx_http_request_t *r,
     ngx_str_t *id);
 static void ngx_ioa_goal_events_owner(ngx_http_request_t *r,
     redisReply *reply);
+static ngx_int_t ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id);
 static ngx_int_t ngx_ioa_goal_id_valid(ngx_str_t *id);
 static ngx_int_t ngx_ioa_goal_bad_id(ngx_http_request_t *r);
 static ngx_int_t ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id,
@@ -958,7 +959,7 @@ ngx_int_t
 ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who)
 {
-    ngx_str_t            name, key;
+    ngx_str_t            key;
     const char          *argv[3];
     size_t               argvlen[3];
     ngx_ioa_goal_req_t  *gr;
@@ -973,14 +974,7 @@ ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
     }
 
     if (gr->owner.len == 0) {
-        name.data = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + id->len);
-        if (name.data == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        name.len = ngx_sprintf(name.data, "goal-%V", id) - name.data;
-
-        return ngx_ioa_inbox_handler(r, &name, NGX_IOA_CLIENT_FOLLOWER);
+        return ngx_ioa_goal_follow(r, id);
     }
 
     /* only its launcher follows a goal: who that is, first */
@@ -1011,7 +1005,6 @@ ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
 static void
 ngx_ioa_goal_events_owner(ngx_http_request_t *r, redisReply *reply)
 {
-    ngx_str_t            name;
     ngx_ioa_error_t      err;
     ngx_ioa_goal_req_t  *gr;
 
@@ -1035,20 +1028,29 @@ ngx_ioa_goal_events_owner(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    name.data = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + gr->goal_id.len);
-    if (name.data == NULL) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    name.len = ngx_sprintf(name.data, "goal-%V", &gr->goal_id) - name.data;
-
     /* the stream keeps the module's context slot for itself from here (the
      * REST context's cleanup holds its own pointer) */
     ngx_http_set_ctx(r, NULL, ngx_http_ioa_module);
 
-    ngx_ioa_finish(r, ngx_ioa_inbox_handler(r, &name,
-                                            NGX_IOA_CLIENT_FOLLOWER));
+    ngx_ioa_finish(r, ngx_ioa_goal_follow(r, &gr->goal_id));
+}
+
+
+/* the goal's feed, "goal-<id>", as an SSE stream */
+
+static ngx_int_t
+ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id)
+{
+    ngx_str_t  name;
+
+    name.data = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + id->len);
+    if (name.data == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    name.len = ngx_sprintf(name.data, "goal-%V", id) - name.data;
+
+    return ngx_ioa_inbox_handler(r, &name, NGX_IOA_CLIENT_FOLLOWER);
 }
 
 

@@ -64,6 +64,11 @@
 #define NGX_IOA_POSITION_SID_MAX  (2 * NGX_INT64_LEN + 1)
 #define NGX_IOA_POSITION_CURSOR   16
 
+/* the longest "<comm_id>:<id>,..." of the changes and one more room */
+#define NGX_IOA_POSITION_DELTA_LEN                                            \
+    ((NGX_IOA_POSITION_DELTA + 1)                                             \
+     * (NGX_IOA_POSITION_ROOM_MAX + NGX_IOA_POSITION_SID_MAX + 2))
+
 
 struct ngx_ioa_position_s {
     u_char                    cursor[NGX_IOA_POSITION_CURSOR];
@@ -101,8 +106,11 @@ ngx_ioa_position_id(ngx_ioa_client_t *cl, ngx_ioa_position_t **posp,
     ngx_uint_t           i;
     ngx_ioa_position_t  *pos;
 
-    len = ngx_ioa_client_position_len(cl);
     pos = *posp;
+
+    /* the whole position is walked (every room) only while it is inline
+     * or when a version is written, not for every event of a cursor */
+    len = pos ? 0 : ngx_ioa_client_position_len(cl);
 
     if (pos == NULL && len <= NGX_IOA_POSITION_INLINE) {
         id->data = ngx_alloc(len + 1, cl->log);
@@ -158,9 +166,11 @@ ngx_ioa_position_id(ngx_ioa_client_t *cl, ngx_ioa_position_t **posp,
              * NGX_IOA_POSITION_EVERY versions the whole position too.
              */
 
-            text.len = len + (NGX_IOA_POSITION_DELTA + 1)
-                             * (NGX_IOA_POSITION_ROOM_MAX
-                                + NGX_IOA_POSITION_SID_MAX + 2);
+            if (len == 0) {
+                len = ngx_ioa_client_position_len(cl);
+            }
+
+            text.len = len + NGX_IOA_POSITION_DELTA_LEN;
             text.data = ngx_alloc(text.len, cl->log);
             if (text.data == NULL) {
                 return NGX_ERROR;
@@ -186,9 +196,7 @@ ngx_ioa_position_id(ngx_ioa_client_t *cl, ngx_ioa_position_t **posp,
                     return NGX_ERROR;
                 }
 
-                text.len = len + (NGX_IOA_POSITION_DELTA + 1)
-                                 * (NGX_IOA_POSITION_ROOM_MAX
-                                    + NGX_IOA_POSITION_SID_MAX + 2);
+                text.len = len + NGX_IOA_POSITION_DELTA_LEN;
             }
 
             if (pos->version == 1
@@ -211,8 +219,7 @@ ngx_ioa_position_id(ngx_ioa_client_t *cl, ngx_ioa_position_t **posp,
     }
 
     len = 1 + NGX_IOA_POSITION_CURSOR + 1 + NGX_INT_T_LEN + 1
-          + NGX_IOA_POSITION_DELTA
-            * (NGX_IOA_POSITION_ROOM_MAX + NGX_IOA_POSITION_SID_MAX + 2);
+          + NGX_IOA_POSITION_DELTA_LEN;
 
     id->data = ngx_alloc(len, cl->log);
     if (id->data == NULL) {

@@ -2089,6 +2089,36 @@ ngx_ioa_client_position(ngx_ioa_client_t *cl, u_char *p, u_char *last)
 }
 
 
+/*
+ * An envelope posted as name, over either transport.  In open mode a
+ * client may speak as anyone (IoA's cont_input from "user"), as long as
+ * the sender it names is a name; membership and the floor stay its own.
+ */
+
+ngx_int_t
+ngx_ioa_envelope_read(ngx_pool_t *pool, u_char *data, size_t len,
+    ngx_str_t *name, ngx_ioa_loc_conf_t *lcf, ngx_ioa_envelope_t *env,
+    ngx_ioa_error_t *err)
+{
+    if (ngx_ioa_envelope_parse_as(pool, data, len, name,
+                                  lcf->auth == NGX_IOA_AUTH_OFF,
+                                  lcf->max_json_depth, ngx_ioa_now_ms(), env,
+                                  err)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (env->sender.len && ngx_ioa_valid_name(&env->sender) != NGX_OK) {
+        ngx_ioa_error_set(err, "invalid_name", "sender",
+                          "\"sender\" is not a name: " NGX_IOA_NAME_RULE);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
 /* the agent side: an envelope or a control frame from a client */
 
 void
@@ -2111,20 +2141,8 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
 
     pool = ngx_ioa_post_pool;
 
-    /* in open mode a client may speak as anyone (IoA's cont_input from
-     * "user"); membership and the floor are still its own */
-    rc = ngx_ioa_envelope_parse_as(pool, data, len, &cl->name,
-                                   cl->lcf->auth == NGX_IOA_AUTH_OFF,
-                                   cl->lcf->max_json_depth, ngx_ioa_now_ms(),
-                                   &env, &err);
-
-    if (rc == NGX_OK && env.sender.len
-        && ngx_ioa_valid_name(&env.sender) != NGX_OK)
-    {
-        ngx_ioa_error_set(&err, "invalid_name", "sender",
-                          "\"sender\" is not a name: " NGX_IOA_NAME_RULE);
-        rc = NGX_ERROR;
-    }
+    rc = ngx_ioa_envelope_read(pool, data, len, &cl->name, cl->lcf, &env,
+                               &err);
 
     if (rc != NGX_OK) {
         ngx_ioa_client_error(cl, &err, NULL);

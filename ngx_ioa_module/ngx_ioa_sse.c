@@ -163,18 +163,8 @@ ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
     hp = ngx_ioa_rest_get_data(r);
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
 
-    rc = ngx_ioa_envelope_parse_as(r->pool, body->data, body->len,
-                                   &hp->name, lcf->auth == NGX_IOA_AUTH_OFF,
-                                   lcf->max_json_depth, ngx_ioa_now_ms(),
-                                   &env, &err);
-
-    if (rc == NGX_OK && env.sender.len
-        && ngx_ioa_valid_name(&env.sender) != NGX_OK)
-    {
-        ngx_ioa_error_set(&err, "invalid_name", "sender",
-                          "\"sender\" is not a name: " NGX_IOA_NAME_RULE);
-        rc = NGX_ERROR;
-    }
+    rc = ngx_ioa_envelope_read(r->pool, body->data, body->len, &hp->name,
+                               lcf, &env, &err);
 
     if (rc == NGX_OK && env.is_control) {
         ngx_ioa_error_set(&err, "invalid_envelope", "op",

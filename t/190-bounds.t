@@ -69,6 +69,24 @@ sub big_room {
     return @ids;
 }
 
+# Delivery latency between two agents of one room: $from posts $n
+# envelopes "$tag <i>", one every $gap s, each timed until $to has it (5 s
+# counts as lost).  Returns (p50 ms, p99 ms, lost).
+sub probe {
+    my ($from, $to, $room, $n, $tag, $gap) = @_;
+    my @lat;
+    for my $i (1 .. $n) {
+        my $t0 = time;
+        $from->post(envelope(comm_id => $room, content => "$tag $i"));
+        my ($m) = $to->recv_until(sub { ($_->{content} // '') eq "$tag $i" }, 5);
+        push @lat, $m ? (time - $t0) * 1000 : 5000;
+        $from->recv_until(sub { ($_->{content} // '') eq "$tag $i" }, 5);
+        sleep $gap;
+    }
+    @lat = sort { $a <=> $b } @lat;
+    return ($lat[int(0.5 * $#lat)], $lat[int(0.99 * $#lat)], scalar grep { $_ >= 5000 } @lat);
+}
+
 # POST /fetch_chat_record without ever reading the answer
 sub stalled_fetch {
     my ($ctx, $body) = @_;
@@ -225,21 +243,7 @@ GET /health_check
     my $q = IoaTest::Agent->connect($ctx, 'Quiet');
     my $c = IoaTest::Agent->connect($ctx, 'Calm');
     sleep 0.5;
-    my $probe = sub {
-        my ($n) = @_;
-        my @lat;
-        for my $i (1 .. $n) {
-            my $t0 = time;
-            $q->post(envelope(comm_id => $qroom, content => "probe $i"));
-            my ($m) = $c->recv_until(sub { ($_->{content} // '') eq "probe $i" }, 5);
-            push @lat, $m ? (time - $t0) * 1000 : 5000;
-            $q->recv_until(sub { ($_->{content} // '') eq "probe $i" }, 5);
-            sleep 0.01;
-        }
-        @lat = sort { $a <=> $b } @lat;
-        return ($lat[int(0.5 * $#lat)], $lat[int(0.99 * $#lat)], scalar grep { $_ >= 5000 } @lat);
-    };
-    my ($idle50, $idle99) = $probe->(100);
+    my ($idle50, $idle99) = probe($q, $c, $qroom, 100, 'idle', 0.01);
     $h->close;          # ioa_limit_conn: 16 connections per agent
     my $pid = fork // die "fork: $!";
     if ($pid == 0) {
@@ -254,7 +258,7 @@ GET /health_check
         POSIX::_exit($@ ? 1 : 0);
     }
     sleep 0.3;
-    my ($busy50, $busy99, $lost) = $probe->(200);
+    my ($busy50, $busy99, $lost) = probe($q, $c, $qroom, 200, 'busy', 0.01);
     waitpid $pid, 0;
     is $?, 0, 'Heavy opened and closed its 16 connections for 8 s';
     diag sprintf 'delivery latency, idle p50 %.2f p99 %.2f ms; while Heavy connects p50 %.2f p99 %.2f ms',
@@ -388,21 +392,7 @@ GET /health_check
     my $c = IoaTest::Agent->connect($ctx, 'Calm');
     sleep 0.5;
 
-    my $probe = sub {
-        my ($n, $tag) = @_;
-        my @lat;
-        for my $i (1 .. $n) {
-            my $t0 = time;
-            $q->post(envelope(comm_id => $qroom, content => "$tag $i"));
-            my ($m) = $c->recv_until(sub { ($_->{content} // '') eq "$tag $i" }, 5);
-            push @lat, $m ? (time - $t0) * 1000 : 5000;
-            $q->recv_until(sub { ($_->{content} // '') eq "$tag $i" }, 5);
-            sleep 0.02;
-        }
-        @lat = sort { $a <=> $b } @lat;
-        return ($lat[int(0.5 * $#lat)], $lat[int(0.99 * $#lat)], scalar grep { $_ >= 5000 } @lat);
-    };
-    my ($idle50, $idle99, $idle_lost) = $probe->(100, 'idle');
+    my ($idle50, $idle99, $idle_lost) = probe($q, $c, $qroom, 100, 'idle', 0.02);
     my $rss0 = workers_rss($ctx);
 
     # the noise: one child per behaviour, for 10 s
@@ -451,7 +441,7 @@ GET /health_check
         }
     });
     sleep 0.5;
-    my ($busy50, $busy99, $lost) = $probe->(250, 'busy');
+    my ($busy50, $busy99, $lost) = probe($q, $c, $qroom, 250, 'busy', 0.02);
     my $rss1 = workers_rss($ctx);
     waitpid $_, 0 for @kids;
     diag sprintf 'noisy neighbour: delivery latency idle p50 %.2f p99 %.2f ms, busy p50 %.2f p99 %.2f ms; '
