@@ -2100,6 +2100,9 @@ ngx_ioa_envelope_read(ngx_pool_t *pool, u_char *data, size_t len,
     ngx_str_t *name, ngx_ioa_loc_conf_t *lcf, ngx_ioa_envelope_t *env,
     ngx_ioa_error_t *err)
 {
+    ngx_uint_t   i;
+    ngx_str_t   *speaker;
+
     if (ngx_ioa_envelope_parse_as(pool, data, len, name,
                                   lcf->auth == NGX_IOA_AUTH_OFF,
                                   lcf->max_json_depth, ngx_ioa_now_ms(), env,
@@ -2113,6 +2116,24 @@ ngx_ioa_envelope_read(ngx_pool_t *pool, u_char *data, size_t len,
         ngx_ioa_error_set(err, "invalid_name", "sender",
                           "\"sender\" is not a name: " NGX_IOA_NAME_RULE);
         return NGX_ERROR;
+    }
+
+    /*
+     * A next_speaker that no agent could be called is a mistake the
+     * sender should hear about, not a floor silently granted to nobody.
+     */
+
+    if (env->next_speaker) {
+        speaker = env->next_speaker->elts;
+
+        for (i = 0; i < env->next_speaker->nelts; i++) {
+            if (ngx_ioa_valid_name(&speaker[i]) != NGX_OK) {
+                ngx_ioa_error_set(err, "invalid_name", "next_speaker",
+                                  "\"next_speaker\" entry %ui is not a "
+                                  "name: " NGX_IOA_NAME_RULE, i);
+                return NGX_ERROR;
+            }
+        }
     }
 
     return NGX_OK;

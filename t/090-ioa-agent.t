@@ -23,6 +23,7 @@ use strict;
 use warnings;
 
 use Cwd ();
+use Encode ();
 use File::Basename ();
 use File::Path ();
 
@@ -90,9 +91,12 @@ sub agent {
     my $dir = scratch('agents');
     mkdir $dir;
     (my $file = $ctx->name) =~ s/\W+/_/g;
-    my $log = "$dir/" . substr($file, 0, 40) . "-$o{name}.log";
+    (my $who = $o{name}) =~ s/[^A-Za-z0-9]+/_/g;       # any name, a plain file
+    my $log = "$dir/" . substr($file, 0, 40) . "-$who.log";
+    # argv is bytes: a name in any script goes as UTF-8
+    my $name = Encode::encode_utf8($o{name});
     my @cmd = ($AgentBin, '--hub', 'http://127.0.0.1:' . ($o{port} // $ctx->port),
-               '--name', $o{name}, '--desc', $o{desc} // "$o{name}, a test agent",
+               '--name', $name, '--desc', Encode::encode_utf8($o{desc} // "$o{name}, a test agent"),
                '--backoff-max', 1);
     push @cmd, '--type', $o{type} if $o{type};
     push @cmd, '--tag', $_ for @{ $o{tags} || [] };
@@ -531,6 +535,35 @@ GET /health_check
     like $ag->log, qr/ info ioa-agent\[\d+\] Shouter: task $tid completed after \d+ ms/,
         'one-line log records';
     is $ag->stop, 0, 'SIGTERM: exit status 0';
+--- no_error_log
+[error]
+[alert]
+[crit]
+
+
+
+=== TEST 1b: an agent named as IoA's users name them ("Open Interpreter (v2)", 王小明的助手): registered, reached over its percent-encoded inbox, and its result carries its name
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    for my $name ('Open Interpreter (v2)', "\x{738b}\x{5c0f}\x{660e}\x{7684}\x{52a9}\x{624b}") {
+        my $ag = agent($ctx, name => $name, desc => 'uppercases any text', exec => ['tr', 'a-z', 'A-Z']);
+        ok wait_online($ctx, $name), "$name is online" or diag $ag->log;
+        my ($alice, $cid) = alice_room($ctx, $name);
+        assign($alice, $cid, [$name], 'shout: hello', task_abstract => 'Shout');
+        my ($a1) = recv_from($alice, 'Alice', 1, 5);
+        my ($p, $r) = recv_from($alice, $name, 2, 10, $ag);
+        is $r && $r->{task_status}, 'completed', "... its result comes back from $name";
+        like $r && $r->{task_conclusion}, qr/SHOUT: HELLO/, '... with the program\'s output';
+        is $ag->stop, 0, '... and it stops cleanly';
+        $alice->close;
+    }
 --- no_error_log
 [error]
 [alert]
@@ -1019,9 +1052,10 @@ GET /health_check
 
 
 
-=== TEST 10: configuration errors: bad options exit 2 with a message; a name the hub refuses exits 1 saying why
+=== TEST 10: configuration errors: bad options exit 2 with a message, a --name outside the hub's built-in rule too; a name the hub refuses (its stricter ioa_agent_name_pattern) exits 1 saying why
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_agent_name_pattern "^[A-Za-z]+$";
 --- config
     location / { ioa_api; }
 --- request
@@ -1045,7 +1079,15 @@ GET /health_check
     is $rc, 0, '--help: exit 0';
     like $out, qr/--exec PROGRAM \[ARG\.\.\.\]/, '--help documents --exec';
 
-    my $ag = agent($ctx, name => 'B{ad}', exec => ['true']);
+    # the hub's built-in name rule is checked before anything is sent
+    for my $bad ('B{ad}', 'a/b', ' Lead', "Tab\tbed", 'x' x 65) {
+        ($rc, $out) = $run->('--name', quotemeta $bad, '--desc', 'x', '--exec', 'true');
+        is $rc, 2, "--name \"$bad\": exit 2";
+        like $out, qr/is not a name the hub accepts: 1 to 64 characters of UTF-8/, '... stating the rule';
+    }
+
+    # a stricter ioa_agent_name_pattern is the hub's to say
+    my $ag = agent($ctx, name => 'Not Plain', exec => ['true']);
     ok wait_until(sub { !$ag->alive }, 5), 'a name the hub refuses: the agent exits';
     is $ag->stop >> 8, 1, '... with status 1';
     like $ag->log, qr/the hub refused the registration \(HTTP 400\): .*"field":"name"/,

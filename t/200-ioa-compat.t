@@ -137,6 +137,7 @@ GET /health_check
     $sse->close;
 
     # refused, at each entry point
+    (my $p0 = $names[0]) =~ s/([^A-Za-z0-9])/sprintf '%%%02X', ord $1/ge;
     my @refused = ('Alice ', ' Alice', "Al\nice", "Alice\n", 'a/b', 'a{b}c', 'x' x 65);
     for my $n (@refused) {
         my $what = json()->encode($n);
@@ -152,7 +153,18 @@ GET /health_check
         is $ws->status, $want, "/ws/$e: $want";
         my $res = $ctx->http(GET => "/agents/$e/inbox");
         is $res->code, $want, "/agents/$e/inbox: $want";
+        # envelope fields: sender, and each name in next_speaker
+        for my $f ([sender => $n], [next_speaker => $n], [next_speaker => [ $names[1], $n ]]) {
+            my $env = IoaTest::Agent::envelope(comm_id => $cid, content => 'refused', @$f);
+            $a{ $names[0] }->post($env);
+            my ($err) = $a{ $names[0] }->recv_until(sub { ($_->{op} // '') eq 'error' }, 5);
+            is $err && "$err->{code} $err->{field}", "invalid_name $f->[0]", "WebSocket envelope, $f->[0] $what: invalid_name naming $f->[0]";
+            ($code, $d) = api($ctx, POST => "/agents/$p0/messages", $env);
+            is "$code $d->{code} $d->{field}", "400 invalid_name $f->[0]", "HTTP envelope, $f->[0] $what: 400 naming $f->[0]";
+        }
     }
+    is redis_cmd('XLEN', "ioa:{room:$cid}:log"), 1, 'no refused envelope was stored';
+    ok $a{ $names[1] }->quiet(0.3), "$names[1] received none of them";
     my $res = $ctx->http(GET => '/agents/%FF%FE/inbox');
     is $res->code, 400, 'a path that is not UTF-8: 400';
     like $res->content, qr/"code":"invalid_name"/, '... invalid_name';

@@ -35,6 +35,13 @@
 
 #define IOA_AGENT_VERSION "0.1.0"
 
+/* the hub's name rule (ngx_ioa.h NGX_IOA_NAME_*), checked on --name */
+#define IOA_NAME_MAX_CHARS 64
+#define IOA_NAME_MAX_BYTES 256
+#define IOA_NAME_RULE                                                          \
+    "1 to 64 characters of UTF-8, no control character, \"/\", \"{\" or "     \
+    "\"}\", no space at either end"
+
 #define IOA_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
 
@@ -85,6 +92,7 @@ void     ioa_uuid4_hex(char out[33]);
 
 /* json.c */
 
+int      ioa_valid_name(const char *name);
 size_t   ioa_json_escape(ioa_buf_t *b, const char *s, size_t len, size_t max);
 void     ioa_json_str(ioa_buf_t *b, const char *s);
 void     ioa_json_strn(ioa_buf_t *b, const char *s, size_t len);

@@ -72,6 +72,47 @@ ioa_utf8_len(const unsigned char *s, size_t len)
 
 
 /*
+ * The hub's rule for an agent name (ngx_ioa_valid_name): 1 to 64
+ * characters of UTF-8 (256 bytes at most), no control character (C0, DEL,
+ * C1), no "/", "{" or "}", no space at either end.  Checked at start-up so
+ * that a name the hub would refuse is a usage error, not a loop of 400s.
+ */
+
+int
+ioa_valid_name(const char *name)
+{
+    size_t                len, i, n, chars;
+    const unsigned char  *s;
+
+    s = (const unsigned char *) name;
+    len = strlen(name);
+
+    if (len == 0 || len > IOA_NAME_MAX_BYTES
+        || s[0] == ' ' || s[len - 1] == ' ')
+    {
+        return 0;
+    }
+
+    for (i = 0, chars = 0; i < len; i += n) {
+        n = ioa_utf8_len(s + i, len - i);
+
+        if (n == 0 || s[i] < 0x20 || s[i] == 0x7f
+            || s[i] == '/' || s[i] == '{' || s[i] == '}'
+            || (s[i] == 0xc2 && s[i + 1] < 0xa0))       /* C1 controls */
+        {
+            return 0;
+        }
+
+        if (++chars > IOA_NAME_MAX_CHARS) {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+
+
+/*
  * Appends s escaped for a JSON string (without the quotes).  With max > 0,
  * stops before the appended bytes would exceed max.  Returns how many
  * input bytes were consumed: len unless the budget ran out.

@@ -332,6 +332,11 @@ ioa_parse(int argc, char **argv)
         ioa_die_usage("%s is required", "--name");
     }
 
+    if (!ioa_valid_name(ioa_conf.name)) {
+        ioa_die_usage("--name \"%s\" is not a name the hub accepts: "
+                      IOA_NAME_RULE, ioa_conf.name);
+    }
+
     if (ioa_conf.desc == NULL) {
         ioa_die_usage("%s is required", "--desc");
     }
