@@ -373,7 +373,7 @@ def callgrind_section(out, w):
 EXTRA = [("idle", "Idle connections"), ("goal", "Goals"),
          ("goal-suite", "Goal suite: correctness and honesty"),
          ("goal-suite-llm", "Goal suite, by the scripted model"),
-         ("discovery", "Discovery")]
+         ("discovery", "Discovery"), ("large", "Large envelopes")]
 
 
 def render_goal_suite(doc, w):
@@ -410,8 +410,62 @@ def render_goal_suite(doc, w):
                 r["expected"]))
 
 
+def spread(xs, fmt="%s"):
+    """the runs of one figure: "a" or "min-max" """
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    lo, hi = min(xs), max(xs)
+    return fmt % lo if lo == hi else (fmt % lo) + "-" + (fmt % hi)
+
+
+def render_large(doc, w):
+    """bench/large.sh: the worker's memory when many agents each send one
+    large envelope at once, accepted and over the limit."""
+    n = doc["connections"]
+    runs = len(doc.get("accepted", doc.get("oversized", {})).get("runs", []))
+    w("%d agents in %d rooms of 2, one WebSocket each; every connection "
+      "writes one envelope at the same moment: %d bytes of JSON (accepted: "
+      "stored, and delivered to both members) or %d bytes (over the default "
+      "`ioa_max_message_size` 1m: answered `too_big` and read past). One "
+      "nginx worker, open mode, shipped defaults otherwise; a fresh Redis "
+      "and nginx per run, %d runs of each interleaved, figures as the "
+      "range over the runs (`bash bench/large.sh`). Round 2 sends again on "
+      "the same connections. Peak: the worker's VmHWM (reset before the "
+      "send) and VmRSS sampled every 10 ms; after: once it has settled."
+      % (n, n // 2, doc["size_accepted"], doc["size_oversized"], runs))
+    w("")
+    w("| envelopes | round | RSS before MiB | peak MiB | peak per connection "
+      "KiB | after MiB | seconds | delivered | error frames | still usable |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    for mode in ("accepted", "oversized"):
+        m = doc.get(mode)
+        if not m:
+            continue
+        for k in sorted(x for x in m if x.startswith("round")):
+            r = m[k]
+            codes = {}
+            for c in r["error_codes"]:
+                for code, cnt in c.items():
+                    codes.setdefault(code, []).append(cnt)
+            w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                mode, k[5:], spread(m["rss_before_mib"]),
+                spread(r["peak_mib"]), spread(r["peak_per_connection_kib"]),
+                spread(r["after_mib"]), spread(r["seconds"]),
+                spread(r["whole_envelopes_received"]),
+                ", ".join("%s %s" % (c, spread(v)) for c, v in
+                          sorted(codes.items())) or "0",
+                spread(r["usable_after"]) if mode == "oversized" else "-"))
+    if "accepted" in doc:
+        w("")
+        w("Stored in the room logs over both rounds: %s envelopes; every "
+          "member received each one (delivered = 2 per envelope)."
+          % spread(doc["accepted"]["stored"]))
+
+
 EXTRA_RENDERERS = {"goal-suite": render_goal_suite,
-                   "goal-suite-llm": render_goal_suite}
+                   "goal-suite-llm": render_goal_suite,
+                   "large": render_large}
 
 
 def render_generic(doc, w, limit=80):

@@ -299,6 +299,8 @@ struct ngx_ioa_link_s {
     ngx_uint_t                paused;        /* catch-up waits for a drain */
 
     void                     *req;           /* pending catch-up command */
+    ngx_uint_t                count;         /* entries it asked for */
+    ngx_queue_t               catchup_q;     /* waiting for a read slot */
 };
 
 
@@ -321,6 +323,7 @@ struct ngx_ioa_room_s {
     ngx_str_t                 log_key;
     ngx_msec_t                idle_since;
     ngx_queue_t               idle_q;
+    size_t                    entry_len;     /* typical envelope, bytes */
 };
 
 
@@ -392,8 +395,13 @@ void ngx_ioa_redis_refresh(ngx_uint_t trouble);
 
 
 /* ngx_ioa_redis_adapter.c */
+/* reads of hiredis' 16 KiB a read handler makes per event at most (4 MiB) */
+#define NGX_IOA_REDIS_READS_PER_EVENT  256
+
 ngx_int_t ngx_ioa_redis_attach(redisAsyncContext *ac, ngx_log_t *log,
     ngx_event_handler_pt read);
+size_t ngx_ioa_redis_unread(redisAsyncContext *ac);
+void ngx_ioa_redis_wrote(redisAsyncContext *ac);
 
 
 /* ngx_ioa_room.c */

@@ -49,6 +49,18 @@
  * is never resent: it may have run (a post), and only the caller knows
  * whether repeating it is safe.
  *
+ * hiredis writes its output buffer with one write() and then moves what
+ * was not written to the front of it: a buffer of N bytes written in
+ * pieces of W costs N^2 / 2W bytes of memmove.  A thousand agents posting
+ * 1 MiB envelopes at once made that a gigabyte buffer, and the worker spent
+ * nine tenths of its time moving it.  So hiredis is given commands only
+ * while its buffer holds less than NGX_IOA_REDIS_OBUF bytes; the others
+ * wait, in order, in the connection's backlog (their formatted copies are
+ * already kept), and join the buffer as it drains (ngx_ioa_redis_wrote).
+ * A backlogged request that is cancelled is dropped unsent; when the
+ * connection is lost, the backlog is answered "unavailable" after what
+ * hiredis held, the same as the commands hiredis held.
+ *
  * Pub/sub connections bypass hiredis' reply dispatch: hiredis 0.14 keeps a
  * callback per channel for SUBSCRIBE and PSUBSCRIBE only, so the messages of
  * a shard channel (SSUBSCRIBE, Redis 7, the Cluster's per-slot pub/sub)
@@ -86,6 +98,10 @@
  * ioa_redis_timeout */
 #define NGX_IOA_REDIS_TRYAGAIN   25
 
+/* bytes in hiredis' output buffer beyond which commands wait in the
+ * backlog: a few large envelopes, or thousands of small commands */
+#define NGX_IOA_REDIS_OBUF       (512 * 1024)
+
 
 struct ngx_ioa_redis_req_s {
     ngx_ioa_redis_handler_pt  handler;
@@ -98,6 +114,8 @@ struct ngx_ioa_redis_req_s {
     ngx_uint_t                resent;    /* after NOSCRIPT */
     ngx_msec_t                start;
     ngx_event_t               wait;      /* after TRYAGAIN */
+    ngx_queue_t               backlog_q; /* in the connection's backlog */
+    ngx_uint_t                ask;       /* ASKING goes first */
 };
 
 
@@ -106,6 +124,9 @@ static ngx_ioa_redis_req_t *ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler,
     const size_t *argvlen);
 static ngx_int_t ngx_ioa_redis_send(ngx_ioa_redis_node_t *node,
     ngx_ioa_redis_req_t *req, ngx_uint_t ask);
+static ngx_int_t ngx_ioa_redis_hand(ngx_ioa_redis_conn_t *rc,
+    ngx_ioa_redis_req_t *req);
+static void ngx_ioa_redis_backlog_fail(ngx_ioa_redis_conn_t *rc);
 static void ngx_ioa_redis_done(ngx_ioa_redis_req_t *req, redisReply *reply);
 static ngx_int_t ngx_ioa_redis_retry(ngx_ioa_redis_conn_t *rc,
     redisAsyncContext *ac, ngx_ioa_redis_req_t *req, redisReply *reply);
@@ -314,6 +335,8 @@ ngx_ioa_redis_schedule(ngx_ioa_redis_conn_t *rc)
         ngx_del_timer(&rc->timer);
     }
 
+    ngx_ioa_redis_backlog_fail(rc);
+
     if (ngx_ioa_redis_exiting || ngx_exiting || ngx_terminate
         || !ngx_ioa_redis_conn_wanted(rc))
     {
@@ -365,13 +388,27 @@ ngx_ioa_redis_timer_handler(ngx_event_t *ev)
 
     redisAsyncContext  *ac;
 
+    ac = rc->ac;
+
+    if (ac != NULL && rc->state != NGX_IOA_REDIS_CONNECTING
+        && ngx_ioa_redis_unread(ac) > 0)
+    {
+        /*
+         * Redis has answered; this worker was too busy to read it yet (a
+         * burst of large envelopes from many clients).  Silence from Redis
+         * is the timeout, not a busy worker: wait on, the read event is
+         * ready and comes first.
+         */
+
+        ngx_add_timer(&rc->timer, ngx_ioa_main_conf()->redis_timeout);
+        return;
+    }
+
     ngx_log_error(NGX_LOG_ERR, rc->log, 0,
                   "ioa redis %s: %s timed out, reconnecting, redis: %V",
                   rc->name,
                   rc->state == NGX_IOA_REDIS_CONNECTING ? "connect" : "command",
                   &rc->node->addr);
-
-    ac = rc->ac;
 
     if (ac == NULL) {
         return;
@@ -846,6 +883,8 @@ ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler, void *data,
     req->resent = 0;
     req->start = ngx_current_msec;
     ngx_memzero(&req->wait, sizeof(ngx_event_t));
+    req->backlog_q.next = NULL;
+    req->ask = 0;
 
     /* a standalone Redis has one node: no key needs hashing; a script's
      * first key is its first argument here */
@@ -939,7 +978,25 @@ ngx_ioa_redis_send(ngx_ioa_redis_node_t *node, ngx_ioa_redis_req_t *req,
         return NGX_DECLINED;
     }
 
-    if (ask
+    req->ask = ask;
+
+    if (!ngx_queue_empty(&rc->backlog)
+        || sdslen(rc->ac->c.obuf) >= NGX_IOA_REDIS_OBUF)
+    {
+        ngx_queue_insert_tail(&rc->backlog, &req->backlog_q);
+        return NGX_OK;
+    }
+
+    return ngx_ioa_redis_hand(rc, req);
+}
+
+
+/* into hiredis' output buffer */
+
+static ngx_int_t
+ngx_ioa_redis_hand(ngx_ioa_redis_conn_t *rc, ngx_ioa_redis_req_t *req)
+{
+    if (req->ask
         && redisAsyncCommand(rc->ac, ngx_ioa_redis_ignore_reply, NULL,
                              "ASKING")
            == REDIS_OK)
@@ -960,9 +1017,62 @@ ngx_ioa_redis_send(ngx_ioa_redis_node_t *node, ngx_ioa_redis_req_t *req,
 }
 
 
+/* hiredis wrote (part of) its buffer: the backlog tops it up */
+
+void
+ngx_ioa_redis_wrote(redisAsyncContext *ac)
+{
+    ngx_queue_t           *q;
+    ngx_ioa_redis_req_t   *req;
+    ngx_ioa_redis_conn_t  *rc;
+
+    rc = ac->data;
+
+    while (rc->ac == ac
+           && !ngx_queue_empty(&rc->backlog)
+           && sdslen(ac->c.obuf) < NGX_IOA_REDIS_OBUF)
+    {
+        q = ngx_queue_head(&rc->backlog);
+        ngx_queue_remove(q);
+        req = ngx_queue_data(q, ngx_ioa_redis_req_t, backlog_q);
+        req->backlog_q.next = NULL;
+
+        if (ngx_ioa_redis_hand(rc, req) != NGX_OK) {
+            ngx_ioa_redis_done(req, NULL);
+        }
+    }
+}
+
+
+/* the connection is gone: what it never sent is answered "unavailable" */
+
+static void
+ngx_ioa_redis_backlog_fail(ngx_ioa_redis_conn_t *rc)
+{
+    ngx_queue_t          *q;
+    ngx_ioa_redis_req_t  *req;
+
+    while (!ngx_queue_empty(&rc->backlog)) {
+        q = ngx_queue_head(&rc->backlog);
+        ngx_queue_remove(q);
+        req = ngx_queue_data(q, ngx_ioa_redis_req_t, backlog_q);
+        req->backlog_q.next = NULL;
+
+        ngx_ioa_redis_done(req, NULL);
+    }
+}
+
+
 void
 ngx_ioa_redis_cancel(ngx_ioa_redis_req_t *req)
 {
+    if (req->backlog_q.next) {
+        /* never sent: nothing will answer it */
+        ngx_queue_remove(&req->backlog_q);
+        ngx_free(req);
+        return;
+    }
+
     /* the reply still arrives; it is dropped and the request freed then */
     req->handler = NULL;
     req->data = NULL;
@@ -1258,6 +1368,7 @@ static void
 ngx_ioa_redis_sub_read(ngx_event_t *ev)
 {
     void                  *reply;
+    ngx_uint_t             n;
     ngx_connection_t      *c;
     redisAsyncContext     *ac;
     ngx_ioa_redis_conn_t  *rc;
@@ -1272,31 +1383,40 @@ ngx_ioa_redis_sub_read(ngx_event_t *ev)
         return;
     }
 
-    if (redisBufferRead(&ac->c) != REDIS_OK) {
-        /* nothing waits in hiredis' callback lists, so this frees the
-         * context at once and reports the error to the disconnect
-         * callback */
-        redisAsyncDisconnect(ac);
-        return;
-    }
+    /* as long as the socket holds more, within a budget (see the adapter) */
 
-    for ( ;; ) {
-        reply = NULL;
+    for (n = 0; n < NGX_IOA_REDIS_READS_PER_EVENT; n++) {
 
-        if (redisGetReply(&ac->c, &reply) != REDIS_OK) {
+        if (redisBufferRead(&ac->c) != REDIS_OK) {
+            /* nothing waits in hiredis' callback lists, so this frees the
+             * context at once and reports the error to the disconnect
+             * callback */
             redisAsyncDisconnect(ac);
             return;
         }
 
-        if (reply == NULL) {
-            return;
+        for ( ;; ) {
+            reply = NULL;
+
+            if (redisGetReply(&ac->c, &reply) != REDIS_OK) {
+                redisAsyncDisconnect(ac);
+                return;
+            }
+
+            if (reply == NULL) {
+                break;
+            }
+
+            ngx_ioa_redis_sub_reply(rc, reply);
+            freeReplyObject(reply);
+
+            if (rc->ac != ac) {
+                /* closed while dispatching: the context is gone */
+                return;
+            }
         }
 
-        ngx_ioa_redis_sub_reply(rc, reply);
-        freeReplyObject(reply);
-
-        if (rc->ac != ac) {
-            /* closed while dispatching: the context is gone */
+        if (ngx_ioa_redis_unread(ac) == 0) {
             return;
         }
     }

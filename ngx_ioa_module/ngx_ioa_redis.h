@@ -52,6 +52,7 @@ typedef struct {
     ngx_event_t               retry;
     ngx_event_t               timer;
     ngx_log_t                *log;
+    ngx_queue_t               backlog;   /* requests not given to hiredis */
 
     unsigned                  is_sub:1;
     unsigned                  authing:1;   /* AUTH sent, not answered */

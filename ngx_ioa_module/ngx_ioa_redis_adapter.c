@@ -28,6 +28,12 @@
  * hiredis asks again from inside the write handler) or while connecting is
  * the socket watched for writability.
  *
+ * Those 16 KiB reads are also why a read handler goes on reading while
+ * the socket holds more (FIONREAD), up to NGX_IOA_REDIS_READS_PER_EVENT
+ * reads: with one read per event a 1 MiB pub/sub message took 64 turns of
+ * a loop that may be busy with a thousand clients, and Redis, whose output
+ * buffer for the subscriber grew meanwhile, closed the connection.
+ *
  * A pub/sub connection brings its own read handler (see ngx_ioa_redis.c:
  * it dispatches the replies itself); everything else is the same.
  *
@@ -57,6 +63,10 @@ static void ngx_ioa_redis_cleanup(void *data);
 
 /* the connection whose write handler is running, see add_write */
 static ngx_connection_t  *ngx_ioa_redis_writing;
+
+/* the connection whose read handler is running; cleanup clears it, so the
+ * handler knows when hiredis freed the context under it */
+static ngx_connection_t  *ngx_ioa_redis_reading;
 
 
 ngx_int_t
@@ -91,30 +101,73 @@ ngx_ioa_redis_attach(redisAsyncContext *ac, ngx_log_t *log,
 }
 
 
+/* bytes the socket holds that hiredis has not read yet */
+
+size_t
+ngx_ioa_redis_unread(redisAsyncContext *ac)
+{
+    int  n;
+
+    if (ac->c.fd < 0 || ngx_socket_nread(ac->c.fd, &n) == -1 || n < 0) {
+        return 0;
+    }
+
+    return (size_t) n;
+}
+
+
 static void
 ngx_ioa_redis_read_handler(ngx_event_t *ev)
 {
-    ngx_connection_t  *c;
+    ngx_uint_t          n;
+    ngx_connection_t   *c;
+    redisAsyncContext  *ac;
 
     c = ev->data;
 
-    redisAsyncHandleRead(c->data);
+    for (n = 0; n < NGX_IOA_REDIS_READS_PER_EVENT; n++) {
+        ac = c->data;
+
+        ngx_ioa_redis_reading = c;
+
+        redisAsyncHandleRead(ac);
+
+        if (ngx_ioa_redis_reading == NULL) {
+            return;                 /* the context and c are gone */
+        }
+
+        ngx_ioa_redis_reading = NULL;
+
+        if (ngx_ioa_redis_unread(ac) == 0) {
+            return;
+        }
+    }
 }
 
 
 static void
 ngx_ioa_redis_write_handler(ngx_event_t *ev)
 {
-    ngx_connection_t  *c;
+    ngx_connection_t   *c;
+    redisAsyncContext  *ac;
 
     c = ev->data;
 
+    ac = c->data;
+
     ngx_ioa_redis_writing = c;
 
-    /* may free the context and with it c: c is not touched afterwards */
-    redisAsyncHandleWrite(c->data);
+    /* may free the context and with it c (cleanup then clears the flag) */
+    redisAsyncHandleWrite(ac);
+
+    if (ngx_ioa_redis_writing == NULL) {
+        return;
+    }
 
     ngx_ioa_redis_writing = NULL;
+
+    /* room in hiredis' buffer: commands waiting for it join */
+    ngx_ioa_redis_wrote(ac);
 }
 
 
@@ -187,6 +240,14 @@ ngx_ioa_redis_cleanup(void *data)
     ngx_connection_t *c = data;
 
     redisAsyncContext  *ac;
+
+    if (c == ngx_ioa_redis_reading) {
+        ngx_ioa_redis_reading = NULL;
+    }
+
+    if (c == ngx_ioa_redis_writing) {
+        ngx_ioa_redis_writing = NULL;
+    }
 
     ac = c->data;
     ac->ev.data = NULL;

@@ -212,11 +212,13 @@ ngx_ioa_redis_node_get(u_char *host, size_t len, int port, ngx_uint_t create)
     node->cmd.name = "command";
     node->cmd.node = node;
     node->cmd.log = ngx_cycle->log;
+    ngx_queue_init(&node->cmd.backlog);
 
     node->sub.name = "pub/sub";
     node->sub.node = node;
     node->sub.is_sub = 1;
     node->sub.log = ngx_cycle->log;
+    ngx_queue_init(&node->sub.backlog);
 
     *np = node;
 

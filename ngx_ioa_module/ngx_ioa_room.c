@@ -26,6 +26,15 @@
  * loss of the pub/sub connection (every link falls back to WAIT_SUB and
  * catches up from its last id after the resubscribe).
  *
+ * That last case puts every link of the worker into CATCHING at once, so
+ * the reads are metered: at most NGX_IOA_CATCHUP_SLOTS are in flight per
+ * worker (the others queue for a slot, in order), and each asks for about
+ * NGX_IOA_CATCHUP_BYTES of envelopes, counted from the room's typical
+ * envelope (ioa_catchup_batch at most).  Unmetered, a thousand rooms of
+ * 1 MiB envelopes asked for gigabytes in one pipeline: Redis built every
+ * reply before writing the first, stayed silent past ioa_redis_timeout,
+ * the connection was dropped, and the same reads were sent again.
+ *
  * Subscriptions are reference counted by links.  A room without links is
  * unsubscribed after a grace period rather than at once: hiredis 0.14 drops
  * its callback for a channel when an UNSUBSCRIBE reply arrives, so a
@@ -73,6 +82,9 @@
 
 
 #define NGX_IOA_KEY_MAX          320
+/* catch-up reads in flight per worker, and the bytes each asks for */
+#define NGX_IOA_CATCHUP_SLOTS    16
+#define NGX_IOA_CATCHUP_BYTES    (1024 * 1024)
 /* rooms an agent_rooms.lua batch asks for (see there) */
 #define NGX_IOA_ROOMS_BATCH      "100"
 #define NGX_IOA_ROOM_IDLE        30000
@@ -114,6 +126,10 @@ static ngx_int_t ngx_ioa_link(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
     ngx_ioa_sid_t *after);
 static void ngx_ioa_link_free(ngx_ioa_link_t *lk);
 static void ngx_ioa_link_catchup(ngx_ioa_link_t *lk);
+static void ngx_ioa_link_catchup_read(ngx_ioa_link_t *lk);
+static void ngx_ioa_link_cancel(ngx_ioa_link_t *lk);
+static void ngx_ioa_catchup_slot_free(void);
+static void ngx_ioa_room_entry_seen(ngx_ioa_room_t *room, size_t len);
 static void ngx_ioa_link_catchup_reply(redisReply *reply, void *data);
 static void ngx_ioa_link_live(ngx_ioa_link_t *lk);
 static void ngx_ioa_link_release_held(ngx_ioa_link_t *lk);
@@ -159,6 +175,9 @@ static ngx_ioa_redis_node_t *ngx_ioa_events_node;
 
 /* links and clients waiting for the command connection */
 static ngx_array_t        *ngx_ioa_wait_links;
+/* catch-up reads in flight, and the links waiting for one (catchup_q) */
+static ngx_uint_t          ngx_ioa_catchups;
+static ngx_queue_t         ngx_ioa_catchup_queue;
 static ngx_queue_t         ngx_ioa_wait_clients;
 
 /* scratch memory for parsing an envelope, see ngx_ioa_client_post() */
@@ -182,6 +201,7 @@ ngx_ioa_room_init_process(ngx_cycle_t *cycle)
     ngx_queue_init(&ngx_ioa_idle_rooms);
     ngx_queue_init(&ngx_ioa_observers);
     ngx_queue_init(&ngx_ioa_wait_clients);
+    ngx_queue_init(&ngx_ioa_catchup_queue);
 
     ngx_ioa_wait_links = ngx_array_create(cycle->pool, 16,
                                           sizeof(ngx_ioa_link_t *));
@@ -755,10 +775,7 @@ ngx_ioa_link_free(ngx_ioa_link_t *lk)
     ngx_ioa_link_t  **w;
     ngx_ioa_room_t   *room;
 
-    if (lk->req) {
-        ngx_ioa_redis_cancel(lk->req);
-        lk->req = NULL;
-    }
+    ngx_ioa_link_cancel(lk);
 
     w = ngx_ioa_wait_links->elts;
 
@@ -790,17 +807,96 @@ ngx_ioa_link_free(ngx_ioa_link_t *lk)
 static void
 ngx_ioa_link_catchup(ngx_ioa_link_t *lk)
 {
-    u_char            start[NGX_INT64_LEN * 2 + 4], count[NGX_INT_T_LEN];
-    const char       *argv[6];
-    size_t            argvlen[6];
-    ngx_ioa_link_t  **w;
+    ngx_ioa_link_cancel(lk);
 
+    lk->state = NGX_IOA_LINK_CATCHING;
+
+    if (ngx_ioa_catchups >= NGX_IOA_CATCHUP_SLOTS) {
+        ngx_queue_insert_tail(&ngx_ioa_catchup_queue, &lk->catchup_q);
+        return;
+    }
+
+    ngx_ioa_link_catchup_read(lk);
+}
+
+
+/* a pending read or a place in the queue, given up */
+
+static void
+ngx_ioa_link_cancel(ngx_ioa_link_t *lk)
+{
     if (lk->req) {
         ngx_ioa_redis_cancel(lk->req);
         lk->req = NULL;
+        ngx_ioa_catchup_slot_free();
     }
 
-    lk->state = NGX_IOA_LINK_CATCHING;
+    if (lk->catchup_q.next) {
+        ngx_queue_remove(&lk->catchup_q);
+        lk->catchup_q.next = NULL;
+    }
+}
+
+
+/* a read is done: the slot goes to the links that wait, in order */
+
+static void
+ngx_ioa_catchup_slot_free(void)
+{
+    ngx_queue_t     *q;
+    ngx_ioa_link_t  *lk;
+
+    ngx_ioa_catchups--;
+
+    while (ngx_ioa_catchups < NGX_IOA_CATCHUP_SLOTS
+           && !ngx_queue_empty(&ngx_ioa_catchup_queue))
+    {
+        q = ngx_queue_head(&ngx_ioa_catchup_queue);
+        ngx_queue_remove(q);
+
+        lk = ngx_queue_data(q, ngx_ioa_link_t, catchup_q);
+        lk->catchup_q.next = NULL;
+
+        if (lk->room->sub != NGX_IOA_SUB_ACTIVE) {
+            /* its room is being resubscribed: it starts over then */
+            lk->state = NGX_IOA_LINK_WAIT_SUB;
+            continue;
+        }
+
+        ngx_ioa_link_catchup_read(lk);
+    }
+}
+
+
+/* what a room's envelopes are like: an average that follows changes */
+
+static void
+ngx_ioa_room_entry_seen(ngx_ioa_room_t *room, size_t len)
+{
+    room->entry_len = room->entry_len ? (room->entry_len * 3 + len) / 4 : len;
+}
+
+
+static void
+ngx_ioa_link_catchup_read(ngx_ioa_link_t *lk)
+{
+    u_char            start[NGX_INT64_LEN * 2 + 4], count[NGX_INT_T_LEN];
+    size_t            argvlen[6];
+    ngx_uint_t        n;
+    const char       *argv[6];
+    ngx_ioa_link_t  **w;
+
+    /* about NGX_IOA_CATCHUP_BYTES, one envelope at least */
+
+    n = lk->client->lcf->catchup_batch;
+
+    if (lk->room->entry_len
+        && NGX_IOA_CATCHUP_BYTES / lk->room->entry_len < n)
+    {
+        n = ngx_max(NGX_IOA_CATCHUP_BYTES / lk->room->entry_len, 1);
+    }
+
+    lk->count = n;
 
     argv[1] = (const char *) lk->room->log_key.data;
     argvlen[1] = lk->room->log_key.len;
@@ -823,13 +919,15 @@ ngx_ioa_link_catchup(ngx_ioa_link_t *lk)
     argv[4] = "COUNT";
     argvlen[4] = 5;
     argv[5] = (const char *) count;
-    argvlen[5] = ngx_sprintf(count, "%ui", lk->client->lcf->catchup_batch)
-                 - count;
+    argvlen[5] = ngx_sprintf(count, "%ui", n) - count;
 
     lk->req = ngx_ioa_redis_command(ngx_ioa_link_catchup_reply, lk,
                                     6, argv, argvlen);
 
-    if (lk->req == NULL) {
+    if (lk->req) {
+        ngx_ioa_catchups++;
+
+    } else {
         w = ngx_array_push(ngx_ioa_wait_links);
         if (w == NULL) {
             lk->client->transport->close(lk->client, NGX_IOA_WS_INTERNAL,
@@ -857,6 +955,8 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
 
     lk->req = NULL;
     cl = lk->client;
+
+    ngx_ioa_catchup_slot_free();
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
 
@@ -907,6 +1007,8 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
         json.data = (u_char *) f->str;
         json.len = f->len;
 
+        ngx_ioa_room_entry_seen(lk->room, json.len);
+
         /*
          * Flow control: a backlog larger than ioa_send_queue_limit would
          * close the very client that resumes to read it.  Once half the
@@ -939,7 +1041,7 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
         }
     }
 
-    if (reply->elements >= lk->client->lcf->catchup_batch) {
+    if (reply->elements >= lk->count) {
         /* more to read */
         ngx_ioa_link_catchup(lk);
         return;
@@ -1188,11 +1290,7 @@ ngx_ioa_room_sub_reset(ngx_ioa_room_t *room)
     {
         lk = ngx_queue_data(q, ngx_ioa_link_t, room_q);
 
-        if (lk->req) {
-            ngx_ioa_redis_cancel(lk->req);
-            lk->req = NULL;
-        }
-
+        ngx_ioa_link_cancel(lk);
         ngx_ioa_link_release_held(lk);
         lk->state = NGX_IOA_LINK_WAIT_SUB;
     }
@@ -1434,6 +1532,8 @@ ngx_ioa_room_on_message(ngx_str_t *channel, ngx_str_t *data,
     if (room == NULL || room->nlinks == 0) {
         return;
     }
+
+    ngx_ioa_room_entry_seen(room, json.len);
 
     m = ngx_ioa_msg_create(&comm_id, &sid, &json, 0);
     if (m == NULL) {

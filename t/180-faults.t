@@ -35,6 +35,7 @@ no_root_location();
 no_shuffle();
 master_on();          # a reload needs a master; the worker is its child
 log_level('info');
+worker_connections(1024);   # TEST 5 holds 600 connections
 
 $RedisDir = File::Temp::tempdir('ioa-faults-XXXXXX', TMPDIR => 1, CLEANUP => 1);
 $RedisPort = IoaTest::_free_port();
@@ -158,10 +159,16 @@ sub settle {
             my $code = $m->drain(0.3);
             $m->reconnect if defined $code || !$m->{a}->ws->ok || $m->{a}->ws->eof;
         }
+        # only once the sender has caught up with everything the room
+        # holds (large envelopes take a while to read)
+        my $until = time + 10;
+        while (@{ $sender->{seen} } < aof('XLEN', "ioa:{room:$sender->{cid}}:log") && time < $until) {
+            my $code = $sender->drain(0.3);
+            $sender->reconnect if defined $code || !$sender->{a}->ws->ok || $sender->{a}->ws->eof;
+        }
         my %have = map { $_ => 1 } @{ $sender->contents };
         my @missing = grep { !$have{$_} } @$want;
         return 1 unless @missing;
-        # only once the sender has caught up with everything the room holds
         for my $c (@missing) {
             $sender->send($c) or do { $sender->reconnect; last };
         }
@@ -415,6 +422,132 @@ GET /health_check
     }
     is $answered, scalar @socks, 'every junk client got an answer (an error or a close)'
         or diag "no answer: " . join ' | ', map { s/[^ -~]/./gr } @silent;
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 5: a worker too busy to read Redis's answer within ioa_redis_timeout is not Redis timing out: the answer is read, the post is acknowledged and delivered once, no reconnect (frozen with SIGSTOP while 600 clients' frames line up before Redis's reply)
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
+    ioa_redis_timeout 1s;
+    ioa_limit_rate off;
+    ioa_limit_room_rate off;
+    ioa_limit_conn 0;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    my ($cid, $alice, $bob) = talking_room($ctx);
+    my @idle = map { $ctx->ws('/chatlist_ws') } 1 .. 600;
+    is scalar(grep { $_->ok } @idle), 600, '600 observers connected';
+    my $master = nginx_master($ctx);
+    my ($worker) = grep { /^\d+$/ } split ' ', `pgrep -P $master`;
+    # Redis holds the post's script until the worker is frozen and the 600
+    # frames are waiting: its answer is then behind them in epoll's ready
+    # list, past the first batch (512 events), and the 1 s timer expires in
+    # the same turn of the worker's loop
+    aof('CLIENT', 'PAUSE', 1500, 'ALL');
+    ok $alice->send('while the worker is busy'), 'Alice posts';
+    sleep 0.2;
+    kill 'STOP', $worker;
+    $_->send_ping('busy') for @idle;
+    sleep 1.8;                                  # Redis has answered by now
+    kill 'CONT', $worker;
+    $alice->drain(3);
+    $bob->drain(1);
+    is $alice->{errors}, 0, 'Alice got no error frame';
+    is_deeply $bob->contents, ['while the worker is busy'], 'Bob got the envelope';
+    is_deeply $alice->contents, ['while the worker is busy'], '... and Alice its echo';
+    is scalar @{ room_log($cid) }, 1, 'stored once';
+    my $pongs = grep { my $f = $_->recv_frame(2); $f && $f->{opcode} == 0xA } @idle[0 .. 9];
+    is $pongs, 10, 'the observers were answered too';
+    unlike IoaTest::nginx_error_log(), qr/timed out, reconnecting/, 'no Redis timeout was logged';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 6: a burst of large envelopes (40 x 256 KiB, past the 512 KiB the hub hands hiredis at once: the rest waits in its backlog) with Redis killed -9 in the middle: the backlog is answered with errors, nothing accepted is lost, nothing stored twice, and the order is the sender's
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
+    ioa_limit_rate off;
+    ioa_limit_room_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    my ($cid, $alice, $bob) = talking_room($ctx);
+    sleep 0.3;
+    my $pad = 'y' x (256 * 1024);
+    my @want = map { sprintf "big%02d %s", $_, $pad } 1 .. 40;
+    # the first half at once: all of it reaches the hub before Redis
+    # answers the first, so most of it waits in the backlog
+    $alice->send($_) for @want[0 .. 19];
+    $alice->drain(2);
+    is $alice->{errors}, 0, 'the first 20 were all accepted';
+    is_deeply [ map { substr $_, 0, 5 } @{ $alice->contents } ], [ map { sprintf 'big%02d', $_ } 1 .. 20 ],
+        '... in the order sent';
+    $alice->send($_) or last for @want[20 .. 39];
+    main::aof_redis_kill9();
+    $alice->drain(1);
+    ok $alice->{errors} > 0, "posts caught by the kill got errors ($alice->{errors})";
+    main::aof_redis_start();
+    ok wait_health($ctx, 200, 10)->code == 200, 'the hub is healthy again';
+    ok settle($alice, \@want, $bob), 'the sender got every envelope in by resuming and resending';
+    check_exactly_once($cid, \@want, 'large burst', $alice, $bob);
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 7: a member resuming in a room of large envelopes reads about 1 MiB per round trip (COUNT 3 for 256 KiB envelopes, not ioa_catchup_batch's 256), and gets all of them in order
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
+    ioa_limit_rate off;
+    ioa_limit_room_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    my ($cid, $alice, $bob) = talking_room($ctx);
+    sleep 0.3;
+    my $pad = 'z' x (256 * 1024);
+    $alice->send("first $pad");
+    $bob->drain(1);
+    is scalar @{ $bob->{seen} }, 1, 'Bob got the first';
+    $bob->{a}->disconnect;
+    my @later = map { sprintf "later%02d %s", $_, $pad } 1 .. 12;
+    $alice->send($_) for @later;
+    $alice->drain(2);
+    is scalar @{ $alice->{seen} }, 13, 'Alice saw all 13 live';
+    my $mon = IoaTest::Redis->new(port => $main::RedisPort, timeout => 5);
+    $mon->cmd('MONITOR');
+    $bob->reconnect;
+    my $until = time + 10;
+    $bob->drain(0.5) while @{ $bob->{seen} } < 13 && time < $until;
+    is_deeply [ map { substr $_, 0, 7 } @{ $bob->contents } ], [ 'first z', map { substr $_, 0, 7 } @later ],
+        'Bob, back, has all 13 in order';
+    my @counts;
+    while (my ($line) = $mon->try_read_reply(0.3)) {
+        push @counts, $1 if $line =~ /"XRANGE" "ioa:\{room:\Q$cid\E\}:log" .* "COUNT" "(\d+)"/;
+    }
+    $mon->close;
+    ok scalar(@counts) >= 4, 'the backlog was read in ' . scalar(@counts) . ' round trips';
+    is scalar(grep { $_ == 3 } @counts), scalar(@counts), 'each asked for 3 envelopes (about 1 MiB)'
+        or diag "COUNT @counts";
 --- no_error_log
 [alert]
 [crit]

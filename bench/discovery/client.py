@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import sys
 import time
 
@@ -36,6 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 import corpus  # noqa: E402
 from resp import Redis  # noqa: E402
+from http1 import Http  # noqa: E402
 
 BASE = "ioa:{reg}:"      # the module's default ioa_redis_prefix + {reg}:
 
@@ -45,44 +45,6 @@ def pct(sorted_vals, p):
         return None
     k = min(len(sorted_vals) - 1, int(round(p / 100.0 * (len(sorted_vals) - 1))))
     return sorted_vals[k]
-
-
-class Http:
-    """One keep-alive HTTP/1.1 connection; responses are read by
-    Content-Length (nginx always sends one for the JSON answers)."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
-
-    @staticmethod
-    def request(path, body):
-        b = json.dumps(body).encode()
-        return (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: bench\r\n"
-                b"Content-Type: application/json\r\nContent-Length: "
-                + str(len(b)).encode() + b"\r\n\r\n" + b)
-
-    def response(self):
-        while b"\r\n\r\n" not in self.buf:
-            self._fill()
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        status = int(head.split(b" ", 2)[1])
-        n = 0
-        for line in head.split(b"\r\n")[1:]:
-            k, _, v = line.partition(b":")
-            if k.strip().lower() == b"content-length":
-                n = int(v)
-        while len(self.buf) < n:
-            self._fill()
-        body, self.buf = self.buf[:n], self.buf[n:]
-        return status, body
-
-    def _fill(self):
-        d = self.s.recv(1 << 16)
-        if not d:
-            raise IOError("connection closed by the server")
-        self.buf += d
 
 
 def register_http(port, agents, conns, window):
