@@ -430,7 +430,7 @@ def render_large(doc, w):
       "`ioa_max_message_size` 1m: answered `too_big` and read past). One "
       "nginx worker, open mode, shipped defaults otherwise; a fresh Redis "
       "and nginx per run, %d runs of each interleaved, figures as the "
-      "range over the runs (`bash bench/large.sh`). Round 2 sends again on "
+      "range over the runs (`bash bench/large.sh`). Later rounds send again on "
       "the same connections. Peak: the worker's VmHWM (reset before the "
       "send) and VmRSS sampled every 10 ms; after: once it has settled."
       % (n, n // 2, doc["size_accepted"], doc["size_oversized"], runs))
@@ -458,9 +458,9 @@ def render_large(doc, w):
                 spread(r["usable_after"]) if mode == "oversized" else "-"))
     if "accepted" in doc:
         w("")
-        w("Stored in the room logs over both rounds: %s envelopes; every "
-          "member received each one (delivered = 2 per envelope)."
-          % spread(doc["accepted"]["stored"]))
+        w("Accepted envelopes stored in the room logs, all rounds together: "
+          "%s; every member received each one (delivered = 2 per "
+          "envelope)." % spread(doc["accepted"]["stored"]))
 
 
 EXTRA_RENDERERS = {"goal-suite": render_goal_suite,

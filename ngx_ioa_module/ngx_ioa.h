@@ -381,6 +381,9 @@ ngx_int_t ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern,
 extern redisReplyObjectFunctions  ngx_ioa_redis_reply_functions;
 ngx_int_t ngx_ioa_redis_error(redisReply *reply, ngx_str_t *code,
     ngx_str_t *text);
+ngx_uint_t ngx_ioa_redis_refusal(redisReply *reply, ngx_ioa_error_t *err,
+    ngx_msec_t *retry);
+void ngx_ioa_redis_log_refusal(redisReply *reply, const char *what);
 
 
 /* ngx_ioa_redis_cluster.c */
@@ -413,7 +416,7 @@ void ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len);
 ngx_ioa_redis_req_t *ngx_ioa_post_send(ngx_str_t *name,
     ngx_ioa_envelope_t *env, ngx_ioa_redis_handler_pt handler, void *data);
 ngx_uint_t ngx_ioa_post_result(redisReply *reply, ngx_str_t *name,
-    ngx_str_t *comm_id, ngx_ioa_error_t *err);
+    ngx_str_t *comm_id, ngx_ioa_error_t *err, ngx_msec_t *retry);
 void ngx_ioa_room_on_sub_ready(ngx_ioa_redis_node_t *node);
 void ngx_ioa_room_on_sub_lost(ngx_ioa_redis_node_t *node);
 void ngx_ioa_room_on_sub_refused(ngx_ioa_redis_node_t *node, ngx_int_t slot);
@@ -509,6 +512,8 @@ ngx_int_t ngx_ioa_rest_acts_as(ngx_http_request_t *r, ngx_str_t *name);
 
 ngx_int_t ngx_ioa_send_retry(ngx_http_request_t *r, ngx_uint_t status,
     ngx_msec_t ms, ngx_ioa_error_t *err);
+ngx_int_t ngx_ioa_send_answer(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_msec_t retry, ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_send_error(ngx_http_request_t *r, ngx_uint_t status,
     ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_send_jbuf(ngx_http_request_t *r, ngx_uint_t status,

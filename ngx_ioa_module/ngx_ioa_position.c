@@ -308,11 +308,7 @@ ngx_ioa_position_save(ngx_ioa_client_t *cl, ngx_ioa_position_t *pos,
 static void
 ngx_ioa_position_saved(redisReply *reply, void *data)
 {
-    if (reply && reply->type == REDIS_REPLY_ERROR) {
-        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
-                      "ioa: saving a resume position failed: %*s",
-                      reply->len, reply->str);
-    }
+    ngx_ioa_redis_log_refusal(reply, "saving a resume position");
 }
 
 

@@ -1541,6 +1541,133 @@ ngx_ioa_redis_is(ngx_str_t *s, const char *word)
 }
 
 
+/*
+ * A Redis error reply that is not a script's own answer (those are the
+ * caller's to read), as a client hears it: a documented code and a short
+ * message, never Redis' text, which names scripts by their hash and lines
+ * of our Lua.  That text goes to the error log, once per
+ * NGX_IOA_REFUSAL_LOG_EVERY for each kind with the count of those not
+ * logged, so a full Redis is a line every few seconds, not one per post.
+ *
+ *   OOM                        store_full          503, retry after 5 s
+ *   BUSY LOADING MASTERDOWN    redis_unavailable   503, retry after 1 s
+ *   CLUSTERDOWN READONLY
+ *   MISCONF NOREPLICAS TRYAGAIN
+ *   anything else              store_error         500
+ *
+ * Redis refuses these before a command (or a script's first write) runs,
+ * so "nothing was stored" holds for the first two rows: a script that has
+ * written once is never refused for memory midway.
+ */
+
+#define NGX_IOA_REFUSAL_LOG_EVERY  10000
+
+typedef struct {
+    const char                *code;
+    ngx_uint_t                 status;
+    ngx_msec_t                 retry;
+    const char                *text;
+} ngx_ioa_refusal_t;
+
+
+static ngx_ioa_refusal_t  ngx_ioa_refusals[] = {
+    { "store_full", NGX_HTTP_SERVICE_UNAVAILABLE, 5000,
+      "the hub's store is full; nothing was stored: retry later" },
+    { "redis_unavailable", NGX_HTTP_SERVICE_UNAVAILABLE, 1000,
+      "the hub's store cannot take this right now; nothing was stored: "
+      "retry shortly" },
+    { "store_error", NGX_HTTP_INTERNAL_SERVER_ERROR, 0,
+      "the hub's store failed to do this; the cause is in the hub's "
+      "error log" }
+};
+
+
+static const char  *ngx_ioa_redis_busy[] = {
+    "BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "READONLY", "MISCONF",
+    "NOREPLICAS", "TRYAGAIN", NULL
+};
+
+
+static ngx_uint_t
+ngx_ioa_redis_refusal_kind(redisReply *reply)
+{
+    ngx_str_t   code, text;
+    ngx_uint_t  i;
+
+    if (ngx_ioa_redis_error(reply, &code, &text) == NGX_OK) {
+        return 2;               /* not an error: the caller's surprise */
+    }
+
+    if (reply == NULL) {
+        return 1;
+    }
+
+    if (code.len == 3 && ngx_strncmp(code.data, "OOM", 3) == 0) {
+        return 0;
+    }
+
+    for (i = 0; ngx_ioa_redis_busy[i]; i++) {
+        if (code.len == ngx_strlen(ngx_ioa_redis_busy[i])
+            && ngx_strncmp(code.data, ngx_ioa_redis_busy[i], code.len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 2;
+}
+
+
+/* Redis' text of a refusal, into the error log at a bounded rate */
+
+void
+ngx_ioa_redis_log_refusal(redisReply *reply, const char *what)
+{
+    ngx_uint_t          kind;
+    static ngx_msec_t   logged[3];
+    static ngx_uint_t   quiet[3];
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ERROR) {
+        return;
+    }
+
+    kind = ngx_ioa_redis_refusal_kind(reply);
+
+    if (logged[kind] != 0
+        && ngx_current_msec - logged[kind] < NGX_IOA_REFUSAL_LOG_EVERY)
+    {
+        quiet[kind]++;
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                  "ioa: Redis refused %s: %*s (and %ui refusals like it "
+                  "in the %M ms before, not logged one by one)",
+                  what, reply->len, reply->str, quiet[kind],
+                  (ngx_msec_t) NGX_IOA_REFUSAL_LOG_EVERY);
+
+    logged[kind] = ngx_current_msec;
+    quiet[kind] = 0;
+}
+
+
+ngx_uint_t
+ngx_ioa_redis_refusal(redisReply *reply, ngx_ioa_error_t *err,
+    ngx_msec_t *retry)
+{
+    ngx_ioa_refusal_t  *rf;
+
+    ngx_ioa_redis_log_refusal(reply, "a client's request");
+
+    rf = &ngx_ioa_refusals[ngx_ioa_redis_refusal_kind(reply)];
+
+    ngx_ioa_error_set(err, rf->code, NULL, "%s", rf->text);
+    *retry = rf->retry;
+
+    return rf->status;
+}
+
+
 /* the first word of an error reply is its code: our scripts answer
  * "NOTMEMBER ...", Redis itself "ERR ...", "OOM ...", "BUSY ..." */
 

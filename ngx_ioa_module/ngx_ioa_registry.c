@@ -1008,11 +1008,8 @@ done:
 static void
 ngx_ioa_presence_done(redisReply *reply, void *data)
 {
-    if (reply && reply->type == REDIS_REPLY_ERROR) {
-        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
-                      "ioa: presence update failed: %*s",
-                      reply->len, reply->str);
-    }
+    /* the next tick tries again: a full Redis is said once a while */
+    ngx_ioa_redis_log_refusal(reply, "a presence update");
 }
 
 

@@ -548,25 +548,38 @@ ngx_ioa_rest_cleanup(void *data)
 }
 
 
-/* answers a failed Redis call: 503 when Redis is away, otherwise the
- * script's own refusal as a 400-class error */
+/* answers a failed Redis call the caller did not read as a script's own
+ * answer: 503 when Redis is away, busy or full (with Retry-After), 500
+ * otherwise; never Redis' own text (ngx_ioa_redis_refusal) */
 
 ngx_int_t
 ngx_ioa_rest_redis_failed(ngx_http_request_t *r, redisReply *reply)
 {
-    ngx_str_t        code, text;
+    ngx_uint_t       status;
+    ngx_msec_t       retry;
     ngx_ioa_error_t  err;
 
     if (reply == NULL) {
         return ngx_ioa_send_unavailable(r);
     }
 
-    (void) ngx_ioa_redis_error(reply, &code, &text);
+    status = ngx_ioa_redis_refusal(reply, &err, &retry);
 
-    ngx_ioa_error_set(&err, "redis_error", NULL, "Redis: %V %V",
-                      &code, &text);
+    return ngx_ioa_send_answer(r, status, retry, &err);
+}
 
-    return ngx_ioa_send_error(r, NGX_HTTP_INTERNAL_SERVER_ERROR, &err);
+
+/* an error, with Retry-After when it says when to try again */
+
+ngx_int_t
+ngx_ioa_send_answer(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_msec_t retry, ngx_ioa_error_t *err)
+{
+    if (retry) {
+        return ngx_ioa_send_retry(r, status, retry, err);
+    }
+
+    return ngx_ioa_send_error(r, status, err);
 }
 
 

@@ -2499,10 +2499,12 @@ ngx_ioa_post_key(u_char *p, const char **arg, size_t *len, ngx_str_t *base,
 
 ngx_uint_t
 ngx_ioa_post_result(redisReply *reply, ngx_str_t *name, ngx_str_t *comm_id,
-    ngx_ioa_error_t *err)
+    ngx_ioa_error_t *err, ngx_msec_t *retry)
 {
     u_char     *p;
     ngx_str_t   code, text, next;
+
+    *retry = 0;
 
     if (ngx_ioa_redis_error(reply, &code, &text) == NGX_OK) {
         return NGX_HTTP_OK;
@@ -2513,6 +2515,7 @@ ngx_ioa_post_result(redisReply *reply, ngx_str_t *name, ngx_str_t *comm_id,
                           "Redis did not confirm the envelope; it may or "
                           "may not be stored: resume from your last id "
                           "before sending it again");
+        *retry = 1000;
         return NGX_HTTP_SERVICE_UNAVAILABLE;
     }
 
@@ -2555,10 +2558,7 @@ ngx_ioa_post_result(redisReply *reply, ngx_str_t *name, ngx_str_t *comm_id,
         return NGX_HTTP_NOT_FOUND;
     }
 
-    ngx_ioa_error_set(err, "redis_error", NULL,
-                      "Redis refused the envelope: %V %V", &code, &text);
-
-    return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    return ngx_ioa_redis_refusal(reply, err, retry);
 }
 
 
@@ -2569,13 +2569,14 @@ ngx_ioa_post_reply(redisReply *reply, void *data)
 
     u_char            *p, buf[256];
     ngx_str_t          s;
+    ngx_msec_t         retry;
     ngx_ioa_error_t    err;
     ngx_ioa_client_t  *cl;
 
     cl = post->client;
     ngx_queue_remove(&post->q);
 
-    if (ngx_ioa_post_result(reply, &cl->name, &post->comm_id, &err)
+    if (ngx_ioa_post_result(reply, &cl->name, &post->comm_id, &err, &retry)
         != NGX_HTTP_OK)
     {
         ngx_ioa_client_error(cl, &err, &post->comm_id);

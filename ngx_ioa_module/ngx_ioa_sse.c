@@ -205,6 +205,7 @@ ngx_ioa_http_post_reply(redisReply *reply, void *data)
 
     u_char               *p;
     ngx_str_t             out;
+    ngx_msec_t            retry;
     ngx_uint_t            status;
     ngx_ioa_error_t       err;
     ngx_connection_t     *c;
@@ -213,10 +214,11 @@ ngx_ioa_http_post_reply(redisReply *reply, void *data)
     hp = ngx_ioa_rest_get_data(r);
     c = r->connection;
 
-    status = ngx_ioa_post_result(reply, &hp->name, &hp->comm_id, &err);
+    status = ngx_ioa_post_result(reply, &hp->name, &hp->comm_id, &err,
+                                 &retry);
 
     if (status != NGX_HTTP_OK) {
-        ngx_ioa_finish(r, ngx_ioa_send_error(r, status, &err));
+        ngx_ioa_finish(r, ngx_ioa_send_answer(r, status, retry, &err));
         ngx_http_run_posted_requests(c);
         return;
     }

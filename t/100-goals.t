@@ -669,6 +669,59 @@ GET /health_check
 
 
 
+=== TEST 10b: Redis full mid-goal (maxmemory, noeviction): the worker backs off instead of failing the goal, says so, and once memory is freed resumes and concludes it, nothing repeated
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    if (redis_mode() eq 'cluster') {
+        pass('standalone only: maxmemory is set on one Redis');
+        return;
+    }
+    fresh($ctx);
+    @Held = ();
+    register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
+    my $ag = connect_agents($ctx, qw(Ann Ben));
+    my $w = worker($ctx, 'w1');
+    my $gid = launch(goal => 'Write the report. Check the figures.',
+                     team_member_names => [qw(Ann Ben)]);
+    my $cid;
+    ok drive(agents => $ag, how => { Ann => 'hold', Ben => 'hold' },
+             until => sub {
+                 $cid //= meta($gid)->{comm_id};
+                 @Held == 2 && grep { $_->{type} == 9 } room($cid) }),
+       'assigned and paused' or diag worker_logs($ctx);
+
+    # the results are stored while the worker is frozen; then Redis is full,
+    # so the worker's next step (its own post, its state) is refused
+    kill 'STOP', $w;
+    release();
+    ok wait_until(sub { scalar(grep { $_->{type} == 7 } room($cid)) == 2 }, 5), 'both results stored';
+    redis_cmd('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+    redis_cmd('CONFIG', 'SET', 'maxmemory', 1);
+    kill 'CONT', $w;
+    ok wait_until(sub { worker_log($ctx, 'w1') =~ /redis cannot take .* now: OOM/ }, 10),
+        'the worker hears Redis is full and backs off' or diag worker_logs($ctx);
+    sleep 2;
+    isnt state_of($gid), 'failed', 'the goal is not failed meanwhile';
+    redis_cmd('CONFIG', 'SET', 'maxmemory', 0);
+    ok drive(agents => $ag, secs => 30, until => sub { state_of($gid) eq 'concluded' }),
+       'once memory is freed, the goal concludes' or diag worker_logs($ctx);
+    like worker_log($ctx, 'w1'), qr/goal $gid: resumed in phase running/, 'resumed from Redis';
+    my @env = room($cid);
+    is_deeply [coordinator_steps(@env)], [usual_steps(team_size($cid))], 'every step once';
+    is_deeply stop_workers(), { w1 => 0 }, 'exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
 === TEST 11: continuing a room (comm_id + cont_input): the same team plans the new input in the same room, reading from where the room was; only the coordinator's own rooms can be continued
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;

@@ -12,7 +12,11 @@
  * returns IW_ERROR up to the main loop, which reconnects with backoff and
  * resumes the goal from what Redis holds.  There is no retry deeper down:
  * a half-done step is resolved by the state machine, not by repeating a
- * command whose outcome is unknown.
+ * command whose outcome is unknown.  A Redis that refuses for now (full:
+ * OOM under maxmemory; loading, busy, without a master, read-only) is
+ * handled the same way (iw_redis_refused): the command did not run, so
+ * backing off and resuming is safe, where failing the goal would turn a
+ * full store into lost work.
  *
  * Scripts: the hub's own (post, register, retrieve, query, teamup_members,
  * room_create, verify) are read from --scripts at start, so the worker runs
@@ -511,6 +515,34 @@ iw_args_free(iw_args_t *a)
 }
 
 
+/*
+ * A refusal that says "not now" rather than "no": the reply is dropped and
+ * the connection closed, as if it had been lost (see the top).
+ */
+
+static redisReply *
+iw_redis_refused(redisReply *r, const char *what)
+{
+    int                 i;
+    static const char  *not_now[] = {
+        "OOM", "BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "READONLY",
+        "MISCONF", "NOREPLICAS", NULL
+    };
+
+    for (i = 0; not_now[i]; i++) {
+        if (iw_reply_err(r, not_now[i])) {
+            iw_warn("redis cannot take %s now: %s; backing off, the goal "
+                    "resumes from what Redis holds", what, r->str);
+            freeReplyObject(r);
+            iw_redis_close();
+            return NULL;
+        }
+    }
+
+    return r;
+}
+
+
 redisReply *
 iw_redis_argv(iw_args_t *a)
 {
@@ -528,7 +560,7 @@ iw_redis_argv(iw_args_t *a)
         r = iw_cluster_exec(cmd, (size_t) len);
         free(cmd);
 
-        return r;
+        return iw_redis_refused(r, a->n ? a->v[0] : "command");
     }
 
     if (iw_redis == NULL) {
@@ -540,7 +572,7 @@ iw_redis_argv(iw_args_t *a)
         iw_redis_broken(a->n ? a->v[0] : "command", iw_redis->errstr);
     }
 
-    return r;
+    return iw_redis_refused(r, a->n ? a->v[0] : "command");
 }
 
 
@@ -564,7 +596,7 @@ iw_redis_cmd(const char *fmt, ...)
         r = iw_cluster_exec(cmd, (size_t) len);
         free(cmd);
 
-        return r;
+        return iw_redis_refused(r, fmt);
     }
 
     if (iw_redis == NULL) {
@@ -579,7 +611,7 @@ iw_redis_cmd(const char *fmt, ...)
         iw_redis_broken(fmt, iw_redis->errstr);
     }
 
-    return r;
+    return iw_redis_refused(r, fmt);
 }
 
 

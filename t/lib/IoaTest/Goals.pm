@@ -53,6 +53,7 @@ END {
 sub fresh {
     my $ctx = shift;
     stop_workers();
+    redis_cmd('CONFIG', 'SET', 'maxmemory', 0);   # a test that filled it
     fresh_hub($ctx);
 }
 
