@@ -93,6 +93,7 @@ typedef struct {
     ngx_regex_t              *name_regex;
 
     ngx_uint_t                room_log_maxlen;
+    ngx_msec_t                room_retention;  /* 0: rooms kept forever */
     ngx_msec_t                presence_ttl;
 
     /* limits (ngx_ioa_limit.c) */
@@ -363,6 +364,8 @@ typedef enum {
     NGX_IOA_SCRIPT_GOAL_MESSAGE,
     NGX_IOA_SCRIPT_POSITION_SAVE,
     NGX_IOA_SCRIPT_POSITION_LOAD,
+    NGX_IOA_SCRIPT_ROOM_EXPIRE,
+    NGX_IOA_SCRIPT_ROOM_FORGET,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -410,6 +413,12 @@ void ngx_ioa_redis_wrote(redisAsyncContext *ac);
 /* ngx_ioa_room.c */
 ngx_int_t ngx_ioa_room_init_process(ngx_cycle_t *cycle);
 void ngx_ioa_room_exit_process(ngx_cycle_t *cycle);
+
+/* the room code's periodic work: presence, idle rooms, retention */
+#define NGX_IOA_TICK  5000
+
+/* ngx_ioa_retention.c */
+void ngx_ioa_retention_tick(void);
 ngx_int_t ngx_ioa_client_attach(ngx_ioa_client_t *cl);
 void ngx_ioa_client_detach(ngx_ioa_client_t *cl);
 void ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len);

@@ -43,8 +43,6 @@
 #include "ngx_ioa_envelope.h"
 
 
-#define NGX_IOA_COMM_ID_MAX        64
-
 /* user text quoted in an error sentence is cut to this many bytes */
 #define NGX_IOA_QUOTE_MAX          64
 

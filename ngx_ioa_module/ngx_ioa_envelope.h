@@ -15,6 +15,9 @@
 
 
 /* CommunicationState, as IoA puts it on the wire */
+/* a comm_id: 1 to 64 characters of A-Z, a-z, 0-9, "_" and "-" */
+#define NGX_IOA_COMM_ID_MAX                      64
+
 #define NGX_IOA_STATE_TEAMUP                     0
 #define NGX_IOA_STATE_DISCUSSION                 1
 #define NGX_IOA_STATE_VOTE                       2

@@ -88,7 +88,6 @@
 /* rooms an agent_rooms.lua batch asks for (see there) */
 #define NGX_IOA_ROOMS_BATCH      "100"
 #define NGX_IOA_ROOM_IDLE        30000
-#define NGX_IOA_TICK             5000
 
 /* post.lua's 5 keys and ARGV[1..6]; the next_speaker names follow */
 #define NGX_IOA_POST_ARGC        11
@@ -1991,6 +1990,7 @@ ngx_ioa_room_tick(ngx_event_t *ev)
 
     ngx_ioa_room_presence();
     ngx_ioa_room_observers(ngx_ioa_nobservers > 0);
+    ngx_ioa_retention_tick();
 
     while (!ngx_queue_empty(&ngx_ioa_idle_rooms)) {
         q = ngx_queue_head(&ngx_ioa_idle_rooms);

@@ -77,7 +77,7 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
                  room_create post room_record presence verify goal_message goal_cancel agent_rooms
-                 position_save position_load)) {
+                 position_save position_load room_expire room_forget)) {
     my $file = "$scripts/$name.lua";
     ok(-f $file, "$name.lua exists") or next;
     my $src = slurp($file);
@@ -1087,6 +1087,41 @@ sub chain_entries {
     is_deeply($plain_msg->(), [ 'message', 'chan:f1', qq($id {"mode":""}) ],
               'mode "": PUBLISHed');
     ok($quiet->($ss), 'mode "": not SPUBLISHed');
+}
+
+# --- room_expire, room_forget: the retention sweep's two halves ----------------------
+
+{
+    my $R = room('ex1');
+    my @keys = map { "$R$_" } qw(meta members log floor chain);
+    my $t0 = 1_700_000_000_000;
+    run_script('room_create', [ "${R}meta", "${R}members" ], 'ex1', '', 'anna', $t0, qw(anna carl));
+    is_deeply(run_script('room_expire', \@keys, $t0 + 500, 1000), [ 'live', $t0 ],
+              'room_expire: a room without envelopes is dated by its creation');
+    my ($what, @members) = @{ run_script('room_expire', \@keys, $t0 + 1000, 1000) };
+    is_deeply([ $what, sort @members ], [ 'expired', 'anna', 'carl' ],
+              '... and expires a retention after it, naming its members');
+    is($r->cmd('EXISTS', @keys), 0, 'every key of the room is gone');
+    is_deeply(run_script('room_expire', \@keys, $t0 + 9000, 1000), ['gone'], 'again: gone');
+
+    run_script('room_create', [ "${R}meta", "${R}members" ], 'ex1', '', 'anna', $t0, 'anna');
+    $r->cmd('XADD', "${R}log", ($t0 + 5000) . '-0', 'e', '{}');
+    is_deeply(run_script('room_expire', \@keys, $t0 + 5500, 1000), [ 'live', $t0 + 5000 ],
+              'a room that spoke is dated by its last envelope');
+    is(err_code(run_script('room_expire', \@keys, 'soon', 1000)), 'BADARG', 'a bad now: BADARG');
+    is(err_code(run_script('room_expire', \@keys, $t0, 0)), 'BADARG', 'a retention of 0: BADARG');
+
+    my $B = 'hub:{reg}:';
+    $r->cmd('SADD', "${B}rooms:anna", 'ex1', 'other');
+    $r->cmd('SADD', "${B}rooms:carl", 'ex1');
+    $r->cmd('ZADD', "${B}roomlist", $t0, 'ex1');
+    is(run_script('room_forget', [ "${B}roomlist" ], $B, 'ex1', 'anna', 'carl'), 2,
+       'room_forget: out of both member sets');
+    is_deeply($r->cmd('SMEMBERS', "${B}rooms:anna"), ['other'], "anna's other room stays");
+    is($r->cmd('ZSCORE', "${B}roomlist", 'ex1'), undef, 'out of the index');
+    is(run_script('room_forget', [ "${B}roomlist" ], $B, 'ex1', 'anna', 'carl'), 0,
+       'run again: nothing to do');
+    is(err_code(run_script('room_forget', [ 'x' ], $B, 'ex1')), 'BADARG', 'keys not from B: BADARG');
 }
 
 done_testing();

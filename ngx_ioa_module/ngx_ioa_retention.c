@@ -1,0 +1,412 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * Room retention (ioa_room_retention): a room whose last envelope is older
+ * than the retention is removed, its log, members, floor and chain with it,
+ * and so are its entries in the members' room sets and in the room index.
+ * Without it Redis grows by every envelope ever posted.
+ *
+ * One nginx worker of the whole deployment sweeps at a time.  At every
+ * tick of the room code (NGX_IOA_TICK) a worker that is not sweeping asks
+ * for the lease, SET <reg>sweep <holder> NX PX <tick>; the one that gets it
+ * sweeps, one step at a time:
+ *
+ *   LIST     ZRANGEBYSCORE <reg>roomlist -inf <now - retention>
+ *            LIMIT 0 NGX_IOA_SWEEP_BATCH: the rooms that may be due
+ *   EXPIRE   room_expire.lua on each room's own keys (its slot on a
+ *            Cluster), which answers from the room's log:
+ *              "live" <last>   the room spoke since: ZADD XX <last> moves
+ *                              it in the index, so it is looked at again
+ *                              only a retention after its last envelope;
+ *              "expired" m...  its keys are gone;
+ *              "gone"          nothing left of it;
+ *   FORGET   room_forget.lua for "expired" and "gone": out of each
+ *            member's room set and out of the index (the {reg} slot).
+ *
+ * A full batch is followed by the next one at once, up to
+ * NGX_IOA_SWEEP_BATCHES a tick; then the next tick, with a new lease, goes
+ * on.  So a sweep costs Redis a few small commands per room, one at a time,
+ * and UNLINK frees long logs in the background: Redis is never held long.
+ * The index's score starts as the room's creation (teamup), which is also
+ * the right first guess of when it may be due.
+ *
+ * Every step can be repeated: a reply lost with its connection leaves the
+ * room in the index, and a later sweep finds it again.  The age is measured
+ * against this host's clock, the log's ids against Redis': a skew of
+ * seconds matters nothing to retentions of hours or days.
+ *
+ * Clients still connected to a room that expires keep their link to it;
+ * what they post then is refused with unknown_room, as in a room that
+ * never existed.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_ioa.h"
+
+
+/* rooms looked at per LIST, and LISTs per tick */
+#define NGX_IOA_SWEEP_BATCH     100
+#define NGX_IOA_SWEEP_BATCH_STR "100"
+#define NGX_IOA_SWEEP_BATCHES   10
+
+#define NGX_IOA_SWEEP_KEY_MAX   320
+
+
+typedef struct {
+    ngx_uint_t          busy;       /* a step is in flight */
+    ngx_uint_t          batches;    /* LISTs made this tick */
+    ngx_str_t          *ids;        /* the current LIST's rooms */
+    ngx_uint_t          nids;
+    ngx_uint_t          next;       /* the room being swept */
+    ngx_uint_t          full;       /* the LIST filled its batch */
+} ngx_ioa_sweep_t;
+
+
+static void ngx_ioa_sweep_leased(redisReply *reply, void *data);
+static void ngx_ioa_sweep_list(void);
+static void ngx_ioa_sweep_listed(redisReply *reply, void *data);
+static void ngx_ioa_sweep_next(void);
+static void ngx_ioa_sweep_expired(redisReply *reply, void *data);
+static void ngx_ioa_sweep_forgotten(redisReply *reply, void *data);
+static void ngx_ioa_sweep_done(void);
+
+
+static ngx_ioa_sweep_t  ngx_ioa_sweep;
+
+
+/* the room code's tick: take the lease and sweep, if retention is on */
+
+void
+ngx_ioa_retention_tick(void)
+{
+    u_char                key[NGX_IOA_SWEEP_KEY_MAX], ms[NGX_INT_T_LEN];
+    size_t                argvlen[6];
+    const char           *argv[6];
+    ngx_str_t            *holder;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    if (mcf->room_retention == 0 || ngx_ioa_sweep.busy
+        || !ngx_ioa_redis_ready())
+    {
+        return;
+    }
+
+    holder = ngx_ioa_holder();
+
+    argv[0] = "SET";
+    argvlen[0] = 3;
+    argv[1] = (const char *) key;
+    argvlen[1] = ngx_snprintf(key, sizeof(key), "%Vsweep", &mcf->reg_base)
+                 - key;
+    argv[2] = (const char *) holder->data;
+    argvlen[2] = holder->len;
+    argv[3] = "NX";
+    argvlen[3] = 2;
+    argv[4] = "PX";
+    argvlen[4] = 2;
+    argv[5] = (const char *) ms;
+    argvlen[5] = ngx_sprintf(ms, "%M", (ngx_msec_t) NGX_IOA_TICK) - ms;
+
+    if (ngx_ioa_redis_command(ngx_ioa_sweep_leased, NULL, 6, argv, argvlen)
+        != NULL)
+    {
+        ngx_ioa_sweep.busy = 1;
+    }
+}
+
+
+static void
+ngx_ioa_sweep_leased(redisReply *reply, void *data)
+{
+    if (reply == NULL || reply->type != REDIS_REPLY_STATUS) {
+        /* another worker sweeps this tick (a nil reply), or Redis is
+         * away or refuses: the next tick asks again */
+        ngx_ioa_redis_log_refusal(reply, "the retention sweep's lease");
+        ngx_ioa_sweep.busy = 0;
+        return;
+    }
+
+    ngx_ioa_sweep.batches = 0;
+    ngx_ioa_sweep_list();
+}
+
+
+static void
+ngx_ioa_sweep_list(void)
+{
+    u_char                key[NGX_IOA_SWEEP_KEY_MAX], max[NGX_INT64_LEN];
+    size_t                argvlen[7];
+    const char           *argv[7];
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = "ZRANGEBYSCORE";
+    argvlen[0] = sizeof("ZRANGEBYSCORE") - 1;
+    argv[1] = (const char *) key;
+    argvlen[1] = ngx_snprintf(key, sizeof(key), "%Vroomlist", &mcf->reg_base)
+                 - key;
+    argv[2] = "-inf";
+    argvlen[2] = 4;
+    argv[3] = (const char *) max;
+    argvlen[3] = ngx_sprintf(max, "%L",
+                             ngx_ioa_now_ms()
+                             - (int64_t) mcf->room_retention)
+                 - max;
+    argv[4] = "LIMIT";
+    argvlen[4] = 5;
+    argv[5] = "0";
+    argvlen[5] = 1;
+    argv[6] = NGX_IOA_SWEEP_BATCH_STR;
+    argvlen[6] = sizeof(NGX_IOA_SWEEP_BATCH_STR) - 1;
+
+    ngx_ioa_sweep.batches++;
+
+    if (ngx_ioa_redis_command(ngx_ioa_sweep_listed, NULL, 7, argv, argvlen)
+        == NULL)
+    {
+        ngx_ioa_sweep.busy = 0;
+    }
+}
+
+
+static void
+ngx_ioa_sweep_listed(redisReply *reply, void *data)
+{
+    u_char      *p;
+    size_t       size;
+    ngx_uint_t   i, n;
+    redisReply  *e;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        ngx_ioa_redis_log_refusal(reply, "the retention sweep's list");
+        ngx_ioa_sweep.busy = 0;
+        return;
+    }
+
+    /* the room ids, copied: the reply is gone when this returns (ids
+     * that cannot be ours are left out) */
+
+    size = 0;
+
+    for (i = 0; i < reply->elements; i++) {
+        size += sizeof(ngx_str_t) + reply->element[i]->len;
+    }
+
+    ngx_ioa_sweep.ids = size ? ngx_alloc(size, ngx_cycle->log) : NULL;
+
+    if (ngx_ioa_sweep.ids == NULL) {
+        ngx_ioa_sweep.busy = 0;
+        return;
+    }
+
+    p = (u_char *) (ngx_ioa_sweep.ids + reply->elements);
+    n = 0;
+
+    for (i = 0; i < reply->elements; i++) {
+        e = reply->element[i];
+
+        if (e->type != REDIS_REPLY_STRING || e->len == 0
+            || e->len > NGX_IOA_COMM_ID_MAX)
+        {
+            continue;
+        }
+
+        ngx_ioa_sweep.ids[n].data = p;
+        ngx_ioa_sweep.ids[n].len = e->len;
+        p = ngx_cpymem(p, e->str, e->len);
+        n++;
+    }
+
+    ngx_ioa_sweep.nids = n;
+    ngx_ioa_sweep.next = 0;
+    ngx_ioa_sweep.full = (reply->elements >= NGX_IOA_SWEEP_BATCH);
+
+    ngx_ioa_sweep_next();
+}
+
+
+/* room_expire.lua for the next room of the batch */
+
+static void
+ngx_ioa_sweep_next(void)
+{
+    u_char               *p, keys[5][NGX_IOA_SWEEP_KEY_MAX];
+    u_char                now[NGX_INT64_LEN], keep[NGX_INT64_LEN];
+    size_t                argvlen[7];
+    ngx_str_t            *id;
+    ngx_uint_t            i;
+    const char           *argv[7];
+    ngx_ioa_main_conf_t  *mcf;
+    static const char    *names[] = { "meta", "members", "log", "floor",
+                                      "chain" };
+
+    mcf = ngx_ioa_main_conf();
+
+    if (ngx_ioa_sweep.next >= ngx_ioa_sweep.nids) {
+        ngx_ioa_sweep_done();
+        return;
+    }
+
+    id = &ngx_ioa_sweep.ids[ngx_ioa_sweep.next];
+
+    for (i = 0; i < 5; i++) {
+        p = ngx_snprintf(keys[i], NGX_IOA_SWEEP_KEY_MAX, "%V{room:%V}:%s",
+                         &mcf->redis_prefix, id, names[i]);
+        argv[i] = (const char *) keys[i];
+        argvlen[i] = p - keys[i];
+    }
+
+    argv[5] = (const char *) now;
+    argvlen[5] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[6] = (const char *) keep;
+    argvlen[6] = ngx_sprintf(keep, "%M", mcf->room_retention) - keep;
+
+    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_ROOM_EXPIRE,
+                             ngx_ioa_sweep_expired, NULL, 5, 7, argv, argvlen)
+        == NULL)
+    {
+        ngx_ioa_sweep_done();
+    }
+}
+
+
+static void
+ngx_ioa_sweep_expired(redisReply *reply, void *data)
+{
+    u_char                key[NGX_IOA_SWEEP_KEY_MAX];
+    size_t               *argvlen, n, zlen[5];
+    ngx_str_t            *id;
+    ngx_uint_t            i;
+    redisReply           *e;
+    const char          **argv, *zadd[5];
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+    id = &ngx_ioa_sweep.ids[ngx_ioa_sweep.next];
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements == 0
+        || reply->element[0]->type != REDIS_REPLY_STRING)
+    {
+        ngx_ioa_redis_log_refusal(reply, "the retention sweep");
+        ngx_ioa_sweep_done();
+        return;
+    }
+
+    e = reply->element[0];
+
+    if (e->len == 4 && ngx_strncmp(e->str, "live", 4) == 0) {
+
+        /* seen again a retention after its last envelope */
+
+        if (reply->elements == 2
+            && reply->element[1]->type == REDIS_REPLY_STRING)
+        {
+            zadd[0] = "ZADD";
+            zlen[0] = 4;
+            zadd[1] = (const char *) key;
+            zlen[1] = ngx_snprintf(key, sizeof(key), "%Vroomlist",
+                                   &mcf->reg_base) - key;
+            zadd[2] = "XX";
+            zlen[2] = 2;
+            zadd[3] = reply->element[1]->str;
+            zlen[3] = reply->element[1]->len;
+            zadd[4] = (const char *) id->data;
+            zlen[4] = id->len;
+
+            (void) ngx_ioa_redis_command(NULL, NULL, 5, zadd, zlen);
+        }
+
+        ngx_ioa_sweep.next++;
+        ngx_ioa_sweep_next();
+        return;
+    }
+
+    /* "expired" with its members, or "gone": out of the registry */
+
+    n = 3 + reply->elements - 1;
+
+    argv = ngx_alloc(n * sizeof(char *), ngx_cycle->log);
+    argvlen = ngx_alloc(n * sizeof(size_t), ngx_cycle->log);
+
+    if (argv == NULL || argvlen == NULL) {
+        ngx_free(argv);
+        ngx_free(argvlen);
+        ngx_ioa_sweep_done();
+        return;
+    }
+
+    argv[0] = (const char *) key;
+    argvlen[0] = ngx_snprintf(key, sizeof(key), "%Vroomlist", &mcf->reg_base)
+                 - key;
+    argv[1] = (const char *) mcf->reg_base.data;
+    argvlen[1] = mcf->reg_base.len;
+    argv[2] = (const char *) id->data;
+    argvlen[2] = id->len;
+
+    for (i = 1; i < reply->elements; i++) {
+        e = reply->element[i];
+        argv[2 + i] = e->type == REDIS_REPLY_STRING ? e->str : "";
+        argvlen[2 + i] = e->type == REDIS_REPLY_STRING ? e->len : 0;
+    }
+
+    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_ROOM_FORGET,
+                             ngx_ioa_sweep_forgotten, NULL, 1, (int) n, argv,
+                             argvlen)
+        == NULL)
+    {
+        ngx_free(argv);
+        ngx_free(argvlen);
+        ngx_ioa_sweep_done();
+        return;
+    }
+
+    ngx_free(argv);
+    ngx_free(argvlen);
+}
+
+
+static void
+ngx_ioa_sweep_forgotten(redisReply *reply, void *data)
+{
+    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER) {
+        ngx_ioa_redis_log_refusal(reply, "the retention sweep");
+        ngx_ioa_sweep_done();
+        return;
+    }
+
+    ngx_ioa_sweep.next++;
+    ngx_ioa_sweep_next();
+}
+
+
+/* the batch is over: the next one now, if it was full and the tick allows */
+
+static void
+ngx_ioa_sweep_done(void)
+{
+    ngx_uint_t  full;
+
+    full = ngx_ioa_sweep.full && ngx_ioa_sweep.next >= ngx_ioa_sweep.nids;
+
+    ngx_free(ngx_ioa_sweep.ids);
+    ngx_ioa_sweep.ids = NULL;
+    ngx_ioa_sweep.nids = 0;
+
+    if (full && ngx_ioa_sweep.batches < NGX_IOA_SWEEP_BATCHES
+        && !ngx_exiting)
+    {
+        ngx_ioa_sweep_list();
+        return;
+    }
+
+    ngx_ioa_sweep.busy = 0;
+}
