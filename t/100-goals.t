@@ -669,6 +669,49 @@ GET /health_check
 
 
 
+=== TEST 10c: retention of ended goals: the job leaves the queue at once; the record and the event feed expire --goal-retention after the goal ended (7 days by default), then /goals/{id} is 404
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth off; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
+    my $ag = connect_agents($ctx, qw(Ann Ben));
+    for my $case ([default => []], [short => ['--goal-retention', 2]]) {
+        my ($what, $args) = @$case;
+        my $w = worker($ctx, "w-$what", args => $args);
+        my $gid = launch(goal => 'Write the report. Check the figures.',
+                         team_member_names => [qw(Ann Ben)]);
+        ok drive(agents => $ag, secs => 20, until => sub { state_of($gid) eq 'concluded' }),
+           "$what: concluded" or diag worker_logs($ctx);
+        ok wait_until(sub { redis_cmd('PTTL', "ioa:{goal:$gid}:meta") > 0 }, 5), "$what: the record expires";
+        my $cid = meta($gid)->{comm_id};
+        my @ttl = map { redis_cmd('PTTL', $_) } "ioa:{goal:$gid}:meta", "ioa:{goal:$gid}:fsm",
+                                              "ioa:{room:goal-$gid}:log";
+        my ($lo, $hi) = $what eq 'default' ? (6.9 * 86400e3, 7 * 86400e3) : (0, 2000);
+        is scalar(grep { $_ > $lo && $_ <= $hi } @ttl), 3, "$what: record, state and feed expire in "
+            . ($what eq 'default' ? '7 days' : '2 s') or diag "@ttl";
+        is redis_cmd('PTTL', "ioa:{room:$cid}:log"), -1, "$what: the team's room is ioa_room_retention's";
+        my @left = grep { $_->[1][1] eq $gid } @{ redis_cmd('XRANGE', 'ioa:{jobs}:goals', '-', '+') };
+        is scalar(@left), 0, "$what: the job left the queue";
+        if ($what eq 'short') {
+            ok wait_until(sub { !redis_cmd('EXISTS', "ioa:{goal:$gid}:meta", "ioa:{room:goal-$gid}:log") }, 5),
+               'short: 2 s later the record and the feed are gone';
+            is $ctx->http(GET => "/goals/$gid")->code, 404, 'short: /goals/{id} is 404';
+        }
+        stop_workers();
+    }
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
 === TEST 10b: Redis full mid-goal (maxmemory, noeviction): the worker backs off instead of failing the goal, says so, and once memory is freed resumes and concludes it, nothing repeated
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;

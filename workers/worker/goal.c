@@ -138,7 +138,7 @@ iw_goal_run(const iw_conf_t *conf, iw_job_t *job)
 
     if (iw_goal_final(g.state)) {
         iw_info("goal %s: already %s; job acknowledged", g.goal_id, g.state);
-        rc = iw_jobs_ack(conf, g.job_id);
+        rc = iw_goal_retire(conf, g.goal_id, g.job_id);
         goto done;
     }
 
@@ -319,8 +319,8 @@ iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g)
         /* ended elsewhere (by hand, or a worker that lost its lease late) */
         iw_info("goal %s: %s meanwhile; job acknowledged", g->goal_id, state);
         free(state);
-        return iw_jobs_ack(conf, g->job_id) == IW_OK ? IW_GOAL_ENDED
-                                                     : IW_ERROR;
+        return iw_goal_retire(conf, g->goal_id, g->job_id) == IW_OK
+               ? IW_GOAL_ENDED : IW_ERROR;
     }
 
     rc = IW_OK;
@@ -605,7 +605,7 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
         return IW_ERROR;
     }
 
-    if (iw_jobs_ack(conf, g->job_id) != IW_OK) {
+    if (iw_goal_retire(conf, g->goal_id, g->job_id) != IW_OK) {
         return IW_ERROR;
     }
 
@@ -758,7 +758,7 @@ iw_goal_fail(const iw_conf_t *conf, iw_goal_t *g, const char *error)
 
     if (iw_event_state(conf, g->goal_id, "failed", g->comm_id, NULL, error)
         != IW_OK
-        || iw_jobs_ack(conf, g->job_id) != IW_OK)
+        || iw_goal_retire(conf, g->goal_id, g->job_id) != IW_OK)
     {
         return IW_ERROR;
     }
@@ -786,7 +786,7 @@ iw_goal_cancel_early(const iw_conf_t *conf, iw_goal_t *g, const char *why)
     if (iw_event_state(conf, g->goal_id, "cancelled", NULL, NULL, why)
         != IW_OK
         || iw_goal_cancel_children(conf, g) != IW_OK
-        || iw_jobs_ack(conf, g->job_id) != IW_OK)
+        || iw_goal_retire(conf, g->goal_id, g->job_id) != IW_OK)
     {
         return IW_ERROR;
     }

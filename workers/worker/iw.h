@@ -63,6 +63,7 @@ typedef struct {
     long long     task_timeout_ms;
     long long     turn_timeout_ms;   /* a protocol speaker's discussion turn */
     long long     claim_idle_ms;
+    long long     goal_retention_ms; /* an ended goal's keys, 0: kept */
     long long     token_budget;      /* LLM tokens per goal, 0: no limit */
     long long     max_rounds;        /* rounds of tasks per goal (decide.c) */
     long long     max_attempts;      /* agents tried per part of a goal */
@@ -211,6 +212,8 @@ int iw_jobs_touch(const iw_conf_t *conf, const char *id, int release);
 int iw_jobs_deliveries(const iw_conf_t *conf, const char *id,
     long long *count);
 int iw_jobs_ack(const iw_conf_t *conf, const char *id);
+int iw_goal_retire(const iw_conf_t *conf, const char *goal_id,
+    const char *job);
 void iw_job_free(iw_job_t *job);
 
 

@@ -275,6 +275,65 @@ iw_jobs_ack(const iw_conf_t *conf, const char *id)
 
     freeReplyObject(r);
 
+    /* a done job is of no more use to anyone: out of the queue, which
+     * would otherwise keep every goal ever launched */
+
+    r = iw_redis_cmd("XDEL %s %s", conf->jobs_key, id);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
+}
+
+
+/*
+ * A goal has ended: its job leaves the queue, and its record (meta, fsm,
+ * control, children, inbox) and event feed expire --goal-retention later,
+ * long enough for its launcher to read the conclusion and the events.
+ * The team's room is a room like any other (ioa_room_retention).  Run
+ * again (a job delivered twice) it only sets the same expiry again.
+ */
+
+int
+iw_goal_retire(const iw_conf_t *conf, const char *goal_id, const char *job)
+{
+    int                 i;
+    redisReply         *r;
+    static const char  *goal_keys[] = { "meta", "fsm", "control", "children",
+                                        "inbox" };
+    static const char  *feed_keys[] = { "log", "mirror" };
+
+    if (iw_jobs_ack(conf, job) != IW_OK) {
+        return IW_ERROR;
+    }
+
+    if (conf->goal_retention_ms == 0) {
+        return IW_OK;
+    }
+
+    for (i = 0; i < (int) (sizeof(goal_keys) / sizeof(goal_keys[0])); i++) {
+        r = iw_redis_cmd("PEXPIRE %s{goal:%s}:%s %lld", conf->prefix,
+                         goal_id, goal_keys[i], conf->goal_retention_ms);
+        if (r == NULL) {
+            return IW_ERROR;
+        }
+
+        freeReplyObject(r);
+    }
+
+    for (i = 0; i < (int) (sizeof(feed_keys) / sizeof(feed_keys[0])); i++) {
+        r = iw_redis_cmd("PEXPIRE %s{room:goal-%s}:%s %lld", conf->prefix,
+                         goal_id, feed_keys[i], conf->goal_retention_ms);
+        if (r == NULL) {
+            return IW_ERROR;
+        }
+
+        freeReplyObject(r);
+    }
+
     return IW_OK;
 }
 

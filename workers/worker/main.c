@@ -101,6 +101,9 @@ iw_usage(FILE *f)
         "                       long for its discussion turn (30)\n"
         "  --claim-idle SEC     a goal whose worker was silent this long is\n"
         "                       taken over (15)\n"
+        "  --goal-retention SEC an ended goal's record and event feed are\n"
+        "                       removed this long after it ended, its job\n"
+        "                       at once (604800: 7 days; off keeps them)\n"
         "  --token-budget N     LLM tokens per goal; reaching it concludes\n"
         "                       the goal (IOA_LLM_TOKEN_BUDGET, 0: none;\n"
         "                       default 100000)\n"
@@ -320,6 +323,7 @@ iw_conf_defaults(iw_conf_t *conf)
     conf->task_timeout_ms = 60000;
     conf->turn_timeout_ms = 30000;
     conf->claim_idle_ms = 15000;
+    conf->goal_retention_ms = 7LL * 86400 * 1000;
     conf->token_budget = 100000;
     conf->max_rounds = 3;
     conf->max_attempts = 2;
@@ -350,6 +354,7 @@ iw_parse_args(iw_conf_t *conf, int argc, char **argv)
         { "consumer", required_argument, NULL, 'c' },
         { "task-timeout", required_argument, NULL, 't' },
         { "claim-idle", required_argument, NULL, 'i' },
+        { "goal-retention", required_argument, NULL, 'K' },
         { "turn-timeout", required_argument, NULL, 'u' },
         { "token-budget", required_argument, NULL, 'b' },
         { "max-rounds", required_argument, NULL, 'R' },
@@ -452,6 +457,17 @@ iw_option(iw_conf_t *conf, int c, const char *arg)
     case 'i':
         if (iw_parse_seconds("--claim-idle", arg, &conf->claim_idle_ms)
             != 0)
+        {
+            return 2;
+        }
+        break;
+    case 'K':
+        if (strcmp(arg, "off") == 0) {
+            conf->goal_retention_ms = 0;
+
+        } else if (iw_parse_seconds("--goal-retention", arg,
+                                    &conf->goal_retention_ms)
+                   != 0)
         {
             return 2;
         }
