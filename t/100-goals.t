@@ -42,6 +42,7 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(envelope wait_health fresh_hub json);
 use IoaTest::Api;
+use IoaTest::SSE;
 use IoaTest::Goals;   # workers, launch, room, feed, drive: see there
 use IoaTest::Llama;
 use JSON::PP ();
@@ -979,6 +980,72 @@ GET /health_check
        'cancelling the goal cancelled its sub-team too' or diag worker_logs($ctx);
     @Held = ();
     is_deeply stop_workers(), { w1 => 0, w2 => 0 }, 'both exit 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 13b: every key the hub and the workers write belongs to a family that README's "What Redis holds" lists with its bound: rooms, registry, presence, reputation, positions, goals, feeds, the queue, the sweep's lease (a new family fails here until it is documented)
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_room_retention 1h;
+--- config
+    location / { ioa_api; ioa_auth off; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    if (redis_mode() eq 'cluster') {
+        pass('standalone only: the key names are the same on a Cluster');
+        return;
+    }
+    fresh($ctx);
+    redis_cmd('FLUSHALL');
+    # README's table: `<p>{room:<comm_id>}:meta`, `:members` ... per row
+    open my $fh, '<', "$Repo/README.md" or die "README.md: $!";
+    my $readme = do { local $/; <$fh> };
+    my ($table) = $readme =~ /^## What Redis holds\n(.*?)^## /ms;
+    my @families;
+    for my $row (grep { /^\| `/ } split /\n/, $table // '') {
+        my ($cell) = $row =~ /^\| ([^|]+) \|/;
+        my @items = $cell =~ /`([^`]+)`/g;
+        my ($base) = $items[0] =~ /^(.*?\})/;
+        for my $item (@items) {
+            my $k = $item =~ /^:/ ? "$base$item" : $item;
+            my $re = join '', map { /^<p>$/ ? 'ioa:' : /^<.*>$/ ? '.+' : quotemeta }
+                              split /(<[^>]+>)/, $k;
+            push @families, [ $k, qr/\A$re\z/ ];
+        }
+    }
+    ok @families >= 20, scalar(@families) . ' key families documented';
+
+    # a bit of everything: agents, presence, rooms, posts, an SSE inbox,
+    # a goal to its end (reputation, feed, queue), the retention sweep
+    register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
+    my $ag = connect_agents($ctx, qw(Ann Ben));
+    my $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, '/agents/Ann/inbox');
+    worker($ctx, 'w1');
+    my $gid = launch(goal => 'Write the report. Check the figures.', team_member_names => [qw(Ann Ben)]);
+    ok drive(agents => $ag, secs => 20, until => sub { state_of($gid) eq 'concluded' }), 'a goal concluded'
+        or diag worker_logs($ctx);
+    my ($code) = api($ctx, POST => '/teamup', { sender => 'Ann', agent_names => ['Ben'], team_name => 'side' });
+    is $code, 200, 'and a room of their own';
+    ok wait_until(sub { redis_cmd('EXISTS', 'ioa:{reg}:sweep') }, 8), 'the retention sweep ran';
+    $sse->close;
+
+    my (@keys, $cursor);
+    $cursor = 0;
+    do {
+        my $r = redis_cmd('SCAN', $cursor, 'COUNT', 1000);
+        ($cursor, my $batch) = @$r;
+        push @keys, @$batch;
+    } while ($cursor ne '0');
+    ok @keys >= 20, scalar(@keys) . ' keys in Redis';
+    my @undocumented = grep { my $k = $_; !grep { $k =~ $_->[1] } @families } sort @keys;
+    is_deeply \@undocumented, [], 'every one of them is in a documented family';
+    stop_workers();
 --- no_error_log
 [alert]
 [crit]
