@@ -94,6 +94,7 @@ typedef struct {
 
     ngx_uint_t                room_log_maxlen;
     ngx_msec_t                room_retention;  /* 0: rooms kept forever */
+    ngx_msec_t                agent_retention; /* 0: agents kept forever */
     ngx_msec_t                presence_ttl;
 
     /* limits (ngx_ioa_limit.c) */
@@ -366,6 +367,7 @@ typedef enum {
     NGX_IOA_SCRIPT_POSITION_LOAD,
     NGX_IOA_SCRIPT_ROOM_EXPIRE,
     NGX_IOA_SCRIPT_ROOM_FORGET,
+    NGX_IOA_SCRIPT_AGENT_FORGET,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 

@@ -58,7 +58,7 @@ static char *ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_ioa_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_ioa_redis_password_file(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
-static char *ngx_ioa_room_retention(ngx_conf_t *cf, ngx_command_t *cmd,
+static char *ngx_ioa_retention(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static ngx_int_t ngx_ioa_init_process(ngx_cycle_t *cycle);
 static void ngx_ioa_exit_process(ngx_cycle_t *cycle);
@@ -140,9 +140,16 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
 
     { ngx_string("ioa_room_retention"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
-      ngx_ioa_room_retention,
+      ngx_ioa_retention,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_ioa_main_conf_t, room_retention),
+      NULL },
+
+    { ngx_string("ioa_agent_retention"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_ioa_retention,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, agent_retention),
       NULL },
 
     { ngx_string("ioa_room_log_maxlen"),
@@ -698,6 +705,7 @@ ngx_ioa_create_main_conf(ngx_conf_t *cf)
     mcf->redis_backoff_max = NGX_CONF_UNSET_MSEC;
     mcf->room_log_maxlen = NGX_CONF_UNSET_UINT;
     mcf->room_retention = NGX_CONF_UNSET_MSEC;
+    mcf->agent_retention = NGX_CONF_UNSET_MSEC;
     mcf->presence_ttl = NGX_CONF_UNSET_MSEC;
     mcf->limit_zone_size = NGX_CONF_UNSET_SIZE;
     mcf->limit_conn = NGX_CONF_UNSET_UINT;
@@ -739,6 +747,7 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_msec_value(mcf->redis_backoff_max, 5000);
     ngx_conf_init_uint_value(mcf->room_log_maxlen, 0);
     ngx_conf_init_msec_value(mcf->room_retention, 0);
+    ngx_conf_init_msec_value(mcf->agent_retention, 0);
     ngx_conf_init_msec_value(mcf->presence_ttl, 30000);
     ngx_conf_init_uint_value(mcf->max_room_members, 256);
     ngx_conf_init_uint_value(mcf->max_agent_rooms, 1000);
@@ -1155,35 +1164,34 @@ ngx_ioa_exit_process(ngx_cycle_t *cycle)
 }
 
 
-/* ioa_room_retention off | <time>: a time, at least a minute */
+/* ioa_room_retention, ioa_agent_retention: off | a time of 1s or more */
 
 static char *
-ngx_ioa_room_retention(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+ngx_ioa_retention(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
-    ngx_ioa_main_conf_t *mcf = conf;
+    ngx_msec_t  *msp;
+    ngx_str_t   *value;
 
-    ngx_str_t  *value;
+    msp = (ngx_msec_t *) ((char *) conf + cmd->offset);
 
-    if (mcf->room_retention != NGX_CONF_UNSET_MSEC) {
+    if (*msp != NGX_CONF_UNSET_MSEC) {
         return "is duplicate";
     }
 
     value = cf->args->elts;
 
     if (ngx_strcmp(value[1].data, "off") == 0) {
-        mcf->room_retention = 0;
+        *msp = 0;
         return NGX_CONF_OK;
     }
 
-    mcf->room_retention = ngx_parse_time(&value[1], 0);
+    *msp = ngx_parse_time(&value[1], 0);
 
-    if (mcf->room_retention == (ngx_msec_t) NGX_ERROR
-        || mcf->room_retention < 1000)
-    {
+    if (*msp == (ngx_msec_t) NGX_ERROR || *msp < 1000) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"ioa_room_retention\" takes \"off\" or a time "
-                           "of at least 1s, such as \"7d\", not \"%V\"",
-                           &value[1]);
+                           "\"%V\" takes \"off\" or a time of at least 1s, "
+                           "such as \"7d\", not \"%V\"",
+                           &cmd->name, &value[1]);
         return NGX_CONF_ERROR;
     }
 

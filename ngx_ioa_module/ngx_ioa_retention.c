@@ -2,10 +2,12 @@
 /*
  * Copyright (C) ioa authors
  *
- * Room retention (ioa_room_retention): a room whose last envelope is older
- * than the retention is removed, its log, members, floor and chain with it,
- * and so are its entries in the members' room sets and in the room index.
- * Without it Redis grows by every envelope ever posted.
+ * Retention: a room whose last envelope is older than ioa_room_retention
+ * is removed, its log, members, floor and chain with it, and so are its
+ * entries in the members' room sets and in the room index; an agent not
+ * seen (registered, connected) for ioa_agent_retention leaves the registry
+ * (agent_forget.lua says what goes).  Without them Redis grows by every
+ * envelope ever posted and every agent that ever registered.
  *
  * One nginx worker of the whole deployment sweeps at a time.  At every
  * tick of the room code (NGX_IOA_TICK) a worker that is not sweeping asks
@@ -24,9 +26,14 @@
  *   FORGET   room_forget.lua for "expired" and "gone": out of each
  *            member's room set and out of the index (the {reg} slot).
  *
+ * Agents go the same way, after the rooms, from <reg>seen (name -> when
+ * last seen): LIST the names due, then agent_forget.lua for each, which
+ * keeps an agent connected right now or seen since (and moves it in
+ * <reg>seen), and removes the others; all of it in the {reg} slot.
+ *
  * A full batch is followed by the next one at once, up to
- * NGX_IOA_SWEEP_BATCHES a tick; then the next tick, with a new lease, goes
- * on.  So a sweep costs Redis a few small commands per room, one at a time,
+ * NGX_IOA_SWEEP_BATCHES a tick for each kind; then the next tick, with a
+ * new lease, goes on.  So a sweep costs Redis a few small commands per room, one at a time,
  * and UNLINK frees long logs in the background: Redis is never held long.
  * The index's score starts as the room's creation (teamup), which is also
  * the right first guess of when it may be due.
@@ -59,6 +66,7 @@
 
 typedef struct {
     ngx_uint_t          busy;       /* a step is in flight */
+    ngx_uint_t          agents;     /* 0: rooms are swept, 1: agents */
     ngx_uint_t          batches;    /* LISTs made this tick */
     ngx_str_t          *ids;        /* the current LIST's rooms */
     ngx_uint_t          nids;
@@ -73,6 +81,8 @@ static void ngx_ioa_sweep_listed(redisReply *reply, void *data);
 static void ngx_ioa_sweep_next(void);
 static void ngx_ioa_sweep_expired(redisReply *reply, void *data);
 static void ngx_ioa_sweep_forgotten(redisReply *reply, void *data);
+static void ngx_ioa_sweep_agent(ngx_str_t *name);
+static void ngx_ioa_sweep_agent_done(redisReply *reply, void *data);
 static void ngx_ioa_sweep_done(void);
 
 
@@ -92,8 +102,8 @@ ngx_ioa_retention_tick(void)
 
     mcf = ngx_ioa_main_conf();
 
-    if (mcf->room_retention == 0 || ngx_ioa_sweep.busy
-        || !ngx_ioa_redis_ready())
+    if ((mcf->room_retention == 0 && mcf->agent_retention == 0)
+        || ngx_ioa_sweep.busy || !ngx_ioa_redis_ready())
     {
         return;
     }
@@ -134,6 +144,7 @@ ngx_ioa_sweep_leased(redisReply *reply, void *data)
     }
 
     ngx_ioa_sweep.batches = 0;
+    ngx_ioa_sweep.agents = (ngx_ioa_main_conf()->room_retention == 0);
     ngx_ioa_sweep_list();
 }
 
@@ -151,14 +162,17 @@ ngx_ioa_sweep_list(void)
     argv[0] = "ZRANGEBYSCORE";
     argvlen[0] = sizeof("ZRANGEBYSCORE") - 1;
     argv[1] = (const char *) key;
-    argvlen[1] = ngx_snprintf(key, sizeof(key), "%Vroomlist", &mcf->reg_base)
+    argvlen[1] = ngx_snprintf(key, sizeof(key), "%V%s", &mcf->reg_base,
+                              ngx_ioa_sweep.agents ? "seen" : "roomlist")
                  - key;
     argv[2] = "-inf";
     argvlen[2] = 4;
     argv[3] = (const char *) max;
     argvlen[3] = ngx_sprintf(max, "%L",
                              ngx_ioa_now_ms()
-                             - (int64_t) mcf->room_retention)
+                             - (int64_t) (ngx_ioa_sweep.agents
+                                          ? mcf->agent_retention
+                                          : mcf->room_retention))
                  - max;
     argv[4] = "LIMIT";
     argvlen[4] = 5;
@@ -200,7 +214,13 @@ ngx_ioa_sweep_listed(redisReply *reply, void *data)
         size += sizeof(ngx_str_t) + reply->element[i]->len;
     }
 
-    ngx_ioa_sweep.ids = size ? ngx_alloc(size, ngx_cycle->log) : NULL;
+    if (size == 0) {
+        ngx_ioa_sweep.full = 0;
+        ngx_ioa_sweep_done();           /* nothing due: the next kind */
+        return;
+    }
+
+    ngx_ioa_sweep.ids = ngx_alloc(size, ngx_cycle->log);
 
     if (ngx_ioa_sweep.ids == NULL) {
         ngx_ioa_sweep.busy = 0;
@@ -214,7 +234,8 @@ ngx_ioa_sweep_listed(redisReply *reply, void *data)
         e = reply->element[i];
 
         if (e->type != REDIS_REPLY_STRING || e->len == 0
-            || e->len > NGX_IOA_COMM_ID_MAX)
+            || e->len > (ngx_ioa_sweep.agents ? NGX_IOA_NAME_MAX_BYTES
+                                              : NGX_IOA_COMM_ID_MAX))
         {
             continue;
         }
@@ -256,6 +277,11 @@ ngx_ioa_sweep_next(void)
     }
 
     id = &ngx_ioa_sweep.ids[ngx_ioa_sweep.next];
+
+    if (ngx_ioa_sweep.agents) {
+        ngx_ioa_sweep_agent(id);
+        return;
+    }
 
     for (i = 0; i < 5; i++) {
         p = ngx_snprintf(keys[i], NGX_IOA_SWEEP_KEY_MAX, "%V{room:%V}:%s",
@@ -388,6 +414,67 @@ ngx_ioa_sweep_forgotten(redisReply *reply, void *data)
 }
 
 
+/* agent_forget.lua for one name */
+
+static void
+ngx_ioa_sweep_agent(ngx_str_t *name)
+{
+    u_char                agent[NGX_IOA_SWEEP_KEY_MAX];
+    u_char                agents[NGX_IOA_SWEEP_KEY_MAX];
+    u_char                stats[NGX_IOA_SWEEP_KEY_MAX];
+    u_char                seen[NGX_IOA_SWEEP_KEY_MAX];
+    u_char                now[NGX_INT64_LEN], keep[NGX_INT64_LEN];
+    size_t                argvlen[8];
+    const char           *argv[8];
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = (const char *) agent;
+    argvlen[0] = ngx_snprintf(agent, sizeof(agent), "%Vagent:%V",
+                              &mcf->reg_base, name) - agent;
+    argv[1] = (const char *) agents;
+    argvlen[1] = ngx_snprintf(agents, sizeof(agents), "%Vagents",
+                              &mcf->reg_base) - agents;
+    argv[2] = (const char *) stats;
+    argvlen[2] = ngx_snprintf(stats, sizeof(stats), "%Vstats",
+                              &mcf->reg_base) - stats;
+    argv[3] = (const char *) seen;
+    argvlen[3] = ngx_snprintf(seen, sizeof(seen), "%Vseen", &mcf->reg_base)
+                 - seen;
+    argv[4] = (const char *) mcf->reg_base.data;
+    argvlen[4] = mcf->reg_base.len;
+    argv[5] = (const char *) name->data;
+    argvlen[5] = name->len;
+    argv[6] = (const char *) now;
+    argvlen[6] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[7] = (const char *) keep;
+    argvlen[7] = ngx_sprintf(keep, "%M", mcf->agent_retention) - keep;
+
+    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_AGENT_FORGET,
+                             ngx_ioa_sweep_agent_done, NULL, 4, 8, argv,
+                             argvlen)
+        == NULL)
+    {
+        ngx_ioa_sweep_done();
+    }
+}
+
+
+static void
+ngx_ioa_sweep_agent_done(redisReply *reply, void *data)
+{
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        ngx_ioa_redis_log_refusal(reply, "the retention sweep");
+        ngx_ioa_sweep_done();
+        return;
+    }
+
+    ngx_ioa_sweep.next++;
+    ngx_ioa_sweep_next();
+}
+
+
 /* the batch is over: the next one now, if it was full and the tick allows */
 
 static void
@@ -401,9 +488,21 @@ ngx_ioa_sweep_done(void)
     ngx_ioa_sweep.ids = NULL;
     ngx_ioa_sweep.nids = 0;
 
-    if (full && ngx_ioa_sweep.batches < NGX_IOA_SWEEP_BATCHES
-        && !ngx_exiting)
-    {
+    if (ngx_exiting) {
+        ngx_ioa_sweep.busy = 0;
+        return;
+    }
+
+    if (full && ngx_ioa_sweep.batches < NGX_IOA_SWEEP_BATCHES) {
+        ngx_ioa_sweep_list();
+        return;
+    }
+
+    /* the rooms are done for this tick: the agents' turn */
+
+    if (!ngx_ioa_sweep.agents && ngx_ioa_main_conf()->agent_retention) {
+        ngx_ioa_sweep.agents = 1;
+        ngx_ioa_sweep.batches = 0;
         ngx_ioa_sweep_list();
         return;
     }

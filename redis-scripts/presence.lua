@@ -81,6 +81,8 @@ for i = 5, #ARGV do
       end
     else
       redis.call('ZREM', KEYS[1], name)
+      -- its last connection went: when it was last seen (agent_forget.lua)
+      redis.call('ZADD', base .. 'seen', 'GT', now, name)
       if redis.call('ZREM', onidx, name) == 1 then
         online_index(name, false)
       end
@@ -91,6 +93,12 @@ end
 -- entries that expired a day ago read as offline anyway; dropping them keeps
 -- the set from growing with every name that ever connected
 if expiry > 0 then
+  -- (their holder died without letting them go: last seen at that expiry)
+  local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf',
+                         '(' .. string.format('%d', now - day), 'WITHSCORES')
+  for i = 1, #old, 2 do
+    redis.call('ZADD', base .. 'seen', 'GT', old[i + 1], old[i])
+  end
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%d', now - day))
   local gone = redis.call('ZRANGEBYSCORE', onidx, '-inf',
                           '(' .. string.format('%d', now - ONIDX_GRACE),

@@ -169,6 +169,8 @@ redis.call('HSET', KEYS[1],
 
 -- NX: the zset score is the first registration time and orders list_agents.
 redis.call('ZADD', KEYS[2], 'NX', now_ms, name)
+-- registering is being seen (agent_forget.lua: the registry's retention)
+redis.call('ZADD', B .. 'seen', 'GT', now_ms, name)
 
 if not exists then
   redis.call('HINCRBY', KEYS[3], 'n', 1)

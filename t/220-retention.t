@@ -1,7 +1,9 @@
-# t/220-retention.t -- ioa_room_retention (issues 17 and 20): a room whose
-# last envelope is older than the retention leaves Redis (its log, members,
-# floor, chain and meta), the members' room sets and the room index; a room
-# that keeps talking stays.  Real nginx + module + Redis (a Cluster too).
+# t/220-retention.t -- ioa_room_retention and ioa_agent_retention (issues
+# 17 and 20): a room whose last envelope is older than the retention leaves
+# Redis (its log, members, floor, chain and meta), the members' room sets
+# and the room index; a room that keeps talking stays; an agent not seen
+# for the retention leaves the registry, a connected one stays.  Real
+# nginx + module + Redis (a Cluster too).
 #
 #   TEST_NGINX_LOAD_MODULES=/work/main/build/ngx_http_ioa_module.so \
 #       prove -It/lib t/220-retention.t
@@ -88,6 +90,54 @@ GET /health_check
     my ($err) = $alice->recv_until(sub { ($_->{op} // '') eq 'error' }, 5);
     is $err && $err->{code}, 'unknown_room', '... and over the WebSocket that stayed open';
     ok !room_keys($spoke), 'nothing was recreated';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 1b: with ioa_agent_retention 2s, an agent registered and never connected, and one whose connection went, leave the registry 2 s after they were last seen (no longer found, its room set gone, the index exact), while a connected agent stays however long; a name that left can register again
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_agent_retention 2s;
+    ioa_limit_teamup_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    register($ctx, 'Idle', 'Stays', 'Leaves');
+    my $cid = teamup($ctx, 'Stays', ['Idle', 'Leaves']);
+    my $stays = IoaTest::Agent->connect($ctx, 'Stays');
+    my $leaves = IoaTest::Agent->connect($ctx, 'Leaves');
+    sleep 1.5;
+    $leaves->close;
+    my $until = time + 16;
+    my $gone;
+    while (time < $until) {
+        my ($c1) = api($ctx, POST => '/query_assistant', { name => 'Idle' });
+        my ($c2) = api($ctx, POST => '/query_assistant', { name => 'Leaves' });
+        if ($c1 == 404 && $c2 == 404) { $gone = 1; last }
+        sleep 0.5;
+    }
+    ok $gone, 'both left the registry';
+    my ($code, $d) = api($ctx, POST => '/query_assistant', { name => 'Stays' });
+    is $code, 200, 'the connected agent stays';
+    ($code, $d) = api($ctx, POST => '/retrieve_assistant', { sender => 'Carol', capabilities => ['test agent'] });
+    like json()->encode($d), qr/"Stays"/, '/retrieve_assistant finds the one that stays';
+    unlike json()->encode($d), qr/"(?:Idle|Leaves)"/, '... and neither of the others';
+    is redis_cmd('EXISTS', 'ioa:{reg}:rooms:Idle', 'ioa:{reg}:rooms:Leaves', 'ioa:{reg}:agent:Idle'), 0,
+        'their records and room sets are gone';
+    is_deeply [ sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cid}:members") } ], [qw(Idle Leaves Stays)],
+        'the room keeps their names among its members';
+    my ($n) = @{ redis_cmd('HMGET', 'ioa:{reg}:stats', 'n') };
+    is $n, 1, 'the registry counts one agent';
+    ($code) = api($ctx, POST => '/register', { name => 'Leaves', type => 'Thing Assistant', desc => 'back' });
+    is $code, 200, 'a name that left registers again';
+    $stays->close;
 --- no_error_log
 [alert]
 [crit]

@@ -77,7 +77,7 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
                  room_create post room_record presence verify goal_message goal_cancel agent_rooms
-                 position_save position_load room_expire room_forget)) {
+                 position_save position_load room_expire room_forget agent_forget)) {
     my $file = "$scripts/$name.lua";
     ok(-f $file, "$name.lua exists") or next;
     my $src = slurp($file);
@@ -1087,6 +1087,48 @@ sub chain_entries {
     is_deeply($plain_msg->(), [ 'message', 'chan:f1', qq($id {"mode":""}) ],
               'mode "": PUBLISHed');
     ok($quiet->($ss), 'mode "": not SPUBLISHed');
+}
+
+# --- agent_forget: the registry's retention ------------------------------------------
+
+{
+    my $B = 'af:{reg}:';
+    my $t0 = 1_700_000_000_000;
+    my $forget = sub {
+        my ($name, $now, $keep) = @_;
+        return run_script('agent_forget', [ "${B}agent:$name", "${B}agents", "${B}stats", "${B}seen" ],
+                          $B, $name, $now, $keep // 1000);
+    };
+    register($B, 'ada', desc => 'translates French poems', tags => '["poetry"]', now => $t0);
+    register($B, 'bob', desc => 'reviews French grammar', now => $t0);
+    register($B, 'cy', desc => 'paints poems', now => $t0);
+    is($r->cmd('ZSCORE', "${B}seen", 'ada'), $t0, 'register.lua: seen at registration');
+    $r->cmd('SADD', "${B}rooms:ada", 'r1', 'r2');
+    $r->cmd('HSET', "${B}rep:ada", 'completed', 3);
+    is_deeply($forget->('ada', $t0 + 500), [ 'live', $t0 ], 'seen within the retention: kept');
+
+    # bob is connected: never removed, and his seen entry moves to now
+    run_script('presence', [ "${B}online" ], $B, 'w1', $t0 + 9_000, $t0 + 5_000, 'bob');
+    is_deeply($forget->('bob', $t0 + 5_000), [ 'live', $t0 + 5_000 ], 'connected now: kept');
+    is($r->cmd('ZSCORE', "${B}seen", 'bob'), $t0 + 5_000, '... seen now');
+    run_script('presence', [ "${B}online" ], $B, 'w1', 0, $t0 + 6_000, 'bob');
+    is($r->cmd('ZSCORE', "${B}seen", 'bob'), $t0 + 6_000, 'presence.lua: seen when his last connection went');
+    is_deeply($forget->('bob', $t0 + 6_500), [ 'live', $t0 + 6_000 ], 'and kept a retention after that');
+
+    is_deeply($forget->('ada', $t0 + 1_000), [ 'forgotten', 2 ], 'ada, not seen for the retention: removed (she was in 2 rooms)');
+    is($r->cmd('EXISTS', "${B}agent:ada", "${B}rooms:ada", "${B}rep:ada"), 0,
+       '... her record, room set and task record are gone');
+    is($r->cmd('ZSCORE', "${B}agents", 'ada'), undef, '... she is out of the agents');
+    is($r->cmd('ZSCORE', "${B}seen", 'ada'), undef, '... and of seen');
+    index_consistent($B, 'after agent_forget');
+    is_deeply(names(retrieve($B, queries => [ 'poems' ])), ['cy'], 'retrieve no longer finds her');
+    is_deeply($forget->('ada', $t0 + 2_000), ['gone'], 'again: gone');
+    is(register($B, 'ada', desc => 'back again', now => $t0 + 3_000)->[0], 'created',
+       'the name can be registered anew');
+    index_consistent($B, 'after registering again');
+    is(err_code($forget->('cy', $t0, 0)), 'BADARG', 'a retention of 0: BADARG');
+    is(err_code(run_script('agent_forget', [ 'x', "${B}agents", "${B}stats", "${B}seen" ], $B, 'cy', $t0, 1)),
+       'BADARG', 'keys not from B: BADARG');
 }
 
 # --- room_expire, room_forget: the retention sweep's two halves ----------------------
