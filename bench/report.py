@@ -373,7 +373,8 @@ def callgrind_section(out, w):
 EXTRA = [("idle", "Idle connections"), ("goal", "Goals"),
          ("goal-suite", "Goal suite: correctness and honesty"),
          ("goal-suite-llm", "Goal suite, by the scripted model"),
-         ("discovery", "Discovery"), ("large", "Large envelopes")]
+         ("discovery", "Discovery"), ("large", "Large envelopes"),
+         ("steady", "Steady state: Redis memory with retention")]
 
 
 def render_goal_suite(doc, w):
@@ -463,9 +464,55 @@ def render_large(doc, w):
           "envelope)." % spread(doc["accepted"]["stored"]))
 
 
+def render_steady(doc, w):
+    """bench/steady.sh: Redis' memory over time under traffic that keeps
+    making rooms and agents, with retention and without."""
+    runs = doc.get("retention", {}).get("runs") or doc.get("off", {}).get("runs")
+    if not runs:
+        w("(no run finished)")
+        return
+    r0 = runs[0]
+    mib = lambda b: "%.1f" % (b / 1048576.0)
+    w("Every second: %d new agents register, %d new rooms of 3 form, %d "
+      "envelopes of %d bytes of content are posted over the rooms younger "
+      "than %g s (then a room falls silent, as a finished goal's). Side by "
+      "side, interleaved, %d run(s) each, a fresh Redis and hub per run "
+      "(`bash bench/steady.sh`): the hub with `ioa_room_retention` and "
+      "`ioa_agent_retention` of %g s, and the same hub with both off. "
+      "Redis `used_memory` in MiB:"
+      % (r0["agents_per_s"], r0["rooms_per_s"], r0["posts_per_s"],
+         r0["size"], r0["active"], len(runs), doc["retention_s"],))
+    w("")
+    marks = [t for t in (15, 30, 60, 90, 120, 180, 240) if t < doc["seconds"]]
+    w("| hub | run | start | " + " | ".join("%d s" % t for t in marks)
+      + " | end | median of the last third | predicted (off: at the end) |")
+    w("|---|---|---|" + "---|" * len(marks) + "---|---|---|")
+    for mode, label in (("retention", "retention %g s" % doc["retention_s"]),
+                        ("off", "retention off")):
+        for i, r in enumerate(doc.get(mode, {}).get("runs", []), 1):
+            at = {x["t"]: x["used"] for x in r["series"]}
+            w("| %s | %d | %s | %s | %s | %s | %s |" % (
+                label, i, mib(r["base_used"]),
+                " | ".join(mib(at.get(t, at.get(t - 1, 0))) for t in marks),
+                mib(r["last_used"]), mib(r["plateau_used"]),
+                mib(r["predicted_used"])))
+    u = r0["bytes_per"]
+    w("")
+    w("Predicted: with retention R, a room active A seconds and the sweep's "
+      "lag L (2.5 s, half its 5 s tick), memory = start + e x posts/s x "
+      "(A/2 + R + L) + r x rooms/s x (A + R + L) + a x agents/s x (R + L); "
+      "without retention, everything ever written. e, r and a were measured "
+      "apart before each run (1,000 agents, then rooms, then 3,000 "
+      "envelopes): about %d bytes per envelope, %d per room, %d per agent "
+      "in the first run. Errors in any run: %s."
+      % (u["envelopes"], u["rooms"], u["agents"],
+         ", ".join("%s %s" % kv for r in runs for kv in r["errors"].items())
+         or "none"))
+
+
 EXTRA_RENDERERS = {"goal-suite": render_goal_suite,
                    "goal-suite-llm": render_goal_suite,
-                   "large": render_large}
+                   "large": render_large, "steady": render_steady}
 
 
 def render_generic(doc, w, limit=80):
