@@ -670,7 +670,7 @@ GET /health_check
 
 
 
-=== TEST 10c: retention of ended goals: the job leaves the queue at once; the record and the event feed expire --goal-retention after the goal ended (7 days by default), then /goals/{id} is 404
+=== TEST 10c: retention of ended goals: the job leaves the queue at once; the record and the event feed expire --goal-retention after the goal ended (2 days by default), then /goals/{id} is 404
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -693,9 +693,9 @@ GET /health_check
         my $cid = meta($gid)->{comm_id};
         my @ttl = map { redis_cmd('PTTL', $_) } "ioa:{goal:$gid}:meta", "ioa:{goal:$gid}:fsm",
                                               "ioa:{room:goal-$gid}:log";
-        my ($lo, $hi) = $what eq 'default' ? (6.9 * 86400e3, 7 * 86400e3) : (0, 2000);
+        my ($lo, $hi) = $what eq 'default' ? (1.9 * 86400e3, 2 * 86400e3) : (0, 2000);
         is scalar(grep { $_ > $lo && $_ <= $hi } @ttl), 3, "$what: record, state and feed expire in "
-            . ($what eq 'default' ? '7 days' : '2 s') or diag "@ttl";
+            . ($what eq 'default' ? '2 days' : '2 s') or diag "@ttl";
         is redis_cmd('PTTL', "ioa:{room:$cid}:log"), -1, "$what: the team's room is ioa_room_retention's";
         my @left = grep { $_->[1][1] eq $gid } @{ redis_cmd('XRANGE', 'ioa:{jobs}:goals', '-', '+') };
         is scalar(@left), 0, "$what: the job left the queue";

@@ -103,7 +103,7 @@ iw_usage(FILE *f)
         "                       taken over (15)\n"
         "  --goal-retention SEC an ended goal's record and event feed are\n"
         "                       removed this long after it ended, its job\n"
-        "                       at once (604800: 7 days; off keeps them)\n"
+        "                       at once (172800: 2 days; off keeps them)\n"
         "  --token-budget N     LLM tokens per goal; reaching it concludes\n"
         "                       the goal (IOA_LLM_TOKEN_BUDGET, 0: none;\n"
         "                       default 100000)\n"
@@ -323,7 +323,7 @@ iw_conf_defaults(iw_conf_t *conf)
     conf->task_timeout_ms = 60000;
     conf->turn_timeout_ms = 30000;
     conf->claim_idle_ms = 15000;
-    conf->goal_retention_ms = 7LL * 86400 * 1000;
+    conf->goal_retention_ms = 2LL * 86400 * 1000;
     conf->token_budget = 100000;
     conf->max_rounds = 3;
     conf->max_attempts = 2;
