@@ -395,6 +395,7 @@ void ngx_ioa_redis_log_refusal(redisReply *reply, const char *what);
 ngx_uint_t ngx_ioa_redis_cluster(void);
 ngx_uint_t ngx_ioa_redis_ready(void);
 ngx_uint_t ngx_ioa_redis_healthy(void);
+ngx_ioa_redis_node_t *ngx_ioa_redis_data_node(ngx_uint_t i);
 ngx_uint_t ngx_ioa_redis_key_slot(u_char *key, size_t len);
 ngx_ioa_redis_node_t *ngx_ioa_redis_owner(ngx_uint_t slot);
 /* a Cluster's slot map is read again soon (trouble: work that failed is
@@ -539,11 +540,18 @@ ngx_int_t ngx_ioa_rest_script(ngx_http_request_t *r, ngx_ioa_script_e script,
 ngx_int_t ngx_ioa_rest_command(ngx_http_request_t *r,
     ngx_ioa_rest_handler_pt handler, int argc, const char **argv,
     const size_t *argvlen);
+ngx_int_t ngx_ioa_rest_node_command(ngx_http_request_t *r,
+    ngx_ioa_redis_node_t *node, ngx_ioa_rest_handler_pt handler, int argc,
+    const char **argv, const size_t *argvlen);
 ngx_int_t ngx_ioa_rest_redis_failed(ngx_http_request_t *r,
     redisReply *reply);
 ngx_int_t ngx_ioa_teamup_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_fetch_record_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_health_handler(ngx_http_request_t *r);
+
+
+/* ngx_ioa_metrics.c */
+ngx_int_t ngx_ioa_metrics_handler(ngx_http_request_t *r);
 
 
 /* ngx_ioa_goal.c */

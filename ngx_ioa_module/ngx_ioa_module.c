@@ -56,6 +56,7 @@ static char *ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static char *ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_ioa_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_ioa_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_ioa_redis_password_file(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_ioa_retention(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -78,6 +79,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
     { ngx_string("ioa_api"),
       NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
       ngx_ioa_api,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("ioa_metrics"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_ioa_metrics,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       NULL },
@@ -1116,6 +1124,29 @@ ngx_ioa_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
     clcf->handler = ngx_ioa_api_handler;
+
+    return NGX_CONF_OK;
+}
+
+
+/* ioa_metrics: this location answers /metrics (ngx_ioa_metrics.c) */
+
+static char *
+ngx_ioa_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_ioa_main_conf_t       *mcf;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_ioa_module);
+    mcf->used = 1;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+
+    if (clcf->handler) {
+        return "is duplicate, or the location already has a handler";
+    }
+
+    clcf->handler = ngx_ioa_metrics_handler;
 
     return NGX_CONF_OK;
 }

@@ -294,6 +294,37 @@ ngx_ioa_redis_ready(void)
 }
 
 
+/* the i-th node that holds data (the standalone Redis, or a Cluster's
+ * masters), NULL past the last */
+
+ngx_ioa_redis_node_t *
+ngx_ioa_redis_data_node(ngx_uint_t i)
+{
+    ngx_uint_t             k;
+    ngx_ioa_redis_node_t  *node;
+
+    switch (ngx_ioa_redis_mode) {
+
+    case NGX_IOA_REDIS_UNKNOWN:
+        return NULL;
+
+    case NGX_IOA_REDIS_STANDALONE:
+        return i == 0 ? ngx_ioa_redis_single : NULL;
+
+    default:
+        for (k = 0; k < ngx_ioa_redis_nodes->nelts; k++) {
+            node = ngx_ioa_redis_node(k);
+
+            if (node->master && i-- == 0) {
+                return node;
+            }
+        }
+
+        return NULL;
+    }
+}
+
+
 /* every command can be sent: /health_check says "ok" */
 
 ngx_uint_t

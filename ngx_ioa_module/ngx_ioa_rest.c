@@ -25,6 +25,7 @@
 #include <sys/random.h>
 
 #include "ngx_ioa.h"
+#include "ngx_ioa_redis.h"
 
 
 typedef struct {
@@ -511,6 +512,28 @@ ngx_ioa_rest_command(ngx_http_request_t *r, ngx_ioa_rest_handler_pt handler,
     ctx->handler = handler;
     ctx->req = ngx_ioa_redis_command(ngx_ioa_rest_reply, ctx, argc, argv,
                                      argvlen);
+
+    return ctx->req ? NGX_OK : NGX_DECLINED;
+}
+
+
+/* the same, to one Redis node whatever the keys (INFO for /metrics) */
+
+ngx_int_t
+ngx_ioa_rest_node_command(ngx_http_request_t *r, ngx_ioa_redis_node_t *node,
+    ngx_ioa_rest_handler_pt handler, int argc, const char **argv,
+    const size_t *argvlen)
+{
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_ioa_rest_ctx(r);
+    if (ctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ctx->handler = handler;
+    ctx->req = ngx_ioa_redis_node_command(node, ngx_ioa_rest_reply, ctx,
+                                          argc, argv, argvlen);
 
     return ctx->req ? NGX_OK : NGX_DECLINED;
 }

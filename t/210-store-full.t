@@ -119,3 +119,45 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 2: ioa_metrics: GET /metrics in Prometheus' text format gives each Redis node's used_memory and maxmemory (so an operator sees it filling before store_full) and whether it answered; only GET and HEAD
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+    location = /metrics { ioa_metrics; allow 127.0.0.1; deny all; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    redis_cmd('CONFIG', 'SET', 'maxmemory', 64 * 1024 * 1024);
+    my $res = $ctx->http(GET => '/metrics');
+    is $res->code, 200, 'GET /metrics: 200';
+    like $res->header('Content-Type') // '', qr{^text/plain; version=0\.0\.4}, '... in the text format 0.0.4';
+    my %m;
+    for my $line (split /\n/, $res->content) {
+        next if $line =~ /^# (?:HELP|TYPE) ioa_\w+ /;
+        if ($line =~ /^(ioa_\w+)\{node="([^"]+)"\} (\d+)$/) { $m{$1}{$2} = $3; next }
+        fail("a line that is no sample: $line");
+    }
+    my $node = "127.0.0.1:$ENV{TEST_NGINX_REDIS_PORT}";
+    is scalar(keys %{ $m{ioa_redis_up} || {} }), redis_mode() eq 'cluster' ? 3 : 1,
+        'every node that holds data (a Cluster: every master)';
+    ok exists $m{ioa_redis_up}{$node}, '... named by its address';
+    is $m{ioa_redis_up}{$node}, 1, 'it answered';
+    is $m{ioa_redis_maxmemory_bytes}{$node}, 64 * 1024 * 1024, 'maxmemory as Redis has it';
+    my ($used) = redis_cmd('INFO', 'memory') =~ /^used_memory:(\d+)/m;
+    ok abs($m{ioa_redis_used_memory_bytes}{$node} - $used) < $used * 0.2,
+        "used_memory as Redis reports it ($m{ioa_redis_used_memory_bytes}{$node} against $used)";
+    redis_cmd('CONFIG', 'SET', 'maxmemory', 0);
+    $res = $ctx->http(POST => '/metrics', body => '{}');
+    is $res->code, 405, 'POST /metrics: 405';
+    $res = $ctx->http(GET => '/metrics');
+    like $res->content, qr/^ioa_redis_maxmemory_bytes\{node="[^"]+"\} 0$/m, 'no limit: 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
