@@ -502,22 +502,12 @@ ngx_int_t
 ngx_ioa_rest_command(ngx_http_request_t *r, ngx_ioa_rest_handler_pt handler,
     int argc, const char **argv, const size_t *argvlen)
 {
-    ngx_ioa_rest_ctx_t  *ctx;
-
-    ctx = ngx_ioa_rest_ctx(r);
-    if (ctx == NULL) {
-        return NGX_ERROR;
-    }
-
-    ctx->handler = handler;
-    ctx->req = ngx_ioa_redis_command(ngx_ioa_rest_reply, ctx, argc, argv,
-                                     argvlen);
-
-    return ctx->req ? NGX_OK : NGX_DECLINED;
+    return ngx_ioa_rest_node_command(r, NULL, handler, argc, argv, argvlen);
 }
 
 
-/* the same, to one Redis node whatever the keys (INFO for /metrics) */
+/* the same to one Redis node, whatever the keys (INFO for /metrics); a
+ * NULL node: the node of the command's keys */
 
 ngx_int_t
 ngx_ioa_rest_node_command(ngx_http_request_t *r, ngx_ioa_redis_node_t *node,
@@ -532,8 +522,11 @@ ngx_ioa_rest_node_command(ngx_http_request_t *r, ngx_ioa_redis_node_t *node,
     }
 
     ctx->handler = handler;
-    ctx->req = ngx_ioa_redis_node_command(node, ngx_ioa_rest_reply, ctx,
-                                          argc, argv, argvlen);
+    ctx->req = node
+               ? ngx_ioa_redis_node_command(node, ngx_ioa_rest_reply, ctx,
+                                            argc, argv, argvlen)
+               : ngx_ioa_redis_command(ngx_ioa_rest_reply, ctx, argc, argv,
+                                       argvlen);
 
     return ctx->req ? NGX_OK : NGX_DECLINED;
 }
