@@ -46,63 +46,27 @@ RUN="$(mktemp -d "${TMPDIR:-/tmp}/ioa-large.XXXXXX")"
 PY=/usr/bin/python3
 
 BENCH_NAME=large
-# log, stop_all, free_port, wait_port; PIDS
+# log, stop_all, free_port, wait_port, start_hub, stop_hub; PIDS
 . "$REPO/bench/lib/common.sh"
 trap stop_all EXIT
 
 [[ -e $MODULE ]] || { log "missing $MODULE (make)"; exit 1; }
 mkdir -p "$OUT"
-HARD=$(ulimit -Hn)
-ulimit -Sn "$HARD"
+
+ulimit -Sn "$(ulimit -Hn)"     # the client holds a socket per agent
 
 # one_run MODE SIZE I -> $RUN/MODE-I.json
 one_run() {
-    local mode=$1 size=$2 i=$3 dir port redis_port redis_pid master worker
+    local mode=$1 size=$2 i=$3 dir
     dir="$RUN/$mode-$i"
-    mkdir -p "$dir/logs"
-    port=$(free_port)
-    redis_port=$(free_port)
-    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' \
-        --appendonly no --daemonize no --logfile "$dir/redis.log" &
-    redis_pid=$!
-    PIDS+=("$redis_pid")
-    wait_port "$redis_port"
-    cat > "$dir/nginx.conf" <<EOF
-load_module $MODULE;
-worker_processes 1;
-worker_rlimit_nofile $HARD;
-daemon off;
-master_process on;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-events { worker_connections 8192; }
-http {
-    access_log off;
-    client_body_temp_path $dir/body;
-    ioa_redis 127.0.0.1:$redis_port;
-    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off;
-    ioa_limit_conn 0;
-    server {
-        listen 127.0.0.1:$port;
-        location / { ioa_api; ioa_auth off; }
-    }
-}
-EOF
-    nginx -p "$dir" -c "$dir/nginx.conf" </dev/null >"$dir/logs/stdout" 2>&1 &
-    master=$!
-    PIDS+=("$master")
-    wait_port "$port"
-    sleep 0.5
-    worker=$(pgrep -P "$master" | head -n 1)
-
+    start_hub "$dir" "$MODULE" ""
     log "$mode run $i: $N connections, $size bytes each"
-    $PY "$REPO/bench/large/client.py" --port "$port" --worker-pid "$worker" \
-        --redis "$redis_port" --connections "$N" --size "$size" \
-        --mode "$mode" --rounds "$ROUNDS" --prefix "lg$i" --out "$RUN/$mode-$i.json" \
+    $PY "$REPO/bench/large/client.py" --port "$HUB_PORT" \
+        --worker-pid "$HUB_WORKER" --redis "$HUB_REDIS_PORT" \
+        --connections "$N" --size "$size" --mode "$mode" --rounds "$ROUNDS" \
+        --prefix "lg$i" --out "$RUN/$mode-$i.json" \
         || log "$mode run $i: the client failed"
-    grep -v '\[notice\]\|\[warn\]' "$dir/logs/error.log" | head -3 >&2 || true
-    kill "$master" "$redis_pid" 2>/dev/null || true
-    wait "$master" "$redis_pid" 2>/dev/null || true
+    stop_hub "$dir"
 }
 
 for (( i = 1; i <= RUNS; i++ )); do

@@ -34,7 +34,7 @@ RUN="$(mktemp -d "${TMPDIR:-/tmp}/ioa-steady.XXXXXX")"
 PY=/usr/bin/python3
 
 BENCH_NAME=steady
-# log, stop_all, free_port, wait_port; PIDS
+# log, stop_all, free_port, wait_port, start_hub, stop_hub; PIDS
 . "$REPO/bench/lib/common.sh"
 trap stop_all EXIT
 
@@ -43,55 +43,23 @@ mkdir -p "$OUT"
 
 # one_run MODE I -> $RUN/MODE-I.json; MODE is retention or off
 one_run() {
-    local mode=$1 i=$2 dir port redis_port redis_pid master keep
+    local mode=$1 i=$2 dir r=0
     dir="$RUN/$mode-$i"
-    mkdir -p "$dir/logs"
-    port=$(free_port)
-    redis_port=$(free_port)
-    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' \
-        --appendonly no --daemonize no --logfile "$dir/redis.log" &
-    redis_pid=$!
-    PIDS+=("$redis_pid")
-    wait_port "$redis_port"
-    keep="ioa_room_retention off; ioa_agent_retention off;"
-    [[ $mode == retention ]] && keep="ioa_room_retention ${RETENTION}s; ioa_agent_retention ${RETENTION}s;"
-    cat > "$dir/nginx.conf" <<CONF
-load_module $MODULE;
-worker_processes 1;
-daemon off;
-master_process on;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $dir/body;
-    ioa_redis 127.0.0.1:$redis_port;
-    $keep
-    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off;
-    ioa_limit_conn 0;
-    server {
-        listen 127.0.0.1:$port;
-        location / { ioa_api; ioa_auth off; }
-    }
-}
-CONF
-    nginx -p "$dir" -c "$dir/nginx.conf" </dev/null >"$dir/logs/stdout" 2>&1 &
-    master=$!
-    PIDS+=("$master")
-    wait_port "$port"
-    log "$mode run $i: ${SECONDS_RUN} s"
-    local r=0
     [[ $mode == retention ]] && r=$RETENTION
-    $PY "$REPO/bench/steady/client.py" --port "$port" --redis "$redis_port" \
-        --seconds "$SECONDS_RUN" --posts-per-s "${STEADY_POSTS:-200}" \
-        --rooms-per-s "${STEADY_ROOMS:-5}" --agents-per-s "${STEADY_AGENTS:-10}" \
-        --size "${STEADY_SIZE:-500}" --active "${STEADY_ACTIVE:-10}" \
-        --room-retention "$r" --agent-retention "$r" \
-        --out "$RUN/$mode-$i.json" || log "$mode run $i: the client failed"
-    grep -v '\[notice\]\|\[warn\]' "$dir/logs/error.log" | head -3 >&2 || true
-    kill "$master" "$redis_pid" 2>/dev/null || true
-    wait "$master" "$redis_pid" 2>/dev/null || true
+    if (( r > 0 )); then
+        start_hub "$dir" "$MODULE" "ioa_room_retention ${r}s; ioa_agent_retention ${r}s;"
+    else
+        start_hub "$dir" "$MODULE" "ioa_room_retention off; ioa_agent_retention off;"
+    fi
+    log "$mode run $i: ${SECONDS_RUN} s"
+    $PY "$REPO/bench/steady/client.py" --port "$HUB_PORT" \
+        --redis "$HUB_REDIS_PORT" --seconds "$SECONDS_RUN" \
+        --posts-per-s "${STEADY_POSTS:-200}" --rooms-per-s "${STEADY_ROOMS:-5}" \
+        --agents-per-s "${STEADY_AGENTS:-10}" --size "${STEADY_SIZE:-500}" \
+        --active "${STEADY_ACTIVE:-10}" --room-retention "$r" \
+        --agent-retention "$r" --out "$RUN/$mode-$i.json" \
+        || log "$mode run $i: the client failed"
+    stop_hub "$dir"
 }
 
 for (( i = 1; i <= RUNS; i++ )); do

@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "lib"))
 
 from http1 import Http  # noqa: E402
-from resp import Redis  # noqa: E402
+from resp import Redis, used_memory  # noqa: E402
 
 SLICE = 256 * 1024          # bytes written per turn of a connection
 KEEP = 256                  # bytes of each received message kept
@@ -332,11 +332,7 @@ def main():
     redis = Redis(o.redis)
 
     def used():
-        info = redis.cmd("INFO", "memory")
-        if isinstance(info, bytes):
-            info = info.decode()
-        return int(dict(line.split(":", 1) for line in info.split("\r\n")
-                        if ":" in line)["used_memory"])
+        return used_memory(redis)
 
     pump(sel, conns, lambda: False, time.time() + 1)      # pings, if any
     rss_before = settle(o.worker_pid)

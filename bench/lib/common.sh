@@ -41,3 +41,56 @@ wait_port() {
     log "nothing listens on $port"
     return 1
 }
+
+# start_hub DIR MODULE "HTTP DIRECTIVES": a fresh Redis and an nginx with one
+# worker and the module on free loopback ports, in open mode with the
+# limits off, the given directives added to http { }; files under DIR.
+# Sets HUB_PORT, HUB_REDIS_PORT, HUB_MASTER, HUB_REDIS_PID, HUB_WORKER
+# (all also in PIDS); stop_hub stops both.
+start_hub() {
+    local dir=$1 module=$2 extra=$3
+    mkdir -p "$dir/logs"
+    HUB_PORT=$(free_port)
+    HUB_REDIS_PORT=$(free_port)
+    redis-server --port "$HUB_REDIS_PORT" --bind 127.0.0.1 --save '' \
+        --appendonly no --daemonize no --logfile "$dir/redis.log" &
+    HUB_REDIS_PID=$!
+    PIDS+=("$HUB_REDIS_PID")
+    wait_port "$HUB_REDIS_PORT"
+    cat > "$dir/nginx.conf" <<CONF
+load_module $module;
+worker_processes 1;
+worker_rlimit_nofile $(ulimit -Hn);
+daemon off;
+master_process on;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    client_body_temp_path $dir/body;
+    ioa_redis 127.0.0.1:$HUB_REDIS_PORT;
+    ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off;
+    ioa_limit_conn 0;
+    $extra
+    server {
+        listen 127.0.0.1:$HUB_PORT;
+        location / { ioa_api; ioa_auth off; }
+    }
+}
+CONF
+    nginx -p "$dir" -c "$dir/nginx.conf" </dev/null >"$dir/logs/stdout" 2>&1 &
+    HUB_MASTER=$!
+    PIDS+=("$HUB_MASTER")
+    wait_port "$HUB_PORT"
+    sleep 0.5
+    HUB_WORKER=$(pgrep -P "$HUB_MASTER" | head -n 1)
+}
+
+# stop_hub DIR: what start_hub started, after its error log's first lines
+# beyond notices and warnings
+stop_hub() {
+    grep -v '\[notice\]\|\[warn\]' "$1/logs/error.log" | head -3 >&2 || true
+    kill "$HUB_MASTER" "$HUB_REDIS_PID" 2>/dev/null || true
+    wait "$HUB_MASTER" "$HUB_REDIS_PID" 2>/dev/null || true
+}

@@ -48,3 +48,10 @@ class Redis:
         if isinstance(r, Err):
             raise r
         return r
+
+
+def used_memory(r):
+    """Redis' used_memory (INFO memory), in bytes"""
+    text = r.cmd("INFO", "memory")
+    return int(dict(line.split(":", 1) for line in text.split("\r\n")
+                    if ":" in line)["used_memory"])

@@ -38,15 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "lib"))
 
 from http1 import Http  # noqa: E402
-from resp import Redis  # noqa: E402
-
-
-def info(redis):
-    text = redis.cmd("INFO", "memory")
-    if isinstance(text, bytes):
-        text = text.decode()
-    d = dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
-    return int(d["used_memory"])
+from resp import Redis, used_memory as info  # noqa: E402
 
 
 def exchange(h, reqs, port):
