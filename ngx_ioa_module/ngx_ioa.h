@@ -24,6 +24,9 @@
  *   ngx_ioa_room.c           rooms and routing: per-worker subscriptions,
  *                            catch-up from the room Stream, fan-out;
  *   ngx_ioa_registry.c       /register, /retrieve_assistant, ... presence;
+ *   ngx_ioa_index*.c         the discovery index: BM25 inside nginx, in a
+ *                            shared memory zone that follows Redis;
+ *   ngx_ioa_tokenize.c       the one tokenizer of descriptions and queries;
  *   ngx_ioa_rest.c           request bodies, JSON answers, /teamup,
  *                            /fetch_chat_record, /health_check;
  *   ngx_ioa_sse.c            the HTTP transport: POST an envelope, receive
@@ -108,12 +111,18 @@ typedef struct {
     ngx_uint_t                max_agent_rooms;   /* 0: no limit */
     ngx_uint_t                max_agents;
 
+    /* the discovery index (ngx_ioa_index.c): NULL when "off" */
+    ngx_shm_zone_t           *index_zone;
+    size_t                    index_zone_size;
+
     ngx_flag_t                used;           /* some location has ioa_api */
 
     /* key bases built once from the prefix */
     ngx_str_t                 reg_base;       /* "<prefix>{reg}:" */
     ngx_str_t                 events_channel; /* "<prefix>{reg}:events" */
     ngx_str_t                 feed_pattern;   /* "<prefix>{room:*}:ch" */
+    ngx_str_t                 index_channel;  /* "<prefix>{reg}:index" */
+    ngx_str_t                 index_agents_key;  /* "<prefix>{reg}:agents" */
 } ngx_ioa_main_conf_t;
 
 
@@ -368,6 +377,7 @@ typedef enum {
     NGX_IOA_SCRIPT_ROOM_EXPIRE,
     NGX_IOA_SCRIPT_ROOM_FORGET,
     NGX_IOA_SCRIPT_AGENT_FORGET,
+    NGX_IOA_SCRIPT_INDEX_FETCH,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -382,6 +392,10 @@ void ngx_ioa_redis_cancel(ngx_ioa_redis_req_t *req);
 ngx_int_t ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern,
     ngx_ioa_redis_node_t **node);
 ngx_int_t ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern,
+    ngx_ioa_redis_node_t *node);
+ngx_int_t ngx_ioa_redis_subscribe_shard(ngx_str_t *channel,
+    ngx_ioa_redis_node_t **node);
+ngx_int_t ngx_ioa_redis_unsubscribe_shard(ngx_str_t *channel,
     ngx_ioa_redis_node_t *node);
 extern redisReplyObjectFunctions  ngx_ioa_redis_reply_functions;
 ngx_int_t ngx_ioa_redis_error(redisReply *reply, ngx_str_t *code,
@@ -548,6 +562,23 @@ ngx_int_t ngx_ioa_rest_redis_failed(ngx_http_request_t *r,
 ngx_int_t ngx_ioa_teamup_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_fetch_record_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_health_handler(ngx_http_request_t *r);
+
+
+/* ngx_ioa_index.c, ngx_ioa_index_rank.c, ngx_ioa_index_sync.c */
+char *ngx_ioa_index_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf);
+ngx_uint_t ngx_ioa_index_usable(void);
+ngx_int_t ngx_ioa_index_retrieve(ngx_pool_t *pool, ngx_str_t *queries,
+    ngx_uint_t n, ngx_uint_t limit, ngx_uint_t online_only,
+    ngx_str_t *exclude, int64_t now, ngx_ioa_jbuf_t *out);
+void ngx_ioa_index_init_process(ngx_cycle_t *cycle);
+void ngx_ioa_index_exit_process(void);
+void ngx_ioa_index_exit_process_sync(void);
+ngx_uint_t ngx_ioa_index_channel(ngx_str_t *channel);
+void ngx_ioa_index_on_subscribed(ngx_ioa_redis_node_t *node);
+void ngx_ioa_index_on_sub_lost(ngx_ioa_redis_node_t *node);
+void ngx_ioa_index_on_message(ngx_str_t *msg);
+void ngx_ioa_index_apply(redisReply *reply);
+u_char *ngx_ioa_index_metrics(u_char *p, u_char *last);
 
 
 /* ngx_ioa_metrics.c */

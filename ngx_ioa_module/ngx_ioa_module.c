@@ -61,6 +61,8 @@ static char *ngx_ioa_redis_password_file(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_ioa_retention(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_ioa_discovery_zone(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static ngx_int_t ngx_ioa_init_process(ngx_cycle_t *cycle);
 static void ngx_ioa_exit_process(ngx_cycle_t *cycle);
 
@@ -221,6 +223,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       ngx_conf_set_num_slot,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_ioa_main_conf_t, max_agent_rooms),
+      NULL },
+
+    { ngx_string("ioa_discovery_zone"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_ioa_discovery_zone,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
       NULL },
 
     { ngx_string("ioa_max_agents"),
@@ -716,6 +725,7 @@ ngx_ioa_create_main_conf(ngx_conf_t *cf)
     mcf->agent_retention = NGX_CONF_UNSET_MSEC;
     mcf->presence_ttl = NGX_CONF_UNSET_MSEC;
     mcf->limit_zone_size = NGX_CONF_UNSET_SIZE;
+    mcf->index_zone_size = NGX_CONF_UNSET_SIZE;
     mcf->limit_conn = NGX_CONF_UNSET_UINT;
     mcf->max_room_members = NGX_CONF_UNSET_UINT;
     mcf->max_agent_rooms = NGX_CONF_UNSET_UINT;
@@ -762,6 +772,10 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_uint_value(mcf->max_agents, 1000000);
 
     if (mcf->used && ngx_ioa_limit_init_conf(cf, mcf) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (mcf->used && ngx_ioa_index_init_conf(cf, mcf) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
     }
 
@@ -824,6 +838,21 @@ pattern_done:
     }
 
     ngx_sprintf(mcf->feed_pattern.data, "%V{room:*}:ch", &mcf->redis_prefix);
+
+    mcf->index_channel.len = mcf->reg_base.len + sizeof("index") - 1;
+    mcf->index_channel.data = ngx_pnalloc(cf->pool, mcf->index_channel.len);
+    mcf->index_agents_key.len = mcf->reg_base.len + sizeof("agents") - 1;
+    mcf->index_agents_key.data = ngx_pnalloc(cf->pool,
+                                             mcf->index_agents_key.len);
+
+    if (mcf->index_channel.data == NULL
+        || mcf->index_agents_key.data == NULL)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_sprintf(mcf->index_channel.data, "%Vindex", &mcf->reg_base);
+    ngx_sprintf(mcf->index_agents_key.data, "%Vagents", &mcf->reg_base);
 
     ngx_ioa_mcf = mcf;
 
@@ -1179,6 +1208,8 @@ ngx_ioa_init_process(ngx_cycle_t *cycle)
         return NGX_ERROR;
     }
 
+    ngx_ioa_index_init_process(cycle);
+
     return ngx_ioa_redis_init_process(cycle);
 }
 
@@ -1190,8 +1221,43 @@ ngx_ioa_exit_process(ngx_cycle_t *cycle)
         return;
     }
 
+    ngx_ioa_index_exit_process_sync();
     ngx_ioa_room_exit_process(cycle);
     ngx_ioa_redis_exit_process(cycle);
+    ngx_ioa_index_exit_process();
+}
+
+
+/* ioa_discovery_zone size | off: the discovery index's shared memory */
+
+static char *
+ngx_ioa_discovery_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_ioa_main_conf_t  *mcf = conf;
+
+    ssize_t     size;
+    ngx_str_t  *value;
+
+    if (mcf->index_zone_size != NGX_CONF_UNSET_SIZE) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "off") == 0) {
+        mcf->index_zone_size = 0;
+        return NGX_CONF_OK;
+    }
+
+    size = ngx_parse_size(&value[1]);
+
+    if (size == NGX_ERROR) {
+        return "must be a size (e.g. 256m) or \"off\"";
+    }
+
+    mcf->index_zone_size = size;
+
+    return NGX_CONF_OK;
 }
 
 

@@ -315,6 +315,7 @@ ngx_ioa_redis_conn_close(ngx_ioa_redis_conn_t *rc)
 
     if (rc->is_sub && state == NGX_IOA_REDIS_READY && !ngx_ioa_redis_exiting)
     {
+        ngx_ioa_index_on_sub_lost(rc->node);
         ngx_ioa_room_on_sub_lost(rc->node);
     }
 }
@@ -652,6 +653,7 @@ ngx_ioa_redis_on_disconnect(const redisAsyncContext *ac, int status)
     }
 
     if (rc->is_sub) {
+        ngx_ioa_index_on_sub_lost(rc->node);
         ngx_ioa_room_on_sub_lost(rc->node);
 
     } else {
@@ -1301,6 +1303,44 @@ ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern,
 }
 
 
+/* a shard channel on both setups (SPUBLISH reaches SSUBSCRIBE on a
+ * standalone Redis too): on a Cluster, on the master of the channel's
+ * slot, so a script's SPUBLISH crosses no other node */
+
+ngx_int_t
+ngx_ioa_redis_subscribe_shard(ngx_str_t *channel, ngx_ioa_redis_node_t **node)
+{
+    ngx_ioa_redis_node_t  *n;
+
+    n = ngx_ioa_redis_route(ngx_ioa_redis_mode == NGX_IOA_REDIS_CLUSTER
+                            ? (ngx_int_t) ngx_ioa_redis_key_slot(channel->data,
+                                                                 channel->len)
+                            : -1);
+
+    if (n == NULL || ngx_ioa_redis_sub_send(n, "SSUBSCRIBE", channel) != NGX_OK)
+    {
+        return NGX_DECLINED;
+    }
+
+    *node = n;
+
+    return NGX_OK;
+}
+
+
+ngx_int_t
+ngx_ioa_redis_unsubscribe_shard(ngx_str_t *channel, ngx_ioa_redis_node_t *node)
+{
+    if (node == NULL
+        || ngx_ioa_redis_sub_send(node, "SUNSUBSCRIBE", channel) != NGX_OK)
+    {
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+}
+
+
 ngx_int_t
 ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern,
     ngx_ioa_redis_node_t *node)
@@ -1499,12 +1539,23 @@ ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
         payload.data = (u_char *) msg->str;
         payload.len = msg->len;
 
+        if (!pattern && ngx_ioa_index_channel(&channel)) {
+            ngx_ioa_index_on_message(&payload);
+            return;
+        }
+
         ngx_ioa_room_on_message(&channel, &payload, pattern);
         return;
     }
 
     if (ngx_ioa_redis_is(&t, "subscribe")) {
         ngx_ioa_redis_replied(rc);
+
+        if (!pattern && ngx_ioa_index_channel(&channel)) {
+            ngx_ioa_index_on_subscribed(rc->node);
+            return;
+        }
+
         ngx_ioa_room_on_subscribed(rc->node, &channel, pattern);
         return;
     }

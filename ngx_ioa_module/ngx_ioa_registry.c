@@ -34,6 +34,8 @@
 
 typedef struct {
     ngx_uint_t                single;     /* query_assistant with a string */
+    ngx_str_t                 name;       /* register: the agent */
+    ngx_str_t                 answer;     /* register: sent once indexed */
 } ngx_ioa_registry_ctx_t;
 
 
@@ -41,6 +43,15 @@ static void ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body);
 static void ngx_ioa_register_done(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body);
 static void ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply);
+static ngx_int_t ngx_ioa_register_index(ngx_http_request_t *r,
+    ngx_ioa_registry_ctx_t *rctx);
+static void ngx_ioa_register_indexed(ngx_http_request_t *r,
+    redisReply *reply);
+static ngx_int_t ngx_ioa_retrieve_index(ngx_http_request_t *r,
+    const char **caps, size_t *capslen, ngx_uint_t n, ngx_uint_t limit,
+    ngx_uint_t online_only, ngx_str_t *sender);
+static ngx_int_t ngx_ioa_discovery_header(ngx_http_request_t *r,
+    const char *who);
 /* the replies' tuples: retrieve.lua, query.lua, list_agents.lua */
 #define NGX_IOA_RETRIEVE_TUPLE  8
 #define NGX_IOA_QUERY_TUPLE     9
@@ -89,9 +100,10 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_str_t             name, type, desc, s, tags_json, *t;
     const char           *argv[12];
     size_t                argvlen[12];
-    ngx_ioa_jbuf_t        b;
-    ngx_str_t             agent_key, agents_key, stats_key;
-    ngx_ioa_main_conf_t  *mcf;
+    ngx_ioa_jbuf_t           b;
+    ngx_str_t                agent_key, agents_key, stats_key;
+    ngx_ioa_main_conf_t     *mcf;
+    ngx_ioa_registry_ctx_t  *rctx;
 
     doc = ngx_ioa_body_json(r, body);
     if (doc == NULL) {
@@ -237,6 +249,15 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
     argv[11] = (const char *) max;
     argvlen[11] = ngx_sprintf(max, "%ui", mcf->max_agents) - max;
 
+    rctx = ngx_pcalloc(r->pool, sizeof(ngx_ioa_registry_ctx_t));
+    if (rctx == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    rctx->name = name;
+    ngx_ioa_rest_set_data(r, rctx);
+
     if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_REGISTER, ngx_ioa_register_done,
                             3, 12, argv, argvlen)
         != NGX_OK)
@@ -264,9 +285,10 @@ bad_tags:
 static void
 ngx_ioa_register_done(ngx_http_request_t *r, redisReply *reply)
 {
-    ngx_str_t        s;
-    ngx_ioa_jbuf_t   b;
-    ngx_ioa_error_t  err;
+    ngx_str_t                s;
+    ngx_ioa_jbuf_t           b;
+    ngx_ioa_error_t          err;
+    ngx_ioa_registry_ctx_t  *rctx;
 
     if (reply && reply->type == REDIS_REPLY_ERROR && reply->len > 5
         && ngx_strncmp(reply->str, "FULL ", 5) == 0)
@@ -301,7 +323,56 @@ ngx_ioa_register_done(ngx_http_request_t *r, redisReply *reply)
     ngx_ioa_jbuf_str(&b, &s);
     ngx_ioa_jbuf_byte(&b, '}');
 
+    rctx = ngx_ioa_rest_get_data(r);
+
+    /* this instance's discovery index has the agent before the answer
+     * goes: a client that registers and then asks the same instance finds
+     * it (other instances hear of it from register.lua's event) */
+    if (ngx_ioa_index_usable()
+        && ngx_ioa_jbuf_done(&b, &rctx->answer) == NGX_OK
+        && ngx_ioa_register_index(r, rctx) == NGX_OK)
+    {
+        return;
+    }
+
     ngx_ioa_finish(r, ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &b));
+}
+
+
+static ngx_int_t
+ngx_ioa_register_index(ngx_http_request_t *r, ngx_ioa_registry_ctx_t *rctx)
+{
+    const char           *argv[4];
+    size_t                argvlen[4];
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = (const char *) mcf->index_agents_key.data;
+    argvlen[0] = mcf->index_agents_key.len;
+    argv[1] = (const char *) mcf->reg_base.data;
+    argvlen[1] = mcf->reg_base.len;
+    argv[2] = "names";
+    argvlen[2] = 5;
+    argv[3] = (const char *) rctx->name.data;
+    argvlen[3] = rctx->name.len;
+
+    return ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_INDEX_FETCH,
+                               ngx_ioa_register_indexed, 1, 4, argv, argvlen);
+}
+
+
+static void
+ngx_ioa_register_indexed(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_ioa_registry_ctx_t  *rctx;
+
+    rctx = ngx_ioa_rest_get_data(r);
+
+    /* registered either way; if this read failed, the event brings it */
+    ngx_ioa_index_apply(reply);
+
+    ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_OK, &rctx->answer));
 }
 
 
@@ -433,12 +504,90 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
         n++;
     }
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_RETRIEVE, ngx_ioa_retrieve_done,
-                            2, n, argv, argvlen)
-        != NGX_OK)
+    if (ngx_ioa_retrieve_index(r, &argv[7], &argvlen[7], n - 7, lim,
+                               argv[5][0] == '1', &sender)
+        != NGX_DECLINED)
+    {
+        return;
+    }
+
+    if (ngx_ioa_discovery_header(r, "redis") != NGX_OK
+        || ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_RETRIEVE, ngx_ioa_retrieve_done,
+                               2, n, argv, argvlen)
+           != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
     }
+}
+
+
+/* the answer from this instance's discovery index (ngx_ioa_index.c), the
+ * same as retrieve.lua's; NGX_DECLINED while the index cannot give it */
+
+static ngx_int_t
+ngx_ioa_retrieve_index(ngx_http_request_t *r, const char **caps,
+    size_t *capslen, ngx_uint_t n, ngx_uint_t limit, ngx_uint_t online_only,
+    ngx_str_t *sender)
+{
+    ngx_int_t        rc;
+    ngx_uint_t       i;
+    ngx_str_t       *queries;
+    ngx_ioa_jbuf_t   b;
+
+    if (!ngx_ioa_index_usable()) {
+        return NGX_DECLINED;
+    }
+
+    queries = ngx_palloc(r->pool, n * sizeof(ngx_str_t));
+
+    if (queries == NULL
+        || ngx_ioa_jbuf_init(&b, r->pool, 256 + n * limit * 256) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_OK;
+    }
+
+    for (i = 0; i < n; i++) {
+        queries[i].data = (u_char *) caps[i];
+        queries[i].len = capslen[i];
+    }
+
+    rc = ngx_ioa_index_retrieve(r->pool, queries, n, limit, online_only,
+                                sender, ngx_ioa_now_ms(), &b);
+
+    if (rc == NGX_DECLINED) {
+        return NGX_DECLINED;
+    }
+
+    if (rc != NGX_OK || ngx_ioa_discovery_header(r, "index") != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_OK;
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &b));
+
+    return NGX_OK;
+}
+
+
+/* X-Ioa-Discovery: who ranked the answer, "index" or "redis" */
+
+static ngx_int_t
+ngx_ioa_discovery_header(ngx_http_request_t *r, const char *who)
+{
+    ngx_table_elt_t  *h;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "X-Ioa-Discovery");
+    h->value.data = (u_char *) who;
+    h->value.len = ngx_strlen(who);
+
+    return NGX_OK;
 }
 
 

@@ -79,4 +79,6 @@ end
 local rooms = redis.call('SCARD', B .. 'rooms:' .. name)
 redis.call('UNLINK', KEYS[1], B .. 'rooms:' .. name, B .. 'rep:' .. name,
            B .. 'holders:' .. name)
+-- every hub's discovery index drops it (ngx_ioa_index_sync.c)
+redis.call('SPUBLISH', B .. 'index', 'c' .. name)
 return {'forgotten', rooms}

@@ -90,6 +90,15 @@ for i = 5, #ARGV do
   end
 end
 
+-- every hub's discovery index keeps the same pairs (ngx_ioa_index_sync.c):
+-- "p<holder>\n<expiry>\n<name>\n<name>..." (names have no control
+-- character, holders neither)
+if #ARGV >= 5 then
+  redis.call('SPUBLISH', base .. 'index',
+             'p' .. holder .. '\n' .. ARGV[3] .. '\n'
+             .. table.concat(ARGV, '\n', 5))
+end
+
 -- entries that expired a day ago read as offline anyway; dropping them keeps
 -- the set from growing with every name that ever connected
 if expiry > 0 then

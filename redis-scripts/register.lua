@@ -179,4 +179,7 @@ if #toks ~= old_len then
   redis.call('HINCRBY', KEYS[3], 'total_len', #toks - old_len)
 end
 
+-- every hub's discovery index reads the agent again (ngx_ioa_index_sync.c)
+redis.call('SPUBLISH', B .. 'index', 'c' .. name)
+
 return { exists and 'updated' or 'created', created_at }

@@ -7,6 +7,10 @@
 -- ARGV[2]  marker ttl    seconds the marker is kept
 -- ARGV[3]  latency ms    assignment to result, "0" or absent: unknown
 --                        (summed in latency_ms, counted in timed)
+-- ARGV[4]  B             the registry's key base, "ioa:{reg}:", and
+-- ARGV[5]  agent         the agent's name: the hubs' discovery indexes
+--                        read the agent again (ngx_ioa_index_sync.c);
+--                        absent: nobody is told
 --
 -- Returns  1 counted, 0 counted before (the marker exists)
 --
@@ -30,5 +34,8 @@ local ms = tonumber(ARGV[3]) or 0
 if ms > 0 then
   redis.call('HINCRBY', KEYS[1], 'latency_ms', math.floor(ms))
   redis.call('HINCRBY', KEYS[1], 'timed', 1)
+end
+if ARGV[4] and ARGV[5] then
+  redis.call('SPUBLISH', ARGV[4] .. 'index', 'c' .. ARGV[5])
 end
 return 1

@@ -1,0 +1,379 @@
+# t/230-discovery-index.t -- the discovery index: /retrieve_assistant ranked
+# inside nginx (ngx_ioa_index*.c) answers exactly what retrieve.lua in Redis
+# answers, follows every change on every instance, and survives what Redis
+# and nginx go through.
+#
+#   TEST_NGINX_LOAD_MODULES=$PWD/build/ngx_http_ioa_module.so \
+#       prove -It/lib t/230-discovery-index.t
+#
+# "The same answers" is checked against the real thing, not a model: a second
+# nginx on the same Redis with `ioa_discovery_zone off` answers from
+# retrieve.lua, and both answers must be the same bytes (scores, ties, order,
+# online flags, records).  The header X-Ioa-Discovery says which one ranked.
+
+use Test::Nginx::Socket 'no_plan';
+use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
+use IoaTest;
+use IoaTest::Instance;
+use IoaTest::Api;
+
+use JSON::PP ();
+use Time::HiRes qw(sleep time);
+
+master_on();
+workers(2);
+no_root_location();
+no_shuffle();
+log_level('info');
+
+our $JSON = JSON::PP->new->canonical;
+
+sub post {
+    my ($ctx, $port, $path, $body) = @_;
+    my $res = $ctx->http(POST => $path, port => $port,
+                         headers => ['Content-Type' => 'application/json'],
+                         body => ref $body ? $JSON->encode($body) : $body);
+    my $doc = eval { $JSON->decode($res->content) };
+    return ($res->code, $doc, $res->content,
+            $res->header('X-Ioa-Discovery') // '');
+}
+
+sub slurp_script {
+    my $file = shift;
+    open my $fh, '<', $file or die "$file: $!\n";
+    local $/;
+    return scalar <$fh>;
+}
+
+# presence.lua as another hub's worker runs it: holder "h" holds names
+sub presence {
+    my ($ctx, $holder, $expiry, @names) = @_;
+    my $now = int(time * 1000);
+    my $B = 'ioa:{reg}:';
+    $ctx->redis('EVAL', slurp_script('redis-scripts/presence.lua'), 1,
+                "${B}online", $B, $holder, $expiry, $now, @names);
+}
+
+# the first refresh after start has ended: the index answers
+sub index_ready {
+    my ($ctx, $port) = @_;
+    return wait_for('the index to be built', 5, sub {
+        (post($ctx, $port, '/retrieve_assistant',
+              { capabilities => ['x'] }))[3] eq 'index' });
+}
+
+sub wait_for {
+    my ($what, $secs, $cond) = @_;
+    my $deadline = time + $secs;
+    while (time < $deadline) {
+        return 1 if $cond->();
+        sleep 0.02;
+    }
+    Test::More::diag("timed out waiting for $what");
+    return 0;
+}
+
+# A corpus with everything that makes ranking hard: a Zipf vocabulary (a
+# few terms in most documents), many documents of one length (tie blocks),
+# repeated words (tf > 1), tags, plurals, stopwords, UTF-8 words.
+our @VOCAB = (qw(data analysis web search python report chart summary
+    translate code review test plan budget travel hotel flight weather news
+    market stock finance legal contract email schedule meeting image audio
+    video music recipe health fitness sql database api cloud deploy
+    security audit), 'données', '分析', 'queries', 'apis', 'classes');
+our @TAGS = qw(fast cheap expert beta gpu local multilingual);
+
+sub zipf_word {
+    my ($r, $n) = (rand, scalar @VOCAB);
+    my $k = int($n ** $r) - 1;       # skewed towards the first words
+    return $VOCAB[$k < 0 ? 0 : $k >= $n ? $n - 1 : $k];
+}
+
+sub corpus {
+    my ($n, $seed) = @_;
+    srand $seed;
+    my @agents;
+    for my $i (1 .. $n) {
+        my $len = $i % 3 ? 6 : 1 + int rand 12;   # 2 of 3 of one length
+        my @w = map { zipf_word() } 1 .. $len;
+        push @w, $w[0] if rand() < 0.2;           # a repeated word
+        push @w, 'the', 'of' if rand() < 0.1;     # stopwords
+        my @tags = map { $TAGS[int rand @TAGS] } 1 .. int rand 3;
+        push @agents, { name => sprintf("agent-%03d", $i),
+                        type => 'Thing Assistant',
+                        desc => join(' ', @w), tags => \@tags };
+    }
+    return @agents;
+}
+
+sub random_request {
+    my @agents = @_;
+    my @caps = map {
+        my @q = map { rand() < 0.1 ? 'unknownword' : zipf_word() }
+                1 .. 1 + int rand 3;
+        push @q, 'the' if rand() < 0.1;
+        join ' ', @q
+    } 1 .. 1 + int rand 3;
+    my %req = (capabilities => \@caps, limit => 1 + int rand 6);
+    $req{online_only} = JSON::PP::true if rand() < 0.3;
+    $req{sender} = $agents[int rand @agents]{name} if rand() < 0.3;
+    return \%req;
+}
+
+add_block_preprocessor(sub {
+    my $block = shift;
+    $block->set_value(init => 'main::hub_ready()') unless defined $block->init;
+});
+
+run_tests();
+
+__DATA__
+
+=== TEST 1: the index answers what retrieve.lua answers, byte for byte: 500 agents, 300 requests with limit, online_only, sender, several capabilities
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code: 200
+--- ioa_scenario
+    my $port = $ctx->port;
+    my $b = IoaTest::Instance->start(dir => $ctx->servroot . '/redis-path',
+        http_config => "ioa_redis 127.0.0.1:" . $ctx->redis_port . ";\n"
+                       . "ioa_discovery_zone off;",
+        config => 'location / { ioa_api; }', log_level => 'info');
+
+    my @agents = corpus(500, 230);
+    for my $a (@agents) {
+        my ($code, undef, $raw) = post($ctx, $port, '/register', $a);
+        die "register $a->{name}: $code $raw\n" unless $code == 200;
+    }
+
+    # a third of them online, as another hub's worker would hold them
+    my @online = map { $_->{name} } grep { rand() < 0.33 } @agents;
+    presence($ctx, 'hub-x-1', int(time * 1000) + 600000, @online);
+    # and one that came and went
+    presence($ctx, 'hub-x-1', 0, $online[0]);
+
+    # the presence events reach the index at once; wait for the last one
+    my $probe = { capabilities => [ $agents[0]{desc} ], limit => 50,
+                  online_only => JSON::PP::true };
+    ok wait_for('the index to see presence', 5, sub {
+        my (undef, undef, $x) = post($ctx, $port, '/retrieve_assistant', $probe);
+        my (undef, undef, $y) = post($ctx, $b->port, '/retrieve_assistant', $probe);
+        $x eq $y }), 'presence reached the index';
+
+    my ($same, $differ, $nonempty) = (0, 0, 0);
+    for my $i (1 .. 300) {
+        my $req = random_request(@agents);
+        my ($c1, $d1, $x, $h1) = post($ctx, $port, '/retrieve_assistant', $req);
+        my ($c2, $d2, $y, $h2) = post($ctx, $b->port, '/retrieve_assistant', $req);
+        die "request $i: $c1/$c2\n" unless $c1 == 200 && $c2 == 200;
+        die "request $i answered by '$h1' and '$h2'\n"
+            unless $h1 eq 'index' && $h2 eq 'redis';
+        $nonempty++ if @$d1;
+        if ($x eq $y) { $same++ } else {
+            $differ++;
+            diag "differs for " . JSON::PP->new->canonical->encode($req) . "\n index: $x\n redis: $y"
+                if $differ <= 3;
+        }
+    }
+    is $differ, 0, "300 requests: index and retrieve.lua agree ($same same)";
+    cmp_ok $nonempty, '>', 250, 'most requests find agents';
+    $b->stop;
+--- no_error_log
+[error]
+[alert]
+[crit]
+
+
+
+=== TEST 2: changes show on every instance: a registration through one is found by the other, a new desc re-ranks, a forgotten agent and a record change follow
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code: 200
+--- ioa_scenario
+    my $B = 'ioa:{reg}:';
+    my $a = $ctx->port;
+    my $c = IoaTest::Instance->start(dir => $ctx->servroot . '/instance-c',
+        http_config => "ioa_redis 127.0.0.1:" . $ctx->redis_port . ";",
+        config => 'location / { ioa_api; }', log_level => 'info');
+    my $q = { capabilities => ['quantum chemistry'] };
+    ok wait_for('instance C to build its index', 5, sub {
+        (post($ctx, $c->port, '/retrieve_assistant', $q))[3] eq 'index' }),
+        'instance C answers from its index';
+
+    my ($code) = post($ctx, $a, '/register', { name => 'qc', type => 'Thing Assistant',
+                                               desc => 'quantum chemistry simulations' });
+    is $code, 200, 'registered through A';
+    my (undef, $d) = post($ctx, $a, '/retrieve_assistant', $q);
+    is_deeply [ map { $_->{name} } @$d ], ['qc'], 'A finds it at once (its own registration)';
+    my $t0 = time;
+    ok wait_for('C to see the registration', 2, sub {
+        my (undef, $d) = post($ctx, $c->port, '/retrieve_assistant', $q);
+        @$d == 1 }), 'C finds it';
+    diag sprintf 'C saw it after %.1f ms', (time - $t0) * 1000;
+
+    post($ctx, $c->port, '/register', { name => 'qc', type => 'Thing Assistant',
+                                        desc => 'baking bread' });
+    ok wait_for('A to see the new desc', 2, sub {
+        my (undef, $d) = post($ctx, $a, '/retrieve_assistant',
+                              { capabilities => ['bread'] });
+        @$d == 1 && $d->[0]{desc} eq 'baking bread' }), 'A ranks the new desc';
+    my (undef, $gone) = post($ctx, $a, '/retrieve_assistant', $q);
+    is scalar(@$gone), 0, 'and no longer finds it by the old one';
+
+    # the task record (the goal workers' rep_record.lua)
+    $ctx->redis('EVAL', slurp_script('workers/worker/lua/rep_record.lua'), 2,
+                "${B}rep:qc", "${B}repdone:t1", 'completed', 60, 1500, $B, 'qc');
+    ok wait_for('the record to reach C', 2, sub {
+        my (undef, $d) = post($ctx, $c->port, '/retrieve_assistant',
+                              { capabilities => ['bread'] });
+        @$d && $d->[0]{record}{completed} == 1 && $d->[0]{record}{latency_ms} == 1500 }),
+        'C shows the new record';
+
+    # forgotten by the retention sweep (agent_forget.lua)
+    my $r = $ctx->redis('EVAL', slurp_script('redis-scripts/agent_forget.lua'), 4,
+                        "${B}agent:qc", "${B}agents", "${B}stats", "${B}seen",
+                        $B, 'qc', int(time * 1000) + 10 ** 9, 1000);
+    is $r->[0], 'forgotten', 'agent_forget.lua removed it';
+    for my $port ($a, $c->port) {
+        ok wait_for("the removal to reach $port", 2, sub {
+            my (undef, $d) = post($ctx, $port, '/retrieve_assistant',
+                                  { capabilities => ['bread'] });
+            @$d == 0 }), "gone from the index on $port";
+    }
+    $c->stop;
+--- no_error_log
+[error]
+[alert]
+[crit]
+
+
+
+=== TEST 3: a Redis restart: the keeper refreshes, agents Redis lost leave the index, later ones enter it
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code: 200
+--- ioa_scenario
+    my $port = $ctx->port;
+    ok index_ready($ctx, $port), 'the index is built';
+    my $reg = sub {
+        my ($name, $desc) = @_;
+        my ($code, undef, $raw) = post($ctx, $port, '/register',
+            { name => $name, type => 'Thing Assistant', desc => $desc });
+        $code == 200 or die "register $name: $code $raw\n";
+    };
+    my $names = sub {
+        my ($code, $d, $raw, $h) = post($ctx, $port, '/retrieve_assistant',
+                                         { capabilities => ['gardening'], limit => 10 });
+        return "$code $raw" unless ref $d eq 'ARRAY';
+        return join(',', sort map { $_->{name} } @$d) . "/$h";
+    };
+    $reg->('kept', 'gardening roses');
+    $ctx->redis('SAVE');
+    $reg->('lost', 'gardening tulips');
+    is $names->(), 'kept,lost/index', 'both in the index before the restart';
+
+    IoaTest::redis_stop();
+    IoaTest::redis_start();        # from the saved dump: "lost" is gone
+    ok wait_for('the index to follow the restarted Redis', 10, sub {
+        $names->() eq 'kept/index' }), 'after the refresh: only what Redis has'
+        or diag $names->();
+    ok wait_for('a registration after the restart', 5, sub {
+        eval { $reg->('new', 'gardening herbs'); 1 } }), 'registered again';
+    is $names->(), 'kept,new/index', 'the new one is found';
+    unlink $ctx->servroot . '/../dump.rdb';
+    IoaTest::redis_forget_dump();
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 4: nginx reload: the index stays (answers at once), a new worker keeps it, and changes after the reload arrive
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code: 200
+--- ioa_scenario
+    my $port = $ctx->port;
+    post($ctx, $port, '/register', { name => 'pilot', type => 'Thing Assistant',
+                                     desc => 'flight planning' });
+    my $master = do { open my $f, '<', $ctx->servroot . '/logs/nginx.pid'; <$f> };
+    chomp $master;
+    kill 'HUP', $master;
+    sleep 0.5;
+    my (undef, $d, undef, $h) = post($ctx, $port, '/retrieve_assistant',
+                                     { capabilities => ['flight'] });
+    is $h, 'index', 'answered by the index right after the reload';
+    is_deeply [ map { $_->{name} } @$d ], ['pilot'], 'with its agents';
+    my $c = IoaTest::Instance->start(dir => $ctx->servroot . '/instance-c',
+        http_config => "ioa_redis 127.0.0.1:" . $ctx->redis_port . ";",
+        config => 'location / { ioa_api; }', log_level => 'info');
+    ok wait_for('C to be up', 5, sub {
+        (post($ctx, $c->port, '/retrieve_assistant', { capabilities => ['x'] }))[3] eq 'index' }),
+        'another instance is up';
+    post($ctx, $c->port, '/register', { name => 'copilot', type => 'Thing Assistant',
+                                        desc => 'flight checklists' });
+    ok wait_for('the reloaded instance to hear of it', 5, sub {
+        my (undef, $d) = post($ctx, $port, '/retrieve_assistant',
+                              { capabilities => ['flight'] });
+        @$d == 2 }), 'a registration elsewhere reaches the reloaded instance';
+    $c->stop;
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 5: a zone too small for the registry: the error log says so, and Redis answers, still exactly
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_discovery_zone 256k;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code: 200
+--- ioa_scenario
+    my $port = $ctx->port;
+    my @agents = corpus(1500, 5);
+    $_->{desc} .= ' ' . join(' ', map { "w$_" . int(rand 100000) } 1 .. 20) for @agents;
+    for my $a (@agents) {
+        my ($code) = post($ctx, $port, '/register', $a);
+        die "register: $code\n" unless $code == 200;
+    }
+    my (undef, $d, undef, $h) = post($ctx, $port, '/retrieve_assistant',
+                                     { capabilities => ['data analysis'] });
+    is $h, 'redis', 'a full index leaves discovery to Redis';
+    is scalar(@$d), 3, 'which answers';
+--- error_log
+ioa_discovery_zone is full at
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 6: "ioa_discovery_zone" takes a size or off, and refuses anything else
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_discovery_zone lots;
+--- config
+    location / { ioa_api; }
+--- must_die
+--- error_log
+"ioa_discovery_zone" directive must be a size (e.g. 256m) or "off"
