@@ -1,7 +1,9 @@
 # ioa: the two commands are `make run` and `make test`.
 #
-#   make            build the nginx module (build/ngx_http_ioa_module.so)
-#                   and the workers (workers/build/ioa-worker, ioa-agent)
+#   make            build the nginx module (build/ngx_http_ioa_module.so),
+#                   the workers (workers/build/ioa-worker, ioa-agent) and
+#                   build/ioa-terms (the discovery tokenizer as a filter,
+#                   for the tests and the discovery bench)
 #   make run        install what is missing, build, start Redis + nginx on
 #                   127.0.0.1:$(IOA_PORT) and run the demo; Ctrl-C or
 #                   `make stop` ends it
@@ -29,6 +31,7 @@ BUILD      := $(REPO)/build
 NGX_SRC    := /usr/share/nginx/src
 MODULE     := $(BUILD)/ngx_http_ioa_module.so
 AGENT      := $(REPO)/workers/build/ioa-agent
+TERMS      := $(BUILD)/ioa-terms
 IOA_PORT   ?= 7788
 IOA_REDIS_PORT ?= 7789
 
@@ -42,10 +45,12 @@ MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
 .PHONY: all deps run stop test test-cluster test-asan asan-workers clean \
-        agent worker llama bench bench-deps fuzz fuzz-ci fuzz-regress fuzz-build \
-        fuzz-deps
+        agent worker terms llama bench bench-deps fuzz fuzz-ci fuzz-regress \
+        fuzz-build fuzz-deps
 
-all: $(MODULE) agent worker
+all: $(MODULE) agent worker $(TERMS)
+
+terms: $(TERMS)
 
 agent:
 	$(MAKE) -s -C workers/agent
@@ -84,6 +89,15 @@ $(MODULE): $(MODULE_SRCS)
 	cp $(BUILD)/nginx/ngx_http_ioa_module.so $(MODULE).tmp
 	mv -f $(MODULE).tmp $(MODULE)
 
+# scripts/ioa-terms.c: the module's own tokenizer file, so that tests and
+# the bench give the scripts the terms the hub would
+$(TERMS): scripts/ioa-terms.c ngx_ioa_module/ngx_ioa_tokenize.c \
+          ngx_ioa_module/ngx_ioa_tokenize.h
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -pedantic -g -O2 \
+	    -Ingx_ioa_module -o $@ scripts/ioa-terms.c \
+	    ngx_ioa_module/ngx_ioa_tokenize.c
+
 run: deps $(MODULE) agent worker
 	IOA_PORT=$(IOA_PORT) IOA_REDIS_PORT=$(IOA_REDIS_PORT) bash scripts/run.sh
 
@@ -119,7 +133,7 @@ CLUSTER_TESTS := t/020-rooms.t t/025-floor.t t/040-http-transport.t \
     t/050-scale-out.t t/100-goals.t t/102-decisions.t t/190-bounds.t \
     t/220-retention.t
 
-test: deps $(MODULE) agent worker llama
+test: deps $(MODULE) agent worker llama $(TERMS)
 	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/
 	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
 	    prove -It/lib $(CLUSTER_TESTS)
@@ -156,7 +170,8 @@ asan-workers:
 	$(MAKE) -s -C workers/agent BUILD=$(ASAN_DIR)/workers \
 	    CFLAGS='$(ASAN_CFLAGS)' LDFLAGS=-fsanitize=address,undefined
 
-test-asan: deps $(MODULE) $(ASAN_NGINX) asan-workers agent worker llama
+test-asan: deps $(MODULE) $(ASAN_NGINX) asan-workers agent worker llama \
+           $(TERMS)
 	rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)
 	$(ASAN_ENV) prove -It/lib -r t/; rc=$$?; \
 	if ls $(ASAN_LOGS)/* >/dev/null 2>&1; then \

@@ -22,10 +22,12 @@
 #   DISC_ZIPF          their Zipf exponent (1.0: the commonest word is in
 #                      about half of the descriptions)
 #   DISC_REGISTER      http: POST /register through nginx, pipelined (the
-#                      default); pipe: register.lua straight into Redis
+#                      default); pipe: register.lua straight into Redis, with
+#                      the terms of build/ioa-terms (the hub's tokenizer)
 #   DISC_OLD_QUERIES   queries also run through the previous retrieve.lua
-#                      (the full-scan BM25), directly in Redis, for a
-#                      before/after ratio (30; 0 skips it and its index)
+#                      (the full-scan BM25, which still tokenized in Lua),
+#                      directly in Redis, for a before/after ratio (30; 0
+#                      skips it and its index)
 #   DISC_OLD_REF       the commit to take the previous scripts from (found
 #                      from the history when unset)
 #   DISC_WORKERS       nginx worker processes (1)
@@ -46,6 +48,7 @@ OLD_QUERIES="${DISC_OLD_QUERIES:-30}"
 WORKERS="${DISC_WORKERS:-1}"
 OUT="${DISC_OUT:-$REPO/bench/results/discovery.json}"
 MODULE="$REPO/build/ngx_http_ioa_module.so"
+TERMS="$REPO/build/ioa-terms"
 PY="/usr/bin/python3 -B"
 RUN="$(mktemp -d "${TMPDIR:-/tmp}/ioa-discovery.XXXXXX")"
 
@@ -69,6 +72,8 @@ if [[ ! -e $MODULE ]] || [[ -n $(find "$REPO/redis-scripts" -name '*.lua' -newer
     log "building $MODULE"
     make -s -C "$REPO" "$MODULE" >&2
 fi
+# what goes straight into Redis is tokenized by the hub's tokenizer first
+make -s -C "$REPO" terms >&2
 
 # The previous scripts (full-scan BM25 over postings hashes): those of the
 # newest commit whose retrieve.lua still has the scan.
@@ -136,7 +141,7 @@ done
 
 log "$AGENTS agents ($REGISTER), $QUERIES queries on $CONNS connection(s)"
 $PY "$REPO/bench/discovery/client.py" --http "$HTTP_PORT" --redis "$REDIS_PORT" \
-    --scripts "$REPO/redis-scripts" --out "$OUT" --agents "$AGENTS" \
+    --scripts "$REPO/redis-scripts" --terms "$TERMS" --out "$OUT" --agents "$AGENTS" \
     --queries "$QUERIES" --warmup "$WARMUP" --conns "$CONNS" --online "$ONLINE" \
     --register "$REGISTER" --vocab "$VOCAB" --zipf "$ZIPF" "${OLD_ARGS[@]}"
 

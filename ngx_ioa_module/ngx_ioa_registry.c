@@ -9,11 +9,14 @@
  * redis-scripts/register.lua, retrieve.lua, query.lua, list_agents.lua and
  * presence.lua.  Discovery ranks agents with BM25 over an inverted index of
  * their descriptions and tags that register.lua keeps exact on every
- * (re-)registration; the tokenizer lives in the scripts so that indexing and
- * querying can never disagree.  This file validates input (names through
- * the configured PCRE2 pattern before they become Redis keys), calls the
- * scripts and writes IoA's JSON shapes, with our extra fields (tags, online,
- * score, speaks_protocol) added where IoA's models ignore unknown fields.
+ * (re-)registration.  The scripts take terms, not text: this file turns a
+ * description and its tags, and each capability of a query, into terms with
+ * ngx_ioa_tokenize.c, the one tokenizer, which the worker compiles too, so
+ * that indexing and querying cannot disagree whoever calls the scripts.
+ * This file validates input (names through the configured PCRE2 pattern
+ * before they become Redis keys), calls the scripts and writes IoA's JSON
+ * shapes, with our extra fields (tags, online, score, speaks_protocol) added
+ * where IoA's models ignore unknown fields.
  */
 
 
@@ -24,6 +27,7 @@
 #include <sys/random.h>
 
 #include "ngx_ioa.h"
+#include "ngx_ioa_tokenize.h"
 
 
 #define NGX_IOA_DESC_MAX       8192
@@ -63,6 +67,8 @@ static void ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f,
     ngx_uint_t created, ngx_uint_t score, ngx_uint_t record);
 static ngx_int_t ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix,
     ngx_str_t *name, ngx_str_t *key);
+static ngx_int_t ngx_ioa_reg_terms(ngx_http_request_t *r, ngx_str_t *texts,
+    ngx_uint_t n, ngx_str_t *terms);
 static void ngx_ioa_presence_done(redisReply *reply, void *data);
 static ngx_int_t ngx_ioa_invalid(ngx_http_request_t *r, const char *field,
     const char *text);
@@ -92,14 +98,17 @@ ngx_ioa_register_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char                now[NGX_INT64_LEN], created[32], max[NGX_INT_T_LEN];
-    size_t                i;
-    time_t                sec;
-    yajl_val              doc, v, tags, proto;
-    ngx_tm_t              tm;
-    ngx_str_t             name, type, desc, s, tags_json, *t;
-    const char           *argv[12];
-    size_t                argvlen[12];
+    u_char                   now[NGX_INT64_LEN], created[32];
+    u_char                   max[NGX_INT_T_LEN];
+    size_t                   i;
+    time_t                   sec;
+    yajl_val                 doc, v, tags, proto;
+    ngx_tm_t                 tm;
+    ngx_str_t                name, type, desc, s, tags_json, terms, *t;
+    ngx_str_t                texts[1 + NGX_IOA_TAGS_MAX];
+    ngx_uint_t               ntexts;
+    const char              *argv[13];
+    size_t                   argvlen[13];
     ngx_ioa_jbuf_t           b;
     ngx_str_t                agent_key, agents_key, stats_key;
     ngx_ioa_main_conf_t     *mcf;
@@ -168,6 +177,10 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 
     ngx_ioa_jbuf_byte(&b, '[');
 
+    /* the document indexed: desc, then each tag (see register.lua) */
+    texts[0] = desc;
+    ntexts = 1;
+
     tags = ngx_ioa_json_get(doc, "tags");
 
     if (tags && !YAJL_IS_NULL(tags)) {
@@ -187,12 +200,15 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
             }
 
             ngx_ioa_jbuf_str(&b, &s);
+            texts[ntexts++] = s;
         }
     }
 
     ngx_ioa_jbuf_byte(&b, ']');
 
-    if (ngx_ioa_jbuf_done(&b, &tags_json) != NGX_OK) {
+    if (ngx_ioa_jbuf_done(&b, &tags_json) != NGX_OK
+        || ngx_ioa_reg_terms(r, texts, ntexts, &terms) != NGX_OK)
+    {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
@@ -248,6 +264,8 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
                   - created;
     argv[11] = (const char *) max;
     argvlen[11] = ngx_sprintf(max, "%ui", mcf->max_agents) - max;
+    argv[12] = (const char *) terms.data;
+    argvlen[12] = terms.len;
 
     rctx = ngx_pcalloc(r->pool, sizeof(ngx_ioa_registry_ctx_t));
     if (rctx == NULL) {
@@ -259,7 +277,7 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_ioa_rest_set_data(r, rctx);
 
     if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_REGISTER, ngx_ioa_register_done,
-                            3, 12, argv, argvlen)
+                            3, 13, argv, argvlen)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -396,7 +414,7 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
     size_t                i, n;
     int64_t               lim;
     yajl_val              doc, caps, v;
-    ngx_str_t             sender, s, stats_key, online_key;
+    ngx_str_t             sender, s, terms, stats_key, online_key;
     const char           *argv[7 + NGX_IOA_QUERIES_MAX];
     size_t                argvlen[7 + NGX_IOA_QUERIES_MAX];
     ngx_ioa_main_conf_t  *mcf;
@@ -499,8 +517,13 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
             return;
         }
 
-        argv[n] = s.len ? (const char *) s.data : "";
-        argvlen[n] = s.len;
+        if (ngx_ioa_reg_terms(r, &s, 1, &terms) != NGX_OK) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        argv[n] = (const char *) terms.data;
+        argvlen[n] = terms.len;
         n++;
     }
 
@@ -1057,6 +1080,42 @@ ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix, ngx_str_t *name,
     }
 
     key->len = p - key->data;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The terms of texts, in order, joined by single spaces: the argument
+ * register.lua (a description and its tags) and retrieve.lua (one
+ * capability) take.  A text's terms never take more than its length plus
+ * one byte (ngx_ioa_token_join()), so one allocation is enough.
+ */
+
+static ngx_int_t
+ngx_ioa_reg_terms(ngx_http_request_t *r, ngx_str_t *texts, ngx_uint_t n,
+    ngx_str_t *terms)
+{
+    size_t      size;
+    ngx_uint_t  i;
+
+    size = 0;
+
+    for (i = 0; i < n; i++) {
+        size += texts[i].len + 1;
+    }
+
+    terms->data = ngx_pnalloc(r->pool, size);
+    if (terms->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    terms->len = 0;
+
+    for (i = 0; i < n; i++) {
+        terms->len = ngx_ioa_token_join(terms->data, terms->len,
+                                        texts[i].data, texts[i].len);
+    }
 
     return NGX_OK;
 }

@@ -101,6 +101,45 @@ ngx_ioa_token_next(const unsigned char **pos, const unsigned char *end,
 }
 
 
+size_t
+ngx_ioa_token_join(unsigned char *out, size_t n, const unsigned char *text,
+    size_t len)
+{
+    size_t                tl;
+    const unsigned char  *p, *end;
+
+    p = text;
+    end = text + len;
+
+    /*
+     * The term goes straight to its place in out, one byte after the
+     * previous one (for the space), and ngx_ioa_token_next() may fill up
+     * to end - p bytes there.  That stays within n + len + 1 because the
+     * byte after a word is never part of the next one (a word is a
+     * maximal run), so stepping over it pays for the space: a term and
+     * its space never take more than the word and its separator.
+     */
+
+    for ( ;; ) {
+        tl = ngx_ioa_token_next(&p, end, out + n + (n > 0));
+
+        if (tl == 0) {
+            return n;
+        }
+
+        if (n > 0) {
+            out[n++] = ' ';
+        }
+
+        n += tl;
+
+        if (p < end) {
+            p++;
+        }
+    }
+}
+
+
 static int
 ngx_ioa_token_stopword(const unsigned char *w, size_t len)
 {

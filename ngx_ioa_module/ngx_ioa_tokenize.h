@@ -8,7 +8,9 @@
  * the same file (workers/worker/Makefile) and every party that turns text
  * into terms, the hub's discovery index, /register, the worker's own
  * queries, does it with this code and nothing else.  The Redis scripts get
- * terms, never text (register.lua, retrieve.lua).
+ * terms, never text (register.lua, retrieve.lua): a text's terms joined by
+ * single spaces, which is what ngx_ioa_token_join() writes.  Tests and the
+ * discovery bench get the same terms from scripts/ioa-terms.c.
  */
 
 
@@ -27,6 +29,16 @@
  */
 size_t ngx_ioa_token_next(const unsigned char **pos, const unsigned char *end,
     unsigned char *out);
+
+/*
+ * Appends the terms of [text, text + len) to out, which holds n bytes
+ * already: each term after one space unless out is empty, so calling it
+ * for each text of a document gives the document's terms as the scripts
+ * take them.  out has room for at least n + len + 1 bytes (a document of
+ * several texts needs the sum of len + 1).  Returns the new length of out.
+ */
+size_t ngx_ioa_token_join(unsigned char *out, size_t n,
+    const unsigned char *text, size_t len);
 
 
 #endif /* _NGX_IOA_TOKENIZE_H_INCLUDED_ */

@@ -11,21 +11,31 @@
 -- ARGV[6]  protocol        "1" the agent speaks IoA itself, "0" workers speak for it
 -- ARGV[7]  now_ms          becomes updated_at (and the agents zset score when new)
 -- ARGV[8]  created_at      "%Y-%m-%d-%H-%M-%S"; used only on first registration
--- ARGV[9]  max_agents      optional: a new agent is refused once the registry
---                          holds this many ("0" or absent: no cap); updates of
---                          registered agents always pass
+-- ARGV[9]  max_agents      a new agent is refused once the registry holds
+--                          this many ("0": no cap); updates of registered
+--                          agents always pass
+-- ARGV[10] terms           the document's terms joined by single spaces: the
+--                          terms of desc, then those of each tag in order
+--                          (ngx_ioa_token_join() over desc and each tag);
+--                          "" when there are none
 --
 -- Returns  {"created"|"updated", created_at}  (created_at as first registered)
 -- Errors   FULL    "FULL the registry holds <n> agents, the most
 --                  ioa_max_agents allows"; nothing is stored
 --          BADARG  empty name, KEYS not derived from B and name, tags_json not
---                  an array of strings, protocol not "0"/"1", now_ms not a number,
---                  a document of 2^20 tokens or more (the module's 8 KiB desc
---                  and 32 tags of 64 bytes give at most about 5,000)
+--                  an array of strings, protocol not "0"/"1", now_ms or
+--                  max_agents not a number, no terms argument, a document of
+--                  2^20 tokens or more (the module's 8 KiB desc and 32 tags of
+--                  64 bytes give at most about 5,000)
 --
 -- Document indexed = tokens of desc, then the tokens of each tag once more
 -- (tags are words the agent chose to be found by, so they weigh a little more
--- than a passing mention in desc).
+-- than a passing mention in desc).  The script does not tokenize: the caller
+-- does, with the one tokenizer there is (ngx_ioa_module/ngx_ioa_tokenize.c,
+-- which the module and the worker compile), and passes the terms in ARGV[10].
+-- Terms are taken as they are, repeats included: a term's count is its tf,
+-- the number of terms is the document's length.  desc and tags_json are only
+-- stored (and tags_json checked).
 --
 -- The index: per term, a sorted set B..'idx:'..term (member = agent name,
 -- score = tf * 2^32 + len: term frequency in the high part, the document's
@@ -47,36 +57,9 @@
 -- n / total_len adjusted together, or a concurrent retrieve sees a half-indexed
 -- agent and the BM25 statistics drift forever.
 
--- BEGIN tokenizer (identical in register.lua and retrieve.lua)
-local STOP = {}
-for w in ([[the a an and or of to in on for with is are be by at as it its
-  that this these those from can could i you me my your we our us he she they
-  them their his her was were been has have had do does not no but if so than
-  then there what which who how will would should may into about all any]]):gmatch('%S+') do
-  STOP[w] = true
-end
-
--- Lowercase ASCII, split on anything that is not a-z, 0-9 or a byte >= 128
--- (so UTF-8 words survive whole), drop 1-byte tokens and stopwords, fold
--- plurals ("queries" -> "query", "apis" -> "api") so either form matches.
--- Appends the tokens of text to out and returns out.
-local function tokenize(text, out)
-  for w in string.lower(text):gmatch('[a-z0-9\128-\255]+') do
-    if #w > 1 and not STOP[w] then
-      if #w > 4 and w:sub(-3) == 'ies' then
-        w = w:sub(1, -4) .. 'y'
-      elseif #w > 3 and w:sub(-1) == 's' and w:sub(-2) ~= 'ss' then
-        w = w:sub(1, -2)
-      end
-      out[#out + 1] = w
-    end
-  end
-  return out
-end
--- END tokenizer
-
 local B, name, atype, desc, tags_json, protocol, now_ms, created_at =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local max_agents, doc = tonumber(ARGV[9]), ARGV[10]
 
 if name == nil or name == '' then
   return redis.error_reply('BADARG agent name is empty')
@@ -90,6 +73,12 @@ if protocol ~= '0' and protocol ~= '1' then
 end
 if not tonumber(now_ms) then
   return redis.error_reply('BADARG now_ms is not a number')
+end
+if not max_agents then
+  return redis.error_reply('BADARG max_agents is not a number')
+end
+if doc == nil then
+  return redis.error_reply('BADARG no terms given')
 end
 
 -- cjson.decode turns both "[]" and "{}" into an empty table, so check that every
@@ -105,12 +94,9 @@ for k, v in pairs(tags) do
 end
 
 -- The new document: term frequencies, distinct terms and length.
-local toks = tokenize(desc, {})
-for _, tag in ipairs(tags) do
-  tokenize(tag, toks)
-end
-local tf, terms = {}, {}
-for _, t in ipairs(toks) do
+local ntoks, tf, terms = 0, {}, {}
+for t in doc:gmatch('%S+') do
+  ntoks = ntoks + 1
   if tf[t] then
     tf[t] = tf[t] + 1
   else
@@ -119,7 +105,7 @@ for _, t in ipairs(toks) do
   end
 end
 table.sort(terms)
-if #toks >= 1048576 then
+if ntoks >= 1048576 then
   return redis.error_reply('BADARG the document is too long to index')
 end
 
@@ -127,7 +113,6 @@ local old = redis.call('HMGET', KEYS[1], 'created_at', 'terms', 'len')
 local exists = old[1] ~= false
 local old_len = 0
 
-local max_agents = tonumber(ARGV[9] or '0') or 0
 if not exists and max_agents > 0 then
   local n = tonumber(redis.call('HGET', KEYS[3], 'n') or '0') or 0
   if n >= max_agents then
@@ -154,7 +139,7 @@ end
 -- 2^32: the tf / length split of the index entries (see the header).
 local online = redis.call('ZSCORE', B .. 'onidx', name) ~= false
 for _, t in ipairs(terms) do
-  local v = string.format('%.0f', tf[t] * 4294967296 + #toks)
+  local v = string.format('%.0f', tf[t] * 4294967296 + ntoks)
   redis.call('ZADD', B .. 'idx:' .. t, v, name)
   redis.call('HSET', B .. 'tf:' .. t, name, v)
   if online then
@@ -165,7 +150,7 @@ end
 redis.call('HSET', KEYS[1],
   'name', name, 'type', atype, 'desc', desc, 'tags', tags_json,
   'created_at', created_at, 'updated_at', now_ms, 'protocol', protocol,
-  'terms', table.concat(terms, ' '), 'len', #toks)
+  'terms', table.concat(terms, ' '), 'len', ntoks)
 
 -- NX: the zset score is the first registration time and orders list_agents.
 redis.call('ZADD', KEYS[2], 'NX', now_ms, name)
@@ -175,8 +160,8 @@ redis.call('ZADD', B .. 'seen', 'GT', now_ms, name)
 if not exists then
   redis.call('HINCRBY', KEYS[3], 'n', 1)
 end
-if #toks ~= old_len then
-  redis.call('HINCRBY', KEYS[3], 'total_len', #toks - old_len)
+if ntoks ~= old_len then
+  redis.call('HINCRBY', KEYS[3], 'total_len', ntoks - old_len)
 end
 
 -- every hub's discovery index reads the agent again (ngx_ioa_index_sync.c)

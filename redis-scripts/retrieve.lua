@@ -7,7 +7,9 @@
 -- ARGV[3]  limit           top results kept per query, >= 1
 -- ARGV[4]  online_only     "1" keep only online agents, "0" keep all
 -- ARGV[5]  exclude         a name never returned (the sender), "" for none
--- ARGV[6..] queries        one or more query strings
+-- ARGV[6..] queries        one or more queries, each its terms joined by
+--                          single spaces (ngx_ioa_token_join() over the
+--                          capability text; "" when it has none)
 --
 -- Returns  a flat array of 8-tuples, one per agent:
 --            name, type, desc, tags_json, score ("%.4f"), online "1"|"0", protocol,
@@ -21,11 +23,17 @@
 --
 -- BM25: k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)) with
 -- N = stats.n, df = agents in the term's index, document length len, avgdl =
--- total_len / n; a query term repeated in one query counts once.  The index
+-- total_len / n; a query term repeated in one query counts once, and only
+-- the first MAX_TERMS distinct terms of a query count.  The index
 -- (register.lua, presence.lua) is per term a sorted set B..'idx:'..term of
 -- agent -> tf * 2^32 + len, a hash B..'tf:'..term with the same entries, and
 -- for online agents a copy B..'oidx:'..term; all derived from B, so they
 -- share the {reg} hash tag with the declared keys.
+--
+-- The script does not tokenize: the caller does, with the tokenizer that
+-- made the index's terms (ngx_ioa_module/ngx_ioa_tokenize.c, compiled into
+-- the module and the worker), so a query and a description can never
+-- disagree on what a term is.
 --
 -- The answer is exactly the BM25 top of scoring every agent that has a term
 -- (the same floating-point numbers, the same ties), without reading whole
@@ -63,34 +71,6 @@
 -- Why one script: idf needs N and df and the document lengths from the same
 -- instant, and the walk needs one view of the index; from nginx it would
 -- cost a network round trip per step.
-
--- BEGIN tokenizer (identical in register.lua and retrieve.lua)
-local STOP = {}
-for w in ([[the a an and or of to in on for with is are be by at as it its
-  that this these those from can could i you me my your we our us he she they
-  them their his her was were been has have had do does not no but if so than
-  then there what which who how will would should may into about all any]]):gmatch('%S+') do
-  STOP[w] = true
-end
-
--- Lowercase ASCII, split on anything that is not a-z, 0-9 or a byte >= 128
--- (so UTF-8 words survive whole), drop 1-byte tokens and stopwords, fold
--- plurals ("queries" -> "query", "apis" -> "api") so either form matches.
--- Appends the tokens of text to out and returns out.
-local function tokenize(text, out)
-  for w in string.lower(text):gmatch('[a-z0-9\128-\255]+') do
-    if #w > 1 and not STOP[w] then
-      if #w > 4 and w:sub(-3) == 'ies' then
-        w = w:sub(1, -4) .. 'y'
-      elseif #w > 3 and w:sub(-1) == 's' and w:sub(-2) ~= 'ss' then
-        w = w:sub(1, -2)
-      end
-      out[#out + 1] = w
-    end
-  end
-  return out
-end
--- END tokenizer
 
 -- K1P1 and OMB are K1 + 1 and 1 - BB, the same doubles the expression of
 -- the original script computed inline.
@@ -501,7 +481,7 @@ end
 
 local function rank(query)
   local seen, terms = {}, {}
-  for _, t in ipairs(tokenize(query, {})) do
+  for t in query:gmatch('%S+') do
     if not seen[t] and #terms < MAX_TERMS then
       seen[t] = true
       local df = call('ZCARD', B .. 'idx:' .. t)

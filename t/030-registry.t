@@ -8,7 +8,7 @@
 # Every block starts from an empty Redis and a hub that has connected to it
 # (see hub_ready in IoaTest::Api).  Discovery is checked against a BM25 written here
 # in Perl from the contract in redis-scripts/retrieve.lua (k1 = 1.2,
-# b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), the same tokenizer),
+# b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), the tokenizer's rules),
 # so a ranking, a score or a statistic that drifts fails a test.
 #
 # log_level('info'): nothing here depends on debug lines, and they are many;
@@ -19,6 +19,7 @@ use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Api;
+use IoaTest::Terms qw(tokens);
 use IoaTest::WS;
 
 use IO::Socket::INET ();
@@ -39,22 +40,8 @@ add_block_preprocessor(sub {
 
 # ------------------------------------------------------------ BM25 in Perl
 
-my %STOP = map { $_ => 1 } qw(the a an and or of to in on for with is are be
-  by at as it its that this these those from can could i you me my your we
-  our us he she they them their his her was were been has have had do does
-  not no but if so than then there what which who how will would should may
-  into about all any);
-
-sub tokens {
-    my @out;
-    for my $w (lc($_[0]) =~ /([a-z0-9\x80-\xff]+)/g) {
-        next if length $w < 2 || $STOP{$w};
-        if (length $w > 4 && $w =~ /ies$/) { $w =~ s/ies$/y/ }
-        elsif (length $w > 3 && $w =~ /s$/ && $w !~ /ss$/) { chop $w }
-        push @out, $w;
-    }
-    return @out;
-}
+# tokens(): the tokenizer's rules written in Perl (IoaTest::Terms), so the
+# hub's C tokenizer is checked here too, end to end.
 
 # $agents: [{name, desc, tags}]; returns [[name, score], ...] like
 # retrieve.lua: per query top `limit` after the filters, then concatenated

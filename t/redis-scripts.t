@@ -5,6 +5,9 @@
 # Scripts are loaded with `redis-cli -x SCRIPT LOAD` and run with EVALSHA over
 # a tiny RESP client below, so nested replies (room_record) arrive as Perl
 # arrays and error replies as Err objects whose first word is the code.
+# register.lua and retrieve.lua take terms, not text: the helpers below get
+# them from the hub's own C tokenizer through build/ioa-terms (`make`),
+# exactly as the module and the worker would (IoaTest::Terms).
 
 use strict;
 use warnings;
@@ -15,7 +18,11 @@ use IO::Socket::INET;
 use IO::Select;
 use Digest::SHA qw(sha1_hex);
 use FindBin;
+use JSON::PP ();
 use Time::HiRes qw(sleep);
+
+use lib "$FindBin::Bin/lib";
+use IoaTest::Terms qw(terms doc_terms $TermsBin);
 
 my $root    = "$FindBin::Bin/..";
 my $scripts = "$root/redis-scripts";
@@ -23,6 +30,7 @@ my $scripts = "$root/redis-scripts";
 chomp(my $server = `command -v redis-server 2>/dev/null` // '');
 chomp(my $cli    = `command -v redis-cli 2>/dev/null` // '');
 plan skip_all => 'redis-server and redis-cli are needed' unless $server && $cli;
+plan skip_all => "$TermsBin is not built; run `make` first" unless -x $TermsBin;
 
 # --- a private Redis ----------------------------------------------------------
 
@@ -88,11 +96,11 @@ for my $name (qw(register retrieve query list_agents teamup_members
 }
 
 {
-    my ($a) = slurp("$scripts/register.lua") =~ /(-- BEGIN tokenizer.*?-- END tokenizer)/s;
-    my ($b) = slurp("$scripts/retrieve.lua") =~ /(-- BEGIN tokenizer.*?-- END tokenizer)/s;
-    ok(defined $a && defined $b && $a eq $b,
-       'the tokenizer is identical in register.lua and retrieve.lua');
-    ($a) = slurp("$scripts/query.lua") =~ /(-- BEGIN record.*?-- END record)/s;
+    for my $name (qw(register retrieve)) {
+        unlike(slurp("$scripts/$name.lua"), qr/string\.lower|\bSTOP\b|BEGIN tokenizer/,
+               "$name.lua carries no tokenizer: ngx_ioa_tokenize.c is the only one");
+    }
+    my ($a) = slurp("$scripts/query.lua") =~ /(-- BEGIN record.*?-- END record)/s;
     ($b) = slurp("$scripts/retrieve.lua") =~ /(-- BEGIN record.*?-- END record)/s;
     ok(defined $a && defined $b && $a eq $b,
        'the task record is read the same way in query.lua and retrieve.lua');
@@ -120,20 +128,29 @@ sub err_code {
 
 my $NOW = 1_700_000_000_000;
 
+# The terms are those of desc and of each tag, as /register makes them
+# (tags that are not an array of strings add none: the script refuses them),
+# unless the caller gives its own.
 sub register {
     my ($B, $name, %o) = @_;
     my $tags = $o{tags} // '[]';
+    my $list = eval { JSON::PP->new->decode($tags) };
+    $list = [] unless ref $list eq 'ARRAY' && !grep { ref || !defined } @$list;
+    my $terms = $o{terms} // doc_terms($o{desc} // '', @$list);
     return run_script('register',
         [ "${B}agent:$name", "${B}agents", "${B}stats" ],
         $B, $name, $o{type} // 'Thing Assistant', $o{desc} // '', $tags,
-        $o{protocol} // '0', $o{now} // $NOW, $o{created} // '2024-01-01-00-00-00');
+        $o{protocol} // '0', $o{now} // $NOW, $o{created} // '2024-01-01-00-00-00',
+        $o{max} // '0', $terms);
 }
 
+# queries are texts tokenized here; raw => 1 passes them as they are
 sub retrieve {
     my ($B, %o) = @_;
+    my @q = $o{raw} ? @{ $o{queries} } : map { terms($_) } @{ $o{queries} };
     my $rep = run_script('retrieve', [ "${B}stats", "${B}online" ],
         $B, $o{now} // $NOW, $o{limit} // 10, $o{online_only} // '0',
-        $o{exclude} // '', @{ $o{queries} });
+        $o{exclude} // '', @q);
     return $rep if ref $rep eq 'Err';
     my @rows;
     push @rows, [ splice @$rep, 0, 8 ] while @$rep;
@@ -243,10 +260,43 @@ is(err_code(register($B, 'dave', tags => 'not json')), 'BADARG', 'tags not JSON:
 is(err_code(register($B, 'dave', protocol => 'yes')), 'BADARG', 'bad protocol flag: BADARG');
 is(err_code(register($B, '')), 'BADARG', 'empty name: BADARG');
 is(err_code(run_script('register', [ "${B}agent:eve", "${B}agents", "${B}stats" ],
-                       $B, 'dave', 'Thing Assistant', 'x', '[]', '0', $NOW, 'c')),
+                       $B, 'dave', 'Thing Assistant', 'x', '[]', '0', $NOW, 'c', '0', '')),
    'BADARG', 'agent key not matching the name: BADARG');
+is(err_code(run_script('register', [ "${B}agent:dave", "${B}agents", "${B}stats" ],
+                       $B, 'dave', 'Thing Assistant', 'x', '[]', '0', $NOW, 'c', '0')),
+   'BADARG', 'no terms argument: BADARG');
+is(err_code(register($B, 'dave', max => '')), 'BADARG', 'max_agents not a number: BADARG');
 is($r->cmd('EXISTS', "${B}agent:dave", "${B}agent:eve"), 0, 'failed registrations store nothing');
 index_consistent($B, 'after refused registrations');
+
+# The scripts take terms as they are given: no second tokenizer in Lua.
+{
+    my $GB = 'given:{reg}:';
+    register($GB, 'gil', desc => 'a text the terms do not come from', terms => ' alpha  beta alpha ours ');
+    is($r->cmd('HGET', "${GB}agent:gil", 'terms'), 'alpha beta ours',
+       'register.lua: the terms given, distinct and sorted, "ours" not folded again');
+    is($r->cmd('HGET', "${GB}agent:gil", 'len'), 4, 'register.lua: the length is the number of terms');
+    is($r->cmd('HGET', "${GB}tf:alpha", 'gil'), 2 * $SPLIT + 4, 'register.lua: a repeated term has tf 2');
+    is($r->cmd('EXISTS', "${GB}idx:text"), 0, 'register.lua: desc is stored, not indexed');
+    is_deeply(names(retrieve($GB, raw => 1, queries => [ 'ours' ])), ['gil'],
+              'retrieve.lua: query terms as given');
+    is_deeply(retrieve($GB, raw => 1, queries => [ 'Alpha' ]), [], 'retrieve.lua: not lowercased');
+    is_deeply(names(retrieve($GB, queries => [ 'ALPHAs!' ])), ['gil'],
+              'the C tokenizer makes "alpha" of "ALPHAs!"');
+
+    is(err_code(register($GB, 'huge', terms => 'x ' x 1048576)), 'BADARG',
+       'a document of 2^20 terms: BADARG');
+    is($r->cmd('EXISTS', "${GB}agent:huge"), 0, '... and nothing stored');
+    is(register($GB, 'big', terms => 'x ' x 1048575)->[0], 'created', '2^20 - 1 terms are indexed');
+    is($r->cmd('HGET', "${GB}tf:x", 'big'), 1048575 * $SPLIT + 1048575, '... with an exact entry');
+
+    is(err_code(register($GB, 'newt', max => 2)), 'FULL', 'max_agents 2 with 2 agents: FULL');
+    is($r->cmd('EXISTS', "${GB}agent:newt"), 0, '... and nothing stored');
+    is(register($GB, 'gil', max => 1, terms => 'beta')->[0], 'updated',
+       'a registered agent updates whatever the cap');
+    is(register($GB, 'newt', max => 3)->[0], 'created', 'below the cap: created');
+    index_consistent($GB, 'terms given');
+}
 
 # --- BM25 ranking ----------------------------------------------------------------
 

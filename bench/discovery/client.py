@@ -1,6 +1,7 @@
 """bench/discovery/client.py -- the measuring side of bench/discovery.sh.
 
-    client.py --http PORT --redis PORT --scripts DIR --out FILE [options]
+    client.py --http PORT --redis PORT --scripts DIR --terms BIN --out FILE
+              [options]
 
 1. registers the agents of corpus.py: through nginx (POST /register,
    pipelined on keep-alive connections) or, with --register pipe, with
@@ -16,8 +17,14 @@
    of this client);
 4. optionally loads the index of the previous layout (the HEAD~ scripts given
    with --old-register/--old-retrieve) and runs the first queries through both
-   scripts directly (EVALSHA, same arguments), for a before/after ratio;
+   scripts directly (EVALSHA, the same queries), for a before/after ratio;
 5. writes the JSON report and prints one line.
+
+register.lua and retrieve.lua take terms, not text: whatever goes straight
+into Redis is tokenized first by --terms, build/ioa-terms, which is the hub's
+own tokenizer (ngx_ioa_module/ngx_ioa_tokenize.c) as a filter, so the index
+and the queries are the ones nginx would make.  The previous scripts of step
+4 still tokenize in Lua (with the same rules) and get the texts.
 
 Requests are built once before the clock starts.  Plain sockets: nothing
 outside Debian's python3 standard library.
@@ -27,6 +34,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 
@@ -66,14 +74,39 @@ def register_http(port, agents, conns, window):
                     raise SystemExit("register: HTTP %d %s" % (st, body[:200]))
 
 
-def register_pipe(r, sha, agents, window=512):
+def terms_of(binary, texts):
+    """The terms of each text (joined by spaces, as the scripts take them),
+    from one run of ioa-terms over all of them (NUL-terminated texts)."""
+    out = subprocess.run([binary, "-0"], check=True, stdout=subprocess.PIPE,
+                         input=b"".join(t.encode() + b"\0" for t in texts))
+    lines = out.stdout.decode().split("\n")
+    if len(lines) != len(texts) + 1:
+        raise SystemExit("%s: %d lines for %d texts"
+                         % (binary, len(lines) - 1, len(texts)))
+    return lines[:-1]
+
+
+def doc_terms(binary, agents):
+    """register.lua's terms argument for each agent: the terms of the
+    description, then those of each tag, as /register joins them."""
+    texts = [x for _, _, d, tags in agents for x in [d] + list(tags)]
+    it = iter(terms_of(binary, texts))
+    return [" ".join(x for x in [next(it) for _ in range(1 + len(tags))] if x)
+            for _, _, _, tags in agents]
+
+
+def register_pipe(r, sha, agents, terms=None, window=512):
+    """register.lua for every agent, `window` calls in flight; terms: the
+    documents' terms (the current script), None for a script of the
+    previous layout, which takes the texts only."""
     now = int(time.time() * 1000)
     for i in range(0, len(agents), window):
         chunk = agents[i:i + window]
         for k, (n, t, d, tags) in enumerate(chunk):
+            extra = ["0", terms[i + k]] if terms is not None else []
             r.send("EVALSHA", sha, 3, BASE + "agent:" + n, BASE + "agents",
                    BASE + "stats", BASE, n, t, d, json.dumps(tags), "0",
-                   now + i + k, "2024-01-01-00-00-00")
+                   now + i + k, "2024-01-01-00-00-00", *extra)
         for _ in chunk:
             rep = r.read()
             if not isinstance(rep, list):
@@ -81,9 +114,10 @@ def register_pipe(r, sha, agents, window=512):
 
 
 def queries(n, n_agents, seed, vocab=3000, zipf=1.0):
-    """(body, args for the direct EVALSHA) per query: mostly one capability,
-    some requests with two or three (IoA asks for several at once), a quarter
-    with online_only, the sender a registered agent."""
+    """(body, args for the direct EVALSHA, capability texts last) per query:
+    mostly one capability, some requests with two or three (IoA asks for
+    several at once), a quarter with online_only, the sender a registered
+    agent."""
     rnd = random.Random(seed)
     phrases = list(corpus.queries(n * 2, vocab=vocab, s=zipf, seed=seed))
     out = []
@@ -142,12 +176,15 @@ def r3(d):
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in d.items()}
 
 
-def direct(r, sha, qs, now_ms):
+def direct(r, sha, qs, now_ms, terms=None):
     """Each query's args through EVALSHA, timed by the client and inside
-    Redis; returns both latencies (ms) and the answers."""
+    Redis; returns both latencies (ms) and the answers.  terms: the texts'
+    terms (the current script), None to send the texts (the previous one)."""
     lat, answers, st = [], [], ScriptTimes(r, sha)
     st.start()
     for _, a in qs:
+        if terms is not None:
+            a = a[:3] + [terms[x] for x in a[3:]]
         args = [2, BASE + "stats", BASE + "online", BASE, now_ms] + a
         t = time.perf_counter()
         answers.append(r.cmd("EVALSHA", sha, *args))
@@ -193,6 +230,8 @@ def main():
     ap.add_argument("--http", type=int, required=True)
     ap.add_argument("--redis", type=int, required=True)
     ap.add_argument("--scripts", required=True)
+    ap.add_argument("--terms", required=True,
+                    help="build/ioa-terms: the hub's tokenizer")
     ap.add_argument("--out", required=True)
     ap.add_argument("--agents", type=int, default=100000)
     ap.add_argument("--queries", type=int, default=5000)
@@ -224,7 +263,8 @@ def main():
     if o.register == "http":
         register_http(o.http, agents, conns=2, window=64)
     else:
-        register_pipe(r, script["register"], agents)
+        register_pipe(r, script["register"], agents,
+                      doc_terms(o.terms, agents))
     register_s = time.perf_counter() - t
     register_usec = evalsha_usec(r)
     n = int(r.cmd("HGET", BASE + "stats", "n"))
@@ -323,8 +363,11 @@ def main():
         old_register_usec = evalsha_usec(r)
         old_index_mb = keys_mb(r, "postings:*")
         sub = qs[o.warmup:o.warmup + o.old_queries]
+        caps = sorted({c for _, a in sub for c in a[3:]})
+        terms = dict(zip(caps, terms_of(o.terms, caps)))
         now_ms = int(time.time() * 1000)
-        new_lat, new_in, new_ans = direct(r, script["retrieve"], sub, now_ms)
+        new_lat, new_in, new_ans = direct(r, script["retrieve"], sub, now_ms,
+                                          terms)
         old_lat, old_in, old_ans = direct(r, old_ret, sub, now_ms)
         # the same ranking: names and scores (the new script's rows also
         # carry the agent's task record, the old one's do not)

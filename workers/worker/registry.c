@@ -6,6 +6,10 @@
  * with the same keys and arguments (ngx_ioa_registry.c, ngx_ioa_rest.c):
  * what it does is exactly what /register, /query_assistant,
  * /retrieve_assistant and /teamup do, and nginx stays out of the path.
+ * register.lua and retrieve.lua take terms, not text: they are made here
+ * by the hub's own tokenizer, ngx_ioa_module/ngx_ioa_tokenize.c, which the
+ * Makefile compiles into the worker, so the coordinator's queries find what
+ * /register indexed.
  *
  * A teamup is the three steps of /teamup plus its event: teamup_members.lua
  * (registry slot), room_create.lua (the room's slot), ZADD to the room
@@ -22,11 +26,17 @@
 #include <time.h>
 
 #include "iw.h"
+#include "ngx_ioa_tokenize.h"
+
+
+/* the coordinator's description: stored as it is, indexed as its terms */
+#define IW_COORD_DESC  "ioa's built-in coordinator"
 
 
 static void iw_agent_set(iw_agent_t *a, const char *name, const char *type,
     const char *desc);
 static void iw_agent_record(iw_agent_t *a, const char *json);
+static void iw_args_add_terms(iw_args_t *a, const char *text);
 static int iw_reg_event(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, const char **members, size_t n);
 static int iw_reg_room(const iw_conf_t *conf, const char *comm_id,
@@ -56,11 +66,13 @@ iw_reg_register(const iw_conf_t *conf)
     iw_args_add(&a, conf->reg_base);
     iw_args_add(&a, conf->name);
     iw_args_add(&a, "Human Assistant");
-    iw_args_add(&a, "ioa's built-in coordinator");
+    iw_args_add(&a, IW_COORD_DESC);
     iw_args_add(&a, "[]");
     iw_args_add(&a, "1");
     iw_args_addf(&a, "%lld", iw_now_ms());
     iw_args_add(&a, created);
+    iw_args_add(&a, "0");            /* max_agents: never refused */
+    iw_args_add_terms(&a, IW_COORD_DESC);
 
     r = iw_redis_eval(IW_LUA_REGISTER, 3, &a);
     iw_args_free(&a);
@@ -79,6 +91,24 @@ iw_reg_register(const iw_conf_t *conf)
     freeReplyObject(r);
 
     return rc;
+}
+
+
+/* text's terms as one argument, joined by spaces (ngx_ioa_tokenize.h) */
+
+static void
+iw_args_add_terms(iw_args_t *a, const char *text)
+{
+    size_t          len, n;
+    unsigned char  *terms;
+
+    len = strlen(text);
+    terms = iw_alloc(len + 1);
+
+    n = ngx_ioa_token_join(terms, 0, (const unsigned char *) text, len);
+
+    iw_args_addn(a, (char *) terms, n);
+    free(terms);
 }
 
 
@@ -176,7 +206,7 @@ iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
     iw_args_addf(&a, "%d", limit);
     iw_args_add(&a, online_only ? "1" : "0");
     iw_args_add(&a, conf->name);
-    iw_args_add(&a, query);
+    iw_args_add_terms(&a, query);
 
     r = iw_redis_eval(IW_LUA_RETRIEVE, 2, &a);
     iw_args_free(&a);
@@ -298,6 +328,9 @@ iw_reg_record(const iw_conf_t *conf, const char *agent, const char *task_id,
     iw_args_add(&a, status);
     iw_args_add(&a, "604800");
     iw_args_addf(&a, "%lld", latency_ms);
+    /* the hubs' discovery indexes show the new record */
+    iw_args_add(&a, conf->reg_base);
+    iw_args_add(&a, agent);
 
     r = iw_redis_eval(IW_LUA_REP_RECORD, 2, &a);
     iw_args_free(&a);
