@@ -1673,3 +1673,68 @@ ngx_ioa_ix_agent_json(ngx_ioa_jbuf_t *b, ngx_ioa_ix_agent_t *a, double score,
 
     ngx_ioa_jbuf_literal(b, "}}");
 }
+
+
+/* the index's part of /metrics (ngx_ioa_metrics.c) */
+
+u_char *
+ngx_ioa_index_metrics(u_char *p, u_char *last)
+{
+    size_t             used;
+    ngx_uint_t         agents, terms, state;
+    ngx_msec_t         build;
+    ngx_slab_pool_t   *pool;
+    ngx_ioa_ix_sh_t   *sh;
+    ngx_ioa_ix_ctx_t  *ctx;
+
+    ctx = ngx_ioa_ix_ctx();
+
+    if (ctx == NULL) {
+        return p;
+    }
+
+    sh = ctx->sh;
+    pool = ctx->shpool;
+
+    ngx_ioa_ix_rlock(sh);
+
+    agents = sh->nagents;
+    terms = sh->nterms;
+    state = sh->state;
+    build = sh->build_ms;
+
+    ngx_ioa_ix_unlock(sh);
+
+    /* pages handed out, whole: what the zone cannot give to anything else */
+    ngx_shmtx_lock(&pool->mutex);
+    used = ((pool->end - pool->start) / ngx_pagesize - pool->pfree)
+           * ngx_pagesize;
+    ngx_shmtx_unlock(&pool->mutex);
+
+    return ngx_slprintf(p, last,
+        "# HELP ioa_discovery_index_state 0 empty, 1 first build running, "
+        "2 answering, 3 zone full (discovery answered by Redis).\n"
+        "# TYPE ioa_discovery_index_state gauge\n"
+        "ioa_discovery_index_state %ui\n"
+        "# HELP ioa_discovery_index_agents Agents in this instance's "
+        "discovery index.\n"
+        "# TYPE ioa_discovery_index_agents gauge\n"
+        "ioa_discovery_index_agents %ui\n"
+        "# HELP ioa_discovery_index_terms Distinct terms in the index.\n"
+        "# TYPE ioa_discovery_index_terms gauge\n"
+        "ioa_discovery_index_terms %ui\n"
+        "# HELP ioa_discovery_index_bytes Shared memory the index holds "
+        "(whole pages of ioa_discovery_zone).\n"
+        "# TYPE ioa_discovery_index_bytes gauge\n"
+        "ioa_discovery_index_bytes %uz\n"
+        "# HELP ioa_discovery_index_zone_bytes The size of "
+        "ioa_discovery_zone.\n"
+        "# TYPE ioa_discovery_index_zone_bytes gauge\n"
+        "ioa_discovery_index_zone_bytes %uz\n"
+        "# HELP ioa_discovery_index_build_seconds How long the last full "
+        "read of the registry from Redis took.\n"
+        "# TYPE ioa_discovery_index_build_seconds gauge\n"
+        "ioa_discovery_index_build_seconds %ui.%03ui\n",
+        state, agents, terms, used, (size_t) (pool->end - (u_char *) pool),
+        build / 1000, build % 1000);
+}

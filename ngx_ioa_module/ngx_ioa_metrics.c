@@ -205,7 +205,7 @@ ngx_ioa_metrics_send(ngx_http_request_t *r)
 
     m = ngx_ioa_rest_get_data(r);
 
-    size = 1024;
+    size = 4096;
 
     for (i = 0; i < m->n; i++) {
         size += 3 * (m->nodes[i].addr.len + 80);
@@ -256,6 +256,8 @@ ngx_ioa_metrics_send(ngx_http_request_t *r)
                                  &mn->addr, mn->max);
         }
     }
+
+    b->last = ngx_ioa_index_metrics(b->last, b->end);
 
     r->headers_out.status = NGX_HTTP_OK;
     r->headers_out.content_length_n = b->last - b->pos;

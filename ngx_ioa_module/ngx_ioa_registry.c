@@ -653,9 +653,10 @@ ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply)
 
 
 /*
- * POST /query_assistant {"name": "<name>" | ["<name>",..]}: the agent (or a
- * list in the same order).  Unknown names are a 404 naming them; IoA's own
- * server probably answered those with a 500.
+ * POST /query_assistant {"name": "<name>" | ["<name>",..]}: the agent, or a
+ * list in the same order with null for a name not registered (IoA's
+ * declared answer).  A single unknown name is a 404 naming it; IoA's own
+ * server probably answered that with a 500.
  */
 
 ngx_int_t
@@ -752,14 +753,12 @@ static void
 ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
 {
     size_t                   i, n;
-    ngx_uint_t               single, unknown, first;
-    ngx_str_t                list;
-    ngx_ioa_jbuf_t           b, missing;
+    redisReply             **f;
+    ngx_ioa_jbuf_t           b;
     ngx_ioa_error_t          err;
     ngx_ioa_registry_ctx_t  *rctx;
 
     rctx = ngx_ioa_rest_get_data(r);
-    single = rctx->single;
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
         || reply->elements % NGX_IOA_QUERY_TUPLE)
@@ -768,58 +767,48 @@ ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    if (ngx_ioa_jbuf_init(&b, r->pool, 256 + reply->elements * 64) != NGX_OK
-        || ngx_ioa_jbuf_init(&missing, r->pool, 64) != NGX_OK)
+    /* found, name, type, desc, tags_json, created_at, online, protocol,
+     * record */
+
+    n = reply->elements / NGX_IOA_QUERY_TUPLE;
+    f = reply->element;
+
+    if (rctx->single && n == 1 && f[0]->str[0] != '1') {
+        ngx_ioa_error_set(&err, "unknown_agent", "name",
+                          "not registered: %*s", (size_t) f[1]->len,
+                          f[1]->str);
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+        return;
+    }
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 256 + reply->elements * 64) != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
-    n = reply->elements / NGX_IOA_QUERY_TUPLE;
-    unknown = 0;
-    first = 1;
+    /* a list answers a list, with null where a name is not registered:
+     * IoA's declared list[AgentInfo | None], so that one agent gone does
+     * not fail a whole team's lookup */
 
-    if (!single) {
+    if (!rctx->single) {
         ngx_ioa_jbuf_byte(&b, '[');
     }
 
-    /* found, name, type, desc, tags_json, created_at, online, protocol,
-     * record */
-
-    for (i = 0; i < n; i++) {
-        if (reply->element[i * NGX_IOA_QUERY_TUPLE]->str[0] != '1') {
-            if (unknown++) {
-                ngx_ioa_jbuf_literal(&missing, ", ");
-            }
-
-            ngx_ioa_jbuf_raw(&missing,
-                             (u_char *) reply->element[i * NGX_IOA_QUERY_TUPLE + 1]->str,
-                             reply->element[i * NGX_IOA_QUERY_TUPLE + 1]->len);
-            continue;
-        }
-
-        if (!first) {
+    for (i = 0; i < n; i++, f += NGX_IOA_QUERY_TUPLE) {
+        if (i) {
             ngx_ioa_jbuf_byte(&b, ',');
         }
 
-        first = 0;
-        ngx_ioa_agent_json(&b, &reply->element[i * NGX_IOA_QUERY_TUPLE + 1],
-                           1, 0, 1);
-    }
-
-    if (unknown) {
-        if (ngx_ioa_jbuf_done(&missing, &list) != NGX_OK) {
-            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-            return;
+        if (f[0]->str[0] != '1') {
+            ngx_ioa_jbuf_literal(&b, "null");
+            continue;
         }
 
-        ngx_ioa_error_set(&err, "unknown_agent", "name",
-                          "not registered: %V", &list);
-        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
-        return;
+        ngx_ioa_agent_json(&b, &f[1], 1, 0, 1);
     }
 
-    if (!single) {
+    if (!rctx->single) {
         ngx_ioa_jbuf_byte(&b, ']');
     }
 

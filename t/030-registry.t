@@ -738,7 +738,7 @@ GET /health_check
 
 
 
-=== TEST 22: /query_assistant: a name gives the object, a list gives a list in request order
+=== TEST 22: /query_assistant: a name gives the object, a list gives a list in request order with null for an unknown name
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -767,10 +767,15 @@ GET /health_check
     is ref $d, 'ARRAY', 'a one-name list is still a list';
 
     ($code, $d) = api($ctx, POST => '/query_assistant', { name => ['Chef', 'Ghost', 'Tutor'] });
-    is $code, 404, 'a list with an unknown name: 404';
-    is $d->{code}, 'unknown_agent', 'unknown_agent';
-    like $d->{message}, qr/\bGhost\b/, 'naming the unknown one';
-    unlike $d->{message}, qr/\bChef\b|\bTutor\b/, 'and only it';
+    is $code, 200, 'a list with an unknown name: 200 (IoA declares list[AgentInfo | None])';
+    is ref $d, 'ARRAY', 'a list';
+    is scalar(@$d), 3, 'one entry per name asked';
+    is $d->[1], undef, 'null for the unknown name, in its place';
+    is_deeply [ $d->[0]{name}, $d->[2]{name} ], ['Chef', 'Tutor'], 'the known ones around it';
+
+    ($code, $d) = api($ctx, POST => '/query_assistant', { name => ['Ghost', 'Nobody'] });
+    is $code, 200, 'a list of only unknown names: 200';
+    is_deeply $d, [undef, undef], 'all null';
 --- no_error_log
 [error]
 [alert]

@@ -377,3 +377,36 @@ ioa_discovery_zone is full at
 --- must_die
 --- error_log
 "ioa_discovery_zone" directive must be a size (e.g. 256m) or "off"
+
+
+
+=== TEST 7: /metrics shows the index: state, agents, terms, bytes, zone size, build time
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_discovery_zone 32m;
+--- config
+    location / { ioa_api; }
+    location = /metrics { ioa_metrics; }
+--- request
+GET /health_check
+--- error_code: 200
+--- ioa_scenario
+    my $port = $ctx->port;
+    ok index_ready($ctx, $port), 'the index is built';
+    for my $i (1 .. 20) {
+        post($ctx, $port, '/register', { name => "m$i", type => 'Thing Assistant',
+                                         desc => "metrics agent number$i" });
+    }
+    my $res = $ctx->http(GET => '/metrics', port => $port);
+    my %m = $res->content =~ /^(ioa_discovery_index_\w+) (\S+)$/mg;
+    is $m{ioa_discovery_index_state}, 2, 'state 2: answering';
+    is $m{ioa_discovery_index_agents}, 20, '20 agents';
+    is $m{ioa_discovery_index_terms}, 22, '22 terms (metric, agent, number1..20)';
+    cmp_ok $m{ioa_discovery_index_bytes}, '>', 0, 'bytes in use';
+    cmp_ok $m{ioa_discovery_index_bytes}, '<', 2 * 1024 * 1024, 'a few pages for 20 agents';
+    is $m{ioa_discovery_index_zone_bytes}, 32 * 1024 * 1024, 'the zone is 32m';
+    like $m{ioa_discovery_index_build_seconds}, qr/^\d+\.\d{3}$/, 'build seconds';
+--- no_error_log
+[error]
+[alert]
+[crit]
