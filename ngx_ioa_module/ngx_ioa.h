@@ -111,6 +111,11 @@ typedef struct {
     ngx_uint_t                max_agent_rooms;   /* 0: no limit */
     ngx_uint_t                max_agents;
 
+    /* semantic discovery (ngx_ioa_embed.c): uri "" when off */
+    ngx_str_t                 embed_uri;
+    ngx_str_t                 embed_model;
+    double                    embed_weight;   /* BM25's share, 0..1 */
+
     /* the discovery index (ngx_ioa_index.c): NULL when "off" */
     ngx_shm_zone_t           *index_zone;
     size_t                    index_zone_size;
@@ -378,6 +383,7 @@ typedef enum {
     NGX_IOA_SCRIPT_ROOM_FORGET,
     NGX_IOA_SCRIPT_AGENT_FORGET,
     NGX_IOA_SCRIPT_INDEX_FETCH,
+    NGX_IOA_SCRIPT_EMBED_STORE,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -534,6 +540,8 @@ ngx_int_t ngx_ioa_auth_room(ngx_ioa_identity_t *id, ngx_str_t *comm_id,
 ngx_int_t ngx_ioa_rest_identified(ngx_http_request_t *r,
     ngx_ioa_identity_t *id, ngx_http_handler_pt handler);
 ngx_ioa_identity_t *ngx_ioa_rest_identity(ngx_http_request_t *r);
+void ngx_ioa_rest_set_embed(ngx_http_request_t *r, void *embed);
+void *ngx_ioa_rest_get_embed(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_rest_acts_as(ngx_http_request_t *r, ngx_str_t *name);
 
 ngx_int_t ngx_ioa_send_retry(ngx_http_request_t *r, ngx_uint_t status,
@@ -564,17 +572,49 @@ ngx_int_t ngx_ioa_fetch_record_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_health_handler(ngx_http_request_t *r);
 
 
+/* ngx_ioa_embed.c */
+typedef struct {
+    ngx_uint_t                ok;
+    ngx_str_t                 error;          /* why not, when not ok */
+    ngx_uint_t                status;         /* the endpoint's, if any */
+    ngx_uint_t                n;
+    ngx_uint_t                dim;
+    float                    *vecs;           /* n * dim, each of length 1 */
+} ngx_ioa_embed_result_t;
+
+typedef void (*ngx_ioa_embed_handler_pt)(ngx_http_request_t *r, void *data,
+    ngx_ioa_embed_result_t *res);
+
+ngx_int_t ngx_ioa_embed_add_variable(ngx_conf_t *cf);
+char *ngx_ioa_embed_conf(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+ngx_int_t ngx_ioa_embed(ngx_http_request_t *r, ngx_str_t *texts,
+    ngx_uint_t n, ngx_ioa_embed_handler_pt handler, void *data);
+#define ngx_ioa_embed_on()  (ngx_ioa_main_conf()->embed_uri.len != 0)
+
+
 /* ngx_ioa_index.c, ngx_ioa_index_rank.c, ngx_ioa_index_sync.c */
 char *ngx_ioa_index_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf);
 ngx_uint_t ngx_ioa_index_usable(void);
+/* semantic discovery for one /retrieve_assistant: qvecs NULL when the
+ * endpoint failed (BM25 only, and each agent says so) */
+typedef struct {
+    float                    *qvecs;          /* one per query, length 1 */
+    ngx_uint_t                dim;
+    double                    weight;         /* BM25's share */
+} ngx_ioa_index_semantic_t;
+
 ngx_int_t ngx_ioa_index_retrieve(ngx_pool_t *pool, ngx_str_t *queries,
     ngx_uint_t n, ngx_uint_t limit, ngx_uint_t online_only,
-    ngx_str_t *exclude, int64_t now, ngx_ioa_jbuf_t *out);
+    ngx_str_t *exclude, int64_t now, ngx_ioa_index_semantic_t *sem,
+    ngx_ioa_jbuf_t *out);
+ngx_uint_t ngx_ioa_index_unembedded(ngx_pool_t *pool, ngx_uint_t max,
+    ngx_str_t *names, ngx_str_t *descs);
 void ngx_ioa_index_init_process(ngx_cycle_t *cycle);
 void ngx_ioa_index_exit_process(void);
 void ngx_ioa_index_exit_process_sync(void);
 ngx_uint_t ngx_ioa_index_channel(ngx_str_t *channel);
 void ngx_ioa_index_on_subscribed(ngx_ioa_redis_node_t *node);
+void ngx_ioa_index_on_sub_ready(ngx_ioa_redis_node_t *node);
 void ngx_ioa_index_on_sub_lost(ngx_ioa_redis_node_t *node);
 void ngx_ioa_index_on_message(ngx_str_t *msg);
 void ngx_ioa_index_apply(redisReply *reply);

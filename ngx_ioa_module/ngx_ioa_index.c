@@ -92,6 +92,8 @@ static ngx_ioa_ix_agent_t *ngx_ioa_ix_agent_add(ngx_ioa_ix_sh_t *sh,
     ngx_str_t *name);
 static void ngx_ioa_ix_agent_drop(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a);
 static void ngx_ioa_ix_full(ngx_ioa_ix_sh_t *sh, ngx_log_t *log);
+static ngx_int_t ngx_ioa_ix_set_vec(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
+    ngx_ioa_ix_input_t *in);
 
 
 static ngx_ioa_ix_ctx_t  *ngx_ioa_ix_zone_ctx;
@@ -903,6 +905,10 @@ ngx_ioa_ix_put(ngx_ioa_ix_input_t *in, ngx_log_t *log)
         goto full;
     }
 
+    if (ngx_ioa_ix_set_vec(sh, a, in) != NGX_OK) {
+        goto full;
+    }
+
     a->protocol = (uint8_t) in->protocol;
     ngx_memcpy(a->rec, in->rec, sizeof(a->rec));
     a->latency_ms = in->latency_ms;
@@ -1193,6 +1199,59 @@ ngx_ioa_ix_repost(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
 }
 
 
+/* desc's embedding, if it comes from the model semantic discovery uses
+ * now (another model's vectors are not comparable: the agent waits to be
+ * embedded again); Redis holds float32 little-endian, as x86-64 and arm64
+ * do in memory */
+
+static ngx_int_t
+ngx_ioa_ix_set_vec(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
+    ngx_ioa_ix_input_t *in)
+{
+    uint32_t              dim;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+    dim = (uint32_t) (in->vec.len / sizeof(float));
+
+    if (mcf->embed_uri.len == 0 || dim == 0
+        || in->vec.len % sizeof(float) != 0
+        || in->vec_model.len != mcf->embed_model.len
+        || ngx_memcmp(in->vec_model.data, mcf->embed_model.data,
+                      in->vec_model.len) != 0)
+    {
+        if (a->vec) {
+            ngx_ioa_ix_free(a->vec);
+            a->vec = NULL;
+            a->dim = 0;
+            sh->nvec--;
+        }
+
+        return NGX_OK;
+    }
+
+    if (a->vec && a->dim != dim) {
+        ngx_ioa_ix_free(a->vec);
+        a->vec = NULL;
+        sh->nvec--;
+    }
+
+    if (a->vec == NULL) {
+        a->vec = ngx_ioa_ix_alloc(in->vec.len);
+        if (a->vec == NULL) {
+            return NGX_ERROR;
+        }
+
+        sh->nvec++;
+    }
+
+    ngx_memcpy(a->vec, in->vec.data, in->vec.len);
+    a->dim = dim;
+
+    return NGX_OK;
+}
+
+
 /* name, type, desc, tags in one allocation; the name never changes */
 
 static ngx_int_t
@@ -1332,6 +1391,11 @@ ngx_ioa_ix_agent_drop(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a)
     /* a slot that cannot be listed for reuse is simply not reused */
     if (sh->nfree < sh->free_cap) {
         sh->free_slots[sh->nfree++] = a->slot;
+    }
+
+    if (a->vec) {
+        ngx_ioa_ix_free(a->vec);
+        sh->nvec--;
     }
 
     ngx_ioa_ix_free(a->pairs);
@@ -1603,7 +1667,7 @@ ngx_ioa_ix_refresh_end(ngx_msec_t took)
 
 void
 ngx_ioa_ix_agent_json(ngx_ioa_jbuf_t *b, ngx_ioa_ix_agent_t *a, double score,
-    int64_t now)
+    int64_t now, ngx_ioa_ix_parts_t *parts, const char *ranking)
 {
     u_char     num[64];
     ngx_str_t  s;
@@ -1639,6 +1703,22 @@ ngx_ioa_ix_agent_json(ngx_ioa_jbuf_t *b, ngx_ioa_ix_agent_t *a, double score,
     ngx_ioa_jbuf_literal(b, ",\"score\":");
     ngx_ioa_jbuf_raw(b, num, snprintf((char *) num, sizeof(num), "%.4f",
                                       score));
+
+    /* semantic discovery on: how the agent got there */
+    if (ranking) {
+        ngx_ioa_jbuf_literal(b, ",\"ranking\":\"");
+        ngx_ioa_jbuf_raw(b, (u_char *) ranking, ngx_strlen(ranking));
+        ngx_ioa_jbuf_byte(b, '"');
+    }
+
+    if (parts) {
+        ngx_ioa_jbuf_literal(b, ",\"bm25\":");
+        ngx_ioa_jbuf_raw(b, num, snprintf((char *) num, sizeof(num), "%.4f",
+                                          parts->bm25));
+        ngx_ioa_jbuf_literal(b, ",\"similarity\":");
+        ngx_ioa_jbuf_raw(b, num, snprintf((char *) num, sizeof(num), "%.4f",
+                                          parts->similarity));
+    }
 
     if (ngx_ioa_ix_online_until(a) > now) {
         ngx_ioa_jbuf_literal(b, ",\"online\":true");
@@ -1737,4 +1817,75 @@ ngx_ioa_index_metrics(u_char *p, u_char *last)
         "ioa_discovery_index_build_seconds %ui.%03ui\n",
         state, agents, terms, used, (size_t) (pool->end - (u_char *) pool),
         build / 1000, build % 1000);
+}
+
+
+/*
+ * Agents without a vector for the configured model, to embed on the next
+ * discovery request (ngx_ioa_registry.c): at most max of them, found from
+ * where the last search stopped, reading at most 4096 agents, so a request
+ * never pays for a walk over the whole registry.  Names and descs are
+ * copied into the pool.
+ */
+
+ngx_uint_t
+ngx_ioa_index_unembedded(ngx_pool_t *pool, ngx_uint_t max, ngx_str_t *names,
+    ngx_str_t *descs)
+{
+    uint32_t             i, slot;
+    ngx_uint_t           n;
+    ngx_ioa_ix_sh_t     *sh;
+    ngx_ioa_ix_ctx_t    *ctx;
+    ngx_ioa_ix_agent_t  *a;
+
+    ctx = ngx_ioa_ix_ctx();
+
+    if (ctx == NULL) {
+        return 0;
+    }
+
+    sh = ctx->sh;
+    n = 0;
+
+    ngx_ioa_ix_rlock(sh);
+
+    if (sh->state != NGX_IOA_IX_READY || sh->nvec >= sh->nagents
+        || sh->nslots == 0)
+    {
+        ngx_ioa_ix_unlock(sh);
+        return 0;
+    }
+
+    slot = sh->embed_cursor;
+
+    for (i = 0; i < ngx_min(sh->nslots, 4096) && n < max; i++) {
+        slot = (slot + 1) % sh->nslots;
+        a = sh->slots[slot];
+
+        if (a == NULL || a->vec || a->desc_len == 0) {
+            continue;
+        }
+
+        names[n].len = a->name_len;
+        descs[n].len = a->desc_len;
+        names[n].data = ngx_pnalloc(pool, a->name_len + a->desc_len + 1);
+
+        if (names[n].data == NULL) {
+            break;
+        }
+
+        ngx_memcpy(names[n].data, a->text, a->name_len);
+        descs[n].data = names[n].data + a->name_len;
+        ngx_memcpy(descs[n].data, a->text + a->name_len + a->type_len,
+                   a->desc_len);
+        n++;
+    }
+
+    /* a plain store from under a read lock: any value is a fine place to
+     * start the next search */
+    sh->embed_cursor = slot;
+
+    ngx_ioa_ix_unlock(sh);
+
+    return n;
 }

@@ -105,6 +105,11 @@ struct ngx_ioa_ix_agent_s {
     uint64_t                  latency_ms;    /* summed */
     uint64_t                  timed;         /* tasks in latency_ms */
 
+    /* desc's embedding (semantic discovery), length 1; NULL: none for the
+     * configured model */
+    float                    *vec;
+    uint32_t                  dim;
+
     /* name, type, desc, tags_json, one after the other */
     u_char                   *text;
     uint16_t                  name_len;
@@ -136,6 +141,9 @@ typedef struct {
     ngx_msec_t                build_ms;      /* last full refresh took */
     int64_t                   built_at;      /* ms, when it ended */
     ngx_uint_t                refreshes;
+    ngx_uint_t                nvec;          /* agents with a vector */
+    uint32_t                  embed_cursor;  /* where the search for
+                                                agents to embed goes on */
     u_char                    epoch[16];     /* B..'epoch' as last read */
 
     ngx_ioa_ix_agent_t      **agents;        /* hash buckets */
@@ -175,6 +183,8 @@ typedef struct {
     ngx_str_t                *holders;
     int64_t                  *expiries;
     ngx_uint_t                nholders;
+    ngx_str_t                 vec_model;
+    ngx_str_t                 vec;           /* float32 little-endian */
 } ngx_ioa_ix_input_t;
 
 
@@ -195,8 +205,15 @@ void ngx_ioa_ix_presence(ngx_str_t *holder, int64_t expiry,
 void ngx_ioa_ix_refresh_start(void);
 void ngx_ioa_ix_refresh_end(ngx_msec_t took);
 ngx_int_t ngx_ioa_ix_before(u_char *a, size_t alen, u_char *b, size_t blen);
+/* how a hybrid answer was ranked, shown with each agent */
+typedef struct {
+    double                    bm25;
+    double                    similarity;
+} ngx_ioa_ix_parts_t;
+
 void ngx_ioa_ix_agent_json(ngx_ioa_jbuf_t *b, ngx_ioa_ix_agent_t *a,
-    double score, int64_t now);
+    double score, int64_t now, ngx_ioa_ix_parts_t *parts,
+    const char *ranking);
 
 /* the position of a posting in a term's chunked list */
 typedef struct {

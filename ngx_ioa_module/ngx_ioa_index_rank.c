@@ -101,6 +101,14 @@ typedef struct {
 } ngx_ioa_rank_hit_t;
 
 
+/* a candidate of a hybrid answer */
+typedef struct {
+    ngx_ioa_ix_agent_t       *a;
+    double                    s;             /* the hybrid score */
+    ngx_ioa_ix_parts_t        parts;
+} ngx_ioa_rank_cand_t;
+
+
 typedef struct {
     ngx_ioa_ix_sh_t          *sh;
     ngx_pool_t               *pool;
@@ -130,6 +138,10 @@ static void ngx_ioa_rank_admit(ngx_ioa_rank_t *rk, ngx_ioa_ix_agent_t *a,
     double s);
 static ngx_int_t ngx_ioa_rank_loses(ngx_ioa_rank_t *rk, ngx_ioa_ix_agent_t *a,
     double s);
+static double ngx_ioa_rank_score(ngx_ioa_rank_t *rk, ngx_ioa_ix_agent_t *a);
+static ngx_uint_t ngx_ioa_rank_hybrid(ngx_ioa_rank_t *rk, float *qvec,
+    ngx_uint_t dim, double weight, ngx_ioa_rank_cand_t *out,
+    ngx_uint_t limit);
 
 
 static ngx_inline double
@@ -149,13 +161,15 @@ ngx_ioa_rank_share(double idf, double f, double x)
 ngx_int_t
 ngx_ioa_index_retrieve(ngx_pool_t *pool, ngx_str_t *queries, ngx_uint_t n,
     ngx_uint_t limit, ngx_uint_t online_only, ngx_str_t *exclude,
-    int64_t now, ngx_ioa_jbuf_t *out)
+    int64_t now, ngx_ioa_index_semantic_t *sem, ngx_ioa_jbuf_t *out)
 {
-    ngx_int_t            rc;
-    ngx_uint_t           q, i, j, nout;
-    ngx_ioa_rank_t       rk;
-    ngx_ioa_ix_ctx_t    *ctx;
-    ngx_ioa_ix_agent_t **emitted;
+    ngx_int_t             rc;
+    ngx_uint_t            q, i, j, nout, nhits, cands;
+    const char           *ranking;
+    ngx_ioa_rank_t        rk;
+    ngx_ioa_ix_ctx_t     *ctx;
+    ngx_ioa_ix_agent_t  **emitted;
+    ngx_ioa_rank_cand_t  *hits;
 
     ctx = ngx_ioa_ix_ctx();
 
@@ -163,20 +177,28 @@ ngx_ioa_index_retrieve(ngx_pool_t *pool, ngx_str_t *queries, ngx_uint_t n,
         return NGX_DECLINED;
     }
 
+    /* hybrid: BM25's best NGX_IOA_RANK_CANDS-ish and cosine's are the
+     * candidates (see ngx_ioa_rank_hybrid) */
+    cands = (sem && sem->qvecs) ? ngx_min(ngx_max(4 * limit, 20), 200)
+                                : limit;
+
     ngx_memzero(&rk, sizeof(ngx_ioa_rank_t));
     rk.sh = ctx->sh;
     rk.pool = pool;
-    rk.limit = limit;
+    rk.limit = cands;
     rk.online_only = online_only;
     rk.exclude = exclude;
     rk.now = now;
 
-    rk.top = ngx_palloc(pool, limit * sizeof(ngx_ioa_rank_hit_t));
+    rk.top = ngx_palloc(pool, cands * sizeof(ngx_ioa_rank_hit_t));
+    hits = ngx_palloc(pool, 2 * cands * sizeof(ngx_ioa_rank_cand_t));
     emitted = ngx_palloc(pool, n * limit * sizeof(ngx_ioa_ix_agent_t *));
 
-    if (rk.top == NULL || emitted == NULL) {
+    if (rk.top == NULL || hits == NULL || emitted == NULL) {
         return NGX_ERROR;
     }
+
+    ranking = sem ? (sem->qvecs ? "hybrid" : "bm25") : NULL;
 
     ngx_ioa_ix_rlock(rk.sh);
 
@@ -192,15 +214,29 @@ ngx_ioa_index_retrieve(ngx_pool_t *pool, ngx_str_t *queries, ngx_uint_t n,
 
     for (q = 0; q < n && rc == NGX_OK; q++) {
         rk.ntop = 0;
+        rk.nterms = 0;
 
         if (rk.sh->nagents && rk.sh->total_len) {
             rk.avgdl = (double) rk.sh->total_len / (double) rk.sh->nagents;
             rc = ngx_ioa_rank_query(&rk, &queries[q]);
         }
 
-        for (i = 0; i < rk.ntop; i++) {
+        if (sem && sem->qvecs) {
+            nhits = ngx_ioa_rank_hybrid(&rk, &sem->qvecs[q * sem->dim],
+                                        sem->dim, sem->weight, hits, limit);
+
+        } else {
+            nhits = ngx_min(rk.ntop, limit);
+
+            for (i = 0; i < nhits; i++) {
+                hits[i].a = rk.top[i].a;
+                hits[i].s = rk.top[i].s;
+            }
+        }
+
+        for (i = 0; i < nhits; i++) {
             for (j = 0; j < nout; j++) {
-                if (emitted[j] == rk.top[i].a) {
+                if (emitted[j] == hits[i].a) {
                     break;
                 }
             }
@@ -213,8 +249,10 @@ ngx_ioa_index_retrieve(ngx_pool_t *pool, ngx_str_t *queries, ngx_uint_t n,
                 ngx_ioa_jbuf_byte(out, ',');
             }
 
-            emitted[nout++] = rk.top[i].a;
-            ngx_ioa_ix_agent_json(out, rk.top[i].a, rk.top[i].s, now);
+            emitted[nout++] = hits[i].a;
+            ngx_ioa_ix_agent_json(out, hits[i].a, hits[i].s, now,
+                                  (sem && sem->qvecs) ? &hits[i].parts : NULL,
+                                  ranking);
         }
     }
 
@@ -545,8 +583,7 @@ ngx_ioa_rank_shape(ngx_ioa_rank_t *rk, ngx_ioa_rank_len_t *ln,
 static void
 ngx_ioa_rank_every(ngx_ioa_rank_t *rk, ngx_ioa_rank_len_t *ln)
 {
-    double                 s;
-    uint32_t               k, tf;
+    uint32_t               k;
     ngx_uint_t             i, j;
     ngx_ioa_ix_pos_t       pos;
     ngx_ioa_ix_agent_t    *a;
@@ -571,17 +608,7 @@ ngx_ioa_rank_every(ngx_ioa_rank_t *rk, ngx_ioa_rank_len_t *ln)
                 continue;
             }
 
-            s = 0;
-
-            for (j = 0; j < rk->nterms; j++) {
-                tf = ngx_ioa_rank_tf(a, rk->terms[j].term);
-
-                if (tf) {
-                    s = s + ngx_ioa_rank_share(rk->terms[j].idf, tf, ln->x);
-                }
-            }
-
-            ngx_ioa_rank_admit(rk, a, s);
+            ngx_ioa_rank_admit(rk, a, ngx_ioa_rank_score(rk, a));
         }
     }
 }
@@ -685,4 +712,186 @@ ngx_ioa_rank_admit(ngx_ioa_rank_t *rk, ngx_ioa_ix_agent_t *a, double s)
 
     rk->top[n].a = a;
     rk->top[n].s = s;
+}
+
+
+/* an agent's BM25 score for the query terms, as every path computes it */
+
+static double
+ngx_ioa_rank_score(ngx_ioa_rank_t *rk, ngx_ioa_ix_agent_t *a)
+{
+    double      s, x;
+    uint32_t    tf;
+    ngx_uint_t  j;
+
+    x = NGX_IOA_RANK_K1 * ((1 - NGX_IOA_RANK_B)
+                           + NGX_IOA_RANK_B * a->len / rk->avgdl);
+    s = 0;
+
+    for (j = 0; j < rk->nterms; j++) {
+        tf = ngx_ioa_rank_tf(a, rk->terms[j].term);
+
+        if (tf) {
+            s = s + ngx_ioa_rank_share(rk->terms[j].idf, tf, x);
+        }
+    }
+
+    return s;
+}
+
+
+/*
+ * Semantic discovery's hybrid (README "Discovery"): the candidates are
+ * BM25's best rk->limit (already in rk->top) and the rk->limit agents
+ * whose embeddings are nearest the query's (cosine: both have length 1,
+ * so the dot product); each candidate scores
+ *
+ *     weight * bm25 / (the best bm25 among the candidates)
+ *       + (1 - weight) * cosine
+ *
+ * (an agent without a vector has cosine 0, a query without terms BM25 0),
+ * and the best `limit` are kept, ties by name.  The nearest are found by
+ * reading every vector: O(agents * dim) per query.
+ */
+
+static int ngx_libc_cdecl
+ngx_ioa_rank_cand_cmp(const void *one, const void *two)
+{
+    const ngx_ioa_rank_cand_t  *a = one, *b = two;
+
+    if (a->s != b->s) {
+        return a->s > b->s ? -1 : 1;
+    }
+
+    return ngx_ioa_ix_before(a->a->text, a->a->name_len, b->a->text,
+                             b->a->name_len) ? -1 : 1;
+}
+
+
+static double
+ngx_ioa_rank_cosine(ngx_ioa_ix_agent_t *a, float *qvec, ngx_uint_t dim)
+{
+    double      dot;
+    ngx_uint_t  k;
+
+    if (a->vec == NULL || a->dim != dim) {
+        return 0;
+    }
+
+    dot = 0;
+
+    for (k = 0; k < dim; k++) {
+        dot += (double) a->vec[k] * qvec[k];
+    }
+
+    return dot;
+}
+
+
+static ngx_uint_t
+ngx_ioa_rank_hybrid(ngx_ioa_rank_t *rk, float *qvec, ngx_uint_t dim,
+    double weight, ngx_ioa_rank_cand_t *out, ngx_uint_t limit)
+{
+    double                sim, best;
+    uint32_t              slot;
+    ngx_uint_t            i, j, n, nnear;
+    ngx_ioa_ix_agent_t   *a;
+    ngx_ioa_rank_cand_t  *near, *c;
+
+    /* BM25's candidates */
+    n = 0;
+
+    for (i = 0; i < rk->ntop; i++) {
+        out[n].a = rk->top[i].a;
+        out[n].parts.bm25 = rk->top[i].s;
+        out[n].parts.similarity = ngx_ioa_rank_cosine(rk->top[i].a, qvec,
+                                                      dim);
+        n++;
+    }
+
+    /* the nearest, kept sorted (similarity desc, then name) after the
+     * BM25 ones in out */
+    near = &out[n];
+    nnear = 0;
+
+    for (slot = 0; slot < rk->sh->nslots; slot++) {
+        a = rk->sh->slots[slot];
+
+        if (a == NULL || a->vec == NULL || a->dim != dim) {
+            continue;
+        }
+
+        sim = ngx_ioa_rank_cosine(a, qvec, dim);
+
+        if (nnear == rk->limit
+            && (sim < near[nnear - 1].parts.similarity
+                || (sim == near[nnear - 1].parts.similarity
+                    && !ngx_ioa_ix_before(a->text, a->name_len,
+                                          near[nnear - 1].a->text,
+                                          near[nnear - 1].a->name_len))))
+        {
+            continue;
+        }
+
+        if ((rk->exclude->len == a->name_len
+             && ngx_memcmp(rk->exclude->data, a->text, a->name_len) == 0)
+            || (rk->online_only && ngx_ioa_ix_online_until(a) <= rk->now))
+        {
+            continue;
+        }
+
+        j = (nnear < rk->limit) ? nnear++ : nnear - 1;
+
+        while (j > 0
+               && (sim > near[j - 1].parts.similarity
+                   || (sim == near[j - 1].parts.similarity
+                       && ngx_ioa_ix_before(a->text, a->name_len,
+                                            near[j - 1].a->text,
+                                            near[j - 1].a->name_len))))
+        {
+            near[j] = near[j - 1];
+            j--;
+        }
+
+        near[j].a = a;
+        near[j].parts.similarity = sim;
+    }
+
+    /* the nearest that BM25 did not bring, with their BM25 */
+    for (i = 0; i < nnear; i++) {
+        for (j = 0; j < n; j++) {
+            if (out[j].a == near[i].a) {
+                break;
+            }
+        }
+
+        if (j < n) {
+            continue;
+        }
+
+        c = &out[n++];
+        c->a = near[i].a;
+        c->parts.similarity = near[i].parts.similarity;
+        c->parts.bm25 = rk->nterms ? ngx_ioa_rank_score(rk, c->a) : 0;
+    }
+
+    best = 0;
+
+    for (i = 0; i < n; i++) {
+        if (out[i].parts.bm25 > best) {
+            best = out[i].parts.bm25;
+        }
+    }
+
+    for (i = 0; i < n; i++) {
+        out[i].s = (1 - weight) * out[i].parts.similarity;
+
+        if (best > 0) {
+            out[i].s += weight * out[i].parts.bm25 / best;
+        }
+    }
+
+    ngx_qsort(out, n, sizeof(ngx_ioa_rank_cand_t), ngx_ioa_rank_cand_cmp);
+
+    return ngx_min(n, limit);
 }

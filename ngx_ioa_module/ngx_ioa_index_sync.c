@@ -74,7 +74,7 @@
 #define NGX_IOA_IXS_NAMES      256
 
 /* fields per agent in index_fetch.lua's reply */
-#define NGX_IOA_IXS_TUPLE      13
+#define NGX_IOA_IXS_TUPLE      15
 
 
 typedef enum {
@@ -96,6 +96,7 @@ typedef struct {
     ngx_event_t               flush;          /* posted: read changes */
     ngx_uint_t                keeping;
     ngx_ioa_ixs_sub_e         sub;
+    ngx_msec_t                asked;          /* when SSUBSCRIBE went */
     ngx_ioa_redis_node_t     *node;
     ngx_ioa_ixs_refresh_e     refresh;
     ngx_msec_t                started;
@@ -187,12 +188,20 @@ ngx_ioa_ixs_tick(ngx_event_t *ev)
 
     if (ngx_ioa_ixs.keeping) {
 
+        if (ngx_ioa_ixs.sub == NGX_IOA_IXS_SUB_PENDING
+            && ngx_current_msec - ngx_ioa_ixs.asked > NGX_IOA_IXS_LEASE)
+        {
+            /* no confirmation: the connection it went on is gone */
+            ngx_ioa_ixs.sub = NGX_IOA_IXS_SUB_NONE;
+        }
+
         if (ngx_ioa_ixs.sub == NGX_IOA_IXS_SUB_NONE && ngx_ioa_redis_ready()
             && ngx_ioa_redis_subscribe_shard(&ngx_ioa_main_conf()->index_channel,
                                              &ngx_ioa_ixs.node)
                == NGX_OK)
         {
             ngx_ioa_ixs.sub = NGX_IOA_IXS_SUB_PENDING;
+            ngx_ioa_ixs.asked = ngx_current_msec;
         }
 
         if (ngx_ioa_ixs.sub == NGX_IOA_IXS_SUB_ACTIVE) {
@@ -373,9 +382,27 @@ ngx_ioa_index_on_subscribed(ngx_ioa_redis_node_t *node)
 
     ngx_ioa_ixs.sub = NGX_IOA_IXS_SUB_ACTIVE;
 
+    ngx_log_error(NGX_LOG_INFO, ngx_cycle->log, 0,
+                  "ioa discovery index: following %V; reading the registry",
+                  &ngx_ioa_main_conf()->index_channel);
+
     /* whatever happened before now is read whole */
     ngx_ioa_ixs.refresh = NGX_IOA_IXS_REFRESH_WANTED;
     ngx_ioa_ixs_refresh_next();
+}
+
+
+/* a pub/sub connection is up: the keeper need not wait for its tick */
+
+void
+ngx_ioa_index_on_sub_ready(ngx_ioa_redis_node_t *node)
+{
+    if (ngx_ioa_ixs.keeping && ngx_ioa_ixs.sub == NGX_IOA_IXS_SUB_NONE
+        && ngx_ioa_ixs.timer.timer_set)
+    {
+        ngx_del_timer(&ngx_ioa_ixs.timer);
+        ngx_ioa_ixs_tick(&ngx_ioa_ixs.timer);
+    }
 }
 
 
@@ -707,6 +734,11 @@ ngx_ioa_ixs_put(redisReply **f, ngx_log_t *log)
     in.holders = holders;
     in.expiries = expiries;
     in.nholders = n;
+
+    in.vec_model.data = (u_char *) f[13]->str;
+    in.vec_model.len = f[13]->len;
+    in.vec.data = (u_char *) f[14]->str;
+    in.vec.len = f[14]->len;
 
     return ngx_ioa_ix_put(&in, log);
 }

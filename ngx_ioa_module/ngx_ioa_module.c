@@ -225,6 +225,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       offsetof(ngx_ioa_main_conf_t, max_agent_rooms),
       NULL },
 
+    { ngx_string("ioa_embedding"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_ioa_embed_conf,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("ioa_discovery_zone"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_ioa_discovery_zone,
@@ -328,7 +335,7 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
 
 
 static ngx_http_module_t  ngx_http_ioa_module_ctx = {
-    NULL,                                  /* preconfiguration */
+    ngx_ioa_embed_add_variable,            /* preconfiguration */
     NULL,                                  /* postconfiguration */
 
     ngx_ioa_create_main_conf,              /* create main configuration */

@@ -586,6 +586,7 @@ ngx_ioa_redis_usable(ngx_ioa_redis_conn_t *rc)
 {
     if (rc->is_sub) {
         ngx_ioa_room_on_sub_ready(rc->node);
+        ngx_ioa_index_on_sub_ready(rc->node);
         return;
     }
 

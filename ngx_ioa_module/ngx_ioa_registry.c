@@ -36,10 +36,36 @@
 #define NGX_IOA_RETRIEVE_MAX   50
 
 
+/* agents without a vector embedded along with a query, at most */
+#define NGX_IOA_EMBED_LATER    16
+
+
+/* one /retrieve_assistant on its way */
+typedef struct {
+    ngx_str_t                 texts[NGX_IOA_QUERIES_MAX];  /* as written */
+    ngx_uint_t                nq;
+    ngx_uint_t                limit;
+    ngx_uint_t                online_only;
+    ngx_str_t                 sender;
+    ngx_ioa_index_semantic_t  sem;
+
+    ngx_str_t                 later[NGX_IOA_EMBED_LATER];
+    ngx_str_t                 later_descs[NGX_IOA_EMBED_LATER];
+    ngx_uint_t                nlater;
+
+    const char               *argv[7 + NGX_IOA_QUERIES_MAX];
+    size_t                    argvlen[7 + NGX_IOA_QUERIES_MAX];
+    ngx_uint_t                argc;
+} ngx_ioa_retrieve_t;
+
+
 typedef struct {
     ngx_uint_t                single;     /* query_assistant with a string */
     ngx_str_t                 name;       /* register: the agent */
     ngx_str_t                 answer;     /* register: sent once indexed */
+    const char               *argv[15];   /* register.lua's */
+    size_t                    argvlen[15];
+    ngx_uint_t                argc;
 } ngx_ioa_registry_ctx_t;
 
 
@@ -47,13 +73,26 @@ static void ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body);
 static void ngx_ioa_register_done(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body);
 static void ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_register_embedded(ngx_http_request_t *r, void *data,
+    ngx_ioa_embed_result_t *res);
+static void ngx_ioa_register_send(ngx_http_request_t *r,
+    ngx_ioa_registry_ctx_t *rctx);
 static ngx_int_t ngx_ioa_register_index(ngx_http_request_t *r,
     ngx_ioa_registry_ctx_t *rctx);
 static void ngx_ioa_register_indexed(ngx_http_request_t *r,
     redisReply *reply);
-static ngx_int_t ngx_ioa_retrieve_index(ngx_http_request_t *r,
-    const char **caps, size_t *capslen, ngx_uint_t n, ngx_uint_t limit,
-    ngx_uint_t online_only, ngx_str_t *sender);
+static void ngx_ioa_retrieve_answer(ngx_http_request_t *r,
+    ngx_ioa_retrieve_t *rt);
+static ngx_int_t ngx_ioa_retrieve_embed(ngx_http_request_t *r,
+    ngx_ioa_retrieve_t *rt);
+static void ngx_ioa_retrieve_embedded(ngx_http_request_t *r, void *data,
+    ngx_ioa_embed_result_t *res);
+static void ngx_ioa_embed_store(ngx_str_t *names, ngx_str_t *descs,
+    float *vecs, ngx_uint_t n, ngx_uint_t dim);
+static void ngx_ioa_embed_failed(ngx_http_request_t *r,
+    ngx_ioa_embed_result_t *res);
+static ngx_int_t ngx_ioa_ranking_header(ngx_http_request_t *r,
+    const char *how, ngx_str_t *why);
 static ngx_int_t ngx_ioa_discovery_header(ngx_http_request_t *r,
     const char *who);
 /* the replies' tuples: retrieve.lua, query.lua, list_agents.lua */
@@ -98,8 +137,7 @@ ngx_ioa_register_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char                   now[NGX_INT64_LEN], created[32];
-    u_char                   max[NGX_INT_T_LEN];
+    u_char                  *now, *created, *max;
     size_t                   i;
     time_t                   sec;
     yajl_val                 doc, v, tags, proto;
@@ -107,8 +145,8 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_str_t                name, type, desc, s, tags_json, terms, *t;
     ngx_str_t                texts[1 + NGX_IOA_TAGS_MAX];
     ngx_uint_t               ntexts;
-    const char              *argv[13];
-    size_t                   argvlen[13];
+    const char             **argv;
+    size_t                  *argvlen;
     ngx_ioa_jbuf_t           b;
     ngx_str_t                agent_key, agents_key, stats_key;
     ngx_ioa_main_conf_t     *mcf;
@@ -237,6 +275,21 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 
     mcf = ngx_ioa_main_conf();
 
+    /* kept in the pool: with semantic discovery the script runs once the
+     * description is embedded */
+    rctx = ngx_pcalloc(r->pool, sizeof(ngx_ioa_registry_ctx_t));
+    now = ngx_pnalloc(r->pool, NGX_INT64_LEN + 32 + NGX_INT_T_LEN);
+
+    if (rctx == NULL || now == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    created = now + NGX_INT64_LEN;
+    max = created + 32;
+    argv = rctx->argv;
+    argvlen = rctx->argvlen;
+
     argv[0] = (const char *) agent_key.data;
     argvlen[0] = agent_key.len;
     argv[1] = (const char *) agents_key.data;
@@ -266,22 +319,19 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
     argvlen[11] = ngx_sprintf(max, "%ui", mcf->max_agents) - max;
     argv[12] = (const char *) terms.data;
     argvlen[12] = terms.len;
-
-    rctx = ngx_pcalloc(r->pool, sizeof(ngx_ioa_registry_ctx_t));
-    if (rctx == NULL) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
+    rctx->argc = 13;
 
     rctx->name = name;
     ngx_ioa_rest_set_data(r, rctx);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_REGISTER, ngx_ioa_register_done,
-                            3, 13, argv, argvlen)
-        != NGX_OK)
+    if (ngx_ioa_embed_on() && desc.len
+        && ngx_ioa_embed(r, &desc, 1, ngx_ioa_register_embedded, rctx)
+           == NGX_OK)
     {
-        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+        return;
     }
+
+    ngx_ioa_register_send(r, rctx);
 
     return;
 
@@ -297,6 +347,47 @@ bad_tags:
     ngx_ioa_finish(r, ngx_ioa_invalid(r, "tags",
                    "\"tags\" must be an array of at most 32 non-empty "
                    "strings of at most 64 bytes"));
+}
+
+
+/* desc's embedding, if the endpoint gave one: stored with the agent */
+
+static void
+ngx_ioa_register_embedded(ngx_http_request_t *r, void *data,
+    ngx_ioa_embed_result_t *res)
+{
+    ngx_ioa_registry_ctx_t  *rctx = data;
+
+    ngx_ioa_main_conf_t  *mcf;
+
+    if (!res->ok) {
+        /* registered without: a discovery request embeds it later */
+        ngx_ioa_embed_failed(r, res);
+        ngx_ioa_register_send(r, rctx);
+        return;
+    }
+
+    mcf = ngx_ioa_main_conf();
+
+    rctx->argv[13] = (const char *) mcf->embed_model.data;
+    rctx->argvlen[13] = mcf->embed_model.len;
+    rctx->argv[14] = (const char *) res->vecs;
+    rctx->argvlen[14] = res->dim * sizeof(float);
+    rctx->argc = 15;
+
+    ngx_ioa_register_send(r, rctx);
+}
+
+
+static void
+ngx_ioa_register_send(ngx_http_request_t *r, ngx_ioa_registry_ctx_t *rctx)
+{
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_REGISTER, ngx_ioa_register_done,
+                            3, rctx->argc, rctx->argv, rctx->argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
 }
 
 
@@ -410,14 +501,13 @@ ngx_ioa_retrieve_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char                now[NGX_INT64_LEN], limit[NGX_INT_T_LEN];
-    size_t                i, n;
-    int64_t               lim;
-    yajl_val              doc, caps, v;
-    ngx_str_t             sender, s, terms, stats_key, online_key;
-    const char           *argv[7 + NGX_IOA_QUERIES_MAX];
-    size_t                argvlen[7 + NGX_IOA_QUERIES_MAX];
-    ngx_ioa_main_conf_t  *mcf;
+    u_char                *now, *limit;
+    size_t                 i, n;
+    int64_t                lim;
+    yajl_val               doc, caps, v;
+    ngx_str_t              sender, s, terms, stats_key, online_key;
+    ngx_ioa_retrieve_t    *rt;
+    ngx_ioa_main_conf_t   *mcf;
 
     doc = ngx_ioa_body_json(r, body);
     if (doc == NULL) {
@@ -483,27 +573,37 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
 
     mcf = ngx_ioa_main_conf();
 
-    if (ngx_ioa_reg_key(r, "stats", NULL, &stats_key) != NGX_OK
+    rt = ngx_pcalloc(r->pool, sizeof(ngx_ioa_retrieve_t));
+    now = ngx_pnalloc(r->pool, NGX_INT64_LEN + NGX_INT_T_LEN);
+
+    if (rt == NULL || now == NULL
+        || ngx_ioa_reg_key(r, "stats", NULL, &stats_key) != NGX_OK
         || ngx_ioa_reg_key(r, "online", NULL, &online_key) != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
-    argv[0] = (const char *) stats_key.data;
-    argvlen[0] = stats_key.len;
-    argv[1] = (const char *) online_key.data;
-    argvlen[1] = online_key.len;
-    argv[2] = (const char *) mcf->reg_base.data;
-    argvlen[2] = mcf->reg_base.len;
-    argv[3] = (const char *) now;
-    argvlen[3] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[4] = (const char *) limit;
-    argvlen[4] = ngx_sprintf(limit, "%L", lim) - limit;
-    argv[5] = (v && YAJL_IS_TRUE(v)) ? "1" : "0";
-    argvlen[5] = 1;
-    argv[6] = (const char *) sender.data;
-    argvlen[6] = sender.len;
+    rt->limit = (ngx_uint_t) lim;
+    rt->online_only = v && YAJL_IS_TRUE(v);
+    rt->sender = sender;
+    limit = now + NGX_INT64_LEN;
+
+    /* the arguments of retrieve.lua, kept for when Redis answers */
+    rt->argv[0] = (const char *) stats_key.data;
+    rt->argvlen[0] = stats_key.len;
+    rt->argv[1] = (const char *) online_key.data;
+    rt->argvlen[1] = online_key.len;
+    rt->argv[2] = (const char *) mcf->reg_base.data;
+    rt->argvlen[2] = mcf->reg_base.len;
+    rt->argv[3] = (const char *) now;
+    rt->argvlen[3] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    rt->argv[4] = (const char *) limit;
+    rt->argvlen[4] = ngx_sprintf(limit, "%L", lim) - limit;
+    rt->argv[5] = rt->online_only ? "1" : "0";
+    rt->argvlen[5] = 1;
+    rt->argv[6] = (const char *) sender.data;
+    rt->argvlen[6] = sender.len;
 
     n = 7;
 
@@ -522,21 +622,70 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
             return;
         }
 
-        argv[n] = (const char *) terms.data;
-        argvlen[n] = terms.len;
+        /* the index reads the text itself (ngx_ioa_index_rank.c) */
+        rt->texts[rt->nq++] = s;
+
+        rt->argv[n] = (const char *) terms.data;
+        rt->argvlen[n] = terms.len;
         n++;
     }
 
-    if (ngx_ioa_retrieve_index(r, &argv[7], &argvlen[7], n - 7, lim,
-                               argv[5][0] == '1', &sender)
-        != NGX_DECLINED)
+    rt->argc = n;
+
+    ngx_ioa_rest_set_data(r, rt);
+
+    if (ngx_ioa_index_usable() && ngx_ioa_embed_on()
+        && ngx_ioa_retrieve_embed(r, rt) == NGX_OK)
     {
         return;
     }
 
+    ngx_ioa_retrieve_answer(r, rt);
+}
+
+
+/* the index's answer (BM25, or the hybrid when rt->sem has vectors), or
+ * retrieve.lua's while the index cannot give one */
+
+static void
+ngx_ioa_retrieve_answer(ngx_http_request_t *r, ngx_ioa_retrieve_t *rt)
+{
+    ngx_int_t        rc;
+    ngx_ioa_jbuf_t   b;
+
+    if (ngx_ioa_index_usable()) {
+
+        if (ngx_ioa_jbuf_init(&b, r->pool, 256 + rt->nq * rt->limit * 256)
+            != NGX_OK)
+        {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        rc = ngx_ioa_index_retrieve(r->pool, rt->texts, rt->nq, rt->limit,
+                                    rt->online_only, &rt->sender,
+                                    ngx_ioa_now_ms(),
+                                    ngx_ioa_embed_on() ? &rt->sem : NULL, &b);
+
+        if (rc == NGX_OK) {
+            if (ngx_ioa_discovery_header(r, "index") != NGX_OK) {
+                ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+                return;
+            }
+
+            ngx_ioa_finish(r, ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &b));
+            return;
+        }
+
+        if (rc != NGX_DECLINED) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+    }
+
     if (ngx_ioa_discovery_header(r, "redis") != NGX_OK
         || ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_RETRIEVE, ngx_ioa_retrieve_done,
-                               2, n, argv, argvlen)
+                               2, rt->argc, rt->argv, rt->argvlen)
            != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -544,50 +693,196 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
 }
 
 
-/* the answer from this instance's discovery index (ngx_ioa_index.c), the
- * same as retrieve.lua's; NGX_DECLINED while the index cannot give it */
+/*
+ * Semantic discovery: the queries are embedded first, in one call with
+ * the descriptions of a few agents that have no vector yet (registered
+ * while the endpoint was away, or before it was configured), whose
+ * vectors are then stored for everyone (embed_store.lua).  A worker sends
+ * such a batch at most once a second, so an endpoint that is down is not
+ * asked for them by every request.
+ */
 
 static ngx_int_t
-ngx_ioa_retrieve_index(ngx_http_request_t *r, const char **caps,
-    size_t *capslen, ngx_uint_t n, ngx_uint_t limit, ngx_uint_t online_only,
-    ngx_str_t *sender)
+ngx_ioa_retrieve_embed(ngx_http_request_t *r, ngx_ioa_retrieve_t *rt)
 {
-    ngx_int_t        rc;
-    ngx_uint_t       i;
-    ngx_str_t       *queries;
-    ngx_ioa_jbuf_t   b;
+    ngx_uint_t  i, n;
+    ngx_str_t  *texts;
 
-    if (!ngx_ioa_index_usable()) {
-        return NGX_DECLINED;
+    static ngx_msec_t  last;
+
+    n = 0;
+
+    if (ngx_current_msec - last >= 1000) {
+        n = ngx_ioa_index_unembedded(r->pool, NGX_IOA_EMBED_LATER,
+                                     rt->later, rt->later_descs);
+        if (n) {
+            last = ngx_current_msec;
+        }
     }
 
-    queries = ngx_palloc(r->pool, n * sizeof(ngx_str_t));
+    rt->nlater = n;
 
-    if (queries == NULL
-        || ngx_ioa_jbuf_init(&b, r->pool, 256 + n * limit * 256) != NGX_OK)
-    {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return NGX_OK;
+    texts = ngx_palloc(r->pool, (rt->nq + n) * sizeof(ngx_str_t));
+    if (texts == NULL) {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < rt->nq; i++) {
+        texts[i] = rt->texts[i];
     }
 
     for (i = 0; i < n; i++) {
-        queries[i].data = (u_char *) caps[i];
-        queries[i].len = capslen[i];
+        texts[rt->nq + i] = rt->later_descs[i];
     }
 
-    rc = ngx_ioa_index_retrieve(r->pool, queries, n, limit, online_only,
-                                sender, ngx_ioa_now_ms(), &b);
+    return ngx_ioa_embed(r, texts, rt->nq + n, ngx_ioa_retrieve_embedded, rt);
+}
 
-    if (rc == NGX_DECLINED) {
-        return NGX_DECLINED;
+
+static void
+ngx_ioa_retrieve_embedded(ngx_http_request_t *r, void *data,
+    ngx_ioa_embed_result_t *res)
+{
+    ngx_ioa_retrieve_t  *rt = data;
+
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+    rt->sem.weight = mcf->embed_weight;
+
+    if (!res->ok) {
+        ngx_ioa_embed_failed(r, res);
+        rt->sem.qvecs = NULL;
+
+        if (ngx_ioa_ranking_header(r, "bm25", &res->error) != NGX_OK) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        ngx_ioa_retrieve_answer(r, rt);
+        return;
     }
 
-    if (rc != NGX_OK || ngx_ioa_discovery_header(r, "index") != NGX_OK) {
+    rt->sem.qvecs = res->vecs;
+    rt->sem.dim = res->dim;
+
+    if (rt->nlater) {
+        ngx_ioa_embed_store(rt->later, rt->later_descs,
+                            &res->vecs[rt->nq * res->dim], rt->nlater,
+                            res->dim);
+    }
+
+    if (ngx_ioa_ranking_header(r, "hybrid", NULL) != NGX_OK) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return NGX_OK;
+        return;
     }
 
-    ngx_ioa_finish(r, ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &b));
+    ngx_ioa_retrieve_answer(r, rt);
+}
+
+
+/* vectors for agents embedded late: stored if their desc is still the one
+ * embedded (embed_store.lua); nobody waits for the answer */
+
+static void
+ngx_ioa_embed_store(ngx_str_t *names, ngx_str_t *descs, float *vecs,
+    ngx_uint_t n, ngx_uint_t dim)
+{
+    ngx_uint_t            i, argc;
+    const char          **argv;
+    size_t               *argvlen;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+    argc = 3 + 3 * n;
+
+    argv = ngx_alloc(argc * sizeof(char *), ngx_cycle->log);
+    argvlen = ngx_alloc(argc * sizeof(size_t), ngx_cycle->log);
+
+    if (argv && argvlen) {
+        argv[0] = (const char *) mcf->index_agents_key.data;
+        argvlen[0] = mcf->index_agents_key.len;
+        argv[1] = (const char *) mcf->reg_base.data;
+        argvlen[1] = mcf->reg_base.len;
+        argv[2] = (const char *) mcf->embed_model.data;
+        argvlen[2] = mcf->embed_model.len;
+
+        for (i = 0; i < n; i++) {
+            argv[3 + 3 * i] = (const char *) names[i].data;
+            argvlen[3 + 3 * i] = names[i].len;
+            argv[4 + 3 * i] = (const char *) descs[i].data;
+            argvlen[4 + 3 * i] = descs[i].len;
+            argv[5 + 3 * i] = (const char *) &vecs[i * dim];
+            argvlen[5 + 3 * i] = dim * sizeof(float);
+        }
+
+        /* hiredis copies the arguments into its buffer at once */
+        (void) ngx_ioa_redis_script(NGX_IOA_SCRIPT_EMBED_STORE, NULL, NULL, 1,
+                                    argc, argv, argvlen);
+    }
+
+    if (argv) {
+        ngx_free(argv);
+    }
+
+    if (argvlen) {
+        ngx_free(argvlen);
+    }
+}
+
+
+/* the endpoint failed: said in the log at most once a minute per worker,
+ * with its reason; the answer says so in each agent and a header */
+
+static void
+ngx_ioa_embed_failed(ngx_http_request_t *r, ngx_ioa_embed_result_t *res)
+{
+    static ngx_msec_t  last;
+
+    if (last == 0 || ngx_current_msec - last >= 60000) {
+        last = ngx_current_msec;
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "ioa_embedding: %V (status %ui); discovery ranks by "
+                      "BM25 alone and registrations wait for their vectors "
+                      "(said once a minute)",
+                      &res->error, res->status);
+    }
+}
+
+
+/* X-Ioa-Ranking: "hybrid", or "bm25; <why the embedder was not used>" */
+
+static ngx_int_t
+ngx_ioa_ranking_header(ngx_http_request_t *r, const char *how,
+    ngx_str_t *why)
+{
+    u_char           *p;
+    size_t            len;
+    ngx_table_elt_t  *h;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    len = ngx_strlen(how) + (why ? 2 + why->len : 0);
+
+    p = ngx_pnalloc(r->pool, len);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "X-Ioa-Ranking");
+    h->value.data = p;
+    p = ngx_cpymem(p, how, ngx_strlen(how));
+
+    if (why) {
+        p = ngx_cpymem(p, "; ", 2);
+        p = ngx_cpymem(p, why->data, why->len);
+    }
+
+    h->value.len = p - h->value.data;
 
     return NGX_OK;
 }

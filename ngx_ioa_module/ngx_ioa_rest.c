@@ -35,6 +35,8 @@ typedef struct {
     ngx_ioa_body_handler_pt   body_handler;
     void                     *data;        /* per-endpoint state */
     ngx_ioa_identity_t       *identity;    /* who asks (ngx_ioa_auth.c) */
+    void                     *embed;       /* an embedding subrequest's
+                                              answer (ngx_ioa_embed.c) */
 } ngx_ioa_rest_ctx_t;
 
 
@@ -462,6 +464,29 @@ ngx_ioa_rest_set_data(ngx_http_request_t *r, void *data)
     if (ctx) {
         ctx->data = data;
     }
+}
+
+
+void
+ngx_ioa_rest_set_embed(ngx_http_request_t *r, void *embed)
+{
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_ioa_rest_ctx(r);
+    if (ctx) {
+        ctx->embed = embed;
+    }
+}
+
+
+void *
+ngx_ioa_rest_get_embed(ngx_http_request_t *r)
+{
+    ngx_ioa_rest_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+
+    return ctx ? ctx->embed : NULL;
 }
 
 

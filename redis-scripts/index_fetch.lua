@@ -9,10 +9,11 @@
 --          "names"         ARGV[3..] agent names
 --
 -- Returns  {cursor, t1, t2, ...}: the next cursor ("0": the scan is done;
---          always "0" for names), then one 13-tuple per agent:
+--          always "0" for names), then one 15-tuple per agent:
 --            found "1"|"0", name, type, desc, tags_json, protocol "1"|"0",
 --            completed, partial, failed, timed_out, latency_ms, timed,
---            holders ("holder expiry holder expiry ...", "" when none)
+--            holders ("holder expiry holder expiry ...", "" when none),
+--            vec_model, vec (register.lua, embed_store.lua; "" when none)
 --          An unknown name (names) answers found "0" and empty fields: it
 --          was deleted, and the index drops it.
 -- Errors   BADARG  keys not derived from B, an unknown mode
@@ -46,19 +47,21 @@ end
 local out = { cursor }
 for _, name in ipairs(names) do
   local a = redis.call('HMGET', B .. 'agent:' .. name,
-                       'type', 'desc', 'tags', 'protocol', 'created_at')
+                       'type', 'desc', 'tags', 'protocol', 'created_at',
+                       'vec_model', 'vec')
   if a[5] then
     local r = redis.call('HMGET', B .. 'rep:' .. name, 'completed', 'partial',
                          'failed', 'timed_out', 'latency_ms', 'timed')
     local h = redis.call('ZRANGE', B .. 'holders:' .. name, 0, -1, 'WITHSCORES')
     local tuple = { '1', name, a[1] or '', a[2] or '', a[3] or '[]', a[4] or '0',
                     r[1] or '', r[2] or '', r[3] or '', r[4] or '', r[5] or '',
-                    r[6] or '', table.concat(h, ' ') }
+                    r[6] or '', table.concat(h, ' '), a[6] or '', a[7] or '' }
     for _, v in ipairs(tuple) do
       out[#out + 1] = v
     end
   else
-    for _, v in ipairs({ '0', name, '', '', '', '', '', '', '', '', '', '', '' }) do
+    for _, v in ipairs({ '0', name, '', '', '', '', '', '', '', '', '', '', '',
+                         '', '' }) do
       out[#out + 1] = v
     end
   end

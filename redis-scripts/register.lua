@@ -18,6 +18,12 @@
 --                          terms of desc, then those of each tag in order
 --                          (ngx_ioa_token_join() over desc and each tag);
 --                          "" when there are none
+-- ARGV[11] vec_model       the model desc was embedded with (semantic
+--                          discovery, ngx_ioa_embed.c); "" or absent: none
+-- ARGV[12] vec             desc's embedding: float32 little-endian, length 1
+--                          (stored as vec, vec_model, vec_dim).  Without one
+--                          a changed desc drops the old vector, and the agent
+--                          is embedded later (embed_store.lua)
 --
 -- Returns  {"created"|"updated", created_at}  (created_at as first registered)
 -- Errors   FULL    "FULL the registry holds <n> agents, the most
@@ -145,6 +151,14 @@ for _, t in ipairs(terms) do
   if online then
     redis.call('ZADD', B .. 'oidx:' .. t, v, name)
   end
+end
+
+local vec_model, vec = ARGV[11] or '', ARGV[12] or ''
+if vec_model ~= '' and #vec > 0 and #vec % 4 == 0 then
+  redis.call('HSET', KEYS[1], 'vec', vec, 'vec_model', vec_model,
+             'vec_dim', #vec / 4)
+elseif exists and redis.call('HGET', KEYS[1], 'desc') ~= desc then
+  redis.call('HDEL', KEYS[1], 'vec', 'vec_model', 'vec_dim')
 end
 
 redis.call('HSET', KEYS[1],

@@ -143,6 +143,7 @@ GET /health_check
         http_config => "ioa_redis 127.0.0.1:" . $ctx->redis_port . ";\n"
                        . "ioa_discovery_zone off;",
         config => 'location / { ioa_api; }', log_level => 'info');
+    ok index_ready($ctx, $port), 'the index is built';
 
     my @agents = corpus(500, 230);
     for my $a (@agents) {
@@ -300,7 +301,7 @@ GET /health_check
 
 
 
-=== TEST 4: nginx reload: the index stays (answers at once), a new worker keeps it, and changes after the reload arrive
+=== TEST 4: nginx reload: the index keeps answering, a new worker keeps it, and changes after the reload arrive
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -310,16 +311,19 @@ GET /health_check
 --- error_code: 200
 --- ioa_scenario
     my $port = $ctx->port;
+    ok index_ready($ctx, $port), 'the index is built';
     post($ctx, $port, '/register', { name => 'pilot', type => 'Thing Assistant',
                                      desc => 'flight planning' });
     my $master = do { open my $f, '<', $ctx->servroot . '/logs/nginx.pid'; <$f> };
     chomp $master;
     kill 'HUP', $master;
-    sleep 0.5;
-    my (undef, $d, undef, $h) = post($ctx, $port, '/retrieve_assistant',
-                                     { capabilities => ['flight'] });
-    is $h, 'index', 'answered by the index right after the reload';
-    is_deeply [ map { $_->{name} } @$d ], ['pilot'], 'with its agents';
+    my @seen;
+    ok wait_for('the reloaded nginx to answer from its index', 5, sub {
+        my (undef, $d, undef, $h) = post($ctx, $port, '/retrieve_assistant',
+                                         { capabilities => ['flight'] });
+        @seen = map { $_->{name} } @$d;
+        $h eq 'index' }), 'answered by the index after the reload';
+    is_deeply \@seen, ['pilot'], 'with its agents';
     my $c = IoaTest::Instance->start(dir => $ctx->servroot . '/instance-c',
         http_config => "ioa_redis 127.0.0.1:" . $ctx->redis_port . ";",
         config => 'location / { ioa_api; }', log_level => 'info');
