@@ -23,7 +23,8 @@ The JSON (null where a part did not run, or where the index is absent):
                   p50_us/p99_us as {median, min, max}; ratio_p50, ratio_p99
                   (median with / median alone), pair_ratios_p50/_p99 (run i
                   with / run i alone: the spread); discovery: each run's
-                  open-loop figures (answer_rate, p50_ms, p99_ms, late)
+                  open-loop figures (answer_rate, p50_ms, p99_ms, late);
+                  each rooms run also has redis_cpu_pct and nginx_cpu_pct
   d               qps_a, qps_b, qps_total, ratio (total / a's qps),
                   p99_ms per instance, redis_cpu_pct, same (probe.py:
                   queries, same, same_first_try, seconds_to_agree,
@@ -32,6 +33,8 @@ The JSON (null where a part did not run, or where the index is absent):
                   headers_seen, gauges, bytes_per_agent) at params.agents;
                   million: the same at params.million_agents
   targets         per target: value, target, met (null when not measured)
+  runs            every ioa-bench JSON of the run by its name (a, d-A, d-B,
+                  c-alone-1, c-with-1, c-disc-1, ..., register-A, ...)
 """
 
 import argparse
@@ -119,6 +122,12 @@ def part_b(run):
             "nginx_cpu_pct": d["server"].get("cpu_pct")}
 
 
+def proc_cpu(d, name):
+    """the CPU % of the sampled server processes called name"""
+    ps = [p for p in d["server"]["processes"] if p.get("name") == name]
+    return round(sum(p["cpu_pct"] for p in ps), 1) if ps else None
+
+
 def spread(xs):
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)} \
         if xs else None
@@ -136,7 +145,9 @@ def part_c(run, repeats):
                 "lost": d["integrity"]["lost"],
                 "errors": d["errors"]["total"],
                 "generator_cpu_pct": d["generator"]["cpu_pct"],
-                "max_send_lag_us": d["generator"]["max_send_lag_us"]})
+                "max_send_lag_us": d["generator"]["max_send_lag_us"],
+                "redis_cpu_pct": proc_cpu(d, "redis-server"),
+                "nginx_cpu_pct": proc_cpu(d, "nginx")})
     if not any(runs["alone"]) or not any(runs["with"]):
         return None
     res = {}
@@ -315,6 +326,11 @@ def main():
         e = None
     res = {"params": p, "registration": reg, "a": a, "b": b, "c": c, "d": d,
            "e": e}
+    # every ioa-bench report of the run as it wrote it (the server's
+    # processes one by one, the generator, the parameters)
+    res["runs"] = {n[:-5]: load(run, n) for n in sorted(os.listdir(run))
+                   if n.endswith(".json") and n != "same.json"
+                   and not n.startswith("startup")}
     res["targets"] = targets(a, b, c, d)
     with open(o.out, "w") as fh:
         json.dump(res, fh, indent=1)
