@@ -20,8 +20,9 @@
 #                   seed and crash input once
 #   make bench      install what is missing (nchan, gnuplot, valgrind), then
 #                   ioa against nchan and the Redis ceiling, the sweeps and
-#                   plots, idle memory, goal latency, discovery, callgrind:
-#                   BENCHMARKS.md (bench/run.sh; about 15 minutes)
+#                   plots, idle memory, goal latency, discovery (and under
+#                   load), callgrind: BENCHMARKS.md (bench/run.sh; about 20
+#                   minutes)
 #   make deps       only install the Debian packages
 #   make clean
 

@@ -195,6 +195,74 @@ ib_http_fill(char *err, size_t errlen)
 
 
 /*
+ * An answer's head, h up to end (where its blank line starts; h is
+ * NUL-terminated somewhere at or after end): the status, how the body is
+ * framed, and, when want is a header name, that header's value (trimmed,
+ * not NUL-terminated; NULL when the answer has none).  0, or -1 when it is
+ * not an HTTP/1.x status line.  The replay load (replay.c) reads its
+ * answers with the same function.
+ */
+
+int
+ib_http_head(const char *h, const char *end, ib_http_head_t *head,
+    const char *want)
+{
+    size_t       wlen;
+    const char  *line, *next, *v;
+
+    memset(head, 0, sizeof(*head));
+    head->content_length = -1;
+
+    if (sscanf(h, "HTTP/1.%*d %d", &head->status) != 1) {
+        return -1;
+    }
+
+    wlen = want ? strlen(want) : 0;
+
+    for (line = strstr(h, "\r\n"); line && line < end; line = next) {
+        line += 2;
+        next = strstr(line, "\r\n");
+
+        if (next == NULL || next > end) {
+            next = end;
+        }
+
+        if (strncasecmp(line, "Content-Length:", 15) == 0) {
+            head->content_length = strtol(line + 15, NULL, 10);
+
+        } else if (strncasecmp(line, "Transfer-Encoding:", 18) == 0) {
+            v = strstr(line, "chunked");
+            head->chunked = v != NULL && v < next;
+
+        } else if (strncasecmp(line, "Connection:", 11) == 0) {
+            v = strstr(line, "close");
+            head->close = v != NULL && v < next;
+
+        } else if (wlen && strncasecmp(line, want, wlen) == 0
+                   && line[wlen] == ':')
+        {
+            v = line + wlen + 1;
+            v += strspn(v, " \t");
+            head->value = v;
+            head->value_len = (size_t) (next - v);
+
+            while (head->value_len && (v[head->value_len - 1] == ' '
+                                       || v[head->value_len - 1] == '\t'))
+            {
+                head->value_len--;
+            }
+        }
+
+        if (next == end) {
+            break;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
  * One answer from ib_http_in (reading more as needed).  Returns 0 with
  * the status and the body, -1 on error; -2 when the connection ended before
  * the first byte of the answer (a stale keep-alive connection: retry).
@@ -204,10 +272,11 @@ static int
 ib_http_read(int *status, char **body, size_t *body_len, char *err,
     size_t errlen)
 {
-    int      rc, chunked, close_delim;
-    char    *h, *end, *line, *next;
-    size_t   hlen, clen, size, start;
-    long     cl;
+    int             rc, chunked, close_delim;
+    char           *h, *end;
+    size_t          hlen, clen, size, start;
+    long            cl;
+    ib_http_head_t  head;
 
     /* the header */
 
@@ -238,31 +307,16 @@ ib_http_read(int *status, char **body, size_t *body_len, char *err,
         }
     }
 
-    if (sscanf(h, "HTTP/1.%*d %d", status) != 1) {
+    if (ib_http_head(h, end, &head, NULL) != 0) {
         snprintf(err, errlen, "not an HTTP answer: %.60s", h);
         return -1;
     }
 
+    *status = head.status;
     hlen = (size_t) (end - h) + 4;
-    cl = -1;
-    chunked = 0;
-    close_delim = 0;
-
-    for (line = strstr(h, "\r\n") + 2; line < end; line = next + 2) {
-        next = strstr(line, "\r\n");
-
-        if (strncasecmp(line, "Content-Length:", 15) == 0) {
-            cl = strtol(line + 15, NULL, 10);
-
-        } else if (strncasecmp(line, "Transfer-Encoding:", 18) == 0) {
-            chunked = strstr(line, "chunked") != NULL
-                      && strstr(line, "chunked") < next;
-
-        } else if (strncasecmp(line, "Connection:", 11) == 0) {
-            close_delim = strstr(line, "close") != NULL
-                          && strstr(line, "close") < next;
-        }
-    }
+    cl = head.content_length;
+    chunked = head.chunked;
+    close_delim = head.close;
 
     ib_http_in.pos += hlen;
     ib_http_body.len = 0;
@@ -352,7 +406,7 @@ ib_http_read(int *status, char **body, size_t *body_len, char *err,
 }
 
 
-static size_t
+size_t
 ib_http_request(char *buf, size_t size, const char *path, const char *body,
     size_t len)
 {

@@ -15,7 +15,12 @@
  *              window), what a subscriber checks on every envelope (loss,
  *              duplicates, order, latency)
  *   http.c     the small blocking HTTP/1.1 client of the setup (ioa's
- *              POST /register and POST /teamup)
+ *              POST /register and POST /teamup), and the answer-head
+ *              parser replay.c shares
+ *   replay.c   --replay: an HTTP load instead of rooms, request bodies from
+ *              a file POSTed on keep-alive connections, closed loop
+ *              (--window in flight per connection) or open loop (--rate
+ *              requests/s in all); e.g. discovery (bench/discovery-load.sh)
  *   hist.c     the latency histogram (log-linear, ~1% precision)
  *   report.c   /proc sampling of the server, the table, the JSON
  *   util.c     allocation, clocks, randomness, SHA-1 and base64
@@ -158,6 +163,9 @@ struct ib_conn_s {
     ib_conn_t          *next_dirty;
 };
 
+struct epoll_event;
+int  ib_epoll_wait(int epfd, struct epoll_event *events, int max,
+    uint64_t timeout_ns);
 int  ib_loop_init(void);
 void ib_conn_start(ib_conn_t *c);
 void ib_loop_turn(uint64_t timeout_ns);
@@ -200,10 +208,37 @@ void ib_load_integrity(void);
 
 /* http.c */
 
+typedef struct {
+    int                 status;
+    long                content_length; /* -1: none */
+    unsigned            chunked:1;
+    unsigned            close:1;        /* "Connection: close" */
+    const char         *value;          /* the header asked for, or NULL */
+    size_t              value_len;
+} ib_http_head_t;
+
+int ib_http_head(const char *h, const char *end, ib_http_head_t *head,
+    const char *want);
+size_t ib_http_request(char *buf, size_t size, const char *path,
+    const char *body, size_t len);
 int ib_http_post(const char *path, const char *body, size_t len,
     int *status, char **resp, size_t *resp_len, char *err, size_t errlen);
 void ib_http_close(void);
 int  ib_ioa_setup(void);
+
+
+/* replay.c */
+
+void ib_replay_init(void);
+void ib_replay_connect(void);
+void ib_replay_start(uint64_t now);
+void ib_replay_turn(uint64_t timeout_ns);
+uint64_t ib_replay_next_due(void);
+size_t ib_replay_inflight(void);
+int  ib_replay_done(void);
+void ib_replay_close(void);
+void ib_replay_report_table(FILE *f);
+void ib_replay_report_json(FILE *f);
 
 
 /* report.c */
@@ -220,6 +255,15 @@ typedef struct {
 
 void ib_proc_sample(int end);
 void ib_report(void);
+void ib_json_str(FILE *f, const char *s);
+void ib_fmt_ns(char *buf, size_t size, uint64_t ns);
+double ib_window_s(void);
+void ib_report_latency_table(FILE *f, const char *what);
+void ib_report_latency_json(FILE *f);
+void ib_report_errors_table(FILE *f);
+void ib_report_errors_json(FILE *f);
+void ib_report_server_table(FILE *f);
+void ib_report_server_json(FILE *f, int idle);
 
 
 /* the run: options, state and counters, shared by every file */
@@ -253,6 +297,10 @@ typedef struct {
     int                 quiet;
     long                count;          /* -1: publish for --duration */
     const char         *on_measure;     /* "CMD start" / "CMD stop" */
+    const char         *replay;         /* --replay FILE: an HTTP load */
+    const char         *path;           /* where it POSTs */
+    long                connections;    /* its keep-alive connections */
+    const char         *tally;          /* answer header counted by value */
     ib_proc_t          *procs;
     size_t              nprocs;
 

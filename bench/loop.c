@@ -991,22 +991,20 @@ ib_conn_flush(ib_conn_t *c)
 
 
 /*
- * One turn: wait at most timeout_ns, handle what is ready, let the workload
- * queue, flush.  epoll_pwait2() takes the timeout in ns: a rate-mode
- * publisher is due at a precise instant, and epoll_wait()'s milliseconds
- * (rounded up) would add up to a millisecond of the generator's own lateness
- * to every latency measured from the scheduled time.
+ * epoll_pwait2() takes the timeout in ns: a rate-mode publisher (or a
+ * replayed request, replay.c) is due at a precise instant, and
+ * epoll_wait()'s milliseconds (rounded up) would add up to a millisecond of
+ * the generator's own lateness to every latency measured from the scheduled
+ * time.  epoll_wait() is the fallback for kernels before 5.11.
  */
 
-void
-ib_loop_turn(uint64_t timeout_ns)
+int
+ib_epoll_wait(int epfd, struct epoll_event *events, int max,
+    uint64_t timeout_ns)
 {
-    int                 i, n;
-    uint32_t            ev;
-    ib_conn_t          *c;
-    struct timespec     ts;
-    static int          no_pwait2;
-    static struct epoll_event  events[IB_EVENTS];
+    int               n;
+    struct timespec   ts;
+    static int        no_pwait2;
 
     n = -1;
 
@@ -1014,7 +1012,7 @@ ib_loop_turn(uint64_t timeout_ns)
         ts.tv_sec = (time_t) (timeout_ns / IB_NS);
         ts.tv_nsec = (long) (timeout_ns % IB_NS);
 
-        n = epoll_pwait2(ib.epfd, events, IB_EVENTS, &ts, NULL);
+        n = epoll_pwait2(epfd, events, max, &ts, NULL);
 
         if (n < 0 && errno == ENOSYS) {
             no_pwait2 = 1;
@@ -1022,7 +1020,7 @@ ib_loop_turn(uint64_t timeout_ns)
     }
 
     if (no_pwait2) {
-        n = epoll_wait(ib.epfd, events, IB_EVENTS,
+        n = epoll_wait(epfd, events, max,
                        (int) ((timeout_ns + 999999) / 1000000));
     }
 
@@ -1033,6 +1031,23 @@ ib_loop_turn(uint64_t timeout_ns)
 
         n = 0;
     }
+
+    return n;
+}
+
+
+/* one turn: wait at most timeout_ns, handle what is ready, let the
+ * workload queue, flush */
+
+void
+ib_loop_turn(uint64_t timeout_ns)
+{
+    int                 i, n;
+    uint32_t            ev;
+    ib_conn_t          *c;
+    static struct epoll_event  events[IB_EVENTS];
+
+    n = ib_epoll_wait(ib.epfd, events, IB_EVENTS, timeout_ns);
 
     for (i = 0; i < n; i++) {
         c = events[i].data.ptr;

@@ -21,6 +21,10 @@
  * --on-measure a command runs just before the measured time and after its
  * drain (bench/callgrind.sh zeroes and dumps callgrind's counters there).
  *
+ * --replay FILE is an HTTP load instead of rooms (replay.c): no setup, no
+ * WebSockets; its connections are opened, then the same warmup, measure
+ * and drain (waiting for the answers still due), and its own report.
+ *
  * --idle N alone skips the rooms: N agents connect and are held for
  * --duration seconds; the server's RSS is read before the first connects
  * and at the end, and divided by N.  With --rooms too, the idle agents are
@@ -113,6 +117,17 @@ ib_usage(FILE *f)
         "(1) or acks (0)\n"
         "  --type N               ioa: envelope \"type\" (none: never "
         "floor-controlled)\n"
+        "replay (an HTTP load instead of rooms)\n"
+        "  --replay FILE          POST each line of FILE (one body a line),"
+        " round and round\n"
+        "  --path PATH            where to (/retrieve_assistant)\n"
+        "  --connections N        keep-alive connections (4)\n"
+        "                         closed loop: --window requests in flight "
+        "on each (1);\n"
+        "                         --rate N: open loop, N requests/s in all;"
+        "\n"
+        "                         --count M: M requests, then the run ends\n"
+        "  --tally NAME           count the answers by this header's value\n"
         "measurement and output\n"
         "  --server-pid PID[,PID] server process to sample (repeatable)\n"
         "  --json FILE|-          one JSON object with every figure\n"
@@ -318,13 +333,14 @@ ib_on_signal(int sig)
 static void
 ib_options(int argc, char **argv)
 {
-    int            ch, idx, rate_set;
+    int            ch, idx, rate_set, window_set, rooms_set;
     unsigned char  rnd[4];
     enum {
         O_TARGET = 256, O_URL, O_ROOMS, O_MEMBERS, O_PUBLISHERS, O_SIZE,
         O_RATE, O_SATURATE, O_WINDOW, O_DURATION, O_WARMUP, O_DRAIN, O_IDLE,
         O_ECHO, O_TYPE, O_PID, O_JSON, O_QUIET, O_PREFIX, O_CONC, O_CTIMEOUT,
-        O_SOURCES, O_COUNT, O_ON_MEASURE, O_HELP, O_VERSION
+        O_SOURCES, O_COUNT, O_ON_MEASURE, O_REPLAY, O_PATH, O_CONNECTIONS,
+        O_TALLY, O_HELP, O_VERSION
     };
     static const struct option  opts[] = {
         { "target", required_argument, NULL, O_TARGET },
@@ -351,6 +367,10 @@ ib_options(int argc, char **argv)
         { "source-addrs", required_argument, NULL, O_SOURCES },
         { "count", required_argument, NULL, O_COUNT },
         { "on-measure", required_argument, NULL, O_ON_MEASURE },
+        { "replay", required_argument, NULL, O_REPLAY },
+        { "path", required_argument, NULL, O_PATH },
+        { "connections", required_argument, NULL, O_CONNECTIONS },
+        { "tally", required_argument, NULL, O_TALLY },
         { "help", no_argument, NULL, O_HELP },
         { "version", no_argument, NULL, O_VERSION },
         { NULL, 0, NULL, 0 }
@@ -372,7 +392,11 @@ ib_options(int argc, char **argv)
     ib.concurrency = 256;
     ib.connect_timeout = 10;
     ib.count = -1;
+    ib.path = "/retrieve_assistant";
+    ib.connections = 4;
     rate_set = 0;
+    window_set = 0;
+    rooms_set = 0;
 
     opterr = 0;
 
@@ -395,6 +419,7 @@ ib_options(int argc, char **argv)
 
         case O_ROOMS:
             ib.rooms = ib_opt_long("rooms", optarg, 0, 1000000);
+            rooms_set = 1;
             break;
 
         case O_MEMBERS:
@@ -421,6 +446,7 @@ ib_options(int argc, char **argv)
 
         case O_WINDOW:
             ib.window = ib_opt_long("window", optarg, 1, 1000000);
+            window_set = 1;
             break;
 
         case O_DURATION:
@@ -498,6 +524,36 @@ ib_options(int argc, char **argv)
             ib.on_measure = optarg;
             break;
 
+        case O_REPLAY:
+            ib.replay = optarg;
+            break;
+
+        case O_PATH:
+            if (optarg[0] != '/' || strlen(optarg) > 512
+                || strpbrk(optarg, " \r\n"))
+            {
+                ib_die_usage("--path wants /PATH (at most 512 bytes, no "
+                             "spaces), not \"%s\"", optarg);
+            }
+
+            ib.path = optarg;
+            break;
+
+        case O_CONNECTIONS:
+            ib.connections = ib_opt_long("connections", optarg, 1, 1000);
+            break;
+
+        case O_TALLY:
+            if (strlen(optarg) == 0 || strlen(optarg) > 64
+                || strpbrk(optarg, ": \r\n"))
+            {
+                ib_die_usage("--tally wants a header name, not \"%s\"",
+                             optarg);
+            }
+
+            ib.tally = optarg;
+            break;
+
         case O_HELP:
             ib_usage(stdout);
             exit(0);
@@ -514,6 +570,23 @@ ib_options(int argc, char **argv)
 
     if (optind < argc) {
         ib_die_usage("unexpected argument \"%s\"", argv[optind]);
+    }
+
+    if (ib.replay) {
+        if (rooms_set || ib.idle) {
+            ib_die_usage("--replay is an HTTP load: no --rooms or --idle");
+        }
+
+        ib.rooms = 0;
+        /* closed loop unless a rate is asked for */
+        ib.rate = rate_set ? ib.rate : 0;
+        ib.window = window_set ? ib.window : 1;
+
+        if (ib.count >= 0) {
+            ib.warmup = 0;
+        }
+
+        return;
     }
 
     if (ib.rooms < 0) {
@@ -665,6 +738,42 @@ ib_progress(const char *phase, uint64_t now, uint64_t *last,
 }
 
 
+/* one turn of the load's loop: rooms (loop.c) or replay (replay.c) */
+
+static void
+ib_turn(uint64_t timeout)
+{
+    if (ib.replay) {
+        ib_replay_turn(timeout);
+    } else {
+        ib_loop_turn(timeout);
+    }
+}
+
+
+/* everything sent has arrived: every member has every message, or every
+ * request has its answer */
+
+static int
+ib_all_in(void)
+{
+    uint64_t  receivers;
+
+    if (ib.replay) {
+        return ib_replay_inflight() == 0;
+    }
+
+    /* every member gets every message; with --echo 0 the sender does not */
+    receivers = (uint64_t) ib.members;
+
+    if (ib.target == IB_TARGET_IOA && !ib.echo) {
+        receivers--;
+    }
+
+    return ib.received_unique >= ib.sent * receivers;
+}
+
+
 static void
 ib_run_until(uint64_t end, const char *phase)
 {
@@ -675,9 +784,10 @@ ib_run_until(uint64_t end, const char *phase)
     last_sent = ib.sent;
     last_recv = ib.received;
 
-    while (now < end && !ib_signalled) {
+    while (now < end && !ib_signalled && !(ib.replay && ib_replay_done()))
+    {
         timeout = IB_TURN_MAX;
-        due = ib_load_next_due();
+        due = ib.replay ? ib_replay_next_due() : ib_load_next_due();
 
         if (due != UINT64_MAX) {
             timeout = due > now ? due - now : 0;
@@ -687,7 +797,7 @@ ib_run_until(uint64_t end, const char *phase)
             }
         }
 
-        ib_loop_turn(timeout);
+        ib_turn(timeout);
         now = ib_now();
         ib_progress(phase, now, &last, &last_sent, &last_recv);
     }
@@ -783,7 +893,7 @@ ib_on_measure(const char *what)
 static void
 ib_run_load(void)
 {
-    uint64_t  now, end, expected, receivers;
+    uint64_t  now, end, want;
 
     /* without a warmup the hook runs before the first message, so that
      * its own time does not make the rate schedule late */
@@ -792,7 +902,12 @@ ib_run_load(void)
     }
 
     now = ib_now();
-    ib_load_start(now);
+
+    if (ib.replay) {
+        ib_replay_start(now);
+    } else {
+        ib_load_start(now);
+    }
 
     ib_run_until(now + (uint64_t) (ib.warmup * IB_NS), "warmup");
 
@@ -820,42 +935,26 @@ ib_run_load(void)
     ib.interrupted = ib_signalled;
     ib_signalled = 0;
 
-    /* every member gets every message; with --echo 0 the sender does not */
-    receivers = (uint64_t) ib.members;
-
-    if (ib.target == IB_TARGET_IOA && !ib.echo) {
-        receivers--;
-    }
-
     end = ib_now() + (uint64_t) (ib.drain * IB_NS);
 
-    for ( ;; ) {
-        expected = ib.sent * receivers;
-
-        if (ib.received_unique >= expected || ib_signalled) {
-            break;
-        }
-
-        now = ib_now();
-
-        if (now >= end) {
-            break;
-        }
-
-        ib_loop_turn(IB_TURN_MAX);
+    while (!ib_all_in() && !ib_signalled && ib_now() < end) {
+        ib_turn(IB_TURN_MAX);
     }
 
-    ib.drained = ib.received_unique >= ib.sent * receivers;
+    ib.drained = ib_all_in();
 
     ib_on_measure("stop");
 
-    if (ib.count >= 0 && ib.sent != (uint64_t) ib.count * ib.npubs) {
+    /* rooms: M per publisher; replay: M in all */
+    want = (uint64_t) ib.count * (ib.replay ? 1 : ib.npubs);
+
+    if (ib.count >= 0 && ib.sent != want) {
         ib.count_short = 1;
-        ib_warn("--count %ld: %llu of %llu messages were sent in the "
+        ib_warn("--count %ld: %llu of %llu %s were sent in the "
                 "measured time (a longer --duration or a higher --rate "
                 "would fit them)", ib.count,
-                 (unsigned long long) ib.sent,
-                 (unsigned long long) ((uint64_t) ib.count * ib.npubs));
+                 (unsigned long long) ib.sent, (unsigned long long) want,
+                 ib.replay ? "requests" : "messages");
     }
 }
 
@@ -901,6 +1000,36 @@ ib_close_all(void)
 }
 
 
+/* --replay: connections, the load, the report; the exit status as for
+ * rooms (3: errors, an answer other than 2xx, --count not reached) */
+
+static int
+ib_replay_main(void)
+{
+    ib_replay_init();
+
+    if (!ib.quiet) {
+        fprintf(stderr, "ioa-bench: replaying %s to POST %s%s on %ld "
+                "connection%s\n", ib.replay, ib.base, ib.path,
+                ib.connections, ib.connections == 1 ? "" : "s");
+    }
+
+    ib_replay_connect();
+    ib_run_load();
+
+    ib_replay_close();
+    ib_report();
+
+    if (ib.err_connect + ib.err_closed + ib.err_protocol + ib.err_server
+        || ib.interrupted || ib.count_short)
+    {
+        return 3;
+    }
+
+    return 0;
+}
+
+
 int
 main(int argc, char **argv)
 {
@@ -913,7 +1042,10 @@ main(int argc, char **argv)
 
     ib_options(argc, argv);
     ib_parse_url();
-    ib_plan();
+
+    if (ib.replay == NULL) {
+        ib_plan();
+    }
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = ib_on_signal;
@@ -921,6 +1053,10 @@ main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    if (ib.replay) {
+        return ib_replay_main();
+    }
 
     t = ib_now();
 

@@ -24,8 +24,6 @@
 #include "ioa_bench.h"
 
 
-static void ib_json_str(FILE *f, const char *s);
-static void ib_fmt_ns(char *buf, size_t size, uint64_t ns);
 static void ib_report_table(FILE *f);
 static void ib_report_json(FILE *f);
 
@@ -155,7 +153,7 @@ ib_proc_sample(int end)
 }
 
 
-static void
+void
 ib_json_str(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -178,7 +176,7 @@ ib_json_str(FILE *f, const char *s)
 }
 
 
-static void
+void
 ib_fmt_ns(char *buf, size_t size, uint64_t ns)
 {
     if (ns < 1000000) {
@@ -193,7 +191,7 @@ ib_fmt_ns(char *buf, size_t size, uint64_t ns)
 }
 
 
-static double
+double
 ib_window_s(void)
 {
     double  s;
@@ -238,17 +236,99 @@ ib_load_mode(void)
 }
 
 
-static void
-ib_report_table(FILE *f)
+/* "latency     p50 .. max ..  (WHAT, N samples)" */
+
+void
+ib_report_latency_table(FILE *f, const char *what)
+{
+    size_t  i;
+    char    a[32];
+
+    fprintf(f, "latency    ");
+
+    for (i = 0; i < IB_NPCTS; i++) {
+        ib_fmt_ns(a, sizeof(a), ib_hist_percentile(&ib.hist,
+                                                   ib_pcts[i].pct));
+        fprintf(f, " %s %s ", i == 3 ? "p99.9" : i == 4 ? "p99.99"
+                                                        : ib_pcts[i].name,
+                a);
+    }
+
+    ib_fmt_ns(a, sizeof(a), ib.hist.max);
+    fprintf(f, " max %s  (%s, %llu samples)\n", a, what,
+            (unsigned long long) ib.hist.total);
+}
+
+
+void
+ib_report_errors_table(FILE *f)
+{
+    fprintf(f, "errors      %llu  (connect %llu, handshake %llu, closed %llu, "
+            "protocol %llu, server %llu)\n",
+            (unsigned long long) ib_errors_total(),
+            (unsigned long long) ib.err_connect,
+            (unsigned long long) ib.err_handshake,
+            (unsigned long long) ib.err_closed,
+            (unsigned long long) ib.err_protocol,
+            (unsigned long long) ib.err_server);
+
+    if (ib.first_error[0]) {
+        fprintf(f, "            first: %s\n", ib.first_error);
+    }
+}
+
+
+void
+ib_report_server_table(FILE *f)
 {
     size_t      i;
-    char        a[32], b[32];
-    double      w;
     long        rss0, rss1;
-    uint64_t    errs;
     double      cpu;
     int         any;
     ib_proc_t  *p;
+
+    any = 0;
+    rss0 = rss1 = 0;
+    cpu = 0;
+
+    for (i = 0; i < ib.nprocs; i++) {
+        p = &ib.procs[i];
+
+        if (!p->ok) {
+            fprintf(f, "server      pid %d: not readable\n", p->pid);
+            continue;
+        }
+
+        fprintf(f, "server      pid %-7d %-14s cpu %6.1f%%  rss %8.1f MiB -> "
+                "%8.1f MiB (%+.1f MiB)\n", p->pid, p->name, ib_cpu_pct(p),
+                p->rss_start_kb / 1024.0, p->rss_end_kb / 1024.0,
+                (p->rss_end_kb - p->rss_start_kb) / 1024.0);
+
+        rss0 += p->rss_start_kb;
+        rss1 += p->rss_end_kb;
+        cpu += ib_cpu_pct(p);
+        any++;
+    }
+
+    if (any > 1) {
+        fprintf(f, "            total   %-14s cpu %6.1f%%  rss %8.1f MiB -> "
+                "%8.1f MiB (%+.1f MiB)\n", "", cpu, rss0 / 1024.0,
+                rss1 / 1024.0, (rss1 - rss0) / 1024.0);
+    }
+
+    if (any && !ib_load_mode() && ib.idle) {
+        fprintf(f, "            %.0f bytes of server RSS per idle "
+                "connection\n", (double) (rss1 - rss0) * 1024.0
+                                / (double) ib.idle);
+    }
+}
+
+
+static void
+ib_report_table(FILE *f)
+{
+    char        a[32], b[32];
+    double      w;
 
     w = ib_window_s();
 
@@ -304,19 +384,7 @@ ib_report_table(FILE *f)
                 ib.sent_window ? (double) ib.received_window
                                  / (double) ib.sent_window : 0.0);
 
-        fprintf(f, "latency    ");
-
-        for (i = 0; i < IB_NPCTS; i++) {
-            ib_fmt_ns(a, sizeof(a), ib_hist_percentile(&ib.hist,
-                                                       ib_pcts[i].pct));
-            fprintf(f, " %s %s ", i == 3 ? "p99.9" : i == 4 ? "p99.99"
-                                                            : ib_pcts[i].name,
-                    a);
-        }
-
-        ib_fmt_ns(a, sizeof(a), ib.hist.max);
-        fprintf(f, " max %s  (send to receive, %llu samples)\n", a,
-                (unsigned long long) ib.hist.total);
+        ib_report_latency_table(f, "send to receive");
 
         fprintf(f, "integrity   expected %llu, received %llu: lost %llu, "
                 "duplicated %llu, reordered %llu  %s\n",
@@ -333,54 +401,8 @@ ib_report_table(FILE *f)
         }
     }
 
-    errs = ib_errors_total();
-
-    fprintf(f, "errors      %llu  (connect %llu, handshake %llu, closed %llu, "
-            "protocol %llu, server %llu)\n", (unsigned long long) errs,
-            (unsigned long long) ib.err_connect,
-            (unsigned long long) ib.err_handshake,
-            (unsigned long long) ib.err_closed,
-            (unsigned long long) ib.err_protocol,
-            (unsigned long long) ib.err_server);
-
-    if (ib.first_error[0]) {
-        fprintf(f, "            first: %s\n", ib.first_error);
-    }
-
-    any = 0;
-    rss0 = rss1 = 0;
-    cpu = 0;
-
-    for (i = 0; i < ib.nprocs; i++) {
-        p = &ib.procs[i];
-
-        if (!p->ok) {
-            fprintf(f, "server      pid %d: not readable\n", p->pid);
-            continue;
-        }
-
-        fprintf(f, "server      pid %-7d %-14s cpu %6.1f%%  rss %8.1f MiB -> "
-                "%8.1f MiB (%+.1f MiB)\n", p->pid, p->name, ib_cpu_pct(p),
-                p->rss_start_kb / 1024.0, p->rss_end_kb / 1024.0,
-                (p->rss_end_kb - p->rss_start_kb) / 1024.0);
-
-        rss0 += p->rss_start_kb;
-        rss1 += p->rss_end_kb;
-        cpu += ib_cpu_pct(p);
-        any++;
-    }
-
-    if (any > 1) {
-        fprintf(f, "            total   %-14s cpu %6.1f%%  rss %8.1f MiB -> "
-                "%8.1f MiB (%+.1f MiB)\n", "", cpu, rss0 / 1024.0,
-                rss1 / 1024.0, (rss1 - rss0) / 1024.0);
-    }
-
-    if (any && !ib_load_mode() && ib.idle) {
-        fprintf(f, "            %.0f bytes of server RSS per idle "
-                "connection\n", (double) (rss1 - rss0) * 1024.0
-                                / (double) ib.idle);
-    }
+    ib_report_errors_table(f);
+    ib_report_server_table(f);
 
     snprintf(b, sizeof(b), "%.1f%%", (ib.self_cpu_end - ib.self_cpu_start)
                                      / w * 100.0);
@@ -400,12 +422,7 @@ ib_report_table(FILE *f)
 static void
 ib_report_json(FILE *f)
 {
-    size_t      i;
-    double      w;
-    long        rss0, rss1;
-    double      cpu;
-    int         any;
-    ib_proc_t  *p;
+    double  w;
 
     w = ib_window_s();
 
@@ -452,16 +469,7 @@ ib_report_json(FILE *f)
             (unsigned long long) ib.received_window,
             (double) ib.received_window / w, (unsigned long long) ib.acks);
 
-    fprintf(f, "\"latency_us\":{\"count\":%llu,\"min\":%.1f",
-            (unsigned long long) ib.hist.total,
-            ib.hist.total ? ib.hist.min / 1e3 : 0.0);
-
-    for (i = 0; i < IB_NPCTS; i++) {
-        fprintf(f, ",\"%s\":%.1f", ib_pcts[i].name,
-                ib_hist_percentile(&ib.hist, ib_pcts[i].pct) / 1e3);
-    }
-
-    fprintf(f, ",\"max\":%.1f},", ib.hist.max / 1e3);
+    ib_report_latency_json(f);
 
     fprintf(f, "\"integrity\":{\"published_total\":%llu,\"expected\":%llu,"
             "\"received\":%llu,\"lost\":%llu,\"duplicated\":%llu,"
@@ -472,6 +480,26 @@ ib_report_json(FILE *f)
             (unsigned long long) ib.reordered, ib.drained ? "true" : "false",
             ib.lost || ib.duplicated || ib.reordered ? "false" : "true");
 
+    ib_report_errors_json(f);
+    ib_report_server_json(f, !ib_load_mode() && ib.idle);
+
+    fprintf(f, ",\"generator\":{\"cpu_pct\":%.1f,\"rss_kb\":%ld,"
+            "\"max_send_lag_us\":%.1f,\"deferred\":%llu,"
+            "\"nchan_publish_replies\":%llu,\"setup_s\":%.3f,"
+            "\"connect_s\":%.3f}}\n",
+            (ib.self_cpu_end - ib.self_cpu_start) / w * 100.0,
+            ib.self_rss_kb, ib.max_lag_ns / 1e3,
+            (unsigned long long) ib.deferred,
+            (unsigned long long) ib.nchan_replies, ib.t_setup / 1e9,
+            ib.t_connect / 1e9);
+}
+
+
+/* "errors":{..}, with the comma after it */
+
+void
+ib_report_errors_json(FILE *f)
+{
     fprintf(f, "\"errors\":{\"total\":%llu,\"connect\":%llu,\"handshake\":%llu,"
             "\"closed\":%llu,\"protocol\":%llu,\"server\":%llu,\"first\":",
             (unsigned long long) ib_errors_total(),
@@ -487,7 +515,42 @@ ib_report_json(FILE *f)
         fprintf(f, "null");
     }
 
-    fprintf(f, "},\"server\":{\"processes\":[");
+    fprintf(f, "},");
+}
+
+
+/* "latency_us":{..}, with the comma after it */
+
+void
+ib_report_latency_json(FILE *f)
+{
+    size_t  i;
+
+    fprintf(f, "\"latency_us\":{\"count\":%llu,\"min\":%.1f",
+            (unsigned long long) ib.hist.total,
+            ib.hist.total ? ib.hist.min / 1e3 : 0.0);
+
+    for (i = 0; i < IB_NPCTS; i++) {
+        fprintf(f, ",\"%s\":%.1f", ib_pcts[i].name,
+                ib_hist_percentile(&ib.hist, ib_pcts[i].pct) / 1e3);
+    }
+
+    fprintf(f, ",\"max\":%.1f},", ib.hist.max / 1e3);
+}
+
+
+/* "server":{..}, without a comma; idle: divide the RSS growth by --idle */
+
+void
+ib_report_server_json(FILE *f, int idle)
+{
+    size_t      i;
+    long        rss0, rss1;
+    double      cpu;
+    int         any;
+    ib_proc_t  *p;
+
+    fprintf(f, "\"server\":{\"processes\":[");
 
     any = 0;
     rss0 = rss1 = 0;
@@ -521,7 +584,7 @@ ib_report_json(FILE *f)
                 "\"rss_delta_kb\":%ld,\"cpu_pct\":%.1f,"
                 "\"rss_per_conn_bytes\":", rss0, rss1, rss1 - rss0, cpu);
 
-        if (!ib_load_mode() && ib.idle) {
+        if (idle) {
             fprintf(f, "%.0f", (double) (rss1 - rss0) * 1024.0
                                / (double) ib.idle);
         } else {
@@ -529,15 +592,7 @@ ib_report_json(FILE *f)
         }
     }
 
-    fprintf(f, "},\"generator\":{\"cpu_pct\":%.1f,\"rss_kb\":%ld,"
-            "\"max_send_lag_us\":%.1f,\"deferred\":%llu,"
-            "\"nchan_publish_replies\":%llu,\"setup_s\":%.3f,"
-            "\"connect_s\":%.3f}}\n",
-            (ib.self_cpu_end - ib.self_cpu_start) / w * 100.0,
-            ib.self_rss_kb, ib.max_lag_ns / 1e3,
-            (unsigned long long) ib.deferred,
-            (unsigned long long) ib.nchan_replies, ib.t_setup / 1e9,
-            ib.t_connect / 1e9);
+    fprintf(f, "}");
 }
 
 
@@ -545,15 +600,19 @@ void
 ib_report(void)
 {
     FILE  *f;
+    void (*table)(FILE *f), (*json)(FILE *f);
 
-    ib_report_table(ib.json && strcmp(ib.json, "-") == 0 ? stderr : stdout);
+    table = ib.replay ? ib_replay_report_table : ib_report_table;
+    json = ib.replay ? ib_replay_report_json : ib_report_json;
+
+    table(ib.json && strcmp(ib.json, "-") == 0 ? stderr : stdout);
 
     if (ib.json == NULL) {
         return;
     }
 
     if (strcmp(ib.json, "-") == 0) {
-        ib_report_json(stdout);
+        json(stdout);
         fflush(stdout);
         return;
     }
@@ -563,7 +622,7 @@ ib_report(void)
         ib_die("cannot write %s", ib.json);
     }
 
-    ib_report_json(f);
+    json(f);
 
     if (fclose(f) != 0) {
         ib_die("cannot write %s", ib.json);

@@ -9,7 +9,8 @@ Redis store, ioa / nchan's memory store, ioa's ingest / the Redis ceiling),
 the integrity check of every run, the sweeps (a table each, and a PNG that
 bench/plot.gp draws from the sweep-*.dat files written here), the
 instructions per envelope of bench/callgrind.sh, the sections of
-bench/idle.sh, goal.sh and discovery.sh when their JSON is there, and the
+bench/idle.sh, goal.sh, discovery.sh, discovery-load.sh and the others when
+their JSON is there, and the
 exact commands.  A run that failed is shown as failed, never left out: a
 missing number is a finding.  Every section but the workloads' is optional:
 a file that is missing or unreadable leaves a line saying so, never a
@@ -373,7 +374,9 @@ def callgrind_section(out, w):
 EXTRA = [("idle", "Idle connections"), ("goal", "Goals"),
          ("goal-suite", "Goal suite: correctness and honesty"),
          ("goal-suite-llm", "Goal suite, by the scripted model"),
-         ("discovery", "Discovery"), ("large", "Large envelopes"),
+         ("discovery", "Discovery"),
+         ("discovery-load", "Discovery under load (issue 13's targets)"),
+         ("large", "Large envelopes"),
          ("steady", "Steady state: Redis memory with retention")]
 
 
@@ -510,9 +513,37 @@ def render_steady(doc, w):
          or "none"))
 
 
+def render_discovery_load(doc, w):
+    """bench/discovery-load.sh: issue 13's targets, measured and met or
+    not, then the one line per part its summary prints"""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "discovery"))
+    import summary      # bench/discovery/summary.py: the same lines
+
+    p = doc["params"]
+    w("%s agents registered through POST /register (half through each of "
+      "two nginx instances, one Redis), queries of 1 to 3 skill words "
+      "(ioa-bench --replay), %s nginx worker(s) per instance, commit %s "
+      "(`bash bench/discovery-load.sh`; every field in "
+      "bench/results/discovery-load.json)."
+      % (p.get("agents"), p.get("nginx_workers"), p.get("commit")))
+    w("")
+    w("| target | measured | goal | met |")
+    w("|---|---|---|---|")
+    for name, t in doc["targets"].items():
+        w("| %s | %s | %s | %s |" % (name, "-" if t["value"] is None
+                                     else t["value"], md_cell(t["target"]),
+                                     {True: "yes", False: "no",
+                                      None: "-"}[t["met"]]))
+    w("")
+    for line in summary.lines(doc):
+        w("- " + md_cell(line, 1000))
+
+
 EXTRA_RENDERERS = {"goal-suite": render_goal_suite,
                    "goal-suite-llm": render_goal_suite,
-                   "large": render_large, "steady": render_steady}
+                   "large": render_large, "steady": render_steady,
+                   "discovery-load": render_discovery_load}
 
 
 def render_generic(doc, w, limit=80):

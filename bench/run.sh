@@ -11,7 +11,7 @@
 #
 # then the sweeps (deliveries/s and p99 against room size and against
 # message size, every server, plotted by bench/plot.gp), the sections of
-# bench/idle.sh, goal.sh, discovery.sh, large.sh and steady.sh when they are there, and the
+# bench/idle.sh, goal.sh, discovery.sh, discovery-load.sh, large.sh and steady.sh when they are there, and the
 # instructions per envelope of bench/callgrind.sh; then writes BENCHMARKS.md
 # (bench/report.py): the tables, the ratios ioa/nchan and ioa/ceiling, the
 # plots, and the exact commands.  Every server is started here on free
@@ -381,13 +381,14 @@ if section sweeps; then
 fi
 
 # ------------------------------------ idle, goal, discovery, large (extra)
-# bench/idle.sh, goal.sh, discovery.sh, large.sh and steady.sh.  Each is run if it is there,
-# with BENCH_OUT, BENCH_DURATION, BENCH_WORKERS, BENCH_REDIS_PORT (this
-# run's Redis) in its environment, and is expected to write
-# $OUT/idle.json, goal.json, discovery.json, large.json, steady.json (report.py renders each one
+# bench/idle.sh, goal.sh, discovery.sh, discovery-load.sh, large.sh and
+# steady.sh.  Each is run if it is there, with BENCH_OUT, BENCH_DURATION,
+# BENCH_WORKERS, BENCH_REDIS_PORT (this run's Redis) in its environment,
+# and is expected to write $OUT/idle.json, goal.json, discovery.json,
+# discovery-load.json, large.json, steady.json (report.py renders each one
 # that exists).  Its stdout and stderr go to $OUT/<name>.log.
 if section extra; then
-    for extra in idle goal discovery large steady; do
+    for extra in idle goal discovery discovery-load large steady; do
         script="$REPO/bench/$extra.sh"
         [[ -e $script ]] || continue
         log "$extra: bash bench/$extra.sh"

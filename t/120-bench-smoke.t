@@ -17,6 +17,10 @@
 # with a 64-bit length to the other) and alters one letter of one message's
 # padding: the generator must call that message altered, and lost.
 #
+# --replay, the HTTP load of bench/discovery-load.sh, registers agents and
+# then finds them, closed and open loop, and fails on answers that are not
+# 2xx.
+#
 # What bench/run.sh and bench/callgrind.sh build on is checked cheaply too:
 # --count (exactly M messages per publisher, and a run that cannot fit them
 # fails), --on-measure (the hook runs around the measured time), 64 KiB
@@ -301,6 +305,60 @@ my $Pids = join ',', $Hub->pid, $Hub->worker_pids, $RedisPid;
     check_clean_run('64 KiB messages', @r);
     is +($r[1] || {})->{params}{message_bytes}, 65536,
         '64 KiB messages: messages are 65536 bytes';
+}
+
+# --replay: an HTTP load instead of rooms (bench/discovery-load.sh).  POST
+# /register of 30 agents, one request in flight, carries on past
+# keepalive_requests (10 here) on fresh connections; then their discovery,
+# closed loop and open loop, every answer counted and tallied by a header
+{
+    open my $fh, '>', "$Dir/register.txt" or die $!;
+    printf $fh qq({"name":"rp_agent_%d","type":"Thing Assistant",)
+        . qq("desc":"Translates %s documents"}\n),
+        $_, $_ % 2 ? 'legal' : 'medical' for 1 .. 30;
+    close $fh;
+    open $fh, '>', "$Dir/queries.txt" or die $!;
+    print $fh qq({"capabilities":["legal documents"]}\n),
+              qq({"capabilities":["medical"],"limit":5}\n);
+    close $fh;
+
+    my ($rc, $doc, $text) = bench('replay-register', '--url', $Url,
+        '--replay', "$Dir/register.txt", '--path', '/register',
+        '--count', 30, '--duration', 10, '--quiet');
+    is $rc, 0, '--replay --count 30: exit 0' or diag $text;
+    is $doc && $doc->{answers}{ok}, 30, '--replay --count 30: 30 agents, '
+        . 'past keepalive_requests' or diag $doc && $doc->{errors}{first};
+
+    ($rc, $doc, $text) = bench('replay-closed', '--url', $Url, '--replay',
+        "$Dir/queries.txt", '--connections', 2, '--duration', 1,
+        '--warmup', 0.2, '--tally', 'X-Ioa-Discovery', '--server-pid', $Pids);
+    is $rc, 0, '--replay closed loop: exit 0' or diag $text;
+    ok $doc && $doc->{answered} > 0 && $doc->{latency_us}{p99} > 0,
+        '--replay closed loop: answers, timed';
+    my $t = $doc && $doc->{tally} || {};
+    my $tallied = $t->{none} // 0;
+    $tallied += $_ for values %{ $t->{values} || {} };
+    is $tallied, $doc && $doc->{answers}{answered_total},
+        '--replay --tally: every answer counted by its X-Ioa-Discovery';
+    like $text, qr/^answers\s+2xx \d+, other 0, lost 0.*X-Ioa-Discovery:/m,
+        '--replay: the table';
+
+    ($rc, $doc, $text) = bench('replay-open', '--url', $Url, '--replay',
+        "$Dir/queries.txt", '--rate', 200, '--connections', 4, '--duration',
+        1, '--warmup', 0.2);
+    is $rc, 0, '--replay --rate 200: exit 0' or diag $text;
+    my $r = $doc ? $doc->{answer_rate} : 0;
+    ok $r > 150 && $r < 250, "--replay --rate 200: ~200 answers/s ($r)";
+    is $doc && $doc->{params}{rate}, 200, '--replay --rate: recorded';
+
+    open $fh, '>', "$Dir/bad.txt" or die $!;
+    print $fh qq({"capabilities":"not a list"}\n);
+    close $fh;
+    ($rc, $doc, $text) = bench('replay-bad', '--url', $Url, '--replay',
+        "$Dir/bad.txt", '--count', 3, '--duration', 5);
+    is $rc, 3, '--replay, answers other than 2xx: exit 3';
+    like $doc && $doc->{errors}{first}, qr{^POST /retrieve_assistant answered 400},
+        '--replay, answers other than 2xx: the first one is reported';
 }
 
 unlike $Hub->error_log, qr/\[(?:alert|crit|emerg)\]/, 'a clean error.log';

@@ -66,13 +66,14 @@ def agents(n, vocab=3000, s=1.0, seed=1):
                " ".join(desc).capitalize() + ".", tags)
 
 
-def queries(n, vocab=3000, s=1.0, seed=2):
-    """Yields capability phrases of 1 to 4 skill words (IoA's LLM writes
-    short phrases such as "translate legal documents into French")."""
+def queries(n, vocab=3000, s=1.0, seed=2, lengths=(1, 2, 2, 3, 3, 4)):
+    """Yields capability phrases of skill words, as many as a draw from
+    `lengths` (IoA's LLM writes short phrases such as "translate legal
+    documents into French")."""
     rnd = random.Random(seed)
     z = Zipf(vocabulary(vocab, 1), s)
     for _ in range(n):
-        words = [z.draw(rnd) for _ in range(rnd.choice((1, 2, 2, 3, 3, 4)))]
+        words = [z.draw(rnd) for _ in range(rnd.choice(lengths))]
         if rnd.random() < 0.5:
             words.insert(rnd.randrange(len(words) + 1), rnd.choice(GLUE))
         yield " ".join(words)

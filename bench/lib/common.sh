@@ -24,6 +24,16 @@ stop_all() {
     rm -rf "$RUN"
 }
 
+# forget PID: a process already reaped leaves PIDS (its number may be
+# given to another process before stop_all runs)
+forget() {
+    local pid keep=()
+    for pid in "${PIDS[@]}"; do
+        [[ $pid == "$1" ]] || keep+=("$pid")
+    done
+    PIDS=("${keep[@]}")
+}
+
 # a loopback port nobody listens on right now (the kernel's choice)
 free_port() {
     /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -42,24 +52,34 @@ wait_port() {
     return 1
 }
 
-# start_hub DIR MODULE "HTTP DIRECTIVES": a fresh Redis and an nginx with one
-# worker and the module on free loopback ports, in open mode with the
-# limits off, the given directives added to http { }; files under DIR.
-# Sets HUB_PORT, HUB_REDIS_PORT, HUB_MASTER, HUB_REDIS_PID, HUB_WORKER
-# (all also in PIDS); stop_hub stops both.
-start_hub() {
-    local dir=$1 module=$2 extra=$3
-    mkdir -p "$dir/logs"
-    HUB_PORT=$(free_port)
+# start_redis DIR: a fresh Redis on a free loopback port, nothing saved;
+# its log in DIR.  Sets HUB_REDIS_PORT, HUB_REDIS_PID (also in PIDS).
+start_redis() {
+    local dir=$1
+    mkdir -p "$dir"
     HUB_REDIS_PORT=$(free_port)
     redis-server --port "$HUB_REDIS_PORT" --bind 127.0.0.1 --save '' \
-        --appendonly no --daemonize no --logfile "$dir/redis.log" &
+        --appendonly no --daemonize no --dir "$dir" \
+        --logfile "$dir/redis.log" &
     HUB_REDIS_PID=$!
     PIDS+=("$HUB_REDIS_PID")
     wait_port "$HUB_REDIS_PORT"
+}
+
+# launch_nginx DIR MODULE REDIS_PORT "HTTP DIRECTIVES" ["SERVER DIRECTIVES"]:
+# an nginx with the module on a free loopback port, in open mode with the
+# limits off, HUB_WORKERS worker processes (1), the directives added to
+# http { } and to server { }; files under DIR.  Returns as soon as nginx is
+# started (a caller timing its start-up polls it meanwhile); wait_nginx
+# waits until it listens.  Sets HUB_PORT, HUB_MASTER (also in PIDS) and
+# HUB_T0 (the wall clock, in seconds, just before nginx was started).
+launch_nginx() {
+    local dir=$1 module=$2 redis_port=$3 extra=$4 server_extra=${5:-}
+    mkdir -p "$dir/logs"
+    HUB_PORT=$(free_port)
     cat > "$dir/nginx.conf" <<CONF
 load_module $module;
-worker_processes 1;
+worker_processes ${HUB_WORKERS:-1};
 worker_rlimit_nofile $(ulimit -Hn);
 daemon off;
 master_process on;
@@ -69,28 +89,56 @@ events { worker_connections 8192; }
 http {
     access_log off;
     client_body_temp_path $dir/body;
-    ioa_redis 127.0.0.1:$HUB_REDIS_PORT;
+    ioa_redis 127.0.0.1:$redis_port;
     ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off;
     ioa_limit_conn 0;
     $extra
     server {
         listen 127.0.0.1:$HUB_PORT;
+        $server_extra
         location / { ioa_api; ioa_auth off; }
     }
 }
 CONF
+    HUB_T0=$(date +%s.%N)
     nginx -p "$dir" -c "$dir/nginx.conf" </dev/null >"$dir/logs/stdout" 2>&1 &
     HUB_MASTER=$!
     PIDS+=("$HUB_MASTER")
+}
+
+# wait_nginx: until the nginx of launch_nginx listens, and a moment for its
+# workers to connect to Redis.  Sets HUB_WORKER (the first worker) and
+# HUB_WORKERS_PIDS (every child of the master, comma-separated).
+wait_nginx() {
     wait_port "$HUB_PORT"
     sleep 0.5
     HUB_WORKER=$(pgrep -P "$HUB_MASTER" | head -n 1)
+    HUB_WORKERS_PIDS=$(pgrep -d, -P "$HUB_MASTER")
 }
 
-# stop_hub DIR: what start_hub started, after its error log's first lines
+# stop_nginx DIR MASTER: that nginx, after its error log's first lines
 # beyond notices and warnings
-stop_hub() {
+stop_nginx() {
     grep -v '\[notice\]\|\[warn\]' "$1/logs/error.log" | head -3 >&2 || true
-    kill "$HUB_MASTER" "$HUB_REDIS_PID" 2>/dev/null || true
-    wait "$HUB_MASTER" "$HUB_REDIS_PID" 2>/dev/null || true
+    kill "$2" 2>/dev/null || true
+    wait "$2" 2>/dev/null || true
+    forget "$2"
+}
+
+# start_hub DIR MODULE "HTTP DIRECTIVES": a fresh Redis and an nginx with one
+# worker and the module (start_redis, launch_nginx, wait_nginx).  Sets
+# HUB_PORT, HUB_REDIS_PORT, HUB_MASTER, HUB_REDIS_PID, HUB_WORKER (all also
+# in PIDS); stop_hub stops both.
+start_hub() {
+    start_redis "$1"
+    launch_nginx "$1" "$2" "$HUB_REDIS_PORT" "$3"
+    wait_nginx
+}
+
+# stop_hub DIR: what start_hub started
+stop_hub() {
+    stop_nginx "$1" "$HUB_MASTER"
+    kill "$HUB_REDIS_PID" 2>/dev/null || true
+    wait "$HUB_REDIS_PID" 2>/dev/null || true
+    forget "$HUB_REDIS_PID"
 }

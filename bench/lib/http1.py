@@ -15,6 +15,7 @@ class Http:
         self.s = socket.create_connection(("127.0.0.1", port))
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
+        self.headers = {}
 
     @staticmethod
     def request(path, body):
@@ -24,15 +25,17 @@ class Http:
                 + str(len(b)).encode() + b"\r\n\r\n" + b)
 
     def response(self):
+        """(status, body); the answer's headers stay in self.headers
+        (names in lower case)"""
         while b"\r\n\r\n" not in self.buf:
             self._fill()
         head, self.buf = self.buf.split(b"\r\n\r\n", 1)
         status = int(head.split(b" ", 2)[1])
-        n = 0
+        self.headers = {}
         for line in head.split(b"\r\n")[1:]:
             k, _, v = line.partition(b":")
-            if k.strip().lower() == b"content-length":
-                n = int(v)
+            self.headers[k.strip().lower().decode()] = v.strip().decode()
+        n = int(self.headers.get("content-length", 0))
         while len(self.buf) < n:
             self._fill()
         body, self.buf = self.buf[:n], self.buf[n:]
