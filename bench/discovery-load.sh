@@ -104,9 +104,10 @@ BENCH_NAME=discovery-load
 . "$REPO/bench/lib/common.sh"
 trap stop_all EXIT
 
-for f in "$MODULE" "$BENCH"; do
-    [[ -e $f ]] || { log "missing $f (make all; make -C bench)"; exit 1; }
-done
+# both are built from this tree when they are older than it (make does
+# nothing when they are up to date)
+make -s -C "$REPO" "$MODULE" >&2 || { log "building the module failed"; exit 1; }
+make -s -C "$REPO/bench" >&2 || { log "building ioa-bench failed"; exit 1; }
 for c in redis-server redis-cli nginx curl; do
     command -v $c >/dev/null || { log "$c missing"; exit 1; }
 done

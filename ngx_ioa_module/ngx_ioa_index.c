@@ -27,8 +27,8 @@
  *            block holds agents whose share of any score is the same
  *            number, in name order, which is what lets the ranking stop
  *            early, ties included (ngx_ioa_index_rank.c).  The list is
- *            stored as chunks of at most 255 postings (2 KiB, a slab size),
- *            so an update moves at most 2 KiB whatever the term's df; a
+ *            stored as chunks of at most 255 postings (a page), so an
+ *            update moves at most 4 KiB whatever the term's df; a
  *            rare term's list starts at 2 postings and grows by doubling.
  *
  * N and the total length (avgdl) are the index's own sums, which are the
@@ -1118,6 +1118,7 @@ ngx_ioa_ix_unpost(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a)
         key.slot = a->slot;
         key.len = (uint16_t) a->len;
         key.tf = (uint16_t) a->terms[i].tf;
+        key.sig = a->sig;
 
         ngx_ioa_ix_post_del(sh, t, &key, a);
 
@@ -1156,6 +1157,14 @@ ngx_ioa_ix_repost(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
     a->len = len;
     sh->total_len += len;
 
+    dt = doc->elts;
+    a->sig = 0;
+
+    for (i = 0; i < doc->nelts; i++) {
+        a->sig |= ngx_ioa_ix_bit(ngx_murmur_hash2(dt[i].text.data,
+                                                  dt[i].text.len));
+    }
+
     if (doc->nelts == 0) {
         return NGX_OK;
     }
@@ -1176,6 +1185,7 @@ ngx_ioa_ix_repost(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
         key.slot = a->slot;
         key.len = (uint16_t) len;
         key.tf = (uint16_t) dt[i].tf;
+        key.sig = a->sig;
 
         if (ngx_ioa_ix_post_add(sh, t, &key, a) != NGX_OK) {
             if (t->df == 0) {

@@ -19,8 +19,8 @@
 #include "ngx_ioa.h"
 
 
-/* postings per chunk at most: a chunk is then 2048 bytes, the largest size
- * the slab allocator serves from a shared page (see ngx_ioa_index.c) */
+/* postings per chunk at most: a chunk is then one page (4088 bytes of
+ * 4096), the most an update moves (see ngx_ioa_index.c) */
 #define NGX_IOA_IX_CHUNK         255
 
 /* a document longer than this is not indexed (the module's limits on desc
@@ -51,7 +51,14 @@ typedef struct {
     uint32_t                  slot;
     uint16_t                  len;
     uint16_t                  tf;
+    uint64_t                  sig;           /* the agent's term signature */
 } ngx_ioa_ix_post_t;
+
+
+/* a term's bit in a signature: an agent's signature has the bits of all
+ * its terms, so a clear bit proves a term absent without reading the
+ * agent (ngx_ioa_index_rank.c) */
+#define ngx_ioa_ix_bit(hash)     ((uint64_t) 1 << ((hash) & 63))
 
 
 typedef struct {
@@ -92,6 +99,7 @@ struct ngx_ioa_ix_agent_s {
     uint32_t                  slot;
     uint32_t                  len;           /* tokens in the document */
     uint32_t                  gen;           /* refresh that saw it last */
+    uint64_t                  sig;           /* its terms' bits */
     uint16_t                  nterms;
     uint8_t                   protocol;
     uint8_t                   npairs;

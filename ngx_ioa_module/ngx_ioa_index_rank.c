@@ -101,6 +101,13 @@ typedef struct {
 } ngx_ioa_rank_hit_t;
 
 
+/* a shape's place in the order they are read */
+typedef struct {
+    double                    s;
+    ngx_uint_t                shape;
+} ngx_ioa_rank_order_t;
+
+
 /* a candidate of a hybrid answer */
 typedef struct {
     ngx_ioa_ix_agent_t       *a;
@@ -127,7 +134,8 @@ typedef struct {
 
 
 static ngx_int_t ngx_ioa_rank_query(ngx_ioa_rank_t *rk, ngx_str_t *query);
-static ngx_int_t ngx_ioa_rank_blocks(ngx_ioa_rank_t *rk, ngx_array_t *blocks);
+static ngx_int_t ngx_ioa_rank_blocks(ngx_ioa_rank_t *rk, ngx_array_t *blocks,
+    ngx_ioa_rank_block_t **merged);
 static ngx_int_t ngx_ioa_rank_length(ngx_ioa_rank_t *rk,
     ngx_ioa_rank_len_t *ln);
 static void ngx_ioa_rank_every(ngx_ioa_rank_t *rk, ngx_ioa_rank_len_t *ln);
@@ -264,39 +272,13 @@ ngx_ioa_index_retrieve(ngx_pool_t *pool, ngx_str_t *queries, ngx_uint_t n,
 }
 
 
-static int ngx_libc_cdecl
-ngx_ioa_rank_block_cmp(const void *one, const void *two)
-{
-    const ngx_ioa_rank_block_t  *a = one, *b = two;
-
-    if (a->len != b->len) {
-        return a->len < b->len ? -1 : 1;
-    }
-
-    if (a->term != b->term) {
-        return a->term < b->term ? -1 : 1;
-    }
-
-    return a->tf > b->tf ? -1 : (a->tf < b->tf);
-}
-
-
-static int ngx_libc_cdecl
-ngx_ioa_rank_len_cmp(const void *one, const void *two)
-{
-    const ngx_ioa_rank_len_t  *a = one, *b = two;
-
-    return a->bound > b->bound ? -1 : (a->bound < b->bound);
-}
-
-
 static ngx_int_t
 ngx_ioa_rank_query(ngx_ioa_rank_t *rk, ngx_str_t *query)
 {
     u_char               *buf;
     size_t                len;
     double                N, df;
-    ngx_uint_t            i, k, nlens;
+    ngx_uint_t            i, k, nlens, left;
     ngx_array_t           blocks;
     const u_char         *p, *end;
     ngx_ioa_ix_term_t    *t;
@@ -342,14 +324,9 @@ ngx_ioa_rank_query(ngx_ioa_rank_t *rk, ngx_str_t *query)
         return NGX_OK;
     }
 
-    if (ngx_ioa_rank_blocks(rk, &blocks) != NGX_OK) {
+    if (ngx_ioa_rank_blocks(rk, &blocks, &b) != NGX_OK) {
         return NGX_ERROR;
     }
-
-    b = blocks.elts;
-
-    ngx_qsort(b, blocks.nelts, sizeof(ngx_ioa_rank_block_t),
-              ngx_ioa_rank_block_cmp);
 
     /* the lengths, each with its best possible score */
     lens = ngx_palloc(rk->pool, blocks.nelts * sizeof(ngx_ioa_rank_len_t));
@@ -380,34 +357,51 @@ ngx_ioa_rank_query(ngx_ioa_rank_t *rk, ngx_str_t *query)
         ln->nblocks = k - i;
     }
 
-    ngx_qsort(lens, nlens, sizeof(ngx_ioa_rank_len_t), ngx_ioa_rank_len_cmp);
+    /* best bound first; the walk usually ends after a few lengths, so the
+     * best is picked from those left rather than all of them sorted */
+    for (left = nlens; left; left--) {
+        ln = &lens[0];
 
-    for (i = 0; i < nlens; i++) {
-        if (rk->ntop == rk->limit && lens[i].bound < rk->top[rk->limit - 1].s)
-        {
+        for (i = 1; i < left; i++) {
+            if (lens[i].bound > ln->bound) {
+                ln = &lens[i];
+            }
+        }
+
+        if (rk->ntop == rk->limit && ln->bound < rk->top[rk->limit - 1].s) {
             break;
         }
 
-        if (ngx_ioa_rank_length(rk, &lens[i]) != NGX_OK) {
+        if (ngx_ioa_rank_length(rk, ln) != NGX_OK) {
             return NGX_ERROR;
         }
+
+        *ln = lens[left - 1];
     }
 
     return NGX_OK;
 }
 
 
-/* every (length, tf) block of every query term */
+/*
+ * Every (length, tf) block of every query term, in the order the lengths
+ * are read: by length, then term (query order), then tf (largest first).
+ * Each term's list gives its blocks in that order already, so the lists
+ * are merged rather than sorted.
+ */
 
 static ngx_int_t
-ngx_ioa_rank_blocks(ngx_ioa_rank_t *rk, ngx_array_t *blocks)
+ngx_ioa_rank_blocks(ngx_ioa_rank_t *rk, ngx_array_t *blocks,
+    ngx_ioa_rank_block_t **merged)
 {
+    uint16_t               len;
     uint32_t               count;
-    ngx_uint_t             i;
-    ngx_ioa_ix_pos_t       pos, end;
+    ngx_uint_t             i, n, best;
+    ngx_uint_t             at[NGX_IOA_RANK_TERMS], end[NGX_IOA_RANK_TERMS];
+    ngx_ioa_ix_pos_t       pos, stop;
     ngx_ioa_ix_term_t     *t;
     ngx_ioa_ix_post_t     *p;
-    ngx_ioa_rank_block_t  *b;
+    ngx_ioa_rank_block_t  *b, *all, *out;
 
     if (ngx_array_init(blocks, rk->pool, 64, sizeof(ngx_ioa_rank_block_t))
         != NGX_OK)
@@ -419,10 +413,11 @@ ngx_ioa_rank_blocks(ngx_ioa_rank_t *rk, ngx_array_t *blocks)
         t = rk->terms[i].term;
         pos.chunk = 0;
         pos.off = 0;
+        at[i] = blocks->nelts;
 
         while (pos.chunk < t->nchunks) {
             p = ngx_ioa_ix_at(t, &pos);
-            ngx_ioa_ix_block_end(t, &pos, &end, &count);
+            ngx_ioa_ix_block_end(t, &pos, &stop, &count);
 
             b = ngx_array_push(blocks);
             if (b == NULL) {
@@ -435,20 +430,44 @@ ngx_ioa_rank_blocks(ngx_ioa_rank_t *rk, ngx_array_t *blocks)
             b->pos = pos;
             b->count = count;
 
-            pos = end;
+            pos = stop;
+        }
+
+        end[i] = blocks->nelts;
+    }
+
+    all = blocks->elts;
+    n = blocks->nelts;
+
+    out = ngx_palloc(rk->pool, n * sizeof(ngx_ioa_rank_block_t));
+    if (out == NULL) {
+        return NGX_ERROR;
+    }
+
+    *merged = out;
+
+    while (n) {
+        best = NGX_IOA_RANK_TERMS;
+
+        for (i = 0; i < rk->nterms; i++) {
+            if (at[i] < end[i]
+                && (best == NGX_IOA_RANK_TERMS
+                    || all[at[i]].len < all[at[best]].len))
+            {
+                best = i;
+            }
+        }
+
+        /* the term's blocks of that length, largest tf first */
+        len = all[at[best]].len;
+
+        while (at[best] < end[best] && all[at[best]].len == len) {
+            *out++ = all[at[best]++];
+            n--;
         }
     }
 
     return NGX_OK;
-}
-
-
-static int ngx_libc_cdecl
-ngx_ioa_rank_shape_cmp(const void *one, const void *two)
-{
-    const ngx_ioa_rank_shape_t  *a = one, *b = two;
-
-    return a->s > b->s ? -1 : (a->s < b->s);
 }
 
 
@@ -457,7 +476,8 @@ ngx_ioa_rank_shape_cmp(const void *one, const void *two)
 static ngx_int_t
 ngx_ioa_rank_length(ngx_ioa_rank_t *rk, ngx_ioa_rank_len_t *ln)
 {
-    ngx_uint_t             i, k, n, nshapes, code, v;
+    ngx_uint_t             i, j, k, n, nshapes, code, v;
+    ngx_ioa_rank_order_t  *order;
     ngx_uint_t             start[NGX_IOA_RANK_TERMS];
     ngx_uint_t             nopts[NGX_IOA_RANK_TERMS];
     ngx_ioa_rank_shape_t  *shapes, *sp;
@@ -511,19 +531,37 @@ ngx_ioa_rank_length(ngx_ioa_rank_t *rk, ngx_ioa_rank_len_t *ln)
         }
     }
 
-    ngx_qsort(shapes, n, sizeof(ngx_ioa_rank_shape_t), ngx_ioa_rank_shape_cmp);
+    /* best first: an insertion sort of the scores alone (a few dozen,
+     * often nearly in order already), the shapes left where they are */
+    order = ngx_palloc(rk->pool, n * sizeof(ngx_ioa_rank_order_t));
+    if (order == NULL) {
+        return NGX_ERROR;
+    }
 
     for (k = 0; k < n; k++) {
-        if (rk->ntop == rk->limit && shapes[k].s < rk->top[rk->limit - 1].s) {
+        j = k;
+
+        while (j > 0 && order[j - 1].s < shapes[k].s) {
+            order[j] = order[j - 1];
+            j--;
+        }
+
+        order[j].s = shapes[k].s;
+        order[j].shape = k;
+    }
+
+    for (k = 0; k < n; k++) {
+        sp = &shapes[order[k].shape];
+
+        if (rk->ntop == rk->limit && sp->s < rk->top[rk->limit - 1].s) {
             break;
         }
 
         for (i = 0; i < rk->nterms; i++) {
-            chosen[i] = shapes[k].pick[i] ? &b[start[i] + shapes[k].pick[i] - 1]
-                                          : NULL;
+            chosen[i] = sp->pick[i] ? &b[start[i] + sp->pick[i] - 1] : NULL;
         }
 
-        ngx_ioa_rank_shape(rk, ln, &shapes[k], chosen);
+        ngx_ioa_rank_shape(rk, ln, sp, chosen);
     }
 
     return NGX_OK;
@@ -537,8 +575,10 @@ ngx_ioa_rank_shape(ngx_ioa_rank_t *rk, ngx_ioa_rank_len_t *ln,
     ngx_ioa_rank_shape_t *sp, ngx_ioa_rank_block_t **chosen)
 {
     uint32_t               k;
+    uint64_t               need;
     ngx_uint_t             i;
     ngx_ioa_ix_pos_t       pos;
+    ngx_ioa_ix_post_t     *p;
     ngx_ioa_ix_agent_t    *a;
     ngx_ioa_rank_block_t  *from;
     ngx_ioa_ix_term_t     *t;
@@ -551,14 +591,32 @@ ngx_ioa_rank_shape(ngx_ioa_rank_t *rk, ngx_ioa_rank_len_t *ln,
         }
     }
 
+    /* the bits every agent of the shape has: a posting whose signature
+     * lacks one is not of the shape, and its agent is not read (most of
+     * a long walk: the agents are scattered in memory, the postings not) */
+    need = 0;
+
+    for (i = 0; i < rk->nterms; i++) {
+        if (chosen[i]) {
+            need |= ngx_ioa_ix_bit(rk->terms[i].term->hash);
+        }
+    }
+
     t = rk->terms[from->term].term;
     pos = from->pos;
 
     for (k = 0; k < from->count; k++, (void) ngx_ioa_ix_next(t, &pos)) {
-        a = rk->sh->slots[ngx_ioa_ix_at(t, &pos)->slot];
+        p = ngx_ioa_ix_at(t, &pos);
 
-        /* the block is in name order: once one name loses, all do */
-        if (ngx_ioa_rank_loses(rk, a, sp->s)) {
+        if ((p->sig & need) != need) {
+            continue;
+        }
+
+        a = rk->sh->slots[p->slot];
+
+        /* the block is in name order: once one name loses the tie with
+         * the last kept, all the rest do (a lower score never got here) */
+        if (rk->ntop == rk->limit && ngx_ioa_rank_loses(rk, a, sp->s)) {
             return;
         }
 
@@ -620,6 +678,10 @@ static uint32_t
 ngx_ioa_rank_tf(ngx_ioa_ix_agent_t *a, ngx_ioa_ix_term_t *t)
 {
     ngx_uint_t  lo, hi, mid;
+
+    if (!(a->sig & ngx_ioa_ix_bit(t->hash))) {
+        return 0;
+    }
 
     lo = 0;
     hi = a->nterms;

@@ -27,12 +27,13 @@ use POSIX ();
 use Time::HiRes qw(sleep time);
 
 our @ISA = ('Exporter');
-our @EXPORT = qw(llama_server);
+our @EXPORT = qw(llama_server llama_stop);
 
 my $Repo = File::Basename::dirname(File::Basename::dirname(
     File::Basename::dirname(File::Basename::dirname(
         Cwd::abs_path(__FILE__)))));
 my @Pids;
+my $Last;
 
 sub _free_port {
     my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
@@ -40,8 +41,11 @@ sub _free_port {
     return $s->sockport;
 }
 
+# llama_server($log, %opt): embeddings => 1 serves /v1/embeddings (mean
+# pooling) instead of chat; port => N listens there (a test that stops the
+# server and brings it back on the same address); returns the base URL.
 sub llama_server {
-    my ($log) = @_;
+    my ($log, %opt) = @_;
     my $bin = $ENV{IOA_LLAMA_SERVER};
     ($bin) = (`bash $Repo/scripts/llm/build-llama-server.sh` =~ /(\S+)\s*\z/)
         unless $bin;
@@ -50,17 +54,20 @@ sub llama_server {
     my $dir = File::Temp::tempdir(CLEANUP => 1);
     my $out = `/usr/bin/python3 $Repo/scripts/llm/tiny-gguf.py --seed 7 $dir/tiny.gguf 2>&1`;
     $? == 0 or die "tiny-gguf.py failed: $out\n";
-    my $port = _free_port();
+    my $port = $opt{port} // _free_port();
+    my @extra = $opt{embeddings} ? ('--embeddings', '--pooling', 'mean') : ();
     my $pid = fork // die "fork: $!\n";
     if ($pid == 0) {
         open STDIN, '<', '/dev/null';
         open STDOUT, '>>', $log // '/dev/null';
         open STDERR, '>&', \*STDOUT;
         exec $bin, '-m', "$dir/tiny.gguf", '--host', '127.0.0.1',
-             '--port', $port, '-c', 16384, '-np', 2, '-t', 2, '--no-webui'
+             '--port', $port, '-c', 16384, '-np', 2, '-t', 2, '--no-webui',
+             @extra
             or POSIX::_exit(127);
     }
     push @Pids, $pid;
+    $Last = $pid;
     my $deadline = time + 60;
     while (time < $deadline) {
         my $r = HTTP::Tiny->new(timeout => 1)->get("http://127.0.0.1:$port/health");
@@ -68,6 +75,15 @@ sub llama_server {
         sleep 0.1;
     }
     die "llama-server did not come up on port $port\n";
+}
+
+# stops the server llama_server() started last
+sub llama_stop {
+    my $pid = $Last // return;
+    undef $Last;
+    kill 'TERM', $pid;
+    waitpid $pid, 0;
+    @Pids = grep { $_ != $pid } @Pids;
 }
 
 END {
