@@ -95,7 +95,7 @@ sub dot {
     return $s;
 }
 
-our @AGENTS = (
+sub agents { return (
     [ 'atlas',   'maps of mountains and rivers' ],
     [ 'baker',   'bread cakes and pastries every morning' ],
     [ 'coder',   'writes software in rust and go' ],
@@ -108,7 +108,7 @@ our @AGENTS = (
     [ 'jester',  'tells jokes at parties' ],
     [ 'keeper',  'keeps bees and sells honey' ],
     [ 'lawyer',  'reads contracts and finds loopholes' ],
-);
+) }
 
 run_tests();
 
@@ -123,6 +123,8 @@ __DATA__
 GET /health_check
 --- error_code: 200
 --- ioa_scenario
+    $ctx->redis('FLUSHALL');
+    my @AGENTS = agents();
     my $url = llama_server($ctx->servroot . '/logs/llama.log', embeddings => 1);
     my ($lport) = $url =~ /:(\d+)\//;
     my $hub = hub($ctx, $lport, 'hub');
@@ -142,7 +144,9 @@ GET /health_check
     $err += abs($stored[$_] - $want->[$_]) for 0 .. 63;
     cmp_ok $err, '<', 1e-3, 'the stored vector is the endpoint\'s, of length 1';
 
-    my @vecs = embed($url, map { $_->[1] } @AGENTS);
+    # one text a call, as the hub asks at registration (a batch can give
+    # slightly other numbers)
+    my @vecs = map { (embed($url, $_->[1]))[0] } @AGENTS;
     my $query = 'zq xv wk';              # no word of any description
     my ($qv) = embed($url, $query);
     my @by_cos = sort { $b->[1] <=> $a->[1] }
@@ -161,7 +165,7 @@ GET /health_check
     }
     cmp_ok $worst, '<', 2e-4, 'each similarity as computed here (4 decimals)';
     is_deeply [ map { $_->{ranking} } @$d ], [ ('hybrid') x 5 ], 'each says "hybrid"';
-    is_deeply [ map { $_->{bm25} } @$d ], [ ('0.0000') x 5 ], 'no word in common: BM25 0';
+    is_deeply [ map { $_->{bm25} + 0 } @$d ], [ (0) x 5 ], 'no word in common: BM25 0';
     ok !(grep { abs($_->{score} - 0.5 * $_->{similarity}) > 2e-4 } @$d),
         'score = 0.5 * similarity when BM25 is 0 (weight=0.5)';
 
@@ -192,6 +196,8 @@ GET /health_check
 GET /health_check
 --- error_code: 200
 --- ioa_scenario
+    $ctx->redis('FLUSHALL');
+    my @AGENTS = agents();
     my $lport = do {
         my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
                                       LocalPort => 0, Proto => 'tcp');
