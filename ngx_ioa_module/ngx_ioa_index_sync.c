@@ -406,6 +406,9 @@ ngx_ioa_index_on_sub_ready(ngx_ioa_redis_node_t *node)
 }
 
 
+/* the pub/sub connection went, or (a Cluster) the registry's slot moved
+ * to another master, which drops its shard channels and says so */
+
 void
 ngx_ioa_index_on_sub_lost(ngx_ioa_redis_node_t *node)
 {

@@ -1242,7 +1242,7 @@ ngx_ioa_discovery_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_ioa_main_conf_t  *mcf = conf;
 
-    ssize_t     size;
+    off_t       size;
     ngx_str_t  *value;
 
     if (mcf->index_zone_size != NGX_CONF_UNSET_SIZE) {
@@ -1256,13 +1256,14 @@ ngx_ioa_discovery_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_OK;
     }
 
-    size = ngx_parse_size(&value[1]);
+    /* an offset, not a size: a registry of millions wants "g" */
+    size = ngx_parse_offset(&value[1]);
 
-    if (size == NGX_ERROR) {
-        return "must be a size (e.g. 256m) or \"off\"";
+    if (size == NGX_ERROR || (uint64_t) size > NGX_MAX_SIZE_T_VALUE / 2) {
+        return "must be a size (e.g. 256m or 2g) or \"off\"";
     }
 
-    mcf->index_zone_size = size;
+    mcf->index_zone_size = (size_t) size;
 
     return NGX_CONF_OK;
 }

@@ -1565,6 +1565,12 @@ ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
         /* also unasked: a Cluster node that loses a slot drops the shard
          * channels of that slot and says so */
         ngx_ioa_redis_replied(rc);
+
+        if (!pattern && ngx_ioa_index_channel(&channel)) {
+            ngx_ioa_index_on_sub_lost(rc->node);
+            return;
+        }
+
         ngx_ioa_room_on_unsubscribed(rc->node, &channel, pattern);
         return;
     }

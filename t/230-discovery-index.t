@@ -380,7 +380,7 @@ ioa_discovery_zone is full at
     location / { ioa_api; }
 --- must_die
 --- error_log
-"ioa_discovery_zone" directive must be a size (e.g. 256m) or "off"
+"ioa_discovery_zone" directive must be a size (e.g. 256m or 2g) or "off"
 
 
 
@@ -412,5 +412,48 @@ GET /health_check
     like $m{ioa_discovery_index_build_seconds}, qr/^\d+\.\d{3}$/, 'build seconds';
 --- no_error_log
 [error]
+[alert]
+[crit]
+
+
+
+=== TEST 8: a failover of the registry's master (Redis Cluster; skipped on a standalone Redis): the keeper follows the new master and changes keep arriving
+--- http_config
+    ioa_redis $TEST_NGINX_REDIS_SEEDS;
+    ioa_redis_timeout 1s;
+    ioa_redis_connect_timeout 500ms;
+    ioa_redis_backoff_max 300ms;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    my $Cl = IoaTest::redis_cluster();
+    SKIP: {
+        skip 'needs a Redis Cluster (TEST_IOA_REDIS=cluster)', 6 unless $Cl;
+        my $port = $ctx->port;
+        ok index_ready($ctx, $port), 'the index is built';
+        my $reg = sub {
+            my ($name) = @_;
+            wait_for("$name registered", 20, sub {
+                (post($ctx, $port, '/register', { name => $name,
+                    type => 'Thing Assistant', desc => "failover survivor $name" }))[0] == 200 });
+        };
+        ok $reg->('before'), 'registered before the failover';
+        $Cl->refresh;
+        my $m = $Cl->node_for('ioa:{reg}:agents');
+        my ($rep) = $Cl->replicas_of($m);
+        is $Cl->cmd_on($rep, 'CLUSTER', 'FAILOVER'), 'OK', "CLUSTER FAILOVER on $rep";
+        ok wait_for('the replica to take over', 10, sub {
+            $Cl->refresh; $Cl->node_for('ioa:{reg}:agents') == $rep }), "$rep is the registry's master";
+        ok $reg->('after'), 'registered after the failover';
+        ok wait_for('the index to have both', 10, sub {
+            my (undef, $d, undef, $h) = post($ctx, $port, '/retrieve_assistant',
+                                             { capabilities => ['survivor'], limit => 5 });
+            $h eq 'index' && join(',', sort map { $_->{name} } @$d) eq 'after,before' }),
+            'the index answers with both';
+    }
+--- no_error_log
 [alert]
 [crit]
