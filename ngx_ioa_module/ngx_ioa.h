@@ -27,6 +27,8 @@
  *   ngx_ioa_index*.c         the discovery index: BM25 inside nginx, in a
  *                            shared memory zone that follows Redis;
  *   ngx_ioa_tokenize.c       the one tokenizer of descriptions and queries;
+ *   ngx_ioa_embed.c          embeddings for semantic discovery, through a
+ *                            subrequest to a proxied /v1/embeddings;
  *   ngx_ioa_rest.c           request bodies, JSON answers, /teamup,
  *                            /fetch_chat_record, /health_check;
  *   ngx_ioa_sse.c            the HTTP transport: POST an envelope, receive
