@@ -13,7 +13,7 @@
 
 use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
-use IoaTest;
+use IoaTest qw(replicas);   # a Cluster run: a replica per master (TEST 8)
 use IoaTest::Instance;
 use IoaTest::Api;
 
