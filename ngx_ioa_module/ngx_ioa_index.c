@@ -87,6 +87,9 @@ static ngx_int_t ngx_ioa_ix_pair(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
     ngx_uint_t holder, int64_t expiry);
 static void ngx_ioa_ix_unpair(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
     ngx_uint_t holder);
+static void ngx_ioa_ix_prune_pairs(ngx_ioa_ix_sh_t *sh);
+static void ngx_ioa_ix_prune_agent(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
+    int64_t now);
 static ngx_int_t ngx_ioa_ix_holder(ngx_ioa_ix_sh_t *sh, ngx_str_t *name);
 static ngx_ioa_ix_agent_t *ngx_ioa_ix_agent_add(ngx_ioa_ix_sh_t *sh,
     ngx_str_t *name);
@@ -1467,11 +1470,25 @@ ngx_ioa_ix_holder(ngx_ioa_ix_sh_t *sh, ngx_str_t *name)
         }
     }
 
-    if (free == NGX_IOA_IX_HOLDERS) {
-        if (sh->nholders == NGX_IOA_IX_HOLDERS) {
-            return NGX_ERROR;
+    if (free == NGX_IOA_IX_HOLDERS && sh->nholders == NGX_IOA_IX_HOLDERS) {
+        /* every slot named by some pair: most are workers gone long ago
+         * (each restart is a new holder) whose expired pairs stayed with
+         * agents nothing touched since; drop those and look again */
+        ngx_ioa_ix_prune_pairs(sh);
+
+        for (i = 0; i < sh->nholders; i++) {
+            if (sh->holders[i].refs == 0) {
+                free = i;
+                break;
+            }
         }
 
+        if (free == NGX_IOA_IX_HOLDERS) {
+            return NGX_ERROR;
+        }
+    }
+
+    if (free == NGX_IOA_IX_HOLDERS) {
         free = sh->nholders++;
     }
 
@@ -1481,6 +1498,43 @@ ngx_ioa_ix_holder(ngx_ioa_ix_sh_t *sh, ngx_str_t *name)
     h->refs = 0;
 
     return free;
+}
+
+
+/* pairs whose expiry has passed count for nothing (online is "some
+ * expiry ahead"): every agent's are dropped, which frees the holders only
+ * they named */
+
+static void
+ngx_ioa_ix_prune_pairs(ngx_ioa_ix_sh_t *sh)
+{
+    int64_t   now;
+    uint32_t  slot;
+
+    now = ngx_ioa_now_ms();
+
+    for (slot = 0; slot < sh->nslots; slot++) {
+        if (sh->slots[slot]) {
+            ngx_ioa_ix_prune_agent(sh, sh->slots[slot], now);
+        }
+    }
+}
+
+
+static void
+ngx_ioa_ix_prune_agent(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a, int64_t now)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < a->npairs; /* void */) {
+        if (a->pairs[i].expiry <= now) {
+            sh->holders[a->pairs[i].holder].refs--;
+            a->pairs[i] = a->pairs[--a->npairs];
+            continue;
+        }
+
+        i++;
+    }
 }
 
 
@@ -1496,6 +1550,11 @@ ngx_ioa_ix_pair(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a, ngx_uint_t holder,
             a->pairs[i].expiry = expiry;
             return NGX_OK;
         }
+    }
+
+    if (a->npairs == a->pairs_cap) {
+        /* make room from pairs of holders gone (their expiry passed) */
+        ngx_ioa_ix_prune_agent(sh, a, ngx_ioa_now_ms());
     }
 
     if (a->npairs == a->pairs_cap) {
@@ -1548,6 +1607,7 @@ static ngx_int_t
 ngx_ioa_ix_set_pairs(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
     ngx_ioa_ix_input_t *in)
 {
+    int64_t     now;
     ngx_int_t   h;
     ngx_uint_t  i;
 
@@ -1555,7 +1615,13 @@ ngx_ioa_ix_set_pairs(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
         ngx_ioa_ix_unpair(sh, a, a->pairs[0].holder);
     }
 
+    now = ngx_ioa_now_ms();
+
     for (i = 0; i < in->nholders; i++) {
+        if (in->expiries[i] <= now) {
+            continue;   /* a holder gone: its entry waits for its key's TTL */
+        }
+
         h = ngx_ioa_ix_holder(sh, &in->holders[i]);
 
         if (h == NGX_ERROR) {

@@ -457,3 +457,31 @@ GET /health_check
 --- no_error_log
 [alert]
 [crit]
+
+
+
+=== TEST 9: holders come and go (each nginx worker restart is a new one): after more than the index's 1,024 holder slots, presence still shows
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code: 200
+--- ioa_scenario
+    my $port = $ctx->port;
+    ok index_ready($ctx, $port), 'the index is built';
+    post($ctx, $port, '/register', { name => 'nomad', type => 'Thing Assistant',
+                                     desc => 'wandering holder test' });
+    # 1,100 holders, each holding the agent for a millisecond
+    for my $h (1 .. 1100) {
+        presence($ctx, "gone-$h", int(time * 1000) + 1, 'nomad');
+    }
+    presence($ctx, 'alive-1', int(time * 1000) + 600000, 'nomad');
+    ok wait_for('the last holder to count', 5, sub {
+        my (undef, $d) = post($ctx, $port, '/retrieve_assistant',
+            { capabilities => ['wandering'], online_only => JSON::PP::true });
+        @$d == 1 && $d->[0]{online} }), 'online through the 1,101st holder';
+--- no_error_log
+[alert]
+[crit]
