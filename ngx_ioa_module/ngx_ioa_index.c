@@ -81,6 +81,10 @@ static ngx_int_t ngx_ioa_ix_repost(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
     ngx_array_t *doc, uint32_t len);
 static ngx_int_t ngx_ioa_ix_set_text(ngx_ioa_ix_agent_t *a,
     ngx_ioa_ix_input_t *in);
+static ngx_int_t ngx_ioa_ix_same_text(ngx_ioa_ix_agent_t *a,
+    ngx_ioa_ix_input_t *in);
+static ngx_int_t ngx_ioa_ix_set_rest(ngx_ioa_ix_sh_t *sh,
+    ngx_ioa_ix_agent_t *a, ngx_ioa_ix_input_t *in);
 static ngx_int_t ngx_ioa_ix_set_pairs(ngx_ioa_ix_sh_t *sh,
     ngx_ioa_ix_agent_t *a, ngx_ioa_ix_input_t *in);
 static ngx_int_t ngx_ioa_ix_pair(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
@@ -846,7 +850,7 @@ ngx_int_t
 ngx_ioa_ix_put(ngx_ioa_ix_input_t *in, ngx_log_t *log)
 {
     uint32_t             len;
-    ngx_int_t            rc;
+    ngx_int_t            rc, same;
     ngx_pool_t          *pool;
     ngx_array_t          doc;
     ngx_ioa_ix_sh_t     *sh;
@@ -858,6 +862,33 @@ ngx_ioa_ix_put(ngx_ioa_ix_input_t *in, ngx_log_t *log)
 
     if (sh->state == NGX_IOA_IX_FULL) {
         return NGX_ERROR;
+    }
+
+    /* the same text is the same document: most puts (a record, a
+     * presence read back, the same agent read by this instance twice) need
+     * no tokenizing and no postings touched */
+    ngx_ioa_ix_rlock(sh);
+    a = ngx_ioa_ix_agent(sh, in->name.data, in->name.len);
+    same = (a != NULL && ngx_ioa_ix_same_text(a, in));
+    ngx_ioa_ix_unlock(sh);
+
+    if (same) {
+        ngx_ioa_ix_wlock(sh);
+        a = ngx_ioa_ix_agent(sh, in->name.data, in->name.len);
+
+        if (a && ngx_ioa_ix_same_text(a, in)) {
+            rc = ngx_ioa_ix_set_rest(sh, a, in);
+            ngx_ioa_ix_unlock(sh);
+
+            if (rc != NGX_OK) {
+                goto fail;
+            }
+
+            return NGX_OK;
+        }
+
+        /* changed meanwhile (another worker wrote it): the long way */
+        ngx_ioa_ix_unlock(sh);
     }
 
     pool = ngx_create_pool(4096, log);
@@ -904,24 +935,20 @@ ngx_ioa_ix_put(ngx_ioa_ix_input_t *in, ngx_log_t *log)
         }
     }
 
-    if (ngx_ioa_ix_set_pairs(sh, a, in) != NGX_OK) {
+    if (ngx_ioa_ix_set_rest(sh, a, in) != NGX_OK) {
         goto full;
     }
-
-    if (ngx_ioa_ix_set_vec(sh, a, in) != NGX_OK) {
-        goto full;
-    }
-
-    a->protocol = (uint8_t) in->protocol;
-    ngx_memcpy(a->rec, in->rec, sizeof(a->rec));
-    a->latency_ms = in->latency_ms;
-    a->timed = in->timed;
-    a->gen = sh->gen;
 
     ngx_ioa_ix_unlock(sh);
     ngx_destroy_pool(pool);
 
     return NGX_OK;
+
+fail:
+
+    /* the same-text path ran out of memory: drop the agent as below */
+    ngx_ioa_ix_wlock(sh);
+    pool = NULL;
 
 full:
 
@@ -933,9 +960,50 @@ full:
 
     ngx_ioa_ix_full(sh, log);
     ngx_ioa_ix_unlock(sh);
-    ngx_destroy_pool(pool);
+
+    if (pool) {
+        ngx_destroy_pool(pool);
+    }
 
     return NGX_ERROR;
+}
+
+
+/* everything of an agent but its text and postings */
+
+static ngx_int_t
+ngx_ioa_ix_set_rest(ngx_ioa_ix_sh_t *sh, ngx_ioa_ix_agent_t *a,
+    ngx_ioa_ix_input_t *in)
+{
+    if (ngx_ioa_ix_set_pairs(sh, a, in) != NGX_OK
+        || ngx_ioa_ix_set_vec(sh, a, in) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    a->protocol = (uint8_t) in->protocol;
+    ngx_memcpy(a->rec, in->rec, sizeof(a->rec));
+    a->latency_ms = in->latency_ms;
+    a->timed = in->timed;
+    a->gen = sh->gen;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_ioa_ix_same_text(ngx_ioa_ix_agent_t *a, ngx_ioa_ix_input_t *in)
+{
+    u_char  *p;
+
+    p = a->text + a->name_len;
+
+    return a->type_len == in->type.len && a->desc_len == in->desc.len
+           && a->tags_len == in->tags.len
+           && ngx_memcmp(p, in->type.data, in->type.len) == 0
+           && ngx_memcmp(p + a->type_len, in->desc.data, in->desc.len) == 0
+           && ngx_memcmp(p + a->type_len + a->desc_len, in->tags.data,
+                         in->tags.len) == 0;
 }
 
 
@@ -1273,14 +1341,7 @@ ngx_ioa_ix_set_text(ngx_ioa_ix_agent_t *a, ngx_ioa_ix_input_t *in)
     u_char  *p, *text;
     size_t   size;
 
-    if (a->type_len == in->type.len && a->desc_len == in->desc.len
-        && a->tags_len == in->tags.len
-        && ngx_memcmp(a->text + a->name_len, in->type.data, in->type.len) == 0
-        && ngx_memcmp(a->text + a->name_len + a->type_len, in->desc.data,
-                      in->desc.len) == 0
-        && ngx_memcmp(a->text + a->name_len + a->type_len + a->desc_len,
-                      in->tags.data, in->tags.len) == 0)
-    {
+    if (ngx_ioa_ix_same_text(a, in)) {
         return NGX_OK;
     }
 
