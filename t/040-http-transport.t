@@ -552,7 +552,13 @@ GET /health_check
 --- ioa_scenario
     my $r1 = room($ctx, 'Alice', 'Bob');
     my $r2 = room($ctx, 'Carol', 'Bob');
-    my @a = map { say_http($ctx, 'Alice', $r1, "r1 $_") } 1 .. 3;
+    # ids are per room (Redis time in ms, then a sequence): a post in
+    # another room within the same millisecond as $a[0] may get the very
+    # same id, which "after $a[0]" rightly leaves out; a pause after the
+    # first post keeps the later ones in later milliseconds
+    my @a = (say_http($ctx, 'Alice', $r1, "r1 1"));
+    sleep 0.005;
+    push @a, map { say_http($ctx, 'Alice', $r1, "r1 $_") } 2 .. 3;
     my @c = map { say_http($ctx, 'Carol', $r2, "r2 $_") } 1 .. 2;
 
     my $in = inbox($ctx, 'Bob', query => "?since=$a[0]");
