@@ -40,7 +40,8 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
     libcurl4-openssl-dev redis-server libssl-dev zlib1g-dev make gcc \
     libtest-base-perl libtest-longstring-perl liblist-moreutils-perl \
     libtext-diff-perl libwww-perl liburi-perl libipc-run-perl \
-    libprotocol-websocket-perl curl nghttp2-client python3 python3-websockets
+    libprotocol-websocket-perl curl nghttp2-client python3 python3-websockets \
+    python3-prometheus-client
 
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config

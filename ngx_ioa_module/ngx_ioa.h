@@ -27,6 +27,7 @@
  *   ngx_ioa_index*.c         the discovery index: BM25 inside nginx, in a
  *                            shared memory zone that follows Redis;
  *   ngx_ioa_tokenize.c       the one tokenizer of descriptions and queries;
+ *   ngx_ioa_stats.c          the instance's counters for /metrics (shm);
  *   ngx_ioa_embed.c          embeddings for semantic discovery, through a
  *                            subrequest to a proxied /v1/embeddings;
  *   ngx_ioa_rest.c           request bodies, JSON answers, /teamup,
@@ -621,6 +622,25 @@ void ngx_ioa_index_on_sub_lost(ngx_ioa_redis_node_t *node);
 void ngx_ioa_index_on_message(ngx_str_t *msg);
 void ngx_ioa_index_apply(redisReply *reply);
 u_char *ngx_ioa_index_metrics(u_char *p, u_char *last);
+
+
+/* ngx_ioa_stats.c: the instance's counters, in shared memory */
+typedef enum {
+    NGX_IOA_STAT_DISCOVERY_INDEX = 0,
+    NGX_IOA_STAT_DISCOVERY_REDIS,
+    NGX_IOA_STAT_N
+} ngx_ioa_stat_e;
+
+typedef enum {
+    NGX_IOA_HIST_DISCOVERY = 0,
+    NGX_IOA_HIST_N
+} ngx_ioa_hist_e;
+
+ngx_int_t ngx_ioa_stats_init_conf(ngx_conf_t *cf);
+void ngx_ioa_stat_add(ngx_ioa_stat_e stat, ngx_atomic_int_t n);
+void ngx_ioa_stat_observe(ngx_ioa_hist_e hist, int64_t us);
+int64_t ngx_ioa_stats_now_us(void);
+u_char *ngx_ioa_stats_metrics(u_char *p, u_char *last);
 
 
 /* ngx_ioa_metrics.c */

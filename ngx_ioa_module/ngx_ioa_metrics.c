@@ -7,8 +7,9 @@
  * What is here so far is what an operator needs to see Redis filling up
  * before it refuses writes (store_full): per Redis node the hub writes to
  * (the standalone Redis, or every master of a Cluster), whether it
- * answered, and its used_memory and maxmemory from INFO memory.  The hub's
- * own counters are to join them (issue 14).
+ * answered, and its used_memory and maxmemory from INFO memory; the
+ * discovery index's gauges (ngx_ioa_index.c); the instance's counters
+ * (ngx_ioa_stats.c), to which more are to join (issue 14).
  *
  * The nodes are asked one after the other: INFO is cheap and a Cluster has
  * a handful of masters.  A node that does not answer is reported with
@@ -258,6 +259,7 @@ ngx_ioa_metrics_send(ngx_http_request_t *r)
     }
 
     b->last = ngx_ioa_index_metrics(b->last, b->end);
+    b->last = ngx_ioa_stats_metrics(b->last, b->end);
 
     r->headers_out.status = NGX_HTTP_OK;
     r->headers_out.content_length_n = b->last - b->pos;

@@ -786,6 +786,10 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    if (mcf->used && ngx_ioa_stats_init_conf(cf) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
     if (mcf->redis_prefix.data == NULL) {
         ngx_str_set(&mcf->redis_prefix, "ioa:");
     }

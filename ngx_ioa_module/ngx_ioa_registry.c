@@ -56,6 +56,7 @@ typedef struct {
     const char               *argv[7 + NGX_IOA_QUERIES_MAX];
     size_t                    argvlen[7 + NGX_IOA_QUERIES_MAX];
     ngx_uint_t                argc;
+    int64_t                   t0;         /* µs, for /metrics */
 } ngx_ioa_retrieve_t;
 
 
@@ -584,6 +585,7 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
+    rt->t0 = ngx_ioa_stats_now_us();
     rt->limit = (ngx_uint_t) lim;
     rt->online_only = v && YAJL_IS_TRUE(v);
     rt->sender = sender;
@@ -668,6 +670,10 @@ ngx_ioa_retrieve_answer(ngx_http_request_t *r, ngx_ioa_retrieve_t *rt)
                                     ngx_ioa_embed_on() ? &rt->sem : NULL, &b);
 
         if (rc == NGX_OK) {
+            ngx_ioa_stat_add(NGX_IOA_STAT_DISCOVERY_INDEX, 1);
+            ngx_ioa_stat_observe(NGX_IOA_HIST_DISCOVERY,
+                                 ngx_ioa_stats_now_us() - rt->t0);
+
             if (ngx_ioa_discovery_header(r, "index") != NGX_OK) {
                 ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
                 return;
@@ -912,8 +918,9 @@ ngx_ioa_discovery_header(ngx_http_request_t *r, const char *who)
 static void
 ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply)
 {
-    size_t          i;
-    ngx_ioa_jbuf_t  b;
+    size_t               i;
+    ngx_ioa_jbuf_t       b;
+    ngx_ioa_retrieve_t  *rt;
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
         || reply->elements % NGX_IOA_RETRIEVE_TUPLE)
@@ -921,6 +928,12 @@ ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply)
         ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
         return;
     }
+
+    rt = ngx_ioa_rest_get_data(r);
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_DISCOVERY_REDIS, 1);
+    ngx_ioa_stat_observe(NGX_IOA_HIST_DISCOVERY,
+                         ngx_ioa_stats_now_us() - rt->t0);
 
     if (ngx_ioa_jbuf_init(&b, r->pool, 256 + reply->elements * 64)
         != NGX_OK)

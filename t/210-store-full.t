@@ -13,6 +13,7 @@ use warnings;
 use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
+use JSON::PP ();
 use IoaTest::Agent qw(register teamup envelope fresh_hub json);
 use IoaTest::Api;
 use Time::HiRes qw(sleep time);
@@ -137,13 +138,17 @@ GET /health_check
     my $res = $ctx->http(GET => '/metrics');
     is $res->code, 200, 'GET /metrics: 200';
     like $res->header('Content-Type') // '', qr{^text/plain; version=0\.0\.4}, '... in the text format 0.0.4';
+    # Prometheus' own parser (t/lib/prom-parse.py) reads the whole scrape
+    my $file = $ctx->servroot . '/metrics.txt';
+    open my $fh, '>', $file or die "$file: $!\n";
+    print $fh $res->content;
+    close $fh;
+    my $parsed = `/usr/bin/python3 t/lib/prom-parse.py < $file`;
+    is $?, 0, 'the text parses as Prometheus text';
     my %m;
-    for my $line (split /\n/, $res->content) {
-        next if $line =~ /^# (?:HELP|TYPE) ioa_\w+ /;
-        if ($line =~ /^(ioa_\w+)\{node="([^"]+)"\} (\d+)$/) { $m{$1}{$2} = $3; next }
-        # the instance's own gauges (the discovery index, t/230) have no label
-        if ($line =~ /^(ioa_\w+) (\d+(?:\.\d+)?)$/) { $m{$1}{''} = $2; next }
-        fail("a line that is no sample: $line");
+    for my $s (@{ JSON::PP->new->decode($parsed || '{"samples":[]}')->{samples} }) {
+        my ($name, $labels, $value) = @$s;
+        $m{$name}{ $labels->{node} // '' } = $value;
     }
     my $node = "127.0.0.1:$ENV{TEST_NGINX_REDIS_PORT}";
     is scalar(keys %{ $m{ioa_redis_up} || {} }), redis_mode() eq 'cluster' ? 3 : 1,

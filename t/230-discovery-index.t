@@ -520,3 +520,65 @@ GET /health_check
     $c->stop;
 --- no_error_log
 [crit]
+
+
+
+=== TEST 11: /metrics counts discovery queries by what ranked them, with their latency as a histogram; Prometheus' own parser reads the whole scrape
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+    location = /metrics { ioa_metrics; }
+--- request
+GET /health_check
+--- error_code: 200
+--- ioa_scenario
+    my $port = $ctx->port;
+    ok index_ready($ctx, $port), 'the index is built';
+    my $scrape = sub {
+        my $text = $ctx->http(GET => '/metrics', port => $port)->content;
+        my $file = $ctx->servroot . '/metrics.txt';
+        open my $fh, '>', $file or die "$file: $!\n";
+        print $fh $text;
+        close $fh;
+        my $json = `/usr/bin/python3 t/lib/prom-parse.py < $file`;
+        die "prom-parse.py failed on:\n$text\n" if $?;
+        my $doc = JSON::PP->new->decode($json);
+        my %v;
+        for my $s (@{ $doc->{samples} }) {
+            my ($n, $l, $x) = @$s;
+            my $k = join ',', map { "$_=$l->{$_}" } sort keys %$l;
+            $v{$n}{$k} = $x;
+        }
+        return (\%v, $doc->{types});
+    };
+    my ($before) = $scrape->();
+    my $n0 = $before->{ioa_discovery_queries_total}{'ranked_by=index'} // 0;
+    for (1 .. 25) {
+        post($ctx, $port, '/retrieve_assistant', { capabilities => ['metrics probe'] });
+    }
+    my ($v, $types) = $scrape->();
+    is $types->{ioa_discovery_queries}, 'counter', 'a counter';
+    is $types->{ioa_discovery_query_duration_seconds}, 'histogram', 'a histogram';
+    is $v->{ioa_discovery_queries_total}{'ranked_by=index'} - $n0, 25,
+        '25 more queries ranked by the index';
+    is $v->{ioa_discovery_query_duration_seconds_count}{''},
+       $v->{ioa_discovery_queries_total}{'ranked_by=index'}
+       + $v->{ioa_discovery_queries_total}{'ranked_by=redis'},
+        'the histogram counts every query';
+    my $bk = $v->{ioa_discovery_query_duration_seconds_bucket};
+    my @by_le = sort { $a->[0] <=> $b->[0] }
+                map { my ($le) = /^le=(.*)$/; [ $le eq '+Inf' ? 9e9 : $le, $bk->{$_} ] }
+                keys %$bk;
+    my @cum = map { $_->[1] } @by_le;
+    is scalar(@cum), 13, '12 bounds and +Inf';
+    is_deeply \@cum, [ sort { $a <=> $b } @cum ], 'buckets are cumulative';
+    is $cum[-1], $v->{ioa_discovery_query_duration_seconds_count}{''}, '+Inf is the count';
+    cmp_ok $v->{ioa_discovery_query_duration_seconds_sum}{''}, '>', 0, 'a sum of seconds';
+    cmp_ok $v->{ioa_discovery_query_duration_seconds_sum}{''}
+           / $v->{ioa_discovery_query_duration_seconds_count}{''}, '<', 0.5,
+        'under half a second each';
+--- no_error_log
+[error]
+[alert]
+[crit]
