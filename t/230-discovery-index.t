@@ -488,41 +488,6 @@ GET /health_check
 
 
 
-=== TEST 10: the keeper is killed (kill -9): within a few seconds another worker keeps the index, and changes made meanwhile arrive
---- http_config
-    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-    location / { ioa_api; }
---- request
-GET /health_check
---- error_code: 200
---- ioa_scenario
-    my $port = $ctx->port;
-    ok index_ready($ctx, $port), 'the index is built';
-    my $log = sub { IoaTest::nginx_error_log() };
-    my ($keeper) = ($log->() =~ /\[info\] (\d+)#\d+: ioa discovery index: this worker keeps it/g)[-1];
-    ok $keeper, "the keeper is worker $keeper";
-    my $c = IoaTest::Instance->start(dir => $ctx->servroot . '/instance-c',
-        http_config => "ioa_redis 127.0.0.1:" . $ctx->redis_port . ";",
-        config => 'location / { ioa_api; }', log_level => 'info');
-    kill 'KILL', $keeper;
-    post($ctx, $c->port, '/register', { name => 'orphan', type => 'Thing Assistant',
-                                        desc => 'registered while the keeper was dead' });
-    my $t0 = time;
-    ok wait_for('another keeper to catch up', 10, sub {
-        my (undef, $d, undef, $h) = post($ctx, $port, '/retrieve_assistant',
-                                         { capabilities => ['keeper dead'] });
-        $h eq 'index' && @$d == 1 && $d->[0]{name} eq 'orphan' }),
-        'the index has the agent registered while no worker kept it';
-    diag sprintf 'caught up %.1f s after the kill', time - $t0;
-    my @keepers = ($log->() =~ /\[info\] (\d+)#\d+: ioa discovery index: this worker keeps it/g);
-    isnt $keepers[-1], $keeper, 'a new worker keeps it';
-    $c->stop;
---- no_error_log
-[crit]
-
-
-
 === TEST 11: /metrics counts discovery queries by what ranked them, with their latency as a histogram; Prometheus' own parser reads the whole scrape
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
