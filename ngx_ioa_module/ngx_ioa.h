@@ -166,6 +166,7 @@ typedef struct {
 #define NGX_IOA_SCOPE_OBSERVER    0x02
 #define NGX_IOA_SCOPE_ADMIN       0x04
 #define NGX_IOA_SCOPE_LAUNCH      0x08
+#define NGX_IOA_SCOPE_METRICS     0x10   /* ioa_metrics token */
 /* either: what may connect as a member of rooms (agents, a goal's person) */
 #define NGX_IOA_SCOPE_MEMBER      (NGX_IOA_SCOPE_AGENT|NGX_IOA_SCOPE_LAUNCH)
 /* some scope: a token with none may only ask /health_check */
@@ -688,6 +689,7 @@ u_char *ngx_ioa_stats_metrics(u_char *p, u_char *last);
 
 /* ngx_ioa_metrics.c */
 ngx_int_t ngx_ioa_metrics_handler(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_metrics_token_handler(ngx_http_request_t *r);
 
 
 /* ngx_ioa_goal.c */

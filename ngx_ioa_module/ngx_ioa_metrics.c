@@ -17,10 +17,12 @@
  * node.  The request holds one Redis command at a time, cancelled if the
  * client goes (the REST context's cleanup).
  *
- * Who may scrape is the operator's choice: a location of its own, with
- * allow/deny, or a server that listens on an internal address (README
- * "Metrics").  No token is asked for: scrapers rarely carry one, and the
- * figures name no agent.
+ * Who may scrape is the operator's choice (README "Metrics"): a location
+ * of its own with allow/deny, or a server that listens on an internal
+ * address, and no token (many scrapers carry none, and the figures name
+ * no agent); or "ioa_metrics token", which asks for a token with the
+ * "metrics" scope (Prometheus' authorization: credentials), checked like
+ * every other endpoint's under the location's ioa_auth.
  */
 
 
@@ -54,6 +56,22 @@ static void ngx_ioa_metrics_ask(ngx_http_request_t *r);
 static void ngx_ioa_metrics_info(ngx_http_request_t *r, redisReply *reply);
 static int64_t ngx_ioa_metrics_field(redisReply *reply, const char *name);
 static ngx_int_t ngx_ioa_metrics_send(ngx_http_request_t *r);
+
+
+ngx_int_t
+ngx_ioa_metrics_token_handler(ngx_http_request_t *r)
+{
+    ngx_int_t            rc;
+    ngx_ioa_identity_t  *id;
+
+    rc = ngx_ioa_auth_check(r, NGX_IOA_SCOPE_METRICS, NULL, &id);
+
+    if (id == NULL) {
+        return rc;
+    }
+
+    return ngx_ioa_metrics_handler(r);
+}
 
 
 ngx_int_t

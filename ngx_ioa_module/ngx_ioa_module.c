@@ -86,7 +86,7 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       NULL },
 
     { ngx_string("ioa_metrics"),
-      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
       ngx_ioa_metrics,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
@@ -1182,11 +1182,15 @@ ngx_ioa_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
-/* ioa_metrics: this location answers /metrics (ngx_ioa_metrics.c) */
+/*
+ * ioa_metrics [token]: this location answers /metrics (ngx_ioa_metrics.c);
+ * with "token", only to a token with the "metrics" (or "admin") scope
+ */
 
 static char *
 ngx_ioa_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
+    ngx_str_t                 *value;
     ngx_ioa_main_conf_t       *mcf;
     ngx_http_core_loc_conf_t  *clcf;
 
@@ -1200,6 +1204,20 @@ ngx_ioa_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     clcf->handler = ngx_ioa_metrics_handler;
+
+    if (cf->args->nelts == 2) {
+        value = cf->args->elts;
+
+        if (value[1].len != 5 || ngx_strncmp(value[1].data, "token", 5) != 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"ioa_metrics\" takes no argument or "
+                               "\"token\", not \"%V\"", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+
+        clcf->handler = ngx_ioa_metrics_token_handler;
+    }
 
     return NGX_CONF_OK;
 }
