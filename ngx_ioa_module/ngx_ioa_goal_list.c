@@ -233,7 +233,8 @@ ngx_ioa_goal_list_item(ngx_ioa_jbuf_t *b, redisReply *g)
     };
 
     for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        ngx_ioa_jbuf_literal(b, fields[i].name);
+        ngx_ioa_jbuf_raw(b, (u_char *) fields[i].name,
+                         ngx_strlen(fields[i].name));
 
         e = (g->type == REDIS_REPLY_ARRAY && i < g->elements)
             ? g->element[i] : NULL;

@@ -297,13 +297,18 @@ ngx_ioa_metrics_send(ngx_http_request_t *r)
         return rc;
     }
 
-    fb->last_buf = (r == r->main) ? 1 : 0;
-    fb->last_in_chain = 1;
-
     out.buf = b;
-    out.next = &fleet;
-    fleet.buf = fb;
-    fleet.next = NULL;
+    out.next = NULL;
+
+    if (fb->last != fb->pos) {          /* empty without Redis */
+        out.next = &fleet;
+        fleet.buf = fb;
+        fleet.next = NULL;
+        b = fb;
+    }
+
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
 
     return ngx_http_output_filter(r, &out);
 }
