@@ -223,6 +223,15 @@ typedef enum {
 } ngx_ioa_client_kind_e;
 
 
+/* how a client is connected: a label of several counters */
+typedef enum {
+    NGX_IOA_VIA_WEBSOCKET = 0,
+    NGX_IOA_VIA_SSE,
+    NGX_IOA_VIA_HTTP,            /* one request: a POST, a goal's wait */
+    NGX_IOA_VIA_N
+} ngx_ioa_via_e;
+
+
 typedef struct {
     /* queue one message; NGX_ERROR means the client was closed */
     ngx_int_t               (*send)(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m);
@@ -235,6 +244,8 @@ typedef struct {
     void                    (*positioned)(ngx_ioa_client_t *cl);
     /* bytes queued for the client and not written yet */
     size_t                  (*queued)(ngx_ioa_client_t *cl);
+    /* its label in /metrics */
+    ngx_ioa_via_e           via;
 } ngx_ioa_transport_t;
 
 
@@ -319,6 +330,7 @@ struct ngx_ioa_link_s {
 
     void                     *req;           /* pending catch-up command */
     ngx_uint_t                count;         /* entries it asked for */
+    ngx_uint_t                caught;        /* entries it caught up on */
     ngx_queue_t               catchup_q;     /* waiting for a read slot */
 };
 
@@ -387,6 +399,7 @@ typedef enum {
     NGX_IOA_SCRIPT_AGENT_FORGET,
     NGX_IOA_SCRIPT_INDEX_FETCH,
     NGX_IOA_SCRIPT_EMBED_STORE,
+    NGX_IOA_SCRIPT_VERIFY,
     NGX_IOA_SCRIPT_GOAL_INDEX,
     NGX_IOA_SCRIPT_GOAL_LIST,
     NGX_IOA_SCRIPT_WORKER_LIST,
@@ -628,21 +641,51 @@ u_char *ngx_ioa_index_metrics(u_char *p, u_char *last);
 
 
 /* ngx_ioa_stats.c: the instance's counters, in shared memory */
+
+/* the limits an operator sets (README "Directive reference") */
+typedef enum {
+    NGX_IOA_LIMIT_RATE = 0,      /* ioa_limit_rate */
+    NGX_IOA_LIMIT_ROOM_RATE,     /* ioa_limit_room_rate */
+    NGX_IOA_LIMIT_TEAMUP_RATE,   /* ioa_limit_teamup_rate */
+    NGX_IOA_LIMIT_CONN,          /* ioa_limit_conn */
+    NGX_IOA_LIMIT_ZONE,          /* ioa_limit_zone full */
+    NGX_IOA_LIMIT_ROOM_MEMBERS,  /* ioa_max_room_members */
+    NGX_IOA_LIMIT_AGENT_ROOMS,   /* ioa_max_agent_rooms */
+    NGX_IOA_LIMIT_AGENTS,        /* ioa_max_agents */
+    NGX_IOA_LIMIT_N
+} ngx_ioa_limit_e;
+
+/* counters with fixed labels; "+ via" and "+ limit" pick the series */
 typedef enum {
     NGX_IOA_STAT_DISCOVERY_INDEX = 0,
     NGX_IOA_STAT_DISCOVERY_REDIS,
-    NGX_IOA_STAT_N
+    /* gauges, + via * 3 + ngx_ioa_client_kind_e */
+    NGX_IOA_STAT_CONNECTIONS,
+    NGX_IOA_STAT_OPENED = NGX_IOA_STAT_CONNECTIONS + 3 * NGX_IOA_VIA_N,
+    NGX_IOA_STAT_POSTED = NGX_IOA_STAT_OPENED + 3 * NGX_IOA_VIA_N,
+    NGX_IOA_STAT_DELIVERED = NGX_IOA_STAT_POSTED + NGX_IOA_VIA_N,
+    NGX_IOA_STAT_RECEIVED_BYTES = NGX_IOA_STAT_DELIVERED + NGX_IOA_VIA_N,
+    NGX_IOA_STAT_SENT_BYTES = NGX_IOA_STAT_RECEIVED_BYTES + NGX_IOA_VIA_N,
+    NGX_IOA_STAT_OVERFLOWS = NGX_IOA_STAT_SENT_BYTES + NGX_IOA_VIA_N,
+    NGX_IOA_STAT_RESUMES = NGX_IOA_STAT_OVERFLOWS + NGX_IOA_VIA_N,
+    NGX_IOA_STAT_LIMITS = NGX_IOA_STAT_RESUMES + NGX_IOA_VIA_N,
+    NGX_IOA_STAT_N = NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_N
 } ngx_ioa_stat_e;
 
 typedef enum {
-    NGX_IOA_HIST_DISCOVERY = 0,
+    NGX_IOA_HIST_DISCOVERY = 0,  /* microseconds */
+    NGX_IOA_HIST_REDIS,          /* microseconds */
+    NGX_IOA_HIST_CATCHUP,        /* envelopes */
     NGX_IOA_HIST_N
 } ngx_ioa_hist_e;
 
 ngx_int_t ngx_ioa_stats_init_conf(ngx_conf_t *cf);
-void ngx_ioa_stat_add(ngx_ioa_stat_e stat, ngx_atomic_int_t n);
-void ngx_ioa_stat_observe(ngx_ioa_hist_e hist, int64_t us);
+void ngx_ioa_stat_add(ngx_uint_t stat, ngx_atomic_int_t n);
+void ngx_ioa_stat_observe(ngx_ioa_hist_e hist, int64_t value);
+void ngx_ioa_stat_refused(ngx_str_t *code);
+void ngx_ioa_stat_redis(ngx_str_t *node, const char *what);
 int64_t ngx_ioa_stats_now_us(void);
+size_t ngx_ioa_stats_metrics_size(void);
 u_char *ngx_ioa_stats_metrics(u_char *p, u_char *last);
 
 
@@ -674,6 +717,13 @@ ngx_buf_t *ngx_ioa_fleet_metrics(ngx_pool_t *pool, ngx_ioa_fleet_t *f);
 /* ngx_ioa_goal_list.c */
 ngx_int_t ngx_ioa_goal_list_handler(ngx_http_request_t *r,
     ngx_ioa_identity_t *who);
+
+
+/* ngx_ioa_room_api.c */
+ngx_int_t ngx_ioa_room_events_handler(ngx_http_request_t *r,
+    ngx_str_t *comm_id, ngx_ioa_identity_t *who);
+ngx_int_t ngx_ioa_room_verify_handler(ngx_http_request_t *r,
+    ngx_str_t *comm_id, ngx_ioa_identity_t *who);
 
 
 /* ngx_ioa_sse.c */

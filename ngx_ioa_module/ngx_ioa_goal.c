@@ -119,7 +119,8 @@ static ngx_ioa_transport_t  ngx_ioa_goal_wait_transport = {
     ngx_ioa_goal_wait_text,
     ngx_ioa_goal_wait_close,
     NULL,
-    ngx_ioa_goal_wait_queued
+    ngx_ioa_goal_wait_queued,
+    NGX_IOA_VIA_HTTP
 };
 
 

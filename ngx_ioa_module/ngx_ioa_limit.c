@@ -308,6 +308,7 @@ ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
         ngx_shmtx_unlock(&ctx->shpool->mutex);
 
         *retry = 1000;
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_ZONE, 1);
         ngx_ioa_error_set(err, "rate_limited", NULL,
                           "ioa_limit_zone is full; the envelope was not "
                           "stored, send it again later");
@@ -324,6 +325,7 @@ ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
              != NGX_OK)
     {
         rc = NGX_DECLINED;
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_RATE, 1);
         ngx_ioa_error_set(err, "rate_limited", NULL,
                           "\"%V\" posts faster than ioa_limit_rate "
                           "allows; the envelope was not stored, send it "
@@ -334,6 +336,7 @@ ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
                        != NGX_OK)
     {
         rc = NGX_DECLINED;
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_ROOM_RATE, 1);
         ngx_ioa_error_set(err, "rate_limited", "comm_id",
                           "room \"%V\" takes envelopes faster than "
                           "ioa_limit_room_rate allows; the envelope was not "
@@ -391,6 +394,9 @@ ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
     ngx_shmtx_unlock(&ctx->shpool->mutex);
 
     if (rc != NGX_OK) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS
+                         + (t ? NGX_IOA_LIMIT_TEAMUP_RATE : NGX_IOA_LIMIT_ZONE),
+                         1);
         ngx_ioa_error_set(err, "rate_limited", NULL,
                           "\"%V\" makes rooms faster than "
                           "ioa_limit_teamup_rate allows; no room was made, "
@@ -481,12 +487,14 @@ ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name, ngx_ioa_error_t *err)
     ngx_shmtx_unlock(&ctx->shpool->mutex);
 
     if (ln == NULL) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_ZONE, 1);
         ngx_ioa_error_set(err, "too_many_connections", NULL,
                           "ioa_limit_zone is full; connect again later");
         return NGX_DECLINED;
     }
 
     if (count >= mcf->limit_conn) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_CONN, 1);
         ngx_ioa_error_set(err, "too_many_connections", NULL,
                           "\"%V\" already holds %ui connections, the most "
                           "ioa_limit_conn allows; close one first", name,

@@ -223,7 +223,7 @@ ngx_ioa_metrics_send(ngx_http_request_t *r)
 
     m = ngx_ioa_rest_get_data(r);
 
-    size = 4096;
+    size = 4096 + ngx_ioa_stats_metrics_size();
 
     for (i = 0; i < m->n; i++) {
         size += 3 * (m->nodes[i].addr.len + 80);

@@ -113,6 +113,7 @@ struct ngx_ioa_redis_req_s {
     ngx_uint_t                redirects;
     ngx_uint_t                resent;    /* after NOSCRIPT */
     ngx_msec_t                start;
+    int64_t                   start_us;  /* for /metrics */
     ngx_event_t               wait;      /* after TRYAGAIN */
     ngx_queue_t               backlog_q; /* in the connection's backlog */
     ngx_uint_t                ask;       /* ASKING goes first */
@@ -240,6 +241,7 @@ ngx_ioa_redis_conn_connect(ngx_ioa_redis_conn_t *rc)
         ngx_log_error(NGX_LOG_ERR, rc->log, 0,
                       "ioa redis %s: cannot connect to %V: %s",
                       rc->name, &node->addr, ac->errstr);
+        ngx_ioa_stat_redis(&node->addr, "connect_failed");
         redisAsyncFree(ac);
         ngx_ioa_redis_schedule(rc);
         return;
@@ -411,6 +413,8 @@ ngx_ioa_redis_timer_handler(ngx_event_t *ev)
                   rc->state == NGX_IOA_REDIS_CONNECTING ? "connect" : "command",
                   &rc->node->addr);
 
+    ngx_ioa_stat_redis(&rc->node->addr, "timeout");
+
     if (ac == NULL) {
         return;
     }
@@ -447,6 +451,7 @@ ngx_ioa_redis_on_connect(const redisAsyncContext *ac, int status)
         ngx_log_error(NGX_LOG_ERR, rc->log, 0,
                       "ioa redis %s: cannot connect to %V: %s",
                       rc->name, &rc->node->addr, ac->errstr);
+        ngx_ioa_stat_redis(&rc->node->addr, "connect_failed");
 
         /* hiredis frees the context when we return */
         ngx_ioa_redis_schedule(rc);
@@ -460,6 +465,12 @@ ngx_ioa_redis_on_connect(const redisAsyncContext *ac, int status)
 
     ngx_log_error(NGX_LOG_INFO, rc->log, 0,
                   "ioa redis %s: connected to %V", rc->name, &rc->node->addr);
+
+    if (rc->connected) {
+        ngx_ioa_stat_redis(&rc->node->addr, "reconnect");
+    }
+
+    rc->connected = 1;
 
     rc->state = NGX_IOA_REDIS_READY;
     rc->backoff = 0;
@@ -641,6 +652,12 @@ ngx_ioa_redis_on_disconnect(const redisAsyncContext *ac, int status)
                       "ioa redis %s: connection lost%s%s, redis: %V",
                       rc->name, ac->errstr[0] ? ": " : "", ac->errstr,
                       &rc->node->addr);
+
+        /* not when the hub freed the connection itself (a timeout, counted
+         * as such) */
+        if (status != REDIS_OK) {
+            ngx_ioa_stat_redis(&rc->node->addr, "connection_lost");
+        }
     }
 
     if (rc->ac != ac) {
@@ -885,6 +902,7 @@ ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler, void *data,
     req->redirects = 0;
     req->resent = 0;
     req->start = ngx_current_msec;
+    req->start_us = ngx_ioa_stats_now_us();
     ngx_memzero(&req->wait, sizeof(ngx_event_t));
     req->backlog_q.next = NULL;
     req->ask = 0;
@@ -1116,6 +1134,11 @@ ngx_ioa_redis_reply(redisAsyncContext *ac, void *r, void *data)
 static void
 ngx_ioa_redis_done(ngx_ioa_redis_req_t *req, redisReply *reply)
 {
+    if (reply) {
+        ngx_ioa_stat_observe(NGX_IOA_HIST_REDIS,
+                             ngx_ioa_stats_now_us() - req->start_us);
+    }
+
     if (req->handler) {
         req->handler(reply, req->data);
     }

@@ -57,6 +57,8 @@ typedef struct {
     unsigned                  is_sub:1;
     unsigned                  authing:1;   /* AUTH sent, not answered */
     unsigned                  up:1;      /* command: scripts sent, usable */
+    unsigned                  connected:1;  /* once, so the next is a
+                                               reconnect (/metrics) */
 } ngx_ioa_redis_conn_t;
 
 

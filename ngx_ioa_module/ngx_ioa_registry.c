@@ -403,6 +403,7 @@ ngx_ioa_register_done(ngx_http_request_t *r, redisReply *reply)
     if (reply && reply->type == REDIS_REPLY_ERROR && reply->len > 5
         && ngx_strncmp(reply->str, "FULL ", 5) == 0)
     {
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_AGENTS, 1);
         ngx_ioa_error_set(&err, "registry_full", "name",
                           "%*s; nothing was stored", (size_t) reply->len - 5,
                           reply->str + 5);

@@ -809,6 +809,7 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
     }
 
     if (t->members.nelts > ngx_ioa_main_conf()->max_room_members) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_ROOM_MEMBERS, 1);
         ngx_ioa_error_set(&err, "room_too_large", "agent_names",
                           "a team of %ui members, sender included; "
                           "ioa_max_room_members allows %ui",
@@ -924,6 +925,8 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
         if (reply && code.len == 12
             && ngx_strncmp(code.data, "TOOMANYROOMS", 12) == 0)
         {
+            ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_AGENT_ROOMS,
+                             1);
             ngx_ioa_error_set(&err, "too_many_rooms", "agent_names",
                               "%V (ioa_max_agent_rooms); nothing was "
                               "created", &text);

@@ -112,6 +112,7 @@ typedef struct {
 } ngx_ioa_post_t;
 
 
+static ngx_uint_t ngx_ioa_client_series(ngx_ioa_client_t *cl);
 static ngx_ioa_room_t *ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create);
 static void ngx_ioa_room_free(ngx_ioa_room_t *room);
 static void ngx_ioa_room_subscribe(ngx_ioa_room_t *room);
@@ -248,12 +249,28 @@ ngx_ioa_local_clients(void)
 
 /* clients */
 
+/* the client's series of ioa_connections (ngx_ioa_stats.c) */
+
+static ngx_uint_t
+ngx_ioa_client_series(ngx_ioa_client_t *cl)
+{
+    return cl->transport->via * 3 + cl->kind;
+}
+
+
 ngx_int_t
 ngx_ioa_client_attach(ngx_ioa_client_t *cl)
 {
     ngx_ioa_agent_t  *a;
 
     ngx_ioa_nclients++;
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_CONNECTIONS + ngx_ioa_client_series(cl), 1);
+    ngx_ioa_stat_add(NGX_IOA_STAT_OPENED + ngx_ioa_client_series(cl), 1);
+
+    if (cl->has_since || cl->resume) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_RESUMES + cl->transport->via, 1);
+    }
 
     /* nginx's time of the connect: see ngx_ioa_client_rooms_reply */
     cl->connected_ms = ngx_ioa_now_ms();
@@ -347,6 +364,8 @@ ngx_ioa_client_detach(ngx_ioa_client_t *cl)
 
     cl->closed = 1;
     ngx_ioa_nclients--;
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_CONNECTIONS + ngx_ioa_client_series(cl), -1);
 
     if (cl->rooms_req) {
         ngx_ioa_redis_cancel(cl->rooms_req);
@@ -1034,6 +1053,7 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
         m->refs++;
         (void) ngx_ioa_link_deliver(lk, m);
         ngx_ioa_msg_release(m);
+        lk->caught++;
 
         if (cl->closed) {
             return;
@@ -1089,6 +1109,9 @@ ngx_ioa_link_live(ngx_ioa_link_t *lk)
 
     lk->state = NGX_IOA_LINK_LIVE;
 
+    ngx_ioa_stat_observe(NGX_IOA_HIST_CATCHUP, lk->caught);
+    lk->caught = 0;
+
     for (i = 0; i < lk->nheld && !lk->client->closed; i++) {
         m = lk->held[i];
 
@@ -1127,6 +1150,7 @@ ngx_ioa_link_hold(ngx_ioa_link_t *lk, ngx_ioa_msg_t *m)
     cl = lk->client;
 
     if (lk->held_bytes + m->payload_len > cl->lcf->send_queue_limit) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_OVERFLOWS + cl->transport->via, 1);
         cl->transport->close(cl, NGX_IOA_WS_POLICY,
                              "send queue limit exceeded while catching up; "
                              "reconnect and resume");
@@ -1182,6 +1206,8 @@ ngx_ioa_link_deliver(ngx_ioa_link_t *lk, ngx_ioa_msg_t *m)
     {
         return NGX_OK;
     }
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_DELIVERED + cl->transport->via, 1);
 
     return cl->transport->send(cl, m);
 }
@@ -1519,6 +1545,7 @@ ngx_ioa_room_on_message(ngx_str_t *channel, ngx_str_t *data,
         {
             next = ngx_queue_next(q);
             cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+            ngx_ioa_stat_add(NGX_IOA_STAT_DELIVERED + cl->transport->via, 1);
             (void) cl->transport->send(cl, m);
         }
 
@@ -2266,6 +2293,7 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
                                &err);
 
     if (rc != NGX_OK) {
+        ngx_ioa_stat_refused(&err.code);
         ngx_ioa_client_error(cl, &err, NULL);
         goto done;
     }
@@ -2308,6 +2336,7 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
     /* over ioa_limit_rate or ioa_limit_room_rate: refused, not stored, the
      * connection stays */
     if (ngx_ioa_limit_post(&cl->name, &env.comm_id, &retry, &err) != NGX_OK) {
+        ngx_ioa_stat_refused(&err.code);
         ngx_ioa_client_error(cl, &err, &env.comm_id);
         goto done;
     }
@@ -2329,6 +2358,7 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
         ngx_ioa_error_set(&err, "redis_unavailable", NULL,
                           "the hub cannot reach Redis; the envelope was "
                           "not stored, send it again later");
+        ngx_ioa_stat_refused(&err.code);
         ngx_ioa_client_error(cl, &err, &env.comm_id);
         goto done;
     }
@@ -2579,10 +2609,13 @@ ngx_ioa_post_reply(redisReply *reply, void *data)
     if (ngx_ioa_post_result(reply, &cl->name, &post->comm_id, &err, &retry)
         != NGX_HTTP_OK)
     {
+        ngx_ioa_stat_refused(&err.code);
         ngx_ioa_client_error(cl, &err, &post->comm_id);
         ngx_free(post);
         return;
     }
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_POSTED + cl->transport->via, 1);
 
     if (cl->acks && reply->type == REDIS_REPLY_STRING) {
         p = ngx_snprintf(buf, sizeof(buf),
@@ -2648,6 +2681,8 @@ ngx_ioa_client_control(ngx_ioa_client_t *cl, ngx_ioa_envelope_t *env,
     {
         goto bad;
     }
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_RESUMES + cl->transport->via, 1);
 
     if (since) {
         if (ngx_ioa_json_string(since, &str) != NGX_OK

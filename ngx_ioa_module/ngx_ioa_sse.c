@@ -117,7 +117,8 @@ static ngx_ioa_transport_t  ngx_ioa_sse_transport = {
     ngx_ioa_sse_send_text,
     ngx_ioa_sse_close,
     ngx_ioa_sse_positioned,
-    ngx_ioa_sse_queued
+    ngx_ioa_sse_queued,
+    NGX_IOA_VIA_SSE
 };
 
 
@@ -163,6 +164,9 @@ ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
     hp = ngx_ioa_rest_get_data(r);
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
 
+    ngx_ioa_stat_add(NGX_IOA_STAT_RECEIVED_BYTES + NGX_IOA_VIA_HTTP,
+                     body->len);
+
     rc = ngx_ioa_envelope_read(r->pool, body->data, body->len, &hp->name,
                                lcf, &env, &err);
 
@@ -174,6 +178,7 @@ ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
     }
 
     if (rc != NGX_OK) {
+        ngx_ioa_stat_refused(&err.code);
         ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
         return;
     }
@@ -181,6 +186,7 @@ ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
     hp->comm_id = env.comm_id;
 
     if (ngx_ioa_limit_post(&hp->name, &env.comm_id, &retry, &err) != NGX_OK) {
+        ngx_ioa_stat_refused(&err.code);
         ngx_ioa_finish(r, ngx_ioa_send_retry(r, NGX_HTTP_TOO_MANY_REQUESTS,
                                              retry, &err));
         return;
@@ -189,6 +195,8 @@ ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
     req = ngx_ioa_post_send(&hp->name, &env, ngx_ioa_http_post_reply, r);
 
     if (req == NULL) {
+        ngx_str_set(&err.code, "redis_unavailable");
+        ngx_ioa_stat_refused(&err.code);
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
         return;
     }
@@ -218,10 +226,13 @@ ngx_ioa_http_post_reply(redisReply *reply, void *data)
                                  &retry);
 
     if (status != NGX_HTTP_OK) {
+        ngx_ioa_stat_refused(&err.code);
         ngx_ioa_finish(r, ngx_ioa_send_answer(r, status, retry, &err));
         ngx_http_run_posted_requests(c);
         return;
     }
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_POSTED + NGX_IOA_VIA_HTTP, 1);
 
     out.data = ngx_pnalloc(r->pool, 64 + reply->len + hp->comm_id.len);
     if (out.data == NULL) {
@@ -755,6 +766,7 @@ ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id, u_char *data,
     }
 
     if (sse->out_bytes + size > sse->client.lcf->send_queue_limit) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_OVERFLOWS + NGX_IOA_VIA_SSE, 1);
         ngx_ioa_sse_close(&sse->client, NGX_IOA_WS_POLICY,
                           "send queue limit exceeded; reconnect and resume "
                           "with Last-Event-ID");
@@ -891,6 +903,7 @@ ngx_ioa_sse_flush(ngx_ioa_sse_t *sse)
         o = sse->out;
         sse->out = o->next;
         sse->out_bytes -= ngx_min(sse->out_bytes, o->size);
+        ngx_ioa_stat_add(NGX_IOA_STAT_SENT_BYTES + NGX_IOA_VIA_SSE, o->size);
         ngx_free(o);
     }
 

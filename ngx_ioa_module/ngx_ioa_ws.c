@@ -163,7 +163,8 @@ static ngx_ioa_transport_t  ngx_ioa_ws_transport = {
     ngx_ioa_ws_send_text,
     ngx_ioa_ws_close,
     NULL,
-    ngx_ioa_ws_queued
+    ngx_ioa_ws_queued,
+    NGX_IOA_VIA_WEBSOCKET
 };
 
 
@@ -794,6 +795,11 @@ ngx_ioa_ws_read_handler(ngx_event_t *rev)
             break;
         }
 
+        if (n > 0) {
+            ngx_ioa_stat_add(NGX_IOA_STAT_RECEIVED_BYTES
+                             + NGX_IOA_VIA_WEBSOCKET, n);
+        }
+
         if (n == 0 || n == NGX_ERROR) {
             /* the peer went away; nothing to say to it */
             c->error = (n == NGX_ERROR);
@@ -1186,6 +1192,7 @@ ngx_ioa_ws_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
                       "ioa: agent \"%V\" reads too slowly, closing",
                       &cl->name);
 
+        ngx_ioa_stat_add(NGX_IOA_STAT_OVERFLOWS + NGX_IOA_VIA_WEBSOCKET, 1);
         ngx_ioa_ws_close(cl, NGX_IOA_WS_POLICY,
                          "send queue limit exceeded; reconnect and resume "
                          "from the last id you received");
@@ -1239,6 +1246,7 @@ ngx_ioa_ws_send_frame(ngx_ioa_ws_t *ws, ngx_uint_t opcode, u_char *data,
     if (opcode != NGX_IOA_WS_CLOSE
         && ws->out_bytes + size > ws->client.lcf->send_queue_limit)
     {
+        ngx_ioa_stat_add(NGX_IOA_STAT_OVERFLOWS + NGX_IOA_VIA_WEBSOCKET, 1);
         ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_POLICY,
                          "send queue limit exceeded; reconnect and resume "
                          "from the last id you received");
@@ -1499,6 +1507,8 @@ ngx_ioa_ws_flush(ngx_ioa_ws_t *ws)
             o = ws->out;
             ws->out = o->next;
             ws->out_bytes -= o->size;
+            ngx_ioa_stat_add(NGX_IOA_STAT_SENT_BYTES + NGX_IOA_VIA_WEBSOCKET,
+                             o->size);
             ngx_ioa_ws_out_free(ws, o);
         }
 

@@ -16,6 +16,7 @@ use IoaTest;
 use JSON::PP ();
 use IoaTest::Agent qw(register teamup envelope fresh_hub json);
 use IoaTest::Api;
+use IoaTest::Metrics;
 use Time::HiRes qw(sleep time);
 
 no_root_location();
@@ -139,16 +140,10 @@ GET /health_check
     is $res->code, 200, 'GET /metrics: 200';
     like $res->header('Content-Type') // '', qr{^text/plain; version=0\.0\.4}, '... in the text format 0.0.4';
     # Prometheus' own parser (t/lib/prom-parse.py) reads the whole scrape
-    my $file = $ctx->servroot . '/metrics.txt';
-    open my $fh, '>', $file or die "$file: $!\n";
-    print $fh $res->content;
-    close $fh;
-    my $parsed = `/usr/bin/python3 t/lib/prom-parse.py < $file`;
-    is $?, 0, 'the text parses as Prometheus text';
+    my ($v) = scrape($ctx);
     my %m;
-    for my $s (@{ JSON::PP->new->decode($parsed || '{"samples":[]}')->{samples} }) {
-        my ($name, $labels, $value) = @$s;
-        $m{$name}{ $labels->{node} // '' } = $value;
+    for my $name (keys %$v) {
+        $m{$name}{ ($_ =~ /^node=(.*)$/)[0] // '' } = $v->{$name}{$_} for keys %{ $v->{$name} };
     }
     my $node = "127.0.0.1:$ENV{TEST_NGINX_REDIS_PORT}";
     is scalar(keys %{ $m{ioa_redis_up} || {} }), redis_mode() eq 'cluster' ? 3 : 1,

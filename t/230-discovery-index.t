@@ -17,6 +17,7 @@ use IoaTest qw(replicas);   # a Cluster run: a replica per master (TEST 8)
 use IoaTest::Instance;
 use IoaTest::Api;
 use IoaTest::Discovery;
+use IoaTest::Metrics;
 
 use JSON::PP ();
 use Time::HiRes qw(sleep time);
@@ -470,23 +471,7 @@ GET /health_check
 --- ioa_scenario
     my $port = $ctx->port;
     ok index_ready($port), 'the index is built';
-    my $scrape = sub {
-        my $text = $ctx->http(GET => '/metrics', port => $port)->content;
-        my $file = $ctx->servroot . '/metrics.txt';
-        open my $fh, '>', $file or die "$file: $!\n";
-        print $fh $text;
-        close $fh;
-        my $json = `/usr/bin/python3 t/lib/prom-parse.py < $file`;
-        die "prom-parse.py failed on:\n$text\n" if $?;
-        my $doc = JSON::PP->new->decode($json);
-        my %v;
-        for my $s (@{ $doc->{samples} }) {
-            my ($n, $l, $x) = @$s;
-            my $k = join ',', map { "$_=$l->{$_}" } sort keys %$l;
-            $v{$n}{$k} = $x;
-        }
-        return (\%v, $doc->{types});
-    };
+    my $scrape = sub { scrape($ctx, port => $port) };
     my ($before) = $scrape->();
     my $n0 = $before->{ioa_discovery_queries_total}{'ranked_by=index'} // 0;
     for (1 .. 25) {
@@ -506,7 +491,7 @@ GET /health_check
                 map { my ($le) = /^le=(.*)$/; [ $le eq '+Inf' ? 9e9 : $le, $bk->{$_} ] }
                 keys %$bk;
     my @cum = map { $_->[1] } @by_le;
-    is scalar(@cum), 13, '12 bounds and +Inf';
+    is scalar(@cum), 14, '13 bounds and +Inf';
     is_deeply \@cum, [ sort { $a <=> $b } @cum ], 'buckets are cumulative';
     is $cum[-1], $v->{ioa_discovery_query_duration_seconds_count}{''}, '+Inf is the count';
     cmp_ok $v->{ioa_discovery_query_duration_seconds_sum}{''}, '>', 0, 'a sum of seconds';
