@@ -492,6 +492,12 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
                       ngx_ioa_goal_handler(r, &arg, id));
     }
 
+    /* the goals a caller may see, newest first (ngx_ioa_goal_list.c) */
+    if (ngx_ioa_path_is("/goals")) {
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_LAUNCH, NULL,
+                      ngx_ioa_goal_list_handler(r, id));
+    }
+
     if (ngx_ioa_path_is("/launch_goal")) {
         ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_LAUNCH, NULL,
                       ngx_ioa_rest_identified(r, id,
