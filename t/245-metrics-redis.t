@@ -45,6 +45,7 @@ use IoaTest::Api;
 use IoaTest::Agent qw(wait_health json);
 use IoaTest::Goals;
 use IoaTest::JWT;
+use IoaTest::Metrics;
 use IoaTest::ScriptedLLM;
 use File::Temp ();
 use JSON::PP ();
@@ -61,26 +62,6 @@ $ENV{TEST_NGINX_KEYS} = $KEYDIR;
 sub tok {
     my ($sub, $scope) = @_;
     return jwt($K, 'HS256', { sub => $sub, scope => $scope, exp => time + 300 });
-}
-
-# GET /metrics through prom-parse.py: ({name => {"k=v,..." => value}},
-# {family => type}); dies when the parser refuses the text
-sub scrape {
-    my ($ctx) = @_;
-    my $text = $ctx->http(GET => '/metrics')->content;
-    my $file = $ctx->servroot . '/metrics.txt';
-    open my $fh, '>', $file or die "$file: $!\n";
-    print $fh $text;
-    close $fh;
-    my $out = `/usr/bin/python3 t/lib/prom-parse.py < $file`;
-    die "prom-parse.py refused:\n$text\n" if $?;
-    my $doc = JSON::PP->new->decode($out);
-    my %v;
-    for my $s (@{ $doc->{samples} }) {
-        my ($n, $l, $x) = @$s;
-        $v{$n}{ join ',', map { "$_=$l->{$_}" } sort keys %$l } = $x;
-    }
-    return (\%v, $doc->{types}, $text);
 }
 
 # polls the scrape until $want->($v) holds (or 15 s pass); the last scrape
@@ -218,6 +199,30 @@ GET /health_check
     my $beat = $v->{ioa_worker_heartbeat_timestamp_seconds}{'worker=w1'};
     cmp_ok abs($beat - redis_cmd('TIME')->[0]), '<', 60, 'the heartbeat is a Unix time, by Redis\' clock';
     cmp_ok $v->{ioa_worker_start_time_seconds}{'worker=w1'}, '<=', $beat + 1, 'started before it';
+
+    # the Grafana dashboard (conf.d/grafana) draws series this scrape has,
+    # grouped by labels they carry
+    my $dash = JSON::PP->new->decode(do {
+        open my $fh, '<', 'conf.d/grafana/ioa-dashboard.json' or die "dashboard: $!\n";
+        local $/; <$fh> });
+    my @problems;
+    for my $expr (map { $_->{expr} } map { @{ $_->{targets} } } @{ $dash->{panels} }) {
+        my @by = map { split /,\s*/ } $expr =~ /\bby \(([^)]*)\)/g;
+        for my $name ($expr =~ /\b(ioa_[a-z_]+)/g) {
+            (my $family = $name) =~ s/_(?:total|bucket)$//;
+            my $samples = $v->{$name} // {};
+            if (!%$samples) {
+                # counted once something happens (a Redis error): declared
+                push @problems, "$name: not in the scrape" unless $types->{$family};
+                next;
+            }
+            for my $label (@by) {
+                push @problems, "$name has no label $label"
+                    unless grep { /(?:^|,)\Q$label\E=/ } keys %$samples;
+            }
+        }
+    }
+    is_deeply \@problems, [], 'every series of the Grafana dashboard is in the scrape, with its labels';
 
     # kill -9: no last word, the heartbeat grows old
     kill9($w);
