@@ -399,6 +399,7 @@ typedef enum {
     NGX_IOA_SCRIPT_AGENT_FORGET,
     NGX_IOA_SCRIPT_INDEX_FETCH,
     NGX_IOA_SCRIPT_EMBED_STORE,
+    NGX_IOA_SCRIPT_VERIFY,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -701,6 +702,13 @@ ngx_int_t ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
 ngx_int_t ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who);
 void ngx_ioa_goal_ensure_group(void);
+
+
+/* ngx_ioa_room_api.c */
+ngx_int_t ngx_ioa_room_events_handler(ngx_http_request_t *r,
+    ngx_str_t *comm_id, ngx_ioa_identity_t *who);
+ngx_int_t ngx_ioa_room_verify_handler(ngx_http_request_t *r,
+    ngx_str_t *comm_id, ngx_ioa_identity_t *who);
 
 
 /* ngx_ioa_sse.c */

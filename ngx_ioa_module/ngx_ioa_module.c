@@ -459,6 +459,19 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
                       ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_AGENT));
     }
 
+    /* one room, for readers who need not be members: scope checked with
+     * the room's name (ngx_ioa_room_api.c) */
+
+    if (ngx_ioa_path_arg(&rest, "/rooms/", "/events", &arg) == NGX_OK) {
+        ngx_ioa_route(NGX_IOA_GET, 0, NULL,
+                      ngx_ioa_room_events_handler(r, &arg, id));
+    }
+
+    if (ngx_ioa_path_arg(&rest, "/rooms/", "/verify", &arg) == NGX_OK) {
+        ngx_ioa_route(NGX_IOA_GET, 0, NULL,
+                      ngx_ioa_room_verify_handler(r, &arg, id));
+    }
+
     if (ngx_ioa_path_arg(&rest, "/goals/", "/events", &arg) == NGX_OK) {
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_LAUNCH, NULL,
                       ngx_ioa_goal_events_handler(r, &arg, id));
