@@ -349,9 +349,8 @@ async function viewRoom(cid) {
         url: `/rooms/${encodeURIComponent(cid)}/events`,
         storeKey: `ioa.feed.room.${cid}`,
         onStatus: feedStatus(status),
-        // the record first (whatever the feed replays without an id), then
-        // the feed from the last envelope read
-        backfill: (last, emit) => recordAfter(cid, last, emit),
+        // the feed starts at the room's first envelope, or after the last
+        // one shown; a hub without it is polled (POST /fetch_chat_record)
         poll: async (last) => {
             const got = [];
             await recordAfter(cid, last, (ev) => got.push(ev));
@@ -522,9 +521,24 @@ async function viewGoal(gid) {
         return refreshing;
     };
 
+    // built once: a refresh only changes what may be used, so a message
+    // shown under a button stays where it is
+    let actionsFor = null;
     function renderActions() {
-        clear(actions);
+        if (!actionsFor) {
+            actionsFor = buildActions();
+        }
         const ended = GOAL_FINAL.includes(meta.state) || meta.state === 'cancelling';
+        const allowed = session.can('launch');
+        actionsFor.text.disabled = ended;
+        actionsFor.send.disabled = ended || !allowed;
+        actionsFor.cancel.disabled = ended || !allowed;
+        if (ended) {
+            actionsFor.confirmBox.hidden = true;
+        }
+    }
+
+    function buildActions() {
         const text = h('textarea', { id: 'say-text', rows: 2, maxlength: 8192, required: true,
                                      placeholder: 'e.g. also translate it into German, or: stop' });
         const send = h('button', { type: 'submit', id: 'say-send', text: 'Send as a person' });
@@ -533,10 +547,6 @@ async function viewGoal(gid) {
             field('Message to the team', text,
                   'Goes to the coordinator\u2019s next review; a message starting with \u201cstop\u201d ends the goal.'),
             needs(send, 'launch'), sayMsg);
-        if (ended) {
-            text.disabled = true;
-            send.disabled = true;
-        }
         on(say, 'submit', async (ev) => {
             ev.preventDefault();
             clear(sayMsg);
@@ -548,7 +558,7 @@ async function viewGoal(gid) {
             } catch (e) {
                 sayMsg.appendChild(failure(e, 'Sending the message'));
             }
-            send.disabled = false;
+            renderActions();
         });
 
         const cancel = h('button', { type: 'button', id: 'cancel', class: 'danger', text: 'Cancel goal\u2026' });
@@ -559,9 +569,6 @@ async function viewGoal(gid) {
         const no = h('button', { type: 'button', id: 'cancel-no', text: 'Keep it running' });
         append(confirmBox, [yes, ' ', no]);
         const cancelMsg = h('div', { id: 'cancel-message', 'aria-live': 'polite' });
-        if (ended) {
-            cancel.disabled = true;
-        }
         on(cancel, 'click', () => {
             confirmBox.hidden = false;
             no.focus();
@@ -584,6 +591,7 @@ async function viewGoal(gid) {
             yes.disabled = false;
         });
         append(actions, [say, h('div', { class: 'card cancel-box' }, needs(cancel, 'launch'), confirmBox, cancelMsg)]);
+        return { text, send, cancel, confirmBox };
     }
 
     await refresh();
@@ -612,6 +620,10 @@ async function viewGoal(gid) {
                     e.comm_id && e.state === 'running' ? ` the team meets in room ${e.comm_id}` : '',
                     e.error ? ` \u2014 ${e.error}` : '',
                     h('time', { class: 'when', text: fmtTime(e.timestamp) })));
+                if (GOAL_FINAL.includes(e.state) && board.close(e.state)) {
+                    clear(tasksBox);
+                    tasksBox.appendChild(board.render());
+                }
                 if (!replayed) {
                     refresh();
                 }

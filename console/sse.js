@@ -58,7 +58,7 @@ const sleep = (ms, signal) => new Promise((resolve) => {
 export class Feed {
     // opts: url, storeKey, onEvent({id, event, data}, replayed),
     // onStatus(state, detail): "connecting", "live", "reconnecting",
-    // "polling", "error"; backfill(lastId, emit) and poll(lastId) optional;
+    // "polling", "error"; poll(lastId) optional;
     // keep: events kept for a reload
     constructor(opts) {
         this.opts = Object.assign({ keep: 2000 }, opts);
@@ -159,20 +159,6 @@ export class Feed {
 
     async run() {
         const signal = this.abort.signal;
-        if (this.opts.backfill) {
-            while (!this.stopped) {
-                try {
-                    await this.opts.backfill(this.last, (ev) => this.deliver(ev, false));
-                    break;
-                } catch (e) {
-                    if (this.fatal(e)) {
-                        return;
-                    }
-                    this.status('reconnecting', this.retry);
-                    await sleep(this.backoff(), signal);
-                }
-            }
-        }
         while (!this.stopped) {
             this.status('connecting');
             try {

@@ -150,6 +150,18 @@ export class TaskBoard {
         return false;
     }
 
+    // the goal ended: a task that never reported stays unfinished
+    close(state) {
+        let changed = false;
+        for (const task of this.tasks.values()) {
+            if (task.status === 'assigned' || task.status === 'in progress') {
+                task.status = state === 'cancelled' ? 'cancelled' : 'unfinished';
+                changed = true;
+            }
+        }
+        return changed;
+    }
+
     render() {
         if (!this.tasks.size) {
             return h('p', { class: 'muted', text: 'No task has been handed out yet.' });
