@@ -133,7 +133,8 @@ bench: bench-deps $(MODULE) agent worker
 # always starts Clusters of its own, so the first run has it already.
 CLUSTER_TESTS := t/020-rooms.t t/025-floor.t t/040-http-transport.t t/045-room-feed.t \
     t/050-scale-out.t t/100-goals.t t/102-decisions.t t/190-bounds.t \
-    t/215-metrics.t t/220-retention.t t/230-discovery-index.t
+    t/215-metrics.t t/220-retention.t t/230-discovery-index.t \
+    t/245-metrics-redis.t
 
 test: deps $(MODULE) agent worker llama $(TERMS)
 	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/

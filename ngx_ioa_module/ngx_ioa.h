@@ -166,6 +166,7 @@ typedef struct {
 #define NGX_IOA_SCOPE_OBSERVER    0x02
 #define NGX_IOA_SCOPE_ADMIN       0x04
 #define NGX_IOA_SCOPE_LAUNCH      0x08
+#define NGX_IOA_SCOPE_METRICS     0x10   /* ioa_metrics token */
 /* either: what may connect as a member of rooms (agents, a goal's person) */
 #define NGX_IOA_SCOPE_MEMBER      (NGX_IOA_SCOPE_AGENT|NGX_IOA_SCOPE_LAUNCH)
 /* some scope: a token with none may only ask /health_check */
@@ -400,6 +401,9 @@ typedef enum {
     NGX_IOA_SCRIPT_INDEX_FETCH,
     NGX_IOA_SCRIPT_EMBED_STORE,
     NGX_IOA_SCRIPT_VERIFY,
+    NGX_IOA_SCRIPT_GOAL_INDEX,
+    NGX_IOA_SCRIPT_GOAL_LIST,
+    NGX_IOA_SCRIPT_WORKER_LIST,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -688,6 +692,7 @@ u_char *ngx_ioa_stats_metrics(u_char *p, u_char *last);
 
 /* ngx_ioa_metrics.c */
 ngx_int_t ngx_ioa_metrics_handler(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_metrics_token_handler(ngx_http_request_t *r);
 
 
 /* ngx_ioa_goal.c */
@@ -702,6 +707,18 @@ ngx_int_t ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
 ngx_int_t ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who);
 void ngx_ioa_goal_ensure_group(void);
+
+/* ngx_ioa_metrics_fleet.c: /metrics' goals and goal workers */
+typedef struct ngx_ioa_fleet_s  ngx_ioa_fleet_t;
+
+ngx_ioa_fleet_t *ngx_ioa_fleet_create(ngx_pool_t *pool);
+void ngx_ioa_fleet_ask(ngx_http_request_t *r, ngx_ioa_fleet_t *f,
+    void (*done)(ngx_http_request_t *r));
+ngx_buf_t *ngx_ioa_fleet_metrics(ngx_pool_t *pool, ngx_ioa_fleet_t *f);
+
+/* ngx_ioa_goal_list.c */
+ngx_int_t ngx_ioa_goal_list_handler(ngx_http_request_t *r,
+    ngx_ioa_identity_t *who);
 
 
 /* ngx_ioa_room_api.c */

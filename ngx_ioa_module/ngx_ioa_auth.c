@@ -394,7 +394,8 @@ ngx_ioa_auth_allows(ngx_ioa_identity_t *id, ngx_uint_t scope,
     have = id->scopes;
 
     if (have & NGX_IOA_SCOPE_ADMIN) {
-        have |= NGX_IOA_SCOPE_OBSERVER|NGX_IOA_SCOPE_LAUNCH;
+        have |= NGX_IOA_SCOPE_OBSERVER|NGX_IOA_SCOPE_LAUNCH
+                |NGX_IOA_SCOPE_METRICS;
     }
 
     if (scope && (have & scope) == 0) {
@@ -408,6 +409,7 @@ ngx_ioa_auth_allows(ngx_ioa_identity_t *id, ngx_uint_t scope,
                           : scope == NGX_IOA_SCOPE_AGENT ? "agent"
                           : scope == NGX_IOA_SCOPE_OBSERVER ? "observer"
                           : scope == NGX_IOA_SCOPE_LAUNCH ? "launch"
+                          : scope == NGX_IOA_SCOPE_METRICS ? "metrics"
                           : "admin");
         return NGX_DECLINED;
     }
@@ -988,6 +990,9 @@ ngx_ioa_auth_scope(ngx_pool_t *pool, ngx_ioa_identity_t *id, u_char *p,
 
     } else if (ngx_ioa_scope_is("launch")) {
         id->scopes |= NGX_IOA_SCOPE_LAUNCH;
+
+    } else if (ngx_ioa_scope_is("metrics")) {
+        id->scopes |= NGX_IOA_SCOPE_METRICS;
 
     } else if (len > 9 && ngx_strncmp(p, "observer:", 9) == 0) {
 

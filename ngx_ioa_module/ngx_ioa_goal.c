@@ -48,6 +48,9 @@ typedef struct {
 typedef struct {
     ngx_str_t                 goal_id;
     ngx_str_t                 meta;
+    ngx_str_t                 goal;       /* for the goal index */
+    ngx_str_t                 person;
+    int64_t                   created;
     ngx_uint_t                wait;
 } ngx_ioa_goal_ctx_t;
 
@@ -107,6 +110,8 @@ static ngx_int_t ngx_ioa_goal_id_valid(ngx_str_t *id);
 static ngx_int_t ngx_ioa_goal_bad_id(ngx_http_request_t *r);
 static ngx_int_t ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id,
     const char *suffix, ngx_str_t *key);
+static void ngx_ioa_goal_index(ngx_str_t *id, const char *state,
+    int64_t created, ngx_str_t *goal, ngx_str_t *person);
 
 
 static ngx_ioa_transport_t  ngx_ioa_goal_wait_transport = {
@@ -263,8 +268,9 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_ioa_arg("queued", 6);
     ngx_ioa_arg("request", 7);
     ngx_ioa_arg(request.data, request.len);
+    g->created = ngx_ioa_now_ms();
     ngx_ioa_arg("created_at", 10);
-    ngx_ioa_arg(now, ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now);
+    ngx_ioa_arg(now, ngx_sprintf(now, "%L", g->created) - now);
     ngx_ioa_arg("parent", 6);
     ngx_ioa_arg("", 0);
 
@@ -272,7 +278,10 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     if (v && ngx_ioa_json_string(v, &s) == NGX_OK) {
         ngx_ioa_arg("goal", 4);
         ngx_ioa_arg(s.data ? s.data : (u_char *) "", s.len);
+        g->goal = s;
     }
+
+    g->person = person;
 
     v = ngx_ioa_json_get(doc, "comm_id");
     if (v && ngx_ioa_json_string(v, &s) == NGX_OK && s.len) {
@@ -525,6 +534,12 @@ ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply)
      * rare enough to make sure of it every time, on the same connection
      * and so before the job */
     ngx_ioa_goal_ensure_group();
+
+    /* the goal index (GET /goals, /metrics) hears of it before any worker
+     * can; no answer is waited for: should the write be lost, the worker
+     * that takes the goal adds it (goal_index.lua) */
+    ngx_ioa_goal_index(&g->goal_id, "queued", g->created, &g->goal,
+                       &g->person);
 
     /* the job: any worker of the "workers" group takes it */
 
@@ -1196,6 +1211,10 @@ ngx_ioa_goal_cancel_done(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
+    /* as at launch: a lost write is mended by the worker, which indexes
+     * the cancel when it sees it */
+    ngx_ioa_goal_index(id, "cancelling", 0, NULL, NULL);
+
     out.data = ngx_pnalloc(r->pool, 128);
     if (out.data == NULL) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
@@ -1482,4 +1501,47 @@ ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id, const char *suffix,
                - key->data;
 
     return NGX_OK;
+}
+
+
+/*
+ * goal_index.lua: the goal's state in the hub's goal index, P{goals}:...
+ * (its keys and rules are described there).  nginx writes the two states
+ * it sets itself, "queued" and "cancelling"; the workers write the rest.
+ * The index only moves forward, so this write may arrive after a worker's
+ * on a Cluster (other slots, other connections) and changes nothing then.
+ */
+
+static void
+ngx_ioa_goal_index(ngx_str_t *id, const char *state, int64_t created,
+    ngx_str_t *goal, ngx_str_t *person)
+{
+    u_char                base[256], ms[NGX_INT64_LEN];
+    const char           *argv[8];
+    size_t                argvlen[8];
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = (const char *) base;
+    argvlen[0] = ngx_snprintf(base, sizeof(base), "%V{goals}:",
+                              &mcf->redis_prefix) - base;
+    argv[1] = (const char *) id->data;
+    argvlen[1] = id->len;
+    argv[2] = state;
+    argvlen[2] = ngx_strlen(state);
+    argv[3] = "0";                      /* only a worker ends a goal */
+    argvlen[3] = 1;
+    argv[4] = (const char *) ms;
+    argvlen[4] = created ? (size_t) (ngx_sprintf(ms, "%L", created) - ms)
+                         : 0;
+    argv[5] = goal && goal->len ? (const char *) goal->data : "";
+    argvlen[5] = goal && goal->len ? goal->len : 0;
+    argv[6] = person && person->len ? (const char *) person->data : "";
+    argvlen[6] = person && person->len ? person->len : 0;
+    argv[7] = "";
+    argvlen[7] = 0;
+
+    (void) ngx_ioa_redis_script(NGX_IOA_SCRIPT_GOAL_INDEX, NULL, NULL, 1, 8,
+                                argv, argvlen);
 }

@@ -9,7 +9,9 @@
  * (the standalone Redis, or every master of a Cluster), whether it
  * answered, and its used_memory and maxmemory from INFO memory; the
  * discovery index's gauges (ngx_ioa_index.c); the instance's counters
- * (ngx_ioa_stats.c), to which more are to join (issue 14).
+ * (ngx_ioa_stats.c), to which more are to join (issue 14); and, once the
+ * nodes have answered, the hub's goals by state and its goal workers'
+ * heartbeats and counters (ngx_ioa_metrics_fleet.c).
  *
  * The nodes are asked one after the other: INFO is cheap and a Cluster has
  * a handful of masters.  A node that does not answer is reported with
@@ -17,10 +19,12 @@
  * node.  The request holds one Redis command at a time, cancelled if the
  * client goes (the REST context's cleanup).
  *
- * Who may scrape is the operator's choice: a location of its own, with
- * allow/deny, or a server that listens on an internal address (README
- * "Metrics").  No token is asked for: scrapers rarely carry one, and the
- * figures name no agent.
+ * Who may scrape is the operator's choice (README "Metrics"): a location
+ * of its own with allow/deny, or a server that listens on an internal
+ * address, and no token (many scrapers carry none, and the figures name
+ * no agent); or "ioa_metrics token", which asks for a token with the
+ * "metrics" scope (Prometheus' authorization: credentials), checked like
+ * every other endpoint's under the location's ioa_auth.
  */
 
 
@@ -47,13 +51,31 @@ typedef struct {
 typedef struct {
     ngx_uint_t              n;
     ngx_ioa_metrics_node_t  nodes[NGX_IOA_METRICS_NODES];
+    ngx_ioa_fleet_t        *fleet;
 } ngx_ioa_metrics_t;
 
 
 static void ngx_ioa_metrics_ask(ngx_http_request_t *r);
 static void ngx_ioa_metrics_info(ngx_http_request_t *r, redisReply *reply);
 static int64_t ngx_ioa_metrics_field(redisReply *reply, const char *name);
+static void ngx_ioa_metrics_done(ngx_http_request_t *r);
 static ngx_int_t ngx_ioa_metrics_send(ngx_http_request_t *r);
+
+
+ngx_int_t
+ngx_ioa_metrics_token_handler(ngx_http_request_t *r)
+{
+    ngx_int_t            rc;
+    ngx_ioa_identity_t  *id;
+
+    rc = ngx_ioa_auth_check(r, NGX_IOA_SCOPE_METRICS, NULL, &id);
+
+    if (id == NULL) {
+        return rc;
+    }
+
+    return ngx_ioa_metrics_handler(r);
+}
 
 
 ngx_int_t
@@ -126,6 +148,19 @@ ngx_ioa_metrics_ask(ngx_http_request_t *r)
         m->n++;                         /* not connected: up 0 */
     }
 
+    m->fleet = ngx_ioa_fleet_create(r->pool);
+    if (m->fleet == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_fleet_ask(r, m->fleet, ngx_ioa_metrics_done);
+}
+
+
+static void
+ngx_ioa_metrics_done(ngx_http_request_t *r)
+{
     ngx_ioa_finish(r, ngx_ioa_metrics_send(r));
 }
 
@@ -198,9 +233,9 @@ ngx_ioa_metrics_send(ngx_http_request_t *r)
 {
     size_t                   size;
     ngx_int_t                rc;
-    ngx_buf_t               *b;
+    ngx_buf_t               *b, *fb;
     ngx_uint_t               i;
-    ngx_chain_t              out;
+    ngx_chain_t              out, fleet;
     ngx_ioa_metrics_t       *m;
     ngx_ioa_metrics_node_t  *mn;
 
@@ -261,8 +296,14 @@ ngx_ioa_metrics_send(ngx_http_request_t *r)
     b->last = ngx_ioa_index_metrics(b->last, b->end);
     b->last = ngx_ioa_stats_metrics(b->last, b->end);
 
+    fb = ngx_ioa_fleet_metrics(r->pool, m->fleet);
+    if (fb == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     r->headers_out.status = NGX_HTTP_OK;
-    r->headers_out.content_length_n = b->last - b->pos;
+    r->headers_out.content_length_n = (b->last - b->pos)
+                                      + (fb->last - fb->pos);
     ngx_str_set(&r->headers_out.content_type,
                 "text/plain; version=0.0.4; charset=utf-8");
     r->headers_out.content_type_len = r->headers_out.content_type.len;
@@ -274,11 +315,18 @@ ngx_ioa_metrics_send(ngx_http_request_t *r)
         return rc;
     }
 
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
-
     out.buf = b;
     out.next = NULL;
+
+    if (fb->last != fb->pos) {          /* empty without Redis */
+        out.next = &fleet;
+        fleet.buf = fb;
+        fleet.next = NULL;
+        b = fb;
+    }
+
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
 
     return ngx_http_output_filter(r, &out);
 }

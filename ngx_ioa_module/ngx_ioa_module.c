@@ -86,7 +86,7 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       NULL },
 
     { ngx_string("ioa_metrics"),
-      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
       ngx_ioa_metrics,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
@@ -490,6 +490,12 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
     if (ngx_ioa_path_arg(&rest, "/goals/", NULL, &arg) == NGX_OK) {
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_LAUNCH, NULL,
                       ngx_ioa_goal_handler(r, &arg, id));
+    }
+
+    /* the goals a caller may see, newest first (ngx_ioa_goal_list.c) */
+    if (ngx_ioa_path_is("/goals")) {
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_LAUNCH, NULL,
+                      ngx_ioa_goal_list_handler(r, id));
     }
 
     if (ngx_ioa_path_is("/launch_goal")) {
@@ -1182,11 +1188,15 @@ ngx_ioa_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
-/* ioa_metrics: this location answers /metrics (ngx_ioa_metrics.c) */
+/*
+ * ioa_metrics [token]: this location answers /metrics (ngx_ioa_metrics.c);
+ * with "token", only to a token with the "metrics" (or "admin") scope
+ */
 
 static char *
 ngx_ioa_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
+    ngx_str_t                 *value;
     ngx_ioa_main_conf_t       *mcf;
     ngx_http_core_loc_conf_t  *clcf;
 
@@ -1200,6 +1210,20 @@ ngx_ioa_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     clcf->handler = ngx_ioa_metrics_handler;
+
+    if (cf->args->nelts == 2) {
+        value = cf->args->elts;
+
+        if (value[1].len != 5 || ngx_strncmp(value[1].data, "token", 5) != 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"ioa_metrics\" takes no argument or "
+                               "\"token\", not \"%V\"", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+
+        clcf->handler = ngx_ioa_metrics_token_handler;
+    }
 
     return NGX_CONF_OK;
 }

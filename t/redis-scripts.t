@@ -85,7 +85,8 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
                  room_create post room_record presence verify goal_message goal_cancel agent_rooms
-                 position_save position_load room_expire room_forget agent_forget)) {
+                 position_save position_load room_expire room_forget agent_forget
+                 goal_index goal_list worker_list)) {
     my $file = "$scripts/$name.lua";
     ok(-f $file, "$name.lua exists") or next;
     my $src = slurp($file);

@@ -388,6 +388,9 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         return rc;
     }
 
+    /* saved: this worker took the decision (a successor finds it made) */
+    iw_stats_addf(1, "decisions:%s:%s", decision, by);
+
     if (ended) {
         return iw_goal_to_concluding(conf, g, ended);
     }
@@ -1188,6 +1191,7 @@ iw_decide_ask(const iw_conf_t *conf, iw_goal_t *g, const char *agent,
 
     iw_info("goal %s: after round %d: ask %s (%s)", g->goal_id, g->round + 1,
             agent, by);
+    iw_stats_addf(1, "decisions:ask:%s", by);
 
     return iw_decide_ask_pending(conf, g);
 }

@@ -138,7 +138,14 @@ iw_goal_run(const iw_conf_t *conf, iw_job_t *job)
 
     if (iw_goal_final(g.state)) {
         iw_info("goal %s: already %s; job acknowledged", g.goal_id, g.state);
-        rc = iw_goal_retire(conf, g.goal_id, g.job_id);
+
+        /* the worker that ended it may have died before the index heard */
+        rc = iw_store_index(conf, g.goal_id, g.state, g.goal, g.parent,
+                            g.created_at);
+        if (rc == IW_OK) {
+            rc = iw_goal_retire(conf, g.goal_id, g.job_id);
+        }
+
         goto done;
     }
 
@@ -318,7 +325,14 @@ iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g)
     if (iw_goal_final(state)) {
         /* ended elsewhere (by hand, or a worker that lost its lease late) */
         iw_info("goal %s: %s meanwhile; job acknowledged", g->goal_id, state);
+        rc = iw_store_index(conf, g->goal_id, state, g->goal, g->parent,
+                            g->created_at);
         free(state);
+
+        if (rc != IW_OK) {
+            return IW_ERROR;
+        }
+
         return iw_goal_retire(conf, g->goal_id, g->job_id) == IW_OK
                ? IW_GOAL_ENDED : IW_ERROR;
     }
@@ -330,6 +344,16 @@ iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g)
         && !iw_goal_concluded(g))
     {
         iw_info("goal %s: cancel requested", g->goal_id);
+
+        /* nginx indexes the cancel itself; should that write have been
+         * lost, the index hears it here */
+        if (iw_store_index(conf, g->goal_id, "cancelling", g->goal,
+                           g->parent, g->created_at)
+            != IW_OK)
+        {
+            free(state);
+            return IW_ERROR;
+        }
 
         /* before the room is formed nobody is told but the feed */
         if (g->phase[0] == '\0' || iw_streq(g->phase, "forming")) {

@@ -18,7 +18,8 @@
  * Cluster routing), jobs.c (consumer
  * group), registry.c (agents, teamup), planner.c (the built-in planner),
  * decide.c (the review after each round: re-route, iterate, conclude),
- * store.c (goal record), events.c (goal event feed), room.c (posting and
+ * store.c (goal record and the goal index), stats.c (this worker's
+ * counters and heartbeat), events.c (goal event feed), room.c (posting and
  * reading a room), goal.c (the state machine), forming.c (the team, the
  * tasks, the room), conversation.c (the running phase), person.c (a
  * person's messages), proposal.c (members' proposals), main.c (CLI, main
@@ -77,6 +78,8 @@ typedef struct {
 
     char         *reg_base;          /* P{reg}: */
     char         *jobs_key;          /* P{jobs}:goals */
+    char         *goals_base;        /* P{goals}: the goal index */
+    char         *workers_base;      /* P{workers}: heartbeats (stats.c) */
 } iw_conf_t;
 
 
@@ -154,6 +157,8 @@ typedef enum {
     IW_LUA_GOAL_SPAWN,
     IW_LUA_VERIFY,
     IW_LUA_REP_RECORD,
+    IW_LUA_GOAL_INDEX,
+    IW_LUA_WORKER_BEAT,
     IW_LUA_N
 } iw_lua_e;
 
@@ -184,9 +189,20 @@ void iw_args_free(iw_args_t *a);
 redisReply *iw_redis_argv(iw_args_t *a);
 redisReply *iw_redis_cmd(const char *fmt, ...);
 redisReply *iw_redis_eval(iw_lua_e script, int nkeys, iw_args_t *a);
+redisReply *iw_redis_eval_soft(iw_lua_e script, int nkeys, iw_args_t *a);
+void iw_redis_set_hook(void (*hook)(void));
 int iw_reply_err(redisReply *r, const char *code);
 const char *iw_reply_str(redisReply *r);
 int iw_redis_time_ms(long long *ms);
+
+
+/* stats.c: this worker's counters and heartbeat (P{workers}:...) */
+void iw_stats_init(const iw_conf_t *conf);
+void iw_stats_add(const char *name, long long n);
+void iw_stats_addf(long long n, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void iw_stats_tick(void);
+void iw_stats_beat(int stopped);
 
 
 /* cluster.c: the blocking client's routing on a Redis Cluster */
@@ -411,6 +427,9 @@ int iw_store_meta_state(const iw_conf_t *conf, const char *goal_id,
     const char *state, char **current, ...);
 int iw_store_meta_get(const iw_conf_t *conf, const char *goal_id,
     const char *field, char **value);
+int iw_store_index(const iw_conf_t *conf, const char *goal_id,
+    const char *state, const char *goal, const char *parent,
+    long long created_at);
 void iw_goal_free(iw_goal_t *g);
 char *iw_store_tasks_json(iw_goal_t *g);
 char *iw_store_parts_json(iw_goal_t *g);

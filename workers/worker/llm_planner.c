@@ -108,6 +108,9 @@ iw_llm_tick(void *data)
         return IW_STOPPED;
     }
 
+    /* a model may think for longer than a heartbeat's interval */
+    iw_stats_tick();
+
     return iw_goal_lease(t->conf, t->g, 0);
 }
 
@@ -144,10 +147,19 @@ iw_llm_call(const iw_conf_t *conf, iw_goal_t *g, const char *what,
                      &res);
     iw_buf_free(&m);
 
+    iw_stats_add("llm_requests", res.attempts);
+    iw_stats_add("retries:llm", res.attempts > 1 ? res.attempts - 1 : 0);
+    iw_stats_add("prompt_tokens", res.prompt_tokens);
+    iw_stats_add("completion_tokens", res.completion_tokens);
+
     if (rc < 0) {
         iw_llm_result_free(&res);
         return rc;                      /* the tick's: stop, lost, error */
     }
+
+    iw_stats_add("llm_calls", 1);
+    iw_stats_add("llm_failures",
+                 rc == 0 && res.json && YAJL_IS_OBJECT(res.json) ? 0 : 1);
 
     if (iw_llm_account(conf, g, res.prompt_tokens, res.completion_tokens)
         != IW_OK)

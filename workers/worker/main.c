@@ -407,6 +407,8 @@ iw_parse_args(iw_conf_t *conf, int argc, char **argv)
 
     conf->reg_base = iw_sprintf("%s{reg}:", conf->prefix);
     conf->jobs_key = iw_sprintf("%s{jobs}:goals", conf->prefix);
+    conf->goals_base = iw_sprintf("%s{goals}:", conf->prefix);
+    conf->workers_base = iw_sprintf("%s{workers}:", conf->prefix);
 
     return -1;
 }
@@ -591,6 +593,8 @@ iw_start(iw_conf_t *conf)
 
     srand((unsigned) (getpid() ^ iw_now_ms()));
 
+    iw_stats_init(conf);
+
     iw_info("started as %s (coordinator %s, redis %s, prefix \"%s\", "
             "task timeout %lld ms, claim idle %lld ms, %s)",
             conf->consumer, conf->name, conf->redis,
@@ -632,6 +636,7 @@ iw_serve(iw_conf_t *conf)
                 || iw_reg_register(conf) != IW_OK)
             {
                 iw_redis_close();
+                iw_stats_add("retries:redis", 1);
                 iw_sleep_ms(backoff / 2 + rand() % (backoff / 2 + 1));
                 backoff = backoff * 2 > IW_BACKOFF_MAX_MS ? IW_BACKOFF_MAX_MS
                                                           : backoff * 2;
@@ -677,10 +682,12 @@ iw_serve(iw_conf_t *conf)
 
         if (rc == IW_ERROR) {
             if (!iw_redis_connected()) {
+                iw_stats_add("retries:goal", 1);
                 continue;               /* resumed after the reconnect */
             }
 
             if (++retries < IW_MAX_RETRIES) {
+                iw_stats_add("retries:goal", 1);
                 iw_sleep_ms(1000);
                 continue;
             }
@@ -703,6 +710,10 @@ iw_serve(iw_conf_t *conf)
     if (job.id && iw_redis_connected()) {
         (void) iw_jobs_touch(conf, job.id, 1);
     }
+
+    /* the last beat says "stopped": /metrics shows the worker down at
+     * once rather than when its heartbeat grows old */
+    iw_stats_beat(1);
 
     iw_job_free(&job);
     iw_redis_close();
@@ -728,6 +739,8 @@ iw_conf_free(iw_conf_t *conf)
     free(conf->consumer);
     free(conf->reg_base);
     free(conf->jobs_key);
+    free(conf->goals_base);
+    free(conf->workers_base);
 
     if (conf->llm) {
         iw_llm_conf_free(conf->llm);

@@ -19,9 +19,10 @@
  * full store into lost work.
  *
  * Scripts: the hub's own (post, register, retrieve, query, teamup_members,
- * room_create, verify) are read from --scripts at start, so the worker runs
- * exactly the code the hub runs; the worker's own (goal_event, job_touch,
- * meta_state, fsm_save, goal_spawn, rep_record, in lua/) are compiled in.
+ * room_create, verify, goal_index) are read from --scripts at start, so the
+ * worker runs exactly the code the hub runs; the worker's own (goal_event,
+ * job_touch, meta_state, fsm_save, goal_spawn, rep_record, worker_beat, in
+ * lua/) are compiled in.
  * All are run with EVALSHA; a
  * NOSCRIPT answer (Redis restarted or SCRIPT FLUSH) loads the script again
  * and repeats the call once, which is safe because NOSCRIPT means nothing
@@ -63,6 +64,8 @@ static redisContext      *iw_redis;
 static const iw_conf_t   *iw_redis_conf;
 static char              *iw_redis_client_name;
 static char              *iw_redis_password;    /* NULL: no AUTH */
+static void             (*iw_redis_hook)(void);
+static int                iw_redis_soft;
 
 static iw_lua_t  iw_lua[IW_LUA_N] = {
     { "post", "post.lua", NULL, "" },
@@ -78,6 +81,8 @@ static iw_lua_t  iw_lua[IW_LUA_N] = {
     { "goal_spawn", NULL, NULL, "" },
     { "verify", "verify.lua", NULL, "" },
     { "rep_record", NULL, NULL, "" },
+    { "goal_index", "goal_index.lua", NULL, "" },
+    { "worker_beat", NULL, NULL, "" },
 };
 
 
@@ -141,6 +146,7 @@ iw_redis_init(const iw_conf_t *conf)
     iw_lua[IW_LUA_FSM_SAVE].body = iw_strdup(iw_lua_fsm_save);
     iw_lua[IW_LUA_GOAL_SPAWN].body = iw_strdup(iw_lua_goal_spawn);
     iw_lua[IW_LUA_REP_RECORD].body = iw_strdup(iw_lua_rep_record);
+    iw_lua[IW_LUA_WORKER_BEAT].body = iw_strdup(iw_lua_worker_beat);
 
     for (i = 0; i < IW_LUA_N; i++) {
         if (iw_lua[i].file == NULL) {
@@ -529,6 +535,10 @@ iw_redis_refused(redisReply *r, const char *what)
         "MISCONF", "NOREPLICAS", NULL
     };
 
+    if (iw_redis_soft) {
+        return r;                       /* iw_redis_eval_soft's caller */
+    }
+
     for (i = 0; not_now[i]; i++) {
         if (iw_reply_err(r, not_now[i])) {
             iw_warn("redis cannot take %s now: %s; backing off, the goal "
@@ -549,6 +559,10 @@ iw_redis_argv(iw_args_t *a)
     int          len;
     char        *cmd;
     redisReply  *r;
+
+    if (iw_redis_hook) {
+        iw_redis_hook();
+    }
 
     if (iw_cluster_on()) {
         len = redisFormatCommandArgv(&cmd, a->n, (const char **) a->v,
@@ -583,6 +597,10 @@ iw_redis_cmd(const char *fmt, ...)
     char        *cmd;
     va_list      ap;
     redisReply  *r;
+
+    if (iw_redis_hook) {
+        iw_redis_hook();
+    }
 
     if (iw_cluster_on()) {
         va_start(ap, fmt);
@@ -656,6 +674,38 @@ iw_redis_eval(iw_lua_e script, int nkeys, iw_args_t *a)
     iw_redis_broken("NOSCRIPT twice", NULL);
 
     return NULL;
+}
+
+
+/*
+ * The same for a write that may fail without consequence (the heartbeat,
+ * stats.c): a refusal comes back as the error reply it is, and the
+ * connection stays up for the goal's own commands.
+ */
+
+redisReply *
+iw_redis_eval_soft(iw_lua_e script, int nkeys, iw_args_t *a)
+{
+    redisReply  *r;
+
+    iw_redis_soft = 1;
+    r = iw_redis_eval(script, nkeys, a);
+    iw_redis_soft = 0;
+
+    return r;
+}
+
+
+/*
+ * Called before every command (stats.c's heartbeat): the one connection is
+ * idle then, and a worker that is alive sends a command at least every
+ * second.  The hook must not mind being called from inside itself.
+ */
+
+void
+iw_redis_set_hook(void (*hook)(void))
+{
+    iw_redis_hook = hook;
 }
 
 

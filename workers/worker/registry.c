@@ -341,6 +341,10 @@ iw_reg_record(const iw_conf_t *conf, const char *agent, const char *task_id,
 
     if (r->type == REDIS_REPLY_ERROR) {
         iw_error("rep_record.lua: %s", r->str);
+
+    } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+        /* counted for the first time, by this worker */
+        iw_stats_addf(1, "tasks:%s", status);
     }
 
     freeReplyObject(r);

@@ -59,6 +59,15 @@
  * up to it.  Every fsm write is fenced by the owner field (fsm_save.lua):
  * a worker that lost the goal cannot write over its successor.  Both keys
  * share the {goal:<id>} hash tag.
+ *
+ * The goal index, P{goals}:... (the hub's goal_index.lua, which documents
+ * its keys), follows the meta state: every state this worker writes is
+ * written there right after (iw_store_meta_state), so GET /goals and
+ * /metrics list and count goals from one slot.  It is written after the
+ * record, never before, and only moves forward, so it can lag the record
+ * (a crash between the two: the goal's next state, or its takeover, brings
+ * it level) but never be ahead of it.  A goal the index has not seen (its
+ * launch's write was lost) is added with what the loaded goal tells.
  */
 
 #include <stdlib.h>
@@ -71,6 +80,11 @@ static void iw_store_field(iw_goal_t *g, const char *k, const char *v,
     size_t vlen);
 static void iw_store_parse_parts(iw_goal_t *g, const char *json, size_t len);
 static iw_task_t *iw_store_task(iw_goal_t *g, const char *task_id);
+
+
+/* the goal this worker has loaded: what the index is told about a goal it
+ * has not seen */
+static const iw_goal_t  *iw_store_loaded;
 
 
 static void
@@ -419,6 +433,8 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
         return IW_OK;
     }
 
+    iw_store_loaded = g;
+
     if (g->goal == NULL) {
         g->goal = iw_strdup("");
     }
@@ -685,11 +701,12 @@ int
 iw_store_meta_state(const iw_conf_t *conf, const char *goal_id,
     const char *state, char **current, ...)
 {
-    int          rc;
-    va_list      ap;
-    iw_args_t    a;
-    const char  *k, *v;
-    redisReply  *r;
+    int               rc;
+    va_list           ap;
+    iw_args_t         a;
+    const char       *k, *v;
+    redisReply       *r;
+    const iw_goal_t  *g;
 
     iw_args_init(&a);
     iw_args_addf(&a, "%s{goal:%s}:meta", conf->prefix, goal_id);
@@ -732,7 +749,80 @@ iw_store_meta_state(const iw_conf_t *conf, const char *goal_id,
 
     freeReplyObject(r);
 
+    if (rc != 1) {
+        return rc;
+    }
+
+    /* meta_state.lua answers 1 to one writer only: a goal ended here is
+     * counted once, fleet-wide */
+    if (iw_goal_final(state)) {
+        iw_stats_addf(1, "goals:%s", state);
+    }
+
+    if (iw_store_loaded && iw_streq(iw_store_loaded->goal_id, goal_id)) {
+        g = iw_store_loaded;
+
+        if (iw_store_index(conf, goal_id, state, g->goal, g->parent,
+                           g->created_at)
+            != IW_OK)
+        {
+            return IW_ERROR;
+        }
+
+    } else if (iw_store_index(conf, goal_id, state, NULL, NULL, 0) != IW_OK) {
+        return IW_ERROR;
+    }
+
     return rc;
+}
+
+
+/*
+ * goal_index.lua: the goal's state in the index; goal, parent and
+ * created_at only matter to a goal the index has not seen (NULL, 0:
+ * unknown).  A refusal (the index is past that state) is no error.
+ */
+
+int
+iw_store_index(const iw_conf_t *conf, const char *goal_id, const char *state,
+    const char *goal, const char *parent, long long created_at)
+{
+    iw_args_t    a;
+    redisReply  *r;
+
+    iw_args_init(&a);
+    iw_args_add(&a, conf->goals_base);
+    iw_args_add(&a, goal_id);
+    iw_args_add(&a, state);
+    iw_args_addf(&a, "%lld", conf->goal_retention_ms);
+
+    if (created_at > 0) {
+        iw_args_addf(&a, "%lld", created_at);
+
+    } else {
+        iw_args_add(&a, "");
+    }
+
+    iw_args_add(&a, goal ? goal : "");
+    iw_args_add(&a,
+                iw_store_loaded && iw_streq(iw_store_loaded->goal_id, goal_id)
+                && iw_store_loaded->person ? iw_store_loaded->person : "");
+    iw_args_add(&a, parent ? parent : "");
+
+    r = iw_redis_eval(IW_LUA_GOAL_INDEX, 1, &a);
+    iw_args_free(&a);
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    if (r->type == REDIS_REPLY_ERROR) {
+        iw_error("goal_index.lua: %s", r->str);
+    }
+
+    freeReplyObject(r);
+
+    return IW_OK;
 }
 
 
@@ -806,6 +896,10 @@ void
 iw_goal_free(iw_goal_t *g)
 {
     size_t  i;
+
+    if (iw_store_loaded == g) {
+        iw_store_loaded = NULL;
+    }
 
     for (i = 0; i < g->ntasks; i++) {
         free(g->tasks[i].agent);

@@ -111,6 +111,15 @@ iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i, const char *text)
 
     freeReplyObject(r);
 
+    /* indexed before its job is queued; repeated after a takeover it
+     * changes nothing (the index only moves forward) */
+    if (iw_store_index(conf, t->child, "queued", text, g->goal_id,
+                       iw_now_ms())
+        != IW_OK)
+    {
+        return IW_ERROR;
+    }
+
     r = iw_redis_cmd("XADD %s * goal_id %s", conf->jobs_key, t->child);
     if (r == NULL) {
         return IW_ERROR;
