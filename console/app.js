@@ -536,6 +536,8 @@ async function viewGoal(gid) {
         if (ended) {
             actionsFor.confirmBox.hidden = true;
         }
+        // an ended goal takes nothing more: out of the way of its outcome
+        actions.hidden = GOAL_FINAL.includes(meta.state);
     }
 
     function buildActions() {

@@ -9,7 +9,7 @@
 #       prove -It/lib t/250-console.t
 #
 # Screenshots of every view go to build/console-screenshots/<block>/;
-# docs/console.png is the goal view of TEST 3.  The browser, chromedriver,
+# docs/console.png is TEST 3's goal-top.png (the goal view, 1280 x 1000).  The browser, chromedriver,
 # the workers and the agents are stopped by PID, whatever happens.
 
 use strict;
@@ -314,12 +314,17 @@ GET /health_check
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1', task_timeout => 60);
-    agent_proc($ctx, 'Shouter', 'uppercases text, shouts words', 'tr', 'a-z', 'A-Z');
+    # make run's example agents
+    agent_proc($ctx, 'Counter', 'counts the words in a text',
+               '/usr/bin/python3', "$::Repo/scripts/demo_agent.py", 'count');
+    agent_proc($ctx, 'Shouter', 'shouts a text in upper case',
+               '/usr/bin/python3', "$::Repo/scripts/demo_agent.py", 'shout');
     agent_proc($ctx, 'Sleeper', 'naps on the couch', 'sleep', '60');
     my $tok = token('console', 'observer launch admin agent');
-    ok online($ctx, $tok, 'Shouter', 'Sleeper'), 'the agents are online';
+    ok online($ctx, $tok, 'Counter', 'Shouter', 'Sleeper'), 'the agents are online';
 
-    my $r = drive($ctx, 'goals', token => $tok, goal => 'Shout the words hello world',
+    my $goal = 'Count the words in "agents that cooperate". Shout "agents that cooperate" in upper case.';
+    my $r = drive($ctx, 'goals', token => $tok, goal => $goal,
                   goal2 => 'Nap on the couch', say => 'please hurry, <i>now</i>');
     ok $r->{done}, 'the driver went through';
     my $gid = $r->{gid} // '';
@@ -332,13 +337,18 @@ GET /health_check
     my %kinds = map { $_ => 1 } @{ $r->{kinds} // [] };
     ok $kinds{$_}, "the timeline shows a $_" for 'discussion', 'task assignment', 'pause',
         'progress', 'result', 'concluding', 'conclusion';
-    ok((grep { $_ eq 'Shouter' } @{ $r->{senders} }), 'the agent\'s own envelopes');
+    my %senders = map { $_ => 1 } @{ $r->{senders} // [] };
+    ok $senders{Counter} && $senders{Shouter}, 'the agents\' own envelopes';
     my @feed = log_ids("ioa:{room:goal-$gid}:log");
     is scalar @{ $r->{timeline_ids} // [] }, scalar @feed, 'one timeline line per feed event: none lost or doubled';
-    like join("\n", @{ $r->{tasks} // [] }), qr/^Shouter\ncompleted\nShout the words hello world\n.*SHOUT THE WORDS HELLO WORLD/s,
-        'the task: its agent, status, part and result';
+    my @tasks = sort @{ $r->{tasks} // [] };
+    is scalar @tasks, 2, 'two tasks';
+    like $tasks[0], qr/^Counter\ncompleted\nCount the words in "agents that cooperate"\n.*\b3\b/s,
+        'a task: its agent, status, part and result';
+    like $tasks[1], qr/^Shouter\ncompleted\nShout "agents that cooperate" in upper case\nAGENTS THAT COOPERATE/s,
+        'the other one';
     like $r->{conclusion}, qr/\Q$meta->{conclusion}\E/, 'the conclusion, as the record has it';
-    like $r->{conclusion}, qr/1 of 1 part done/, 'which accounts for the part';
+    like $r->{conclusion}, qr/2 of 2 parts done/, 'which accounts for every part';
     like $r->{tokens}, qr/^0\b/, 'tokens used: none with the built-in planner';
     ok $r->{send_disabled_after}, 'an ended goal takes no message';
 
@@ -353,7 +363,7 @@ GET /health_check
     ok $r->{cancel_disabled_after}, 'a cancelled goal cannot be cancelled again';
     if (has_goal_list($ctx)) {
         like $r->{goal_list}[0], qr/^cancelled\n.*\nNap on the couch/s, 'the goal list: newest first, with its state';
-        like $r->{goal_list}[1], qr/^concluded\n.*\nShout the words hello world/s, 'and the first goal';
+        like $r->{goal_list}[1], qr/^concluded\n.*\nCount the words/s, 'and the first goal';
     } else {
         is_deeply $r->{goal_list}, [$gid2, $gid], 'a hub without GET /goals: the goals of this tab';
     }

@@ -152,8 +152,12 @@ def text(css):
     return found[0].text if found else ""
 
 
-def shot(name):
+def shot(name, whole=True):
     path = os.path.join(ARGS.shots, name)
+    if not whole:
+        DRIVER.save_screenshot(path)
+        out("shot", path)
+        return None
     # the whole page: as tall as its content, for a screenshot a person reads
     h = DRIVER.execute_script("return document.documentElement.scrollHeight")
     w = DRIVER.execute_script("return window.innerWidth")
@@ -319,6 +323,10 @@ def scenario_goals():
     out("send_disabled_after", not el("#say-send").is_enabled())
     DRIVER.execute_script("window.scrollTo(0, 0)")
     shot("goal.png")
+    DRIVER.set_window_size(1280, 1000)
+    DRIVER.execute_script("window.scrollTo(0, 0)")
+    shot("goal-top.png", whole=False)
+    DRIVER.set_window_size(1280, 900)
 
     # the second goal: a person speaks, then cancels it
     go("#/launch")
