@@ -37,10 +37,10 @@
  * Updates.  One worker per instance, the keeper (ngx_ioa_index_sync.c),
  * follows Redis and writes; every worker reads.  A writer takes the lock
  * for one agent at a time, so a reader never waits for more than one
- * agent's update; readers take it shared for one whole query.  nginx's
- * rwlock lets readers in while a writer spins, which under steady queries
- * from several workers could starve the keeper: a writer first raises
- * wwait, and new readers hold back while it is up.
+ * agent's update; readers take it shared for one whole query.  A waiting
+ * writer holds new readers back, or steady queries from several workers
+ * could starve the keeper; and a worker that dies holding the lock does
+ * not hang the others (ngx_ioa_index_lock.c).
  *
  * When the zone is full, the agent being written is dropped from the index
  * and the index stops answering (state FULL): queries go to Redis as before
@@ -247,35 +247,6 @@ void
 ngx_ioa_index_exit_process(void)
 {
     ngx_ioa_ix_zone_ctx = NULL;
-}
-
-
-/* locks: see "Updates" above */
-
-void
-ngx_ioa_ix_rlock(ngx_ioa_ix_sh_t *sh)
-{
-    while (sh->wwait) {
-        ngx_sched_yield();
-    }
-
-    ngx_rwlock_rlock(&sh->lock);
-}
-
-
-void
-ngx_ioa_ix_wlock(ngx_ioa_ix_sh_t *sh)
-{
-    sh->wwait = 1;
-    ngx_rwlock_wlock(&sh->lock);
-    sh->wwait = 0;
-}
-
-
-void
-ngx_ioa_ix_unlock(ngx_ioa_ix_sh_t *sh)
-{
-    ngx_rwlock_unlock(&sh->lock);
 }
 
 
@@ -860,20 +831,26 @@ ngx_ioa_ix_put(ngx_ioa_ix_input_t *in, ngx_log_t *log)
     ctx = ngx_ioa_ix_ctx();
     sh = ctx->sh;
 
-    if (sh->state == NGX_IOA_IX_FULL) {
+    if (sh->state == NGX_IOA_IX_FULL || sh->state == NGX_IOA_IX_BROKEN) {
         return NGX_ERROR;
     }
 
     /* the same text is the same document: most puts (a record, a
      * presence read back, the same agent read by this instance twice) need
      * no tokenizing and no postings touched */
-    ngx_ioa_ix_rlock(sh);
+    if (ngx_ioa_ix_rlock(sh) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     a = ngx_ioa_ix_agent(sh, in->name.data, in->name.len);
     same = (a != NULL && ngx_ioa_ix_same_text(a, in));
     ngx_ioa_ix_unlock(sh);
 
     if (same) {
-        ngx_ioa_ix_wlock(sh);
+        if (ngx_ioa_ix_wlock(sh) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
         a = ngx_ioa_ix_agent(sh, in->name.data, in->name.len);
 
         if (a && ngx_ioa_ix_same_text(a, in)) {
@@ -912,7 +889,10 @@ ngx_ioa_ix_put(ngx_ioa_ix_input_t *in, ngx_log_t *log)
         return NGX_ERROR;
     }
 
-    ngx_ioa_ix_wlock(sh);
+    if (ngx_ioa_ix_wlock(sh) != NGX_OK) {
+        ngx_destroy_pool(pool);
+        return NGX_ERROR;
+    }
 
     a = ngx_ioa_ix_agent(sh, in->name.data, in->name.len);
 
@@ -947,7 +927,10 @@ ngx_ioa_ix_put(ngx_ioa_ix_input_t *in, ngx_log_t *log)
 fail:
 
     /* the same-text path ran out of memory: drop the agent as below */
-    ngx_ioa_ix_wlock(sh);
+    if (ngx_ioa_ix_wlock(sh) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     pool = NULL;
 
 full:
@@ -1487,7 +1470,9 @@ ngx_ioa_ix_delete(ngx_str_t *name)
 
     sh = ngx_ioa_ix_ctx()->sh;
 
-    ngx_ioa_ix_wlock(sh);
+    if (ngx_ioa_ix_wlock(sh) != NGX_OK) {
+        return;
+    }
 
     a = ngx_ioa_ix_agent(sh, name->data, name->len);
 
@@ -1712,7 +1697,9 @@ ngx_ioa_ix_presence(ngx_str_t *holder, int64_t expiry, ngx_str_t *names,
 
     sh = ngx_ioa_ix_ctx()->sh;
 
-    ngx_ioa_ix_wlock(sh);
+    if (ngx_ioa_ix_wlock(sh) != NGX_OK) {
+        return;
+    }
 
     h = ngx_ioa_ix_holder(sh, holder);
 
@@ -1752,7 +1739,9 @@ ngx_ioa_ix_refresh_start(void)
 
     sh = ngx_ioa_ix_ctx()->sh;
 
-    ngx_ioa_ix_wlock(sh);
+    if (ngx_ioa_ix_wlock(sh) != NGX_OK) {
+        return;
+    }
 
     sh->gen++;
 
@@ -1774,7 +1763,9 @@ ngx_ioa_ix_refresh_end(ngx_msec_t took)
     sh = ngx_ioa_ix_ctx()->sh;
 
     for (i = 0; i < sh->nslots; i++) {
-        ngx_ioa_ix_wlock(sh);
+        if (ngx_ioa_ix_wlock(sh) != NGX_OK) {
+            return;
+        }
 
         a = sh->slots[i];
 
@@ -1785,7 +1776,9 @@ ngx_ioa_ix_refresh_end(ngx_msec_t took)
         ngx_ioa_ix_unlock(sh);
     }
 
-    ngx_ioa_ix_wlock(sh);
+    if (ngx_ioa_ix_wlock(sh) != NGX_OK) {
+        return;
+    }
 
     if (sh->state != NGX_IOA_IX_FULL) {
         sh->state = NGX_IOA_IX_READY;
@@ -1913,14 +1906,21 @@ ngx_ioa_index_metrics(u_char *p, u_char *last)
     sh = ctx->sh;
     pool = ctx->shpool;
 
-    ngx_ioa_ix_rlock(sh);
+    if (ngx_ioa_ix_rlock(sh) == NGX_OK) {
+        agents = sh->nagents;
+        terms = sh->nterms;
+        state = sh->state;
+        build = sh->build_ms;
 
-    agents = sh->nagents;
-    terms = sh->nterms;
-    state = sh->state;
-    build = sh->build_ms;
+        ngx_ioa_ix_unlock(sh);
 
-    ngx_ioa_ix_unlock(sh);
+    } else {
+        /* given up: what it held no longer counts */
+        agents = 0;
+        terms = 0;
+        state = NGX_IOA_IX_BROKEN;
+        build = sh->build_ms;
+    }
 
     /* pages handed out, whole: what the zone cannot give to anything else */
     ngx_shmtx_lock(&pool->mutex);
@@ -1930,7 +1930,8 @@ ngx_ioa_index_metrics(u_char *p, u_char *last)
 
     return ngx_slprintf(p, last,
         "# HELP ioa_discovery_index_state 0 empty, 1 first build running, "
-        "2 answering, 3 zone full (discovery answered by Redis).\n"
+        "2 answering, 3 zone full, 4 given up after a worker died writing "
+        "it (3 and 4: discovery answered by Redis).\n"
         "# TYPE ioa_discovery_index_state gauge\n"
         "ioa_discovery_index_state %ui\n"
         "# HELP ioa_discovery_index_agents Agents in this instance's "
@@ -1984,7 +1985,9 @@ ngx_ioa_index_unembedded(ngx_pool_t *pool, ngx_uint_t max, ngx_str_t *names,
     sh = ctx->sh;
     n = 0;
 
-    ngx_ioa_ix_rlock(sh);
+    if (ngx_ioa_ix_rlock(sh) != NGX_OK) {
+        return 0;
+    }
 
     if (sh->state != NGX_IOA_IX_READY || sh->nvec >= sh->nagents
         || sh->nslots == 0)

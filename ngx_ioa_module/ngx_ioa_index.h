@@ -29,6 +29,8 @@
 
 /* holders (nginx workers, on any instance) the index tells apart */
 #define NGX_IOA_IX_HOLDERS       1024
+/* reads in progress at once: a process reads one query at a time */
+#define NGX_IOA_IX_READERS       128
 #define NGX_IOA_IX_HOLDER_LEN    64
 
 
@@ -36,7 +38,9 @@ typedef enum {
     NGX_IOA_IX_EMPTY = 0,     /* never built: queries go to Redis */
     NGX_IOA_IX_BUILDING,      /* the first build is running: same */
     NGX_IOA_IX_READY,         /* answers queries (a refresh may run) */
-    NGX_IOA_IX_FULL           /* the zone ran out of memory: Redis again */
+    NGX_IOA_IX_FULL,          /* the zone ran out of memory: Redis again */
+    NGX_IOA_IX_BROKEN         /* a worker died writing it: Redis for good
+                                 (ngx_ioa_index_lock.c) */
 } ngx_ioa_ix_state_e;
 
 
@@ -136,9 +140,12 @@ typedef struct {
 
 /* the zone's header: everything hangs from here */
 typedef struct {
-    ngx_atomic_t              lock;          /* ngx_rwlock */
-    ngx_atomic_t              wwait;         /* a writer waits: readers
-                                                hold back */
+    /* the lock (ngx_ioa_index_lock.c) */
+    ngx_atomic_t              lock;          /* readers, or a writer */
+    ngx_atomic_t              wwait;         /* pid of a writer waiting:
+                                                readers hold back */
+    ngx_atomic_t              writer;        /* pid of the writer */
+    ngx_atomic_t              readers[NGX_IOA_IX_READERS];
     ngx_atomic_t              keeper;        /* pid of the keeping worker */
     ngx_atomic_t              keeper_until;  /* its lease, ms */
 
@@ -198,8 +205,9 @@ typedef struct {
 
 /* ngx_ioa_index.c */
 ngx_ioa_ix_ctx_t *ngx_ioa_ix_ctx(void);
-void ngx_ioa_ix_rlock(ngx_ioa_ix_sh_t *sh);
-void ngx_ioa_ix_wlock(ngx_ioa_ix_sh_t *sh);
+/* ngx_ioa_index_lock.c: NGX_DECLINED once the index is BROKEN */
+ngx_int_t ngx_ioa_ix_rlock(ngx_ioa_ix_sh_t *sh);
+ngx_int_t ngx_ioa_ix_wlock(ngx_ioa_ix_sh_t *sh);
 void ngx_ioa_ix_unlock(ngx_ioa_ix_sh_t *sh);
 ngx_ioa_ix_agent_t *ngx_ioa_ix_agent(ngx_ioa_ix_sh_t *sh, u_char *name,
     size_t len);

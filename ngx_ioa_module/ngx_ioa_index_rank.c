@@ -208,7 +208,9 @@ ngx_ioa_index_retrieve(ngx_pool_t *pool, ngx_str_t *queries, ngx_uint_t n,
 
     ranking = sem ? (sem->qvecs ? "hybrid" : "bm25") : NULL;
 
-    ngx_ioa_ix_rlock(rk.sh);
+    if (ngx_ioa_ix_rlock(rk.sh) != NGX_OK) {
+        return NGX_DECLINED;
+    }
 
     if (rk.sh->state != NGX_IOA_IX_READY) {
         ngx_ioa_ix_unlock(rk.sh);

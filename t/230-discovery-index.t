@@ -28,6 +28,39 @@ no_root_location();
 no_shuffle();
 log_level('info');
 
+# a hub of its own with one worker and the metrics location
+sub one_worker_hub {
+    my ($ctx, $name) = @_;
+    return IoaTest::Instance->start(dir => $ctx->servroot . "/$name",
+        workers => 1, log_level => 'info',
+        http_config => 'ioa_redis 127.0.0.1:' . $ctx->redis_port . ';',
+        config => 'location / { ioa_api; } location = /metrics { ioa_metrics; }');
+}
+
+# gdb, in the background, stops worker $pid at $function and kills it
+# there (SIGKILL: nothing of the worker runs after the stop); returns
+# gdb's pid once the breakpoint is set
+sub kill_inside {
+    my ($ctx, $pid, $function, $tag) = @_;
+    my $log = $ctx->servroot . "/gdb-$tag.log";
+    my $gdb = fork // die "fork: $!\n";
+    if ($gdb == 0) {
+        open STDOUT, '>', $log or die "$log: $!\n";
+        open STDERR, '>&', \*STDOUT;
+        exec 'gdb', '-q', '-nx', '-batch', '-p', $pid,
+             '-ex', 'set pagination off',
+             '-ex', "break $function", '-ex', 'echo READY\n',
+             '-ex', 'continue', '-ex', 'kill';
+        exit 127;
+    }
+    wait_until(sub {
+        open my $fh, '<', $log or return 0;
+        local $/;
+        my $text = <$fh> // '';
+        $text =~ /^READY$/m }, 30) or die "gdb did not attach to $pid\n";
+    return $gdb;
+}
+
 sub slurp_script {
     my $file = shift;
     open my $fh, '<', $file or die "$file: $!\n";
@@ -501,4 +534,84 @@ GET /health_check
 --- no_error_log
 [error]
 [alert]
+[crit]
+
+
+
+=== TEST 10: a worker killed while it reads the index (in the middle of ranking, under gdb) does not hang the others: its share of the lock is released and the index keeps following Redis
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    my $hub = one_worker_hub($ctx, 'reader');
+    my $port = $hub->port;
+    ok index_ready($port), 'the index is built';
+    dpost($port, '/register', { name => "r$_", type => 'Thing Assistant',
+                                desc => "lock probe number$_" }) for 1 .. 3;
+    my ($worker) = $hub->worker_pids;
+    # the worker stops in the middle of a query, holding the read lock,
+    # and is killed there
+    my $gdb = kill_inside($ctx, $worker, 'ngx_ioa_ix_agent_json', 'reader');
+    dpost($port, '/retrieve_assistant', { capabilities => ['lock probe'] });
+    ok wait_until(sub { !kill 0, $worker }, 20), 'the worker was killed while ranking';
+    waitpid $gdb, 0;
+    # the next worker writes (a registration), which needs the lock whole
+    my ($code) = dpost($port, '/register', { name => 'after', type => 'Thing Assistant',
+                                             desc => 'written after the reader died' });
+    is $code, 200, 'a registration through the new worker';
+    ok wait_until(sub {
+        my (undef, $d, undef, $h) = dpost($port, '/retrieve_assistant',
+                                          { capabilities => ['reader died'] });
+        answered_by($h) eq 'index' && @$d && $d->[0]{name} eq 'after' }, 10),
+        'the index has it: the writer was not held up by the dead reader';
+    like $hub->error_log, qr/\[alert\].*worker \d+ died while reading the index; its share of the lock is released/,
+        'the error log says what happened';
+    $hub->stop;
+--- no_error_log
+[crit]
+
+
+
+=== TEST 12: a worker killed while it writes the index (under gdb) does not hang the others: the index is given up, discovery is answered by Redis, exactly, and the error log and /metrics say so
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    my $hub = one_worker_hub($ctx, 'writer');
+    my $port = $hub->port;
+    ok index_ready($port), 'the index is built';
+    my ($worker) = $hub->worker_pids;
+    my $gdb = kill_inside($ctx, $worker, 'ngx_ioa_ix_set_rest', 'writer');
+    # the registration is stored in Redis first; its worker then writes it
+    # into the index, and dies there
+    dpost($port, '/register', { name => 'halfway', type => 'Thing Assistant',
+                                desc => 'written while the writer died' });
+    ok wait_until(sub { !kill 0, $worker }, 20), 'the worker was killed while writing';
+    waitpid $gdb, 0;
+    my ($code, $d, $raw, $h);
+    ok wait_until(sub {
+        ($code, $d, $raw, $h) = dpost($port, '/retrieve_assistant',
+                                      { capabilities => ['writer died'] });
+        $code == 200 && answered_by($h) eq 'redis' }, 10),
+        'discovery answers, from Redis';
+    is_deeply [ map { $_->{name} } @$d ], ['halfway'], 'exactly: the agent is found';
+    like $hub->error_log, qr/\[alert\].*worker \d+ died while writing the index, which can no longer be trusted/,
+        'the error log says what happened';
+    like $ctx->http(GET => '/metrics', port => $port)->content,
+         qr/^ioa_discovery_index_state 4$/m, 'ioa_discovery_index_state 4';
+    ($code) = dpost($port, '/register', { name => 'later', type => 'Thing Assistant',
+                                          desc => 'registered after it' });
+    is $code, 200, 'registration goes on';
+    (undef, $d) = dpost($port, '/retrieve_assistant', { capabilities => ['registered after'] });
+    is_deeply [ map { $_->{name} } @$d ], ['later'], 'and is found';
+    $hub->stop;
+--- no_error_log
 [crit]
