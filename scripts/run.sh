@@ -31,7 +31,10 @@ mint() { "$REPO/scripts/ioa-token" sign --key "$RUN/jwt.key" --sub "$1" --scope 
         echo "  \"$a\": \"$(mint "$a" agent)\","
     done
     echo "  \"observer\": \"$(mint observer observer)\","
-    echo "  \"user\": \"$(mint user "launch admin")\""
+    echo "  \"user\": \"$(mint user "launch admin")\","
+    # the web console's: sees everything, launches, and searches agents
+    # (/retrieve_assistant acts as the token's subject, an agent scope)
+    echo "  \"console\": \"$(mint console "observer launch admin agent")\""
     echo "}"
 } > "$RUN/tokens.json"
 chmod 600 "$RUN/tokens.json"
@@ -41,6 +44,7 @@ token() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]
 sed -e "s/^ioa_redis .*/ioa_redis 127.0.0.1:$IOA_REDIS_PORT;/" \
     -e "s/^    listen 7788;/    listen 127.0.0.1:$IOA_PORT;/" \
     -e "s|^ioa_auth_jwt_key .*|ioa_auth_jwt_key $RUN/jwt.key;|" \
+    -e "s|alias /usr/share/ioa/console/;|alias $REPO/console/;|" \
     "$REPO/conf.d/ioa.conf" > "$RUN/ioa.conf"
 
 # conf.d's advice (2 x 8192 connections, twice as many files), within what
@@ -107,6 +111,13 @@ for who in Planner Coder Researcher Counter Shouter Reverser observer user; do
     printf '  %-10s %s\n' "$who" "$(token "$who")"
 done
 echo "  e.g. curl -H \"Authorization: Bearer $(token user)\" $HUB/list_all_agents"
+console_help() {
+    echo "console: $HUB/console/ -- sign in with this token (the console's,"
+    echo "  scopes observer launch admin agent; kept in the browser tab only):"
+    echo "  $(token console)"
+    echo "metrics: $HUB/metrics   command line: scripts/ioactl (IOA_URL=$HUB)"
+}
+console_help
 
 if ! IOA_DEMO_TOKENS="$RUN/tokens.json" /usr/bin/python3 "$REPO/scripts/demo.py" "127.0.0.1:$IOA_PORT"; then
     echo "the demo failed; logs in $RUN/logs/"
@@ -120,6 +131,7 @@ if [ -n "${IOA_RUN_ONCE:-}" ]; then
 fi
 
 echo
+console_help
 echo "The hub keeps running; Ctrl-C (or make stop) stops it."
 trap 'bash "$REPO/scripts/stop.sh"; exit 0' INT TERM
 while kill -0 "$(cat "$RUN/nginx.pid")" 2>/dev/null; do sleep 1; done

@@ -12,6 +12,7 @@ use strict;
 use warnings;
 use Test::More;
 use File::Temp ();
+use Cwd ();
 use IO::Socket::INET ();
 
 sub free_port {
@@ -32,6 +33,14 @@ like $out, qr/ioa is up: http:\/\/127\.0\.0\.1:$port/, 'the hub came up on IOA_P
 # the tokens make run made, and prints them
 like $out, qr/authentication: ioa_auth jwt, key \Q$dir\E\/jwt\.key/, 'auth is on, with a key of its own';
 like $out, qr/^  Planner +eyJ[\w-]+\.eyJ[\w-]+\.[\w-]+$/m, 'the demo tokens are printed';
+like $out, qr{^console: http://127\.0\.0\.1:$port/console/ }m, 'the console\'s address is printed';
+like $out, qr/^console: .*\n.*\n  eyJ[\w-]+\.eyJ[\w-]+\.[\w-]+$/m, 'with a token to sign in with';
+{
+    open my $fh, '<', "$dir/ioa.conf" or die "$dir/ioa.conf: $!\n";
+    my $conf = do { local $/; <$fh> };
+    my $repo = Cwd::abs_path('.');
+    like $conf, qr{alias \Q$repo\E/console/;}, 'the console is served from the checkout';
+}
 like $out, qr/registered as Human Assistant/, 'agents registered';
 like $out, qr/found Coder \(score [\d.]+, online True\)/, 'discovery found an online agent';
 like $out, qr/room [0-9a-f]{32} with /, 'a team formed';
