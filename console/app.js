@@ -280,10 +280,13 @@ async function viewRooms() {
     }
 }
 
-function feedStatus(el) {
+// ended(): the goal has ended, so "live" only waits for late envelopes
+function feedStatus(el, ended) {
     return (state, detail) => {
         el.className = `feed-status ${state}`;
-        if (state === 'live') {
+        if (state === 'live' && ended && ended()) {
+            el.textContent = 'ended; still listening for late envelopes';
+        } else if (state === 'live') {
             el.textContent = 'live';
         } else if (state === 'polling') {
             el.textContent = 'live (polling every 2 s)';
@@ -602,10 +605,16 @@ async function viewGoal(gid) {
     }
     rememberGoal(gid);
 
+    let finalSeen = false;
+    let feedState = 'connecting';
+    const showStatus = feedStatus(status, () => finalSeen);
     const feed = new Feed({
         url: `/goals/${gid}/events`,
         storeKey: `ioa.feed.goal.${gid}`,
-        onStatus: feedStatus(status),
+        onStatus: (state, detail) => {
+            feedState = state;
+            showStatus(state, detail);
+        },
         onEvent: (ev, replayed) => {
             let e;
             try {
@@ -622,9 +631,15 @@ async function viewGoal(gid) {
                     e.comm_id && e.state === 'running' ? ` the team meets in room ${e.comm_id}` : '',
                     e.error ? ` \u2014 ${e.error}` : '',
                     h('time', { class: 'when', text: fmtTime(e.timestamp) })));
-                if (GOAL_FINAL.includes(e.state) && board.close(e.state)) {
-                    clear(tasksBox);
-                    tasksBox.appendChild(board.render());
+                if (GOAL_FINAL.includes(e.state)) {
+                    finalSeen = true;
+                    if (feedState === 'live') {
+                        showStatus('live');
+                    }
+                    if (board.close(e.state)) {
+                        clear(tasksBox);
+                        tasksBox.appendChild(board.render());
+                    }
                 }
                 if (!replayed) {
                     refresh();

@@ -34,6 +34,7 @@ use IoaTest;
 use IoaTest::Agent qw(fresh_hub json);
 use IoaTest::Api;
 use IoaTest::Goals qw(worker stop_workers);
+use IoaTest::Instance;
 use File::Path qw(make_path remove_tree);
 use File::Temp ();
 use FindBin;
@@ -97,15 +98,30 @@ sub bearer { [Authorization => "Bearer $_[0]"] }
 # (screenshots in ->{shots}) and the driver's exit status and stderr
 sub drive {
     my ($ctx, $scenario, %args) = @_;
+    return drive_finish(drive_start($ctx, $scenario, %args));
+}
+
+# the driver in the background, for a block that acts while the page is
+# open: drive_finish() waits for it and reads what it printed
+sub drive_start {
+    my ($ctx, $scenario, %args) = @_;
     my $dir = "$Shots/" . ($ctx->name =~ /TEST (\d+)/ ? "test$1" : 'other');
     remove_tree($dir);
     make_path($dir);
-    my @cmd = ('/usr/bin/python3', $Drive, $scenario, '--url', 'http://127.0.0.1:' . $ctx->port,
+    my $port = delete $args{port} // $ctx->port;
+    my @cmd = ('/usr/bin/python3', $Drive, $scenario, '--url', "http://127.0.0.1:$port",
                '--shots', $dir, map { ("--$_", $args{$_}) } sort keys %args);
-    my ($out, $err) = ('', '');
-    eval {
-        IPC::Run::run(\@cmd, '<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(240));
-    };
+    my $run = { scenario => $scenario, out => '', err => '' };
+    $run->{h} = IPC::Run::start(\@cmd, '<', \undef, '>', \$run->{out}, '2>', \$run->{err},
+                                IPC::Run::timeout(240));
+    return $run;
+}
+
+sub drive_finish {
+    my ($run) = @_;
+    my ($scenario, $out, $err) = ($run->{scenario});
+    eval { $run->{h}->finish };
+    ($out, $err) = ($run->{out}, $run->{err});
     my $rc = $@ ? "died: $@" : $? >> 8;
     my %r = (shots => []);
     for my $line (split /\n/, $out) {
@@ -411,6 +427,61 @@ GET /health_check
     ok exists $ov->{$_} && $ov->{$_} <= 0, "$_: no horizontal scrolling at 390 px"
         for '#/agents', '#/rooms', "#/rooms/$cid", '#/goals', '#/launch';
     is_deeply $r->{js_errors}, [], 'no error in the browser console';
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 5: a hub restart behind an open room view: the page reconnects with its Last-Event-ID and shows every line once, also those posted while the hub was down
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth off; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    for my $n (qw(Ann Ben)) {
+        api($ctx, POST => '/register', { name => $n, type => 'Thing Assistant', desc => "agent $n" });
+    }
+    my (undef, $team) = api($ctx, POST => '/teamup', { sender => 'Ann', agent_names => ['Ben'] });
+    my $cid = $team->{comm_id};
+    post_as($ctx, undef, 'Ann', comm_id => $cid, type => 4, content => "early $_") for 1 .. 3;
+
+    # the page's hub: an nginx of its own, which the block restarts
+    my %hub = (dir => $ctx->servroot . '/page-hub', workers => 1, log_level => 'info',
+               http_config => 'ioa_redis 127.0.0.1:' . $ctx->redis_port . ';',
+               config => 'location / { ioa_api; ioa_auth off; } '
+                         . "include $ENV{TEST_NGINX_CONSOLE_CONF};");
+    my $hub = IoaTest::Instance->start(%hub);
+    my $port = $hub->port;
+    my $sync = File::Temp::tempdir('console-sync-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    my $run = drive_start($ctx, 'restart', port => $port, cid => $cid, lines => 3, sync => $sync);
+    ok wait_until(sub { -e "$sync/ready" }, 60), 'the room view shows the first lines';
+
+    my $via = sub {
+        my ($p, $who, $text) = @_;
+        my ($code) = api($ctx, POST => "/agents/$who/messages",
+                         { comm_id => $cid, content => $text, type => 4 }, port => $p);
+        die "post through $p: $code\n" unless $code == 200;
+    };
+    $via->($port, 'Ben', "before the restart $_") for 1 .. 2;
+    $hub->stop;
+    $via->($ctx->port, 'Ann', "while the page's hub is down $_") for 1 .. 3;
+    $hub = IoaTest::Instance->start(%hub, port => $port);
+    $via->($port, 'Ben', "after the restart $_") for 1 .. 2;
+    my @log = log_ids("ioa:{room:$cid}:log");
+    is scalar @log, 3 + 2 + 3 + 2, 'Redis: every envelope';
+    open my $fh, '>', "$sync/go" or die "$sync/go: $!\n";
+    print $fh scalar(@log), "\n";
+    close $fh;
+    my $r = drive_finish($run);
+    ok $r->{done}, 'the driver went through';
+    is_deeply $r->{shown_ids}, \@log, 'every line once, in order, across the restart';
+    is $r->{feed_status}, 'live', 'and the feed is live again';
+    $hub->stop;
 --- no_error_log
 [alert]
 [crit]

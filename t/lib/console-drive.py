@@ -422,6 +422,25 @@ def scenario_room():
     out("js_errors", js_errors())
 
 
+def scenario_restart():
+    """a room's transcript while the hub behind the page stops and starts
+    again: the test restarts it between the files --sync/ready and
+    --sync/go (go holds the number of lines to expect); every line once"""
+    console(f"#/rooms/{ARGS.cid}")
+    wait("the first lines", lambda: len(shown_ids()) >= ARGS.lines)
+    with open(os.path.join(ARGS.sync, "ready"), "w") as f:
+        f.write("ready\n")
+    go_file = os.path.join(ARGS.sync, "go")
+    want = int(wait("the test's go", lambda: os.path.exists(go_file)
+                    and open(go_file).read().strip(), 120))
+    wait(f"{want} lines after the restart", lambda: len(shown_ids()) >= want,
+         60)
+    time.sleep(0.5)            # anything doubled would have arrived by now
+    out("shown_ids", shown_ids())
+    out("feed_status", text(".feed-status"))
+    shot("room-after-restart.png")
+
+
 def scenario_static():
     """the page loads under its CSP with no console error"""
     console()
@@ -439,6 +458,7 @@ def main():
                 "query"):
         p.add_argument("--" + opt)
     p.add_argument("--lines", type=int, default=0)
+    p.add_argument("--sync", help="a directory shared with the test")
     ARGS = p.parse_args()
     os.makedirs(ARGS.shots, exist_ok=True)
     fn = globals().get("scenario_" + ARGS.scenario)
