@@ -41,7 +41,8 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
     libtest-base-perl libtest-longstring-perl liblist-moreutils-perl \
     libtext-diff-perl libwww-perl liburi-perl libipc-run-perl \
     libprotocol-websocket-perl curl nghttp2-client python3 python3-websockets \
-    python3-prometheus-client gdb chromium chromium-driver python3-selenium
+    python3-prometheus-client gdb chromium chromium-driver python3-selenium \
+    firefox-esr libfirefox-marionette-perl
 
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config

@@ -35,6 +35,7 @@ use IoaTest::Agent qw(fresh_hub json);
 use IoaTest::Api;
 use IoaTest::Goals qw(worker stop_workers);
 use IoaTest::Instance;
+use IoaTest::Console;
 use File::Path qw(make_path remove_tree);
 use File::Temp ();
 use FindBin;
@@ -60,19 +61,8 @@ for my $k ('jwt.key', 'other.key') {
 }
 $ENV{TEST_NGINX_CONSOLE_KEY} = "$Scratch/jwt.key";
 
-# The console's locations exactly as conf.d/ioa.conf ships them, with the
-# alias pointed at this checkout's console/ (as `make run` does)
-{
-    open my $fh, '<', "$Repo/conf.d/ioa.conf" or die "conf.d/ioa.conf: $!\n";
-    my $conf = do { local $/; <$fh> };
-    my ($loc) = $conf =~ /^(    location = \/console \{.*?^    location \/console\/ \{.*?^    \}\n)/ms
-        or die "conf.d/ioa.conf has no console locations\n";
-    $loc =~ s{alias /usr/share/ioa/console/;}{alias $Repo/console/;} or die "no alias\n";
-    open my $out, '>', "$Scratch/console.conf" or die "$!\n";
-    print {$out} $loc;
-    close $out;
-    $ENV{TEST_NGINX_CONSOLE_CONF} = "$Scratch/console.conf";
-}
+# the console's locations as conf.d/ioa.conf ships them (IoaTest::Console)
+$ENV{TEST_NGINX_CONSOLE_CONF} = console_conf($Scratch);
 
 our %Children;       # pid => what, stopped in END
 
