@@ -642,8 +642,11 @@ SKIP: {
        && abs($doc->{ir_per_publish} - 2 * $doc->{ir_per_delivery}) < 1,
         'callgrind.sh: Ir per delivery and per publish ('
         . ($doc && $doc->{ir_per_delivery}) . ')';
-    ok $doc && @{ $doc->{runs} } == 2 && $doc->{spread_pct} < 5,
-        'callgrind.sh: two runs agree within 5% ('
+    # 20 deliveries: the once-a-second work of the module (ticks, presence)
+    # weighs on so few, more when a busy machine stretches the phase; the
+    # full bench's 8,000 agree within 2%
+    ok $doc && @{ $doc->{runs} } == 2 && $doc->{spread_pct} < 10,
+        'callgrind.sh: two runs agree within 10% ('
         . ($doc && $doc->{spread_pct}) . '%)';
     like slurp("$out/callgrind.txt"),
         qr/top 15 by inclusive Ir.*ngx_ioa_.*top 15 by self Ir/s,
