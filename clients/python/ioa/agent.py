@@ -148,20 +148,33 @@ class Agent:
     async def serve(self) -> None:
         """Register, connect and handle envelopes until ``stop``."""
         await self.start()
+        connects = self.conn.connects
         try:
             async for env in self.conn:
+                if self.conn.connects != connects:
+                    # as ioa-agent: register again after a reconnect, the
+                    # registry may have gone with Redis (it is idempotent)
+                    connects = self.conn.connects
+                    self._spawn(asyncio.to_thread(self._register))
                 await self.handle(env)
         finally:
             await self._drain()
 
     async def start(self) -> None:
         """Register and connect (raises HubError/AuthError if refused)."""
-        await asyncio.to_thread(
-            self.client.register, self.name, self.desc, self.type, self.tags,
-            self._turn_handler is not None)
+        await asyncio.to_thread(self._register)
         self._outbox = asyncio.Queue()
         self._spawn(self._send_loop())
         await self.conn.connect()
+
+    def _register(self) -> None:
+        try:
+            self.client.register(self.name, self.desc, self.type, self.tags,
+                                 self._turn_handler is not None)
+        except (HubError, Unreachable) as e:
+            if self.conn.connects == 0:
+                raise
+            log.warning("%s: could not register again: %s", self.name, e)
 
     async def stop(self) -> None:
         """Stop after the current envelope; running tasks are cancelled."""
