@@ -1,0 +1,341 @@
+# t/260-python-sdk.t -- the Python SDK (clients/python/ioa) against a real
+# nginx, Redis and ioa-worker: each block runs Python scripts from
+# t/lib/pysdk with Debian's /usr/bin/python3 and PYTHONPATH=clients/python,
+# and checks what they print against the hub's answers and the room's Redis
+# Stream.
+#
+#   make all && TEST_NGINX_LOAD_MODULES=$PWD/build/ngx_http_ioa_module.so \
+#       prove -It/lib t/260-python-sdk.t
+#
+# The resume block follows a second nginx (IoaTest::Instance) on the same
+# Redis, which it stops and starts again on the same port while envelopes
+# are posted through the runner's nginx.  The README block takes the
+# example agent out of README.md and runs it, so the README cannot rot.
+
+use Test::Nginx::Socket 'no_plan';
+use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
+use IoaTest;
+use IoaTest::Agent qw(register teamup fresh_hub json);
+use IoaTest::Api;
+use IoaTest::Goals qw(worker stop_workers);
+use IoaTest::Instance;
+use IoaTest::JWT;
+use Cwd qw(abs_path);
+use File::Temp ();
+use FindBin;
+use IPC::Run ();
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(sleep time);
+
+no_root_location();
+log_level('info');
+
+our $Repo = abs_path("$FindBin::Bin/..");
+our $Py = '/usr/bin/python3';
+our $Scratch = File::Temp::tempdir('pysdk-t-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+our $K = jwt_keys("$Scratch/keys");
+$ENV{TEST_NGINX_PYSDK_KEYS} = "$Scratch/keys";
+$ENV{PYTHONPATH} = "$Repo/clients/python";
+$ENV{PYTHONDONTWRITEBYTECODE} = 1;
+
+our %Children;       # pid => what, stopped in END
+
+END {
+    local $?;
+    for my $pid (keys %Children) {
+        kill 'KILL', $pid;
+        waitpid $pid, 0;
+    }
+}
+
+# ------------------------------------------------------------------ helpers
+
+sub token {
+    my ($sub, $scope) = @_;
+    return jwt($K, 'HS256', { sub => $sub, scope => $scope // 'agent',
+                              exp => time + 600 });
+}
+
+# py($script, @args): runs t/lib/pysdk/$script to its end; (exit status,
+# stdout, stderr)
+sub py {
+    my ($script, @args) = @_;
+    my ($out, $err) = ('', '');
+    IPC::Run::run([$Py, "$Repo/t/lib/pysdk/$script", @args], '<', \undef,
+                  '>', \$out, '2>', \$err, IPC::Run::timeout(60));
+    return ($? >> 8, $out, $err);
+}
+
+# py_bg($name, $file, @args): a Python program in the background, its
+# stdout and stderr in files; { pid, out, err }
+sub py_bg {
+    my ($name, $file, @args) = @_;
+    my %p = (out => "$Scratch/$name.out", err => "$Scratch/$name.err");
+    my $pid = fork // die "fork: $!\n";
+    if ($pid == 0) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>', $p{out};
+        open STDERR, '>', $p{err};
+        exec $Py, $file, @args or POSIX::_exit(127);
+    }
+    $Children{$pid} = $name;
+    $p{pid} = $pid;
+    return \%p;
+}
+
+# its exit status once it exits within $secs, else undef
+sub py_wait {
+    my ($p, $secs) = @_;
+    my $deadline = time + $secs;
+    while (time < $deadline) {
+        if (waitpid($p->{pid}, WNOHANG) == $p->{pid}) {
+            delete $Children{ $p->{pid} };
+            return $? >> 8;
+        }
+        sleep 0.05;
+    }
+    return undef;
+}
+
+sub py_stop {
+    my $p = shift;
+    return unless $Children{ $p->{pid} };
+    kill 'TERM', $p->{pid};
+    waitpid $p->{pid}, 0;
+    delete $Children{ $p->{pid} };
+}
+
+sub slurp {
+    open my $fh, '<', $_[0] or return '';
+    local $/;
+    return <$fh> // '';
+}
+
+sub lines_of { grep { length } split /\n/, slurp($_[0]) }
+
+sub wait_lines {
+    my ($file, $n, $secs) = @_;
+    wait_until(sub { lines_of($file) >= $n }, $secs // 15);
+    return lines_of($file);
+}
+
+sub post {
+    my ($ctx, $sender, $cid, $content) = @_;
+    my ($code, $doc, $res) = api($ctx, POST => "/agents/$sender/messages",
+        { comm_id => $cid, content => $content });
+    die "post: " . $res->status_line . ' ' . $res->content . "\n"
+        unless $code == 200;
+    return $doc->{id};
+}
+
+sub log_ids {
+    return map { $_->[0] } @{ redis_cmd('XRANGE', "ioa:{room:$_[0]}:log", '-', '+') };
+}
+
+sub online {
+    my ($ctx, @names) = @_;
+    return wait_until(sub {
+        my ($code, $d) = api($ctx, POST => '/query_assistant', { name => [@names] });
+        $code == 200 && !grep { !$_ || !$_->{online} } @$d;
+    }, 15);
+}
+
+# waits for the goal to end; its record
+sub goal_end {
+    my ($ctx, $gid) = @_;
+    my $g;
+    wait_until(sub {
+        (undef, $g) = api($ctx, GET => "/goals/$gid");
+        $g && $g->{state} =~ /^(?:concluded|failed|cancelled)$/;
+    }, 60);
+    return $g;
+}
+
+run_tests();
+
+__DATA__
+
+=== TEST 1: register, connect with a JWT, room traffic between two SDK agents; refused tokens raise AuthError with the hub's code
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_PYSDK_KEYS/hs256.key; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    my $bad = jwt($::K, 'HS256', { sub => 'Ben', scope => 'agent', exp => time + 600 },
+                  secret => 'not the key');
+    my ($rc, $out, $err) = py('room_traffic.py', 'http://127.0.0.1:' . $ctx->port,
+                              token('Ann'), token('Ben'), $bad);
+    is $rc, 0, 'the script ran to its end' or diag $err;
+    my $r = json()->decode($out);
+    is_deeply $r->{register}, ['created', 'created'], 'both registered';
+    my $cid = $r->{comm_id};
+    my @log = @{ redis_cmd('XRANGE', "ioa:{room:$cid}:log", '-', '+') };
+    my @ids = map { $_->[0] } @log;
+    is scalar @ids, 2, 'two envelopes in the room\'s Stream';
+    is $ids[1], $r->{posted_id}, 'Client.post answered the id Redis gave';
+    for my $who (qw(ann_got ben_got)) {
+        is_deeply [map { $_->{id} } @{ $r->{$who} }], \@ids,
+            "$who: both envelopes, in the Stream's order, with its ids";
+    }
+    my ($hello, $back) = @{ $r->{ben_got} };
+    is $hello->{sender}, 'Ann', 'the sender is the token\'s subject';
+    is $hello->{content}, 'hello Ben', 'content';
+    is $hello->{mood}, 'cheerful', 'an unknown field is kept (Envelope.extra)';
+    is $back->{type}, 8, 'the type goes out and comes back as IoA\'s integer';
+    is_deeply $r->{types}, ['NoneType', 'MessageType'], 'and parses into MessageType';
+    is $r->{duplicates}, 0, 'no duplicates';
+    my $e = $r->{errors};
+    is_deeply $e->{post_as_other}, [403, 'forbidden', undef],
+        'posting as another agent: AuthError 403 forbidden';
+    is_deeply $e->{ws_as_other}, [403, 'forbidden'],
+        'connecting as another agent: AuthError 403 forbidden, from the handshake';
+    is $e->{ws_bad_token}[0], 401, 'a bad token on the WebSocket: 401';
+    is $e->{ws_bad_token}[1], 'unauthorized', 'AuthError code unauthorized';
+    like $e->{ws_bad_token}[2], qr/signature/i, 'with the hub\'s reason';
+    like $e->{http_bad_token}[2], qr/^401 unauthorized: /, 'over HTTP the same, as text';
+    is_deeply $e->{unknown_agent}, [404, 'unknown_agent', 'name', 0],
+        'an unknown agent: HubError 404 unknown_agent naming the field, not AuthError';
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 2: resume across a hub restart: each room's envelopes posted while it was down arrive once, in the Stream's order
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    register($ctx, qw(Ann Ben Cat));
+    my $one = teamup($ctx, 'Ann', ['Ben'], 'one');
+    my $two = teamup($ctx, 'Cat', ['Ben'], 'two');
+    post($ctx, 'Ann', $one, 'before the follower');
+    my %inst = (dir => $ctx->servroot . '/hub-b', workers => 1, log_level => 'info',
+                http_config => 'ioa_redis 127.0.0.1:' . redis_port() . ';',
+                config => 'location / { ioa_api; }');
+    my $hub = IoaTest::Instance->start(%inst);
+    my $port = $hub->port;
+    my $f = py_bg('follow2', "$::Repo/t/lib/pysdk/follow.py", "http://127.0.0.1:$port",
+                  'Ben', 2);
+    is((wait_lines($f->{out}, 1))[0], 'connected', 'the follower is connected');
+
+    my %want;
+    push @{ $want{$one} }, post($ctx, 'Ann', $one, "live $_") for 1 .. 3;
+    push @{ $want{$two} }, post($ctx, 'Cat', $two, 'live in two');
+    my @got = wait_lines($f->{out}, 5);
+    is scalar @got, 5, 'live envelopes arrived';
+
+    $hub->stop;
+    push @{ $want{$one} }, post($ctx, 'Ann', $one, "while down $_") for 1 .. 3;
+    push @{ $want{$two} }, post($ctx, 'Cat', $two, "while down $_") for 1 .. 2;
+    $hub = IoaTest::Instance->start(%inst, port => $port);
+    push @{ $want{$one} }, post($ctx, 'Ann', $one, "after $_") for 1 .. 2;
+    push @{ $want{$one} }, post($ctx, 'Ann', $one, 'the end');
+    push @{ $want{$two} }, post($ctx, 'Cat', $two, 'the end');
+    is py_wait($f, 30), 0, 'the follower saw "the end" in both rooms' or diag slurp($f->{err});
+    @got = lines_of($f->{out});
+    my $stats = json()->decode(pop @got);
+    shift @got;
+    is scalar @got, @{ $want{$one} } + @{ $want{$two} }, 'as many envelopes as were posted';
+    for my $cid ($one, $two) {
+        my @ids = map { (split / /)[1] } grep { (split / /)[0] eq $cid } @got;
+        is_deeply \@ids, $want{$cid},
+            ($cid eq $one ? 'room one' : 'room two') . ': every envelope once, in order, across the restart'
+            or diag slurp($f->{err});
+    }
+    my @log_one = log_ids($one);
+    shift @log_one;
+    is_deeply $want{$one}, \@log_one, 'room one: the Stream after the follower connected (XRANGE): no gap';
+    is_deeply $want{$two}, [log_ids($two)], 'room two: its whole Stream (XRANGE)';
+    ok $stats->{connects} >= 2, "it reconnected ($stats->{connects} connections)";
+    is $stats->{duplicates}, 0, 'and the hub sent nothing twice';
+    $hub->stop;
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 3: a task handler written with the SDK completes a goal launched with POST /launch_goal; the goal concludes with its result
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    worker($ctx, 'w1');
+    my $agent = py_bg('counter3', "$::Repo/t/lib/pysdk/counter.py",
+                      'http://127.0.0.1:' . $ctx->port, 'Counter');
+    ok online($ctx, 'Counter'), 'the SDK agent is registered and online'
+        or diag slurp($agent->{err});
+    my ($code, $doc) = api($ctx, POST => '/launch_goal',
+        { goal => 'Count the words of "the quick brown fox"' });
+    is $code, 202, 'launched';
+    my $g = goal_end($ctx, $doc->{goal_id});
+    is $g->{state}, 'concluded', 'the goal concluded';
+    like $g->{conclusion}, qr/'the quick brown fox' has 4 words/,
+        'with the handler\'s result';
+    like $g->{conclusion}, qr/1 of 1 part done/, 'the part counted as done';
+    my @mine = grep { $_->{sender} eq 'Counter' } IoaTest::Goals::room($g->{comm_id});
+    is_deeply [map { $_->{type} } @mine], [8, 7], 'progress, then the result';
+    is $mine[1]{task_status}, 'completed', 'task_status completed';
+    is $mine[0]{task_id}, $mine[1]{task_id}, 'both under the task\'s id';
+    like $mine[0]{content}, qr/^Team, the following task is being executed in the background by myself\./,
+        'IoA\'s progress marker, as ioa-agent sends it';
+    my (undef, $rec) = api($ctx, POST => '/query_assistant', { name => 'Counter' });
+    is $rec->{record}{completed}, 1, 'the agent\'s record counts one completed task';
+    py_stop($agent);
+    stop_workers();
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 4: the README's example agent, taken out of README.md, completes a goal
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    my $readme = slurp("$::Repo/README.md");
+    my ($section) = $readme =~ /^## Python SDK\n(.*?)^## /ms;
+    ok defined $section, 'README.md has a "Python SDK" section';
+    my ($code_text) = ($section // '') =~ /^```python\n(.*?)^```$/ms;
+    ok defined $code_text, 'with a Python example';
+    my $lines = () = ($code_text // '') =~ /\n/g;
+    ok $lines <= 30, "that fits on one screen ($lines lines)";
+    open my $fh, '>', "$::Scratch/readme_agent.py" or die;
+    print {$fh} $code_text // '';
+    close $fh;
+    worker($ctx, 'w1');
+    local $ENV{IOA_HUB} = 'http://127.0.0.1:' . $ctx->port;
+    my $agent = py_bg('readme4', "$::Scratch/readme_agent.py");
+    ok online($ctx, 'Shouter'), 'the example agent is online' or diag slurp($agent->{err});
+    my ($code, $doc) = api($ctx, POST => '/launch_goal',
+        { goal => 'Shout the words "hello world"' });
+    is $code, 202, 'launched';
+    my $g = goal_end($ctx, $doc->{goal_id});
+    is $g->{state}, 'concluded', 'the goal concluded';
+    like $g->{conclusion}, qr/HELLO WORLD/, 'with the example agent\'s result';
+    py_stop($agent);
+    stop_workers();
+--- no_error_log
+[alert]
+[crit]
