@@ -335,6 +335,29 @@ GET /health_check
     is $again->{result}{structuredContent}{status}, 409, 'the endpoint\'s 409';
     is $again->{result}{structuredContent}{error}{code}, 'goal_ended', 'goal_ended';
     like text_of($again), qr/goal_ended/, 'said in the text the model reads';
+
+    # a launcher without the agent scope reads the rooms of its goals (it
+    # is their person), not another's goal
+    my $lia = token('Lia', 'launch');
+    @o = mcp($ctx, $lia,
+        { op => 'connect' },
+        { op => 'call', name => 'launch_goal', arguments => { goal => 'Shout the words good night' },
+          save => 'goal_id' },
+        { op => 'until', name => 'goal_status', arguments => { goal_id => '$goal_id' },
+          field => 'state', values => [qw(concluded failed cancelled)], seconds => 60 },
+        { op => 'read', uri => 'ioa://goals/$goal_id/transcript' },
+        { op => 'read', uri => "ioa://goals/$gid/transcript" },
+        { op => 'call', name => 'goal_status', arguments => { goal_id => $gid } },
+    );
+    is $o[2]{result}{structuredContent}{state}, 'concluded', 'a launch-only token: concluded'
+        or diag json()->encode($o[2]);
+    $tr = json()->decode($o[3]{result}{contents}[0]{text} // 'null');
+    ok grep({ ($_->{task_conclusion} // '') =~ /GOOD NIGHT/ } @{ $tr->{room}{chat_record} // [] }),
+        'its transcript, with the result' or diag json()->encode($o[3]);
+    ok !$o[4]{ok}, 'Ann\'s goal\'s transcript: refused';
+    like $o[4]{error}{message}, qr/launched by another client/, 'saying why'
+        or diag json()->encode($o[4]);
+    is $o[5]{result}{structuredContent}{status}, 403, 'and its status: 403';
     stop_children();
     stop_workers();
 --- no_error_log
