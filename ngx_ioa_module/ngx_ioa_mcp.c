@@ -285,6 +285,7 @@ static void ngx_ioa_mcp_tools_call(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
     yajl_val params);
 static ngx_int_t ngx_ioa_mcp_arguments(ngx_ioa_mcp_t *m, yajl_val args,
     ngx_ioa_jbuf_t *body, ngx_ioa_error_t *err);
+static ngx_uint_t ngx_ioa_mcp_type_ok(ngx_ioa_mcp_type_e type, yajl_val v);
 static void ngx_ioa_mcp_tool_done(ngx_http_request_t *r, ngx_ioa_mcp_t *m);
 static void ngx_ioa_mcp_resources_list(ngx_http_request_t *r,
     ngx_ioa_mcp_t *m);
@@ -1060,29 +1061,7 @@ ngx_ioa_mcp_arguments(ngx_ioa_mcp_t *m, yajl_val args, ngx_ioa_jbuf_t *body,
             return NGX_ERROR;
         }
 
-        switch (p->type) {
-
-        case NGX_IOA_MCP_STRING:
-            ok = YAJL_IS_STRING(v);
-            break;
-
-        case NGX_IOA_MCP_INTEGER:
-            ok = YAJL_IS_INTEGER(v);
-            break;
-
-        case NGX_IOA_MCP_BOOLEAN:
-            ok = YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v);
-            break;
-
-        default: /* NGX_IOA_MCP_STRINGS, NGX_IOA_MCP_STRING_OR_STRINGS */
-            ok = YAJL_IS_ARRAY(v)
-                 || (p->type == NGX_IOA_MCP_STRING_OR_STRINGS
-                     && YAJL_IS_STRING(v));
-
-            for (k = 0; ok && YAJL_IS_ARRAY(v) && k < v->u.array.len; k++) {
-                ok = YAJL_IS_STRING(v->u.array.values[k]);
-            }
-        }
+        ok = ngx_ioa_mcp_type_ok(p->type, v);
 
         if (!ok) {
             ngx_ioa_error_set(err, "", NULL, "%s: \"%s\" must be %s",
@@ -1135,6 +1114,44 @@ ngx_ioa_mcp_arguments(ngx_ioa_mcp_t *m, yajl_val args, ngx_ioa_jbuf_t *body,
     }
 
     return NGX_OK;
+}
+
+
+/* a value of the type a tool's table gives */
+
+static ngx_uint_t
+ngx_ioa_mcp_type_ok(ngx_ioa_mcp_type_e type, yajl_val v)
+{
+    size_t  k;
+
+    switch (type) {
+
+    case NGX_IOA_MCP_STRING:
+        return YAJL_IS_STRING(v);
+
+    case NGX_IOA_MCP_INTEGER:
+        return YAJL_IS_INTEGER(v);
+
+    case NGX_IOA_MCP_BOOLEAN:
+        return YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v);
+
+    default: /* NGX_IOA_MCP_STRINGS, NGX_IOA_MCP_STRING_OR_STRINGS */
+        if (type == NGX_IOA_MCP_STRING_OR_STRINGS && YAJL_IS_STRING(v)) {
+            return 1;
+        }
+
+        if (!YAJL_IS_ARRAY(v)) {
+            return 0;
+        }
+
+        for (k = 0; k < v->u.array.len; k++) {
+            if (!YAJL_IS_STRING(v->u.array.values[k])) {
+                return 0;
+            }
+        }
+
+        return 1;
+    }
 }
 
 
