@@ -47,7 +47,7 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: all deps run stop test test-cluster test-asan asan-workers clean \
+.PHONY: all deps node-deps run stop test test-cluster test-asan asan-workers clean \
         agent worker terms llama bench bench-deps fuzz fuzz-ci fuzz-regress \
         fuzz-build fuzz-deps
 
@@ -107,6 +107,22 @@ run: deps $(MODULE) agent worker
 stop:
 	bash scripts/stop.sh
 
+# Node.js packages of the tests (t/270-mcp.t: @modelcontextprotocol/sdk),
+# exactly the versions of t/node/package-lock.json, installed once into
+# t/node/node_modules and again only when the lock file changes.  Debian's
+# nodejs and npm are installed if npm is missing.
+NODE_DEPS := $(REPO)/t/node/node_modules/.installed
+
+node-deps: $(NODE_DEPS)
+
+$(NODE_DEPS): t/node/package.json t/node/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends nodejs npm; }
+	cd t/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 # llama-server for the LLM tests (t/100 TEST 14): built once from the
 # llama.cpp source in the node-llama-cpp npm package, cached outside the
 # repo (~/.cache/ioa); a few minutes the first time, nothing afterwards
@@ -137,7 +153,7 @@ CLUSTER_TESTS := t/020-rooms.t t/025-floor.t t/040-http-transport.t t/045-room-f
     t/215-metrics.t t/220-retention.t t/230-discovery-index.t \
     t/245-metrics-redis.t
 
-test: deps $(MODULE) agent worker llama $(TERMS)
+test: deps $(MODULE) agent worker llama $(TERMS) $(NODE_DEPS)
 	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/
 	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
 	    prove -It/lib $(CLUSTER_TESTS)
@@ -175,7 +191,7 @@ asan-workers:
 	    CFLAGS='$(ASAN_CFLAGS)' LDFLAGS=-fsanitize=address,undefined
 
 test-asan: deps $(MODULE) $(ASAN_NGINX) asan-workers agent worker llama \
-           $(TERMS)
+           $(TERMS) $(NODE_DEPS)
 	rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)
 	$(ASAN_ENV) prove -It/lib -r t/; rc=$$?; \
 	if ls $(ASAN_LOGS)/* >/dev/null 2>&1; then \

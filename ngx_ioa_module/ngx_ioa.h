@@ -33,7 +33,10 @@
  *   ngx_ioa_rest.c           request bodies, JSON answers, /teamup,
  *                            /fetch_chat_record, /health_check;
  *   ngx_ioa_sse.c            the HTTP transport: POST an envelope, receive
- *                            an SSE inbox (HTTP/1.1 and HTTP/2).
+ *                            an SSE inbox (HTTP/1.1 and HTTP/2);
+ *   ngx_ioa_mcp.c            the hub as an MCP server (ioa_mcp): tools and
+ *                            resources answered by subrequests to the
+ *                            REST endpoints.
  *
  * A "client" is anything that receives room traffic: a WebSocket agent, an
  * SSE inbox or an observer feed.  Rooms hold links to clients; a link keeps
@@ -135,6 +138,7 @@ typedef struct {
 
 
 typedef struct ngx_ioa_jwt_key_s  ngx_ioa_jwt_key_t;
+typedef struct ngx_ioa_mcp_conf_s  ngx_ioa_mcp_conf_t;
 
 /* ioa_auth */
 #define NGX_IOA_AUTH_OFF          0
@@ -157,6 +161,8 @@ typedef struct {
     time_t                    auth_leeway;
     ngx_http_complex_value_t *auth_identity;  /* ioa_auth request */
     ngx_http_complex_value_t *auth_scopes;
+
+    ngx_ioa_mcp_conf_t       *mcp;            /* ioa_mcp: NULL elsewhere */
 } ngx_ioa_loc_conf_t;
 
 
@@ -726,6 +732,11 @@ ngx_int_t ngx_ioa_room_events_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
 ngx_int_t ngx_ioa_room_verify_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
+
+
+/* ngx_ioa_mcp.c */
+char *ngx_ioa_mcp_conf(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+ngx_int_t ngx_ioa_mcp_handler(ngx_http_request_t *r);
 
 
 /* ngx_ioa_sse.c */

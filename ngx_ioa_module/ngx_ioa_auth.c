@@ -275,16 +275,17 @@ ngx_ioa_auth_merge(ngx_conf_t *cf, ngx_ioa_loc_conf_t *prev,
         conf->auth_scopes = prev->auth_scopes;
     }
 
-    if (!conf->api) {
+    if (!conf->api && conf->mcp == NULL) {
         return NGX_CONF_OK;
     }
 
     if (conf->auth == NGX_CONF_UNSET_UINT) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"ioa_api\" needs \"ioa_auth\": \"ioa_auth jwt\" "
+                           "\"%s\" needs \"ioa_auth\": \"ioa_auth jwt\" "
                            "with \"ioa_auth_jwt_key\", \"ioa_auth request\" "
                            "behind auth_request, or \"ioa_auth off\" for "
-                           "IoA's open mode");
+                           "IoA's open mode",
+                           conf->api ? "ioa_api" : "ioa_mcp");
         return NGX_CONF_ERROR;
     }
 

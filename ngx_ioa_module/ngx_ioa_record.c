@@ -282,9 +282,10 @@ ngx_ioa_record_ids(ngx_http_request_t *r, ngx_ioa_record_t *rec, yajl_val id,
         }
 
         /* a room neither observer scope opens is checked for membership
-         * once Redis answers; a token that is no agent cannot be one */
+         * once Redis answers; a token that is no agent or launcher (the
+         * person of its goals' rooms) cannot be one */
         if (ngx_ioa_auth_room(who, &s, err) != NGX_OK
-            && ngx_ioa_auth_allows(who, NGX_IOA_SCOPE_AGENT, NULL, err)
+            && ngx_ioa_auth_allows(who, NGX_IOA_SCOPE_MEMBER, NULL, err)
                != NGX_OK)
         {
             (void) ngx_ioa_auth_room(who, &s, err);
@@ -868,5 +869,11 @@ ngx_ioa_record_write(ngx_http_request_t *r)
 static ngx_int_t
 ngx_ioa_record_pending(ngx_http_request_t *r)
 {
+    /* an in-memory subrequest (ngx_ioa_mcp.c) has taken it: its r->out is
+     * the buffer it keeps */
+    if (r->subrequest_in_memory) {
+        return 0;
+    }
+
     return r->out != NULL || r->connection->buffered || r->buffered;
 }
