@@ -169,8 +169,8 @@ ngx_ioa_embed_conf(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
 /*
  * Embed texts for request r; handler(r, data, result) runs once the
- * endpoint answered or failed.  NGX_ERROR: no subrequest was made (the
- * handler is not called).
+ * endpoint answered or failed.  NGX_ERROR or NGX_DECLINED: no subrequest
+ * was made (the handler is not called).
  */
 
 ngx_int_t
@@ -186,6 +186,13 @@ ngx_ioa_embed(ngx_http_request_t *r, ngx_str_t *texts, ngx_uint_t n,
     ngx_ioa_embed_ctx_t        *ctx;
     ngx_http_variable_value_t  *vv;
     ngx_http_post_subrequest_t *ps;
+
+    /* a request that is itself an in-memory subrequest (an MCP tool call,
+     * ngx_ioa_mcp.c) cannot make another: nginx does not nest them, so it
+     * goes without, as if no endpoint were configured */
+    if (r->subrequest_in_memory) {
+        return NGX_DECLINED;
+    }
 
     mcf = ngx_ioa_main_conf();
 
