@@ -114,25 +114,39 @@ ioa_strdup(const char *s)
 }
 
 
+/* a string of its own, for the callers that take a format themselves */
+
 char *
-ioa_sprintf(const char *fmt, ...)
+ioa_vsprintf(const char *fmt, va_list ap)
 {
     int     n;
     char   *p;
-    va_list ap;
+    va_list copy;
 
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
+    /* measured on a copy: ap is read twice */
+    va_copy(copy, ap);
+    n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
 
     if (n < 0) {
         ioa_fatal("vsnprintf(\"%s\") failed", fmt);
     }
 
     p = ioa_alloc((size_t) n + 1);
+    vsnprintf(p, (size_t) n + 1, fmt, ap);
+
+    return p;
+}
+
+
+char *
+ioa_sprintf(const char *fmt, ...)
+{
+    char   *p;
+    va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(p, (size_t) n + 1, fmt, ap);
+    p = ioa_vsprintf(fmt, ap);
     va_end(ap);
 
     return p;

@@ -20,6 +20,7 @@
 #define IOA_ALLOC_H
 
 
+#include <stdarg.h>
 #include <stddef.h>
 
 
@@ -38,6 +39,7 @@ void *ioa_realloc(void *p, size_t size);
 char *ioa_strdup(const char *s);
 char *ioa_strndup(const char *s, size_t len);
 char *ioa_sprintf(const char *fmt, ...) IOA_PRINTF(1, 2);
+char *ioa_vsprintf(const char *fmt, va_list ap) IOA_PRINTF(1, 0);
 
 
 #endif /* IOA_ALLOC_H */

@@ -1193,22 +1193,11 @@ iw_llm_backoff(iw_llm_conf_t *c, int n)
 static void
 iw_llm_error(iw_llm_result_t *out, const char *fmt, ...)
 {
-    int       n;
     char     *s;
     va_list   ap;
 
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-
-    if (n < 0) {
-        return;
-    }
-
-    s = ioa_alloc((size_t) n + 1);
-
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t) n + 1, fmt, ap);
+    s = ioa_vsprintf(fmt, ap);
     va_end(ap);
 
     free(out->error);

@@ -487,18 +487,11 @@ iw_args_add(iw_args_t *a, const char *s)
 void
 iw_args_addf(iw_args_t *a, const char *fmt, ...)
 {
-    int       n;
     char     *s;
     va_list   ap;
 
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-
-    s = ioa_alloc((size_t) (n < 0 ? 0 : n) + 1);
-
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t) (n < 0 ? 0 : n) + 1, fmt, ap);
+    s = ioa_vsprintf(fmt, ap);
     va_end(ap);
 
     iw_args_addn(a, s, strlen(s));
