@@ -1,6 +1,8 @@
 # workers/common/common.mk -- the shared helpers (ioa_common.h), included by
 # workers/worker/Makefile and workers/agent/Makefile after they set OBJDIR
-# and COMMON_CFLAGS (their own warning and feature flags).
+# and COMMON_CFLAGS (their own warning and feature flags).  They include the
+# objects' dependency files themselves, at their end: a .d file read here
+# would make its object the including Makefile's default goal.
 #
 # Each program compiles these into its own build directory, $(OBJDIR)/common,
 # rather than into one archive both link: every program then builds them
@@ -20,5 +22,3 @@ COMMON_OBJS := $(COMMON_SRCS:%.c=$(OBJDIR)/common/%.o)
 $(OBJDIR)/common/%.o: $(COMMON_DIR)/%.c $(COMMON_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(COMMON_CFLAGS) -I$(COMMON_DIR) $(CFLAGS) -MMD -MP -c -o $@ $<
-
--include $(COMMON_OBJS:.o=.d)
