@@ -204,11 +204,11 @@ ioa_http_done(ioa_xfer_t *x, CURLcode rc)
         }
 
         if (p < text + len && (*p == '{' || *p == '"')) {
-            doc = ioa_json_parse(text, len, NULL, 0);
+            doc = ioa_json_parse(text, len);
             s = ioa_json_string(doc);
 
             if (s == NULL) {
-                s = ioa_json_get_string(doc, "conclusion");
+                s = ioa_json_get_str(doc, "conclusion");
             }
 
             if (s) {

@@ -576,7 +576,7 @@ ioa_hub_inbox_write(char *p, size_t size, size_t n, void *data)
 
     if (!ioa_hub.streaming) {
         ioa_hub.streaming = 1;
-        ioa_hub.opened_at = ioa_now_ms();
+        ioa_hub.opened_at = ioa_mono_ms();
         ioa_hub.opened_wall = ioa_wall_ms();
 
         if (ioa_hub.position.len) {
@@ -645,7 +645,7 @@ ioa_hub_inbox_done(ioa_xfer_t *x, CURLcode rc)
     }
 
     if (status == 200) {
-        if (ioa_now_ms() - ioa_hub.opened_at >= IOA_HUB_STABLE) {
+        if (ioa_mono_ms() - ioa_hub.opened_at >= IOA_HUB_STABLE) {
             ioa_hub.attempt = 0;
         }
 
@@ -849,7 +849,7 @@ ioa_hub_envelope(const char *data, size_t len)
     yajl_val    doc;
     const char *id, *comm_id;
 
-    doc = ioa_json_parse(data, len, err, sizeof(err));
+    doc = ioa_json_parse_err(data, len, err, sizeof(err));
 
     if (doc == NULL || !YAJL_IS_OBJECT(doc)) {
         ioa_log_warn("inbox: an event that is not a JSON object (%s): %.200s",
@@ -858,8 +858,8 @@ ioa_hub_envelope(const char *data, size_t len)
         return;
     }
 
-    id = ioa_json_get_string(doc, "id");
-    comm_id = ioa_json_get_string(doc, "comm_id");
+    id = ioa_json_get_str(doc, "id");
+    comm_id = ioa_json_get_str(doc, "comm_id");
 
     if (id && comm_id && ioa_hub_seen(comm_id, id)) {
         ioa_log_info("envelope %s in %s was already handled, skipped", id,
@@ -882,10 +882,10 @@ ioa_hub_control(const char *data, size_t len)
     yajl_val    doc;
     const char *op, *code, *msg;
 
-    doc = ioa_json_parse(data, len, NULL, 0);
-    op = ioa_json_get_string(doc, "op");
-    code = ioa_json_get_string(doc, "code");
-    msg = ioa_json_get_string(doc, "message");
+    doc = ioa_json_parse(data, len);
+    op = ioa_json_get_str(doc, "op");
+    code = ioa_json_get_str(doc, "code");
+    msg = ioa_json_get_str(doc, "message");
 
     if (op && strcmp(op, "error") == 0) {
         ioa_log_warn("the hub reports an error: %s: %s", code ? code : "?",
@@ -1017,9 +1017,8 @@ ioa_hub_post_done(ioa_xfer_t *x, CURLcode rc)
     }
 
     if (rc == CURLE_OK && status == 200) {
-        doc = ioa_json_parse(ioa_hub.post_resp.data, ioa_hub.post_resp.len,
-                             NULL, 0);
-        id = ioa_json_get_string(doc, "id");
+        doc = ioa_json_parse(ioa_hub.post_resp.data, ioa_hub.post_resp.len);
+        id = ioa_json_get_str(doc, "id");
 
         ioa_log_info("posted %s (%s %s) to %s as %s", p->what, p->key_field,
                      p->key, p->comm_id, id ? id : "?");
@@ -1136,15 +1135,14 @@ ioa_hub_record_find(ioa_post_t *p)
 
     found = NULL;
 
-    doc =
-        ioa_json_parse(ioa_hub.post_resp.data, ioa_hub.post_resp.len, NULL, 0);
+    doc = ioa_json_parse(ioa_hub.post_resp.data, ioa_hub.post_resp.len);
     rec = ioa_json_get(ioa_json_get(doc, p->comm_id), "chat_record");
 
     if (rec && YAJL_IS_ARRAY(rec)) {
         for (i = 0; i < rec->u.array.len && found == NULL; i++) {
             env = rec->u.array.values[i];
 
-            s = ioa_json_get_string(env, "sender");
+            s = ioa_json_get_str(env, "sender");
             if (s == NULL || strcmp(s, ioa_conf.name) != 0) {
                 continue;
             }
@@ -1153,12 +1151,12 @@ ioa_hub_record_find(ioa_post_t *p)
                 continue;
             }
 
-            s = ioa_json_get_string(env, p->key_field);
+            s = ioa_json_get_str(env, p->key_field);
             if (s == NULL || strcmp(s, p->key) != 0) {
                 continue;
             }
 
-            s = ioa_json_get_string(env, "id");
+            s = ioa_json_get_str(env, "id");
             found = ioa_strdup(s ? s : "?");
         }
     }

@@ -14,8 +14,11 @@
  *   task.c      IoA's task protocol: assignment -> progress -> result
  *   exec.c      the exec adapter: a child process per task
  *   http.c      the http adapter: POST <url>/run, IoA's tool-agent API
- *   json.c      JSON escaping and yajl tree helpers
- *   util.c      buffers, allocation, logging, clocks, randomness
+ *   name.c      the hub's name rule, checked on --name
+ *   log.c       one-line log records on stderr
+ *
+ * Allocation, buffers, JSON, clocks and randomness are shared with
+ * ioa-worker: workers/common/ (ioa_common.h, the same ioa_ prefix).
  *
  * This header is the only one: the program is small, and one place that
  * lists every type and every cross-file call is easier to read than ten.
@@ -32,6 +35,8 @@
 #include <curl/curl.h>
 #include <yajl/yajl_tree.h>
 
+#include "ioa_common.h"
+
 
 #define IOA_AGENT_VERSION "0.1.0"
 
@@ -42,29 +47,7 @@
     "1 to 64 characters of UTF-8, no control character, \"/\", \"{\" or "     \
     "\"}\", no space at either end"
 
-#define IOA_PRINTF(f, a) __attribute__((format(printf, f, a)))
-
-
-/* util.c: buffers, allocation, logging, clocks, randomness */
-
-typedef struct {
-    char  *data;
-    size_t len;
-    size_t cap;
-} ioa_buf_t;
-
-void *ioa_alloc(size_t size);
-void *ioa_calloc(size_t size);
-char *ioa_strdup(const char *s);
-char *ioa_strndup(const char *s, size_t len);
-
-void        ioa_buf_add(ioa_buf_t *b, const void *p, size_t len);
-void        ioa_buf_adds(ioa_buf_t *b, const char *s);
-void        ioa_buf_addf(ioa_buf_t *b, const char *fmt, ...) IOA_PRINTF(2, 3);
-void        ioa_buf_set(ioa_buf_t *b, const void *p, size_t len);
-const char *ioa_buf_cstr(ioa_buf_t *b);
-void        ioa_buf_reset(ioa_buf_t *b);
-void        ioa_buf_free(ioa_buf_t *b);
+/* log.c */
 
 enum { IOA_LOG_ERROR = 0, IOA_LOG_WARN, IOA_LOG_INFO, IOA_LOG_DEBUG };
 
@@ -72,6 +55,7 @@ extern int         ioa_log_level;
 extern const char *ioa_log_agent;
 
 void ioa_log(int level, const char *fmt, ...) IOA_PRINTF(2, 3);
+void ioa_log_fatal(const char *msg);
 
 #define ioa_log_error(...) ioa_log(IOA_LOG_ERROR, __VA_ARGS__)
 #define ioa_log_warn(...)  ioa_log(IOA_LOG_WARN, __VA_ARGS__)
@@ -83,24 +67,10 @@ void ioa_log(int level, const char *fmt, ...) IOA_PRINTF(2, 3);
         }                                                                      \
     } while (0)
 
-uint64_t ioa_now_ms(void);
-uint64_t ioa_wall_ms(void);
-void     ioa_random_init(void);
-uint64_t ioa_random(void);
-void     ioa_uuid4_hex(char out[33]);
 
+/* name.c */
 
-/* json.c */
-
-int      ioa_valid_name(const char *name);
-size_t   ioa_json_escape(ioa_buf_t *b, const char *s, size_t len, size_t max);
-void     ioa_json_str(ioa_buf_t *b, const char *s);
-void     ioa_json_strn(ioa_buf_t *b, const char *s, size_t len);
-yajl_val ioa_json_parse(const char *text, size_t len, char *err, size_t errlen);
-yajl_val ioa_json_get(yajl_val obj, const char *key);
-const char *ioa_json_string(yajl_val v);
-const char *ioa_json_get_string(yajl_val obj, const char *key);
-int         ioa_json_get_int(yajl_val obj, const char *key, long long *out);
+int ioa_valid_name(const char *name);
 
 
 /* loop.c: the event loop */
@@ -126,7 +96,7 @@ struct ioa_fd_s {
 };
 
 struct ioa_timer_s {
-    uint64_t             when; /* ioa_now_ms() */
+    uint64_t             when; /* ioa_mono_ms() */
     uint64_t             gen;  /* when it was armed, see loop.c */
     ioa_timer_handler_pt handler;
     void                *data;

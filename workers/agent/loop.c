@@ -224,7 +224,7 @@ ioa_fd_del(ioa_fd_t *f)
 void
 ioa_timer_add(ioa_timer_t *t, uint64_t ms)
 {
-    t->when = ioa_now_ms() + ms;
+    t->when = ioa_mono_ms() + ms;
     t->gen = ++ioa_timer_gen;
 
     if (t->active) {
@@ -382,7 +382,7 @@ ioa_loop_once(void)
     ioa_timer_t *t;
     ioa_event_t *ev;
 
-    now = ioa_now_ms();
+    now = ioa_mono_ms();
     wait = ioa_posted ? 0 : IOA_LOOP_MAX_WAIT;
 
     for (t = ioa_timers; t; t = t->next) {
@@ -454,7 +454,7 @@ ioa_loop_once(void)
      * armed during this scan waits for the next turn, so a handler that
      * re-arms itself with no delay cannot hold the loop */
 
-    now = ioa_now_ms();
+    now = ioa_mono_ms();
     gen = ioa_timer_gen;
 
     for (t = ioa_timers; t; /* void */) {

@@ -44,9 +44,9 @@
 
 ioa_conf_t ioa_conf;
 
-static int      ioa_stopping;
-static int      ioa_exit_code;
-static uint64_t ioa_stop_deadline;
+static int       ioa_stopping;
+static int       ioa_exit_code;
+static long long ioa_stop_deadline; /* ioa_mono_ms() */
 
 
 /* clang-format off: the help text is laid out as it prints */
@@ -412,7 +412,7 @@ ioa_shutdown(int exit_code, const char *why)
 
     ioa_stopping = 1;
     ioa_exit_code = exit_code;
-    ioa_stop_deadline = ioa_now_ms() + IOA_DRAIN_TIME;
+    ioa_stop_deadline = ioa_mono_ms() + IOA_DRAIN_TIME;
 
     if (ioa_task_running()) {
         ioa_log_info("shutting down (%s): cancelling %zu running task(s)", why,
@@ -437,6 +437,8 @@ ioa_shutting_down(void)
 int
 main(int argc, char **argv)
 {
+    ioa_fatal_log = ioa_log_fatal;
+
     ioa_parse(argc, argv);
 
     ioa_log_agent = ioa_conf.name;
@@ -471,7 +473,7 @@ main(int argc, char **argv)
             break;
         }
 
-        if (ioa_now_ms() >= ioa_stop_deadline) {
+        if (ioa_mono_ms() >= ioa_stop_deadline) {
             ioa_log_warn("giving up after %d ms: %zu task(s) still running, "
                          "%zu envelope(s) not posted",
                          IOA_DRAIN_TIME, ioa_task_running(),

@@ -156,9 +156,9 @@ ioa_task_envelope(yajl_val env)
         return;
     }
 
-    id = ioa_json_get_string(env, "id");
-    comm_id = ioa_json_get_string(env, "comm_id");
-    sender = ioa_json_get_string(env, "sender");
+    id = ioa_json_get_str(env, "id");
+    comm_id = ioa_json_get_str(env, "comm_id");
+    sender = ioa_json_get_str(env, "sender");
 
     if (id == NULL || comm_id == NULL) {
         ioa_log_warn("inbox: an envelope without id or comm_id, ignored");
@@ -210,9 +210,9 @@ ioa_task_new(yajl_val env, ioa_task_kind_e kind)
 
     t = ioa_calloc(sizeof(ioa_task_t));
     t->kind = kind;
-    t->comm_id = ioa_strdup(ioa_json_get_string(env, "comm_id"));
-    t->source_id = ioa_strdup(ioa_json_get_string(env, "id"));
-    s = ioa_json_get_string(env, "sender");
+    t->comm_id = ioa_strdup(ioa_json_get_str(env, "comm_id"));
+    t->source_id = ioa_strdup(ioa_json_get_str(env, "id"));
+    s = ioa_json_get_str(env, "sender");
     t->assigner = ioa_strdup(s ? s : "");
     t->free_ev.handler = ioa_task_free;
     t->free_ev.data = t;
@@ -231,10 +231,10 @@ ioa_task_assigned(yajl_val env, int sync, size_t addressees)
 
     mine = ioa_json_get(ioa_json_get(env, "tasks"), ioa_conf.name);
 
-    task_id = ioa_nonempty(ioa_json_get_string(mine, "task_id"));
+    task_id = ioa_nonempty(ioa_json_get_str(mine, "task_id"));
 
     if (task_id == NULL && addressees == 1) {
-        task_id = ioa_nonempty(ioa_json_get_string(env, "task_id"));
+        task_id = ioa_nonempty(ioa_json_get_str(env, "task_id"));
     }
 
     if (task_id == NULL) {
@@ -244,29 +244,29 @@ ioa_task_assigned(yajl_val env, int sync, size_t addressees)
 
     for (t = ioa_tasks; t; t = t->next) {
         if (strcmp(t->task_id, task_id) == 0
-            && strcmp(t->comm_id, ioa_json_get_string(env, "comm_id")) == 0)
+            && strcmp(t->comm_id, ioa_json_get_str(env, "comm_id")) == 0)
         {
             ioa_log_warn("task %s is already running; assignment %s "
                          "ignored",
-                         task_id, ioa_json_get_string(env, "id"));
+                         task_id, ioa_json_get_str(env, "id"));
             return;
         }
     }
 
-    desc = ioa_nonempty(ioa_json_get_string(mine, "task_desc"));
+    desc = ioa_nonempty(ioa_json_get_str(mine, "task_desc"));
 
     if (desc == NULL) {
-        desc = ioa_nonempty(ioa_json_get_string(env, "task_desc"));
+        desc = ioa_nonempty(ioa_json_get_str(env, "task_desc"));
     }
 
     if (desc == NULL) {
-        desc = ioa_json_get_string(env, "content");
+        desc = ioa_json_get_str(env, "content");
     }
 
-    abstract = ioa_nonempty(ioa_json_get_string(mine, "task_abstract"));
+    abstract = ioa_nonempty(ioa_json_get_str(mine, "task_abstract"));
 
     if (abstract == NULL) {
-        abstract = ioa_nonempty(ioa_json_get_string(env, "task_abstract"));
+        abstract = ioa_nonempty(ioa_json_get_str(env, "task_abstract"));
     }
 
     t = ioa_task_new(env, IOA_TASK_ASSIGNED);
@@ -299,8 +299,8 @@ ioa_task_turn(yajl_val env)
     t->task_desc = ioa_strdup("");
     t->task_abstract = ioa_strdup("Discussion turn");
 
-    goal = ioa_nonempty(ioa_json_get_string(env, "goal"));
-    content = ioa_json_get_string(env, "content");
+    goal = ioa_nonempty(ioa_json_get_str(env, "goal"));
+    content = ioa_json_get_str(env, "content");
 
     ioa_buf_adds(&t->input, "# Discussion turn\n");
 
@@ -326,7 +326,7 @@ ioa_task_run(ioa_task_t *t)
     t->next = ioa_tasks;
     ioa_tasks = t;
     ioa_ntasks++;
-    t->started = ioa_now_ms();
+    t->started = ioa_mono_ms();
 
     a = ioa_conf.exec_argv ? &ioa_exec_adapter : &ioa_http_adapter;
 
@@ -483,7 +483,7 @@ ioa_task_finish(ioa_task_t *t, ioa_task_status_e status, const char *text,
     ioa_log_info("task %s %s after %llu ms (%zu bytes of output)",
                  t->kind == IOA_TASK_ASSIGNED ? t->task_id : t->source_id,
                  ioa_task_status_name(status),
-                 (unsigned long long) (ioa_now_ms() - t->started), total);
+                 (unsigned long long) (ioa_mono_ms() - t->started), total);
 
     if (status != IOA_TASK_COMPLETED && status != IOA_TASK_PARTIAL) {
         ioa_log_info("task %s: %.*s",

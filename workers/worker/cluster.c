@@ -56,7 +56,7 @@ typedef struct {
     char          *host;
     int            port;
     redisContext  *c;
-    long long      failed;           /* iw_mono_ms() of the last refusal */
+    long long      failed;           /* ioa_mono_ms() of the last refusal */
 } iw_node_t;
 
 
@@ -144,9 +144,9 @@ iw_node_get(const char *host, size_t hlen, int port)
         }
     }
 
-    iw_nodes = iw_realloc(iw_nodes,
+    iw_nodes = ioa_realloc(iw_nodes,
                           (size_t) (iw_nnodes + 1) * sizeof(iw_node_t));
-    iw_nodes[iw_nnodes].host = iw_strndup(host, hlen);
+    iw_nodes[iw_nnodes].host = ioa_strndup(host, hlen);
     iw_nodes[iw_nnodes].port = port;
     iw_nodes[iw_nnodes].c = NULL;
     iw_nodes[iw_nnodes].failed = 0;
@@ -167,7 +167,7 @@ iw_node_conn(int n)
     }
 
     if (iw_nodes[n].failed
-        && iw_mono_ms() - iw_nodes[n].failed < IW_CLUSTER_RETRY_MS)
+        && ioa_mono_ms() - iw_nodes[n].failed < IW_CLUSTER_RETRY_MS)
     {
         return NULL;
     }
@@ -182,7 +182,7 @@ iw_node_conn(int n)
     }
 
     if (c == NULL) {
-        iw_nodes[n].failed = iw_mono_ms();
+        iw_nodes[n].failed = ioa_mono_ms();
         return NULL;
     }
 
@@ -309,7 +309,7 @@ iw_cluster_exec(const char *cmd, size_t len)
 
     slot = iw_cmd_slot(cmd, len, &sha);
     node = iw_slot_node[slot < 0 ? 0 : slot];
-    deadline = iw_mono_ms() + IW_CLUSTER_WAIT_MS;
+    deadline = ioa_mono_ms() + IW_CLUSTER_WAIT_MS;
     ask = 0;
     noscript = 0;
 
@@ -321,7 +321,7 @@ iw_cluster_exec(const char *cmd, size_t len)
             /* no master known for the slot, or it does not answer: a
              * failover may be under way; the map shows its outcome */
 
-            if (iw_mono_ms() > deadline || iw_stop) {
+            if (ioa_mono_ms() > deadline || iw_stop) {
                 break;
             }
 
@@ -394,7 +394,7 @@ iw_cluster_exec(const char *cmd, size_t len)
         if (iw_reply_is(r, "TRYAGAIN") || iw_reply_is(r, "CLUSTERDOWN")
             || iw_reply_is(r, "MASTERDOWN") || iw_reply_is(r, "LOADING"))
         {
-            if (iw_mono_ms() > deadline || iw_stop) {
+            if (ioa_mono_ms() > deadline || iw_stop) {
                 iw_warn("redis: %s", r->str);
                 freeReplyObject(r);
                 break;

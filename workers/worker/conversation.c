@@ -74,7 +74,7 @@ static int iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g,
 static iw_task_t *iw_goal_task_update(iw_goal_t *g, yajl_val env,
     const char *sender, long long type);
 static int iw_goal_assigned(iw_goal_t *g, size_t i);
-static void iw_goal_task_json(iw_buf_t *tasks, iw_buf_t *subs, iw_task_t *t,
+static void iw_goal_task_json(ioa_buf_t *tasks, ioa_buf_t *subs, iw_task_t *t,
     const char *desc);
 
 
@@ -88,29 +88,29 @@ iw_goal_members(iw_goal_t *g, iw_agents_t *out)
     out->v = NULL;
     out->n = 0;
 
-    team = g->team ? iw_json_parse(g->team, strlen(g->team)) : NULL;
+    team = g->team ? ioa_json_parse(g->team, strlen(g->team)) : NULL;
 
     if (team == NULL || !YAJL_IS_ARRAY(team)) {
         yajl_tree_free(team);
         return IW_ERROR;
     }
 
-    out->v = iw_alloc((team->u.array.len + 1) * sizeof(iw_agent_t));
+    out->v = ioa_alloc((team->u.array.len + 1) * sizeof(iw_agent_t));
 
     for (i = 0; i < team->u.array.len; i++) {
         m = team->u.array.values[i];
-        s = iw_json_get_str(m, "name");
+        s = ioa_json_get_str(m, "name");
 
         if (s == NULL) {
             continue;
         }
 
-        out->v[out->n].name = iw_strdup(s);
-        s = iw_json_get_str(m, "type");
-        out->v[out->n].type = iw_strdup(s ? s : "");
-        s = iw_json_get_str(m, "desc");
-        out->v[out->n].desc = iw_strdup(s ? s : "");
-        v = iw_json_get(m, "protocol");
+        out->v[out->n].name = ioa_strdup(s);
+        s = ioa_json_get_str(m, "type");
+        out->v[out->n].type = ioa_strdup(s ? s : "");
+        s = ioa_json_get_str(m, "desc");
+        out->v[out->n].desc = ioa_strdup(s ? s : "");
+        v = ioa_json_get(m, "protocol");
         out->v[out->n].protocol = v && YAJL_IS_TRUE(v);
         out->v[out->n].found = 1;
         out->v[out->n].online = 0;
@@ -188,7 +188,7 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
     int          rc, step;
     char        *text, *mark, *extra;
     size_t       i, nspeakers, waiting;
-    iw_buf_t     b, e;
+    ioa_buf_t    b, e;
     long long    now;
     iw_agents_t  team;
 
@@ -197,23 +197,23 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     rc = IW_GOAL_NEXT;
-    iw_buf_init(&b);
-    iw_buf_addc(&b, '[');
+    ioa_buf_init(&b);
+    ioa_buf_addc(&b, '[');
 
     for (i = 0, nspeakers = 0; i < team.n; i++) {
         if (team.v[i].protocol && !iw_streq(team.v[i].name, conf->name)) {
-            iw_buf_adds(&b, nspeakers++ ? "," : "");
-            iw_json_str(&b, team.v[i].name);
+            ioa_buf_adds(&b, nspeakers++ ? "," : "");
+            ioa_json_str(&b, team.v[i].name);
         }
     }
 
     /* the floor during the discussion: the protocol speakers, else the
      * coordinator; the DISCUSSIONs it speaks for others leave it there */
     if (nspeakers == 0) {
-        iw_json_str(&b, conf->name);
+        ioa_json_str(&b, conf->name);
     }
 
-    iw_buf_addc(&b, ']');
+    ioa_buf_addc(&b, ']');
 
     if (g->step < IW_STEP_DISCUSSION) {
         if (nspeakers && g->turn_deadline == 0) {
@@ -223,7 +223,7 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
             }
 
             g->turn_deadline = now + conf->turn_timeout_ms;
-            text = iw_sprintf("%lld", g->turn_deadline);
+            text = ioa_sprintf("%lld", g->turn_deadline);
             rc = iw_store_save(conf, g, "turn_deadline", text, NULL);
             free(text);
 
@@ -232,7 +232,7 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
             }
         }
 
-        text = g->discussion ? iw_strdup(g->discussion)
+        text = g->discussion ? ioa_strdup(g->discussion)
                              : iw_plan_discussion(g->goal, g->sync, g->tasks,
                                                   g->ntasks);
         rc = iw_goal_post(conf, g, IW_STEP_DISCUSSION, IW_TYPE_DISCUSSION,
@@ -251,10 +251,10 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
             continue;
         }
 
-        iw_buf_init(&e);
-        iw_buf_adds(&e, "\"on_behalf_of\":");
-        iw_json_str(&e, team.v[i].name);
-        extra = iw_buf_take(&e);
+        ioa_buf_init(&e);
+        ioa_buf_adds(&e, "\"on_behalf_of\":");
+        ioa_json_str(&e, team.v[i].name);
+        extra = ioa_buf_take(&e);
 
         text = iw_plan_behalf(&team.v[i], g->tasks, g->ntasks);
         rc = iw_goal_post(conf, g, step, IW_TYPE_DISCUSSION, text, b.data,
@@ -271,7 +271,7 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
                 continue;
             }
 
-            mark = iw_sprintf(",%s,", team.v[i].name);
+            mark = ioa_sprintf(",%s,", team.v[i].name);
             waiting += strstr(g->spoke, mark) == NULL;
             free(mark);
         }
@@ -308,7 +308,7 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
 
 done:
 
-    iw_buf_free(&b);
+    ioa_buf_free(&b);
     iw_agents_free(&team);
 
     return rc;
@@ -323,7 +323,7 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
     int         rc, base;
     char       *text;
     size_t      i, j, open, npeople, first, n;
-    iw_buf_t    b, tasks, subs, extra;
+    ioa_buf_t   b, tasks, subs, extra;
     iw_task_t  *t;
     long long   now;
 
@@ -339,10 +339,10 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
 
         /* next_speaker: the assignees, once each; "tasks": each one's task,
          * "sub_teams": the tasks the coordinator hands to nested teams */
-        iw_buf_init(&b);
-        iw_buf_init(&tasks);
-        iw_buf_init(&subs);
-        iw_buf_addc(&b, '[');
+        ioa_buf_init(&b);
+        ioa_buf_init(&tasks);
+        ioa_buf_init(&subs);
+        ioa_buf_addc(&b, '[');
 
         for (i = 0, npeople = 0; i < n; i++) {
             for (j = 0; j < i && strcmp(t[j].agent, t[i].agent) != 0; j++) {
@@ -350,54 +350,54 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
             }
 
             if (j == i) {
-                iw_buf_adds(&b, npeople++ ? "," : "");
-                iw_json_str(&b, t[i].agent);
+                ioa_buf_adds(&b, npeople++ ? "," : "");
+                ioa_json_str(&b, t[i].agent);
             }
 
             iw_goal_task_json(&tasks, &subs, &t[i], t[i].desc);
         }
 
-        iw_buf_addc(&b, ']');
+        ioa_buf_addc(&b, ']');
 
-        iw_buf_init(&extra);
-        iw_buf_adds(&extra, "\"tasks\":{");
-        iw_buf_add(&extra, tasks.data ? tasks.data : "", tasks.len);
-        iw_buf_addc(&extra, '}');
+        ioa_buf_init(&extra);
+        ioa_buf_adds(&extra, "\"tasks\":{");
+        ioa_buf_add(&extra, tasks.data ? tasks.data : "", tasks.len);
+        ioa_buf_addc(&extra, '}');
 
         if (subs.len) {
-            iw_buf_adds(&extra, ",\"sub_teams\":[");
-            iw_buf_add(&extra, subs.data, subs.len);
-            iw_buf_addc(&extra, ']');
+            ioa_buf_adds(&extra, ",\"sub_teams\":[");
+            ioa_buf_add(&extra, subs.data, subs.len);
+            ioa_buf_addc(&extra, ']');
         }
 
         text = iw_plan_assignment(t, n);
         rc = iw_goal_post(conf, g, base + IW_STEP_ASSIGN, IW_TYPE_ASYNC_ASSIGN,
                           text, b.data, NULL, extra.data);
         free(text);
-        iw_buf_free(&b);
-        iw_buf_free(&tasks);
-        iw_buf_free(&subs);
-        iw_buf_free(&extra);
+        ioa_buf_free(&b);
+        ioa_buf_free(&tasks);
+        ioa_buf_free(&subs);
+        ioa_buf_free(&extra);
 
         return rc;
     }
 
     if (g->step < base + IW_STEP_PAUSE) {
-        iw_buf_init(&b);
-        iw_buf_adds(&b, "\"triggers\":[");
+        ioa_buf_init(&b);
+        ioa_buf_adds(&b, "\"triggers\":[");
 
         for (i = 0; i < n; i++) {
-            iw_buf_adds(&b, i ? "," : "");
-            iw_json_str(&b, t[i].task_id);
+            ioa_buf_adds(&b, i ? "," : "");
+            ioa_json_str(&b, t[i].task_id);
         }
 
-        iw_buf_addc(&b, ']');
+        ioa_buf_addc(&b, ']');
         text = iw_plan_pause(t, n, conf->task_timeout_ms);
 
         rc = iw_goal_post(conf, g, base + IW_STEP_PAUSE, IW_TYPE_PAUSE, text,
                           "\"\"", NULL, b.data);
         free(text);
-        iw_buf_free(&b);
+        ioa_buf_free(&b);
 
         return rc;
     }
@@ -478,7 +478,7 @@ iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
     int         rc, step;
     char       *text;
     size_t      i, first, n;
-    iw_buf_t    b, tasks, subs, extra;
+    ioa_buf_t   b, tasks, subs, extra;
     iw_task_t  *t;
     long long   now;
 
@@ -496,31 +496,31 @@ iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
 
             text = iw_plan_sync_task(t, i);
 
-            iw_buf_init(&b);
-            iw_buf_init(&tasks);
-            iw_buf_init(&subs);
-            iw_buf_init(&extra);
-            iw_buf_addc(&b, '[');
-            iw_json_str(&b, t[i].agent);
-            iw_buf_addc(&b, ']');
+            ioa_buf_init(&b);
+            ioa_buf_init(&tasks);
+            ioa_buf_init(&subs);
+            ioa_buf_init(&extra);
+            ioa_buf_addc(&b, '[');
+            ioa_json_str(&b, t[i].agent);
+            ioa_buf_addc(&b, ']');
             iw_goal_task_json(&tasks, &subs, &t[i], text);
-            iw_buf_adds(&extra, "\"tasks\":{");
-            iw_buf_add(&extra, tasks.data ? tasks.data : "", tasks.len);
-            iw_buf_addc(&extra, '}');
+            ioa_buf_adds(&extra, "\"tasks\":{");
+            ioa_buf_add(&extra, tasks.data ? tasks.data : "", tasks.len);
+            ioa_buf_addc(&extra, '}');
 
             if (subs.len) {
-                iw_buf_adds(&extra, ",\"sub_teams\":[");
-                iw_buf_add(&extra, subs.data, subs.len);
-                iw_buf_addc(&extra, ']');
+                ioa_buf_adds(&extra, ",\"sub_teams\":[");
+                ioa_buf_add(&extra, subs.data, subs.len);
+                ioa_buf_addc(&extra, ']');
             }
 
             rc = iw_goal_post(conf, g, step, IW_TYPE_SYNC_ASSIGN, text,
                               b.data, t[i].task_id, extra.data);
             free(text);
-            iw_buf_free(&b);
-            iw_buf_free(&tasks);
-            iw_buf_free(&subs);
-            iw_buf_free(&extra);
+            ioa_buf_free(&b);
+            ioa_buf_free(&tasks);
+            ioa_buf_free(&subs);
+            ioa_buf_free(&extra);
 
             return rc;
         }
@@ -625,7 +625,7 @@ iw_goal_expire(const iw_conf_t *conf, iw_goal_t *g, size_t i, long long now)
     t = &g->tasks[i];
 
     free(t->status);
-    t->status = iw_strdup("timed_out");
+    t->status = ioa_strdup("timed_out");
     t->dirty = 1;
 
     iw_info("goal %s: task %s (%s) timed out", g->goal_id, t->task_id,
@@ -683,8 +683,8 @@ iw_goal_check_present(const iw_conf_t *conf, iw_goal_t *g, iw_task_t *t,
 
     free(t->status);
     free(t->result);
-    t->status = iw_strdup("failed");
-    t->result = iw_sprintf("%s went offline and did not come back within "
+    t->status = ioa_strdup("failed");
+    t->result = ioa_sprintf("%s went offline and did not come back within "
                            "%lld s", t->agent, conf->offline_grace_ms / 1000);
     t->dirty = 1;
 
@@ -756,25 +756,25 @@ iw_goal_wait_subs(const iw_conf_t *conf, iw_goal_t *g, long long wait,
     iw_args_t    a;
     long long    end, left;
 
-    task = iw_alloc(g->ntasks * sizeof(size_t));
-    ids = iw_alloc(g->ntasks * sizeof(char *));
+    task = ioa_alloc(g->ntasks * sizeof(size_t));
+    ids = ioa_alloc(g->ntasks * sizeof(char *));
 
     for (i = 0, n = 0; i < g->ntasks; i++) {
         if (g->tasks[i].sub && g->tasks[i].queued && g->tasks[i].child
             && !iw_goal_settled(&g->tasks[i]))
         {
             task[n] = i;
-            ids[n] = iw_sprintf("%lld-0", now > 1000 ? now - 1000 : 0);
+            ids[n] = ioa_sprintf("%lld-0", now > 1000 ? now - 1000 : 0);
             n++;
         }
     }
 
-    room = iw_sprintf("%s{room:%s}:log", conf->prefix, g->comm_id);
-    end = iw_mono_ms() + wait;
+    room = ioa_sprintf("%s{room:%s}:log", conf->prefix, g->comm_id);
+    end = ioa_mono_ms() + wait;
     rc = IW_OK;
 
     for ( ;; ) {
-        left = end - iw_mono_ms();
+        left = end - ioa_mono_ms();
 
         if (left <= 0) {
             break;
@@ -911,7 +911,7 @@ iw_goal_subs_read(iw_args_t *a, iw_goal_t *g, const char *room,
             }
 
             free(ids[k]);
-            ids[k] = iw_strdup(e->element[0]->str);
+            ids[k] = ioa_strdup(e->element[0]->str);
             f = e->element[1];
 
             if (f->type != REDIS_REPLY_ARRAY || f->elements < 2
@@ -920,10 +920,10 @@ iw_goal_subs_read(iw_args_t *a, iw_goal_t *g, const char *room,
                 continue;
             }
 
-            ev = iw_json_parse(f->element[1]->str, f->element[1]->len);
-            state = iw_json_get_str(ev, "state");
+            ev = ioa_json_parse(f->element[1]->str, f->element[1]->len);
+            state = ioa_json_get_str(ev, "state");
 
-            if (iw_streq(iw_json_get_str(ev, "event"), "state")
+            if (iw_streq(ioa_json_get_str(ev, "event"), "state")
                 && state && iw_goal_final(state))
             {
                 *woke = 1;
@@ -943,26 +943,26 @@ iw_goal_subs_read(iw_args_t *a, iw_goal_t *g, const char *room,
  * team {"task_id","task_desc"} in "sub_teams" */
 
 static void
-iw_goal_task_json(iw_buf_t *tasks, iw_buf_t *subs, iw_task_t *t,
+iw_goal_task_json(ioa_buf_t *tasks, ioa_buf_t *subs, iw_task_t *t,
     const char *desc)
 {
-    iw_buf_t  *b;
+    ioa_buf_t *b;
 
     b = t->sub ? subs : tasks;
-    iw_buf_adds(b, b->len ? "," : "");
+    ioa_buf_adds(b, b->len ? "," : "");
 
     if (t->sub) {
-        iw_buf_adds(b, "{\"task_id\":");
+        ioa_buf_adds(b, "{\"task_id\":");
 
     } else {
-        iw_json_str(b, t->agent);
-        iw_buf_adds(b, ":{\"task_id\":");
+        ioa_json_str(b, t->agent);
+        ioa_buf_adds(b, ":{\"task_id\":");
     }
 
-    iw_json_str(b, t->task_id);
-    iw_buf_adds(b, ",\"task_desc\":");
-    iw_json_str(b, desc);
-    iw_buf_addc(b, '}');
+    ioa_json_str(b, t->task_id);
+    ioa_buf_adds(b, ",\"task_desc\":");
+    ioa_json_str(b, desc);
+    ioa_buf_addc(b, '}');
 }
 
 
@@ -1035,12 +1035,12 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
 
         g->turns++;
         free(g->last_id);
-        g->last_id = iw_strdup(e->v[i].sid);
+        g->last_id = ioa_strdup(e->v[i].sid);
 
-        env = iw_json_parse(e->v[i].json, e->v[i].len);
-        sender = iw_json_get_str(env, "sender");
+        env = ioa_json_parse(e->v[i].json, e->v[i].len);
+        sender = ioa_json_get_str(env, "sender");
 
-        if (sender == NULL || iw_json_get_int(env, "type", &type) != 0) {
+        if (sender == NULL || ioa_json_get_int(env, "type", &type) != 0) {
             type = -1;
         }
 
@@ -1050,10 +1050,10 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
         }
 
         if (strcmp(sender, conf->name) == 0) {
-            goal = iw_json_get_str(env, "ioa_goal");
+            goal = ioa_json_get_str(env, "ioa_goal");
 
             if (iw_streq(goal, g->goal_id)
-                && iw_json_get_int(env, "ioa_step", &step) == 0
+                && ioa_json_get_int(env, "ioa_step", &step) == 0
                 && step > g->step)
             {
                 /* a step of ours found in the room: it was posted */
@@ -1071,10 +1071,10 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
 
                 /* the record must say what the room says */
                 if (step % IW_ROUND_STEPS == IW_STEP_CONCLUSION
-                    && (content = iw_json_get_str(env, "content")))
+                    && (content = ioa_json_get_str(env, "content")))
                 {
                     free(g->conclusion);
-                    g->conclusion = iw_strdup(content);
+                    g->conclusion = ioa_strdup(content);
                 }
 
             }
@@ -1130,10 +1130,10 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
                         spoke |= iw_decide_answered(g, sender);
                     }
 
-                    mark = iw_sprintf(",%s,", sender);
+                    mark = ioa_sprintf(",%s,", sender);
 
                     if (strstr(g->spoke, mark) == NULL) {
-                        s = iw_sprintf("%s%s,", g->spoke, sender);
+                        s = ioa_sprintf("%s%s,", g->spoke, sender);
                         free(g->spoke);
                         g->spoke = s;
                         spoke = 1;
@@ -1220,7 +1220,7 @@ iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
     iw_task_t   *t, *mine;
     const char  *id, *status, *text;
 
-    id = iw_json_get_str(env, "task_id");
+    id = ioa_json_get_str(env, "task_id");
     t = NULL;
     mine = NULL;
 
@@ -1253,7 +1253,7 @@ iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
     if (type == IW_TYPE_PROGRESS) {
         if (iw_streq(t->status, "pending")) {
             free(t->status);
-            t->status = iw_strdup("in_progress");
+            t->status = ioa_strdup("in_progress");
             t->dirty = 1;
             iw_info("goal %s: task %s (%s) in progress", g->goal_id,
                     t->task_id, t->agent);
@@ -1262,7 +1262,7 @@ iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
         return NULL;
     }
 
-    status = iw_json_get_str(env, "task_status");
+    status = ioa_json_get_str(env, "task_status");
 
     if (!iw_streq(status, "failed") && !iw_streq(status, "timed_out")
         && !iw_streq(status, "cancelled") && !iw_streq(status, "partial"))
@@ -1270,16 +1270,16 @@ iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
         status = "completed";
     }
 
-    text = iw_json_get_str(env, "task_conclusion");
+    text = ioa_json_get_str(env, "task_conclusion");
 
     if (text == NULL || *text == '\0') {
-        text = iw_json_get_str(env, "content");
+        text = ioa_json_get_str(env, "content");
     }
 
     free(t->status);
     free(t->result);
-    t->status = iw_strdup(status);
-    t->result = iw_strdup(text ? text : "");
+    t->status = ioa_strdup(status);
+    t->result = ioa_strdup(text ? text : "");
     t->dirty = 1;
 
     iw_info("goal %s: task %s (%s) %s", g->goal_id, t->task_id, t->agent,

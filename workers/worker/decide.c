@@ -85,13 +85,13 @@
 typedef struct {
     iw_task_t    *last;              /* the latest task that covered it */
     int           failures;          /* its tasks that failed or timed out */
-    iw_buf_t      tried;             /* ",a,b,": agents that had it */
+    ioa_buf_t     tried;             /* ",a,b,": agents that had it */
 } iw_part_state_t;
 
 
 static void iw_decide_parts(iw_goal_t *g, iw_part_state_t *ps);
 static void iw_decide_parts_free(iw_goal_t *g, iw_part_state_t *ps);
-static void iw_decide_take_requests(iw_goal_t *g, iw_buf_t *why);
+static void iw_decide_take_requests(iw_goal_t *g, ioa_buf_t *why);
 static int iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     iw_part_state_t *ps, iw_agent_t *to, const char **kind);
 static void iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a,
@@ -106,7 +106,7 @@ static char *iw_decide_record(const char *decision, int round,
     iw_goal_t *g, size_t from);
 static int iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g,
     iw_part_state_t *ps, const char **kind, iw_agent_t *to, char **descs,
-    iw_buf_t *why, char **ask_agent, char **ask_text);
+    ioa_buf_t *why, char **ask_agent, char **ask_text);
 static int iw_decide_ask_pending(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_decide_asks(iw_goal_t *g, unsigned *parts);
 static void iw_decide_askable(iw_goal_t *g, iw_agents_t *out);
@@ -128,8 +128,8 @@ iw_decide_parts(iw_goal_t *g, iw_part_state_t *ps)
     for (p = 0; p < g->nparts; p++) {
         ps[p].last = NULL;
         ps[p].failures = 0;
-        iw_buf_init(&ps[p].tried);
-        iw_buf_addc(&ps[p].tried, ',');
+        ioa_buf_init(&ps[p].tried);
+        ioa_buf_addc(&ps[p].tried, ',');
 
         for (i = 0; i < g->ntasks; i++) {
             t = &g->tasks[i];
@@ -141,8 +141,8 @@ iw_decide_parts(iw_goal_t *g, iw_part_state_t *ps)
             ps[p].last = t;
             ps[p].failures += iw_streq(t->status, "failed")
                               || iw_streq(t->status, "timed_out");
-            iw_buf_adds(&ps[p].tried, t->agent);
-            iw_buf_addc(&ps[p].tried, ',');
+            ioa_buf_adds(&ps[p].tried, t->agent);
+            ioa_buf_addc(&ps[p].tried, ',');
         }
     }
 }
@@ -154,7 +154,7 @@ iw_decide_parts_free(iw_goal_t *g, iw_part_state_t *ps)
     size_t  p;
 
     for (p = 0; p < g->nparts; p++) {
-        iw_buf_free(&ps[p].tried);
+        ioa_buf_free(&ps[p].tried);
     }
 
     free(ps);
@@ -176,7 +176,7 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
                      *ask_text, *descs[IW_PLAN_MAX_CLAUSES];
     unsigned          ask_parts;
     size_t            p, first, k, n, done;
-    iw_buf_t          why, text;
+    ioa_buf_t         why, text;
     iw_agent_t        to[IW_PLAN_MAX_CLAUSES];
     const char       *kind[IW_PLAN_MAX_CLAUSES], *ended, *decision, *by;
     iw_part_state_t  *ps;
@@ -204,13 +204,13 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
     reroutes = 0;
     iterations = 0;
     rc = IW_OK;
-    iw_buf_init(&why);
-    iw_buf_init(&text);
+    ioa_buf_init(&why);
+    ioa_buf_init(&text);
 
     /* a person's requests since the last review: more parts */
     iw_decide_take_requests(g, &why);
 
-    ps = iw_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
+    ps = ioa_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
     iw_decide_parts(g, ps);
 
     for (p = 0, done = 0; p < g->nparts; p++) {
@@ -231,17 +231,17 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
 
         if (iw_streq(kind[p], "request")) {
             iterations++;
-            iw_buf_addf(&why, "%spart %zu goes to %s", why.len ? "; " : "",
+            ioa_buf_addf(&why, "%spart %zu goes to %s", why.len ? "; " : "",
                         p + 1, to[p].name);
 
         } else if (iw_streq(kind[p], "iterate")) {
             iterations++;
-            iw_buf_addf(&why, "%spart %zu came back partial from %s",
+            ioa_buf_addf(&why, "%spart %zu came back partial from %s",
                         why.len ? "; " : "", p + 1, to[p].name);
 
         } else {
             reroutes++;
-            iw_buf_addf(&why, "%spart %zu %s with %s, so %s takes it",
+            ioa_buf_addf(&why, "%spart %zu %s with %s, so %s takes it",
                         why.len ? "; " : "", p + 1,
                         iw_streq(ps[p].last->status, "failed")
                         ? "failed" : "timed out",
@@ -294,7 +294,7 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
             iw_decide_add_task(g, &to[p], p, kind[p], descs[p]);
 
         } else if (iw_streq(kind[p], "request") && g->part_why[p] == NULL) {
-            g->part_why[p] = iw_strdup("asked for after the last round "
+            g->part_why[p] = ioa_strdup("asked for after the last round "
                                        "--max-rounds allows");
         }
 
@@ -310,13 +310,13 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         rc = iw_decide_ask(conf, g, ask_agent, ask_text, ask_parts, by);
         free(ask_agent);
         free(ask_text);
-        iw_buf_free(&why);
-        iw_buf_free(&text);
+        ioa_buf_free(&why);
+        ioa_buf_free(&text);
         return rc;
     }
 
     if (rc != IW_OK) {
-        iw_buf_free(&why);
+        ioa_buf_free(&why);
         return rc;
     }
 
@@ -327,40 +327,40 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
         decision = "conclude";
 
         if (n == 0) {
-            reason = iw_sprintf("%s%s%zu of %zu part%s done%s",
+            reason = ioa_sprintf("%s%s%zu of %zu part%s done%s",
                                 why.len ? why.data : "", why.len ? "; " : "",
                                 done, g->nparts, g->nparts == 1 ? "" : "s",
                                 iw_streq(by, "llm") ? ""
                                 : ", and nothing is left to try");
 
         } else {
-            reason = iw_sprintf("round %d is the last one --max-rounds "
+            reason = ioa_sprintf("round %d is the last one --max-rounds "
                                 "allows, so this stays undone: %s", r + 1,
                                 why.data);
         }
 
-        iw_buf_addf(&text, "Decision after round %d: conclude, %s.", r + 1,
+        ioa_buf_addf(&text, "Decision after round %d: conclude, %s.", r + 1,
                     reason);
 
     } else {
         ended = NULL;
         decision = reroutes ? (iterations ? "iterate" : "reroute")
                             : "iterate";
-        reason = iw_buf_take(&why);
-        iw_buf_init(&why);
+        reason = ioa_buf_take(&why);
+        ioa_buf_init(&why);
 
-        iw_buf_addf(&text, "Decision after round %d: %s, because %s. "
+        ioa_buf_addf(&text, "Decision after round %d: %s, because %s. "
                     "Round %d:", r + 1, decision, reason, r + 2);
 
         for (k = first; k < g->ntasks; k++) {
-            iw_buf_addf(&text, "\n- %s (task %s): %s", g->tasks[k].agent,
+            ioa_buf_addf(&text, "\n- %s (task %s): %s", g->tasks[k].agent,
                         g->tasks[k].task_id, g->tasks[k].desc);
         }
     }
 
     rec = iw_decide_record(decision, r, reason, ended, by, text.data, g,
                            first);
-    field = iw_sprintf("decision:%d", r);
+    field = ioa_sprintf("decision:%d", r);
     tasks = iw_store_tasks_json(g);
 
     parts = iw_store_parts_json(g);
@@ -381,8 +381,8 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
     free(field);
     free(tasks);
     free(reason);
-    iw_buf_free(&why);
-    iw_buf_free(&text);
+    ioa_buf_free(&why);
+    ioa_buf_free(&text);
 
     if (rc != IW_OK) {
         return rc;
@@ -444,7 +444,7 @@ iw_decide_needs_work(const iw_conf_t *conf, iw_goal_t *g,
 
 static int
 iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
-    const char **kind, iw_agent_t *to, char **descs, iw_buf_t *why,
+    const char **kind, iw_agent_t *to, char **descs, ioa_buf_t *why,
     char **ask_agent, char **ask_text)
 {
     int                rc;
@@ -486,7 +486,7 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
                 continue;
             }
 
-            cands.v = iw_realloc(cands.v, (cands.n + 1) * sizeof(iw_agent_t));
+            cands.v = ioa_realloc(cands.v, (cands.n + 1) * sizeof(iw_agent_t));
             iw_decide_copy_agent(&cands.v[cands.n++], &more.v[i]);
         }
 
@@ -514,8 +514,8 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
         }
 
         if (k < askable.n) {
-            *ask_agent = iw_strdup(rv.ask_agent);
-            *ask_text = iw_strdup(rv.ask_text);
+            *ask_agent = ioa_strdup(rv.ask_agent);
+            *ask_text = ioa_strdup(rv.ask_text);
             yajl_tree_free(rv.answer);
             iw_agents_free(&cands);
             iw_agents_free(&askable);
@@ -567,9 +567,9 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
         } else if (ps[p].last && iw_streq(ps[p].last->status, "partial")
                    && iw_streq(ps[p].last->agent, t->agent))
         {
-            nto[p].name = iw_strdup(t->agent);
-            nto[p].type = iw_strdup("");
-            nto[p].desc = iw_strdup("");
+            nto[p].name = ioa_strdup(t->agent);
+            nto[p].type = ioa_strdup("");
+            nto[p].desc = ioa_strdup("");
 
         } else {
             iw_warn("goal %s: the model gave part %zu to %s, who may not "
@@ -580,7 +580,7 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
         nkind[p] = ps[p].last == NULL ? "request"
                    : iw_streq(ps[p].last->status, "partial") ? "iterate"
                    : "reroute";
-        descs[p] = t->desc ? iw_strdup(t->desc) : NULL;
+        descs[p] = t->desc ? ioa_strdup(t->desc) : NULL;
         nvalid++;
     }
 
@@ -604,9 +604,9 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
         to[p] = nto[p];
     }
 
-    iw_buf_free(why);
-    iw_buf_init(why);
-    iw_buf_addf(why, "the model: %s", rv.reason ? rv.reason
+    ioa_buf_free(why);
+    ioa_buf_init(why);
+    ioa_buf_addf(why, "the model: %s", rv.reason ? rv.reason
                                                 : "(no reason given)");
 
     yajl_tree_free(rv.answer);
@@ -623,7 +623,7 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
  */
 
 static void
-iw_decide_take_requests(iw_goal_t *g, iw_buf_t *why)
+iw_decide_take_requests(iw_goal_t *g, ioa_buf_t *why)
 {
     size_t       i, c;
     yajl_val     reqs, q;
@@ -631,18 +631,18 @@ iw_decide_take_requests(iw_goal_t *g, iw_buf_t *why)
     const char  *sender, *content;
 
     reqs = g->requests && *g->requests
-           ? iw_json_parse(g->requests, strlen(g->requests)) : NULL;
+           ? ioa_json_parse(g->requests, strlen(g->requests)) : NULL;
 
     for (i = 0; reqs && YAJL_IS_ARRAY(reqs) && i < reqs->u.array.len; i++) {
         q = reqs->u.array.values[i];
-        sender = iw_json_get_str(q, "sender");
-        content = iw_json_get_str(q, "content");
+        sender = ioa_json_get_str(q, "sender");
+        content = ioa_json_get_str(q, "content");
 
         if (sender == NULL || content == NULL) {
             continue;
         }
 
-        iw_buf_addf(why, "%s%s asked: \"%s\"", why->len ? "; " : "",
+        ioa_buf_addf(why, "%s%s asked: \"%s\"", why->len ? "; " : "",
                     sender, content);
 
         if (i < g->requests_taken) {
@@ -653,15 +653,15 @@ iw_decide_take_requests(iw_goal_t *g, iw_buf_t *why)
 
         for (c = 0; c < plan.nclauses; c++) {
             if (g->nparts == IW_PLAN_MAX_CLAUSES) {
-                iw_buf_adds(why, " (the goal has as many parts as it may; "
+                ioa_buf_adds(why, " (the goal has as many parts as it may; "
                             "the rest is not taken on)");
                 break;
             }
 
-            g->parts = iw_realloc(g->parts, (g->nparts + 1) * sizeof(char *));
-            g->part_why = iw_realloc(g->part_why,
+            g->parts = ioa_realloc(g->parts, (g->nparts + 1) * sizeof(char *));
+            g->part_why = ioa_realloc(g->part_why,
                                      (g->nparts + 1) * sizeof(char *));
-            g->parts[g->nparts] = iw_strdup(plan.clauses[c]);
+            g->parts[g->nparts] = ioa_strdup(plan.clauses[c]);
             g->part_why[g->nparts] = NULL;
             g->nparts++;
         }
@@ -699,9 +699,9 @@ iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     }
 
     if (iw_streq(last->status, "partial")) {
-        to->name = iw_strdup(last->agent);
-        to->type = iw_strdup("");
-        to->desc = iw_strdup("");
+        to->name = ioa_strdup(last->agent);
+        to->type = ioa_strdup("");
+        to->desc = ioa_strdup("");
         *kind = "iterate";
         return IW_OK;
     }
@@ -733,7 +733,7 @@ pick:
 
     if (to->name == NULL) {
         if (last == NULL && g->part_why[p] == NULL) {
-            g->part_why[p] = iw_strdup(matched
+            g->part_why[p] = ioa_strdup(matched
                                        ? "no online agent matches it well "
                                          "enough"
                                        : "no online agent's description "
@@ -767,7 +767,7 @@ iw_decide_candidates(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     out->v = NULL;
     out->n = 0;
 
-    v = iw_json_get(g->req, "team_member_names");
+    v = ioa_json_get(g->req, "team_member_names");
     given = (v && YAJL_IS_ARRAY(v) && v->u.array.len > 0)
             || (g->cont_comm_id && *g->cont_comm_id);
 
@@ -781,14 +781,14 @@ iw_decide_candidates(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     }
 
     *matched = ranked.n;
-    out->v = iw_alloc((ranked.n + 1) * sizeof(iw_agent_t));
+    out->v = ioa_alloc((ranked.n + 1) * sizeof(iw_agent_t));
 
     for (k = 0; k < ranked.n; k++) {
         if (!iw_plan_eligible(&ranked, k, conf->min_score)) {
             break;
         }
 
-        mark = iw_sprintf(",%s,", ranked.v[k].name);
+        mark = ioa_sprintf(",%s,", ranked.v[k].name);
 
         if (strstr(ps[p].tried.data, mark) == NULL
             && (!given || iw_decide_in_team(g, ranked.v[k].name)))
@@ -809,9 +809,9 @@ static void
 iw_decide_copy_agent(iw_agent_t *to, const iw_agent_t *a)
 {
     *to = *a;
-    to->name = iw_strdup(a->name);
-    to->type = iw_strdup(a->type ? a->type : "");
-    to->desc = iw_strdup(a->desc ? a->desc : "");
+    to->name = ioa_strdup(a->name);
+    to->type = ioa_strdup(a->type ? a->type : "");
+    to->desc = ioa_strdup(a->desc ? a->desc : "");
 }
 
 
@@ -848,7 +848,7 @@ iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
     size_t      i, prev;
     iw_task_t  *t;
 
-    desc = text ? iw_strdup(text) : NULL;
+    desc = text ? ioa_strdup(text) : NULL;
 
     for (i = 0, prev = g->ntasks; i < g->ntasks; i++) {
         if (g->tasks[i].parts & (1u << p) && g->tasks[i].round == g->round) {
@@ -862,7 +862,7 @@ iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
 
     if (desc == NULL && iw_streq(kind, "iterate") && !sub) {
         if (prev < g->ntasks) {
-            desc = iw_sprintf("Continue: %s\nWhat you reported so far "
+            desc = ioa_sprintf("Continue: %s\nWhat you reported so far "
                               "(partial): %s", g->parts[p],
                               g->tasks[prev].result ? g->tasks[prev].result
                                                     : "");
@@ -870,7 +870,7 @@ iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
     }
 
     if (desc == NULL) {
-        desc = iw_strdup(g->parts[p]);
+        desc = ioa_strdup(g->parts[p]);
     }
 
     for (i = 0; i < g->ntasks; i++) {
@@ -879,7 +879,7 @@ iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
         if (t->round == g->round + 1 && strcmp(t->agent, a->name) == 0
             && t->sub == sub)
         {
-            joined = iw_sprintf(sub ? "%s %s." : "%s; %s", t->desc, desc);
+            joined = ioa_sprintf(sub ? "%s %s." : "%s; %s", t->desc, desc);
             free(t->desc);
             free(desc);
             t->desc = joined;
@@ -888,17 +888,17 @@ iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
         }
     }
 
-    g->tasks = iw_realloc(g->tasks, (g->ntasks + 1) * sizeof(iw_task_t));
+    g->tasks = ioa_realloc(g->tasks, (g->ntasks + 1) * sizeof(iw_task_t));
     t = &g->tasks[g->ntasks++];
     memset(t, 0, sizeof(*t));
-    iw_random_hex(hex);
-    t->agent = iw_strdup(a->name);
-    t->task_id = iw_strdup(hex);
-    t->status = iw_strdup("pending");
+    ioa_uuid4_hex(hex);
+    t->agent = ioa_strdup(a->name);
+    t->task_id = ioa_strdup(hex);
+    t->status = ioa_strdup("pending");
     t->round = g->round + 1;
     t->parts = 1u << p;
     t->sub = sub;
-    t->desc = sub ? iw_sprintf("%s.", desc) : desc;
+    t->desc = sub ? ioa_sprintf("%s.", desc) : desc;
 
     if (sub) {
         free(desc);
@@ -914,7 +914,7 @@ static void
 iw_decide_add_member(iw_goal_t *g, const iw_agent_t *a)
 {
     size_t             i;
-    iw_buf_t           b;
+    ioa_buf_t          b;
     iw_agents_t        team;
     const iw_agent_t  *m;
 
@@ -930,26 +930,26 @@ iw_decide_add_member(iw_goal_t *g, const iw_agent_t *a)
         }
     }
 
-    iw_buf_init(&b);
-    iw_buf_addc(&b, '[');
+    ioa_buf_init(&b);
+    ioa_buf_addc(&b, '[');
 
     for (i = 0; i <= team.n; i++) {
         /* the members but the last, the newcomer, the coordinator */
         m = (i < team.n - 1) ? &team.v[i] : (i == team.n - 1) ? a
                                                               : &team.v[i - 1];
 
-        iw_buf_adds(&b, i ? ",{\"name\":" : "{\"name\":");
-        iw_json_str(&b, m->name);
-        iw_buf_adds(&b, ",\"type\":");
-        iw_json_str(&b, m->type ? m->type : "");
-        iw_buf_adds(&b, ",\"desc\":");
-        iw_json_str(&b, m->desc ? m->desc : "");
-        iw_buf_addf(&b, ",\"protocol\":%s}", m->protocol ? "true" : "false");
+        ioa_buf_adds(&b, i ? ",{\"name\":" : "{\"name\":");
+        ioa_json_str(&b, m->name);
+        ioa_buf_adds(&b, ",\"type\":");
+        ioa_json_str(&b, m->type ? m->type : "");
+        ioa_buf_adds(&b, ",\"desc\":");
+        ioa_json_str(&b, m->desc ? m->desc : "");
+        ioa_buf_addf(&b, ",\"protocol\":%s}", m->protocol ? "true" : "false");
     }
 
-    iw_buf_addc(&b, ']');
+    ioa_buf_addc(&b, ']');
     free(g->team);
-    g->team = iw_buf_take(&b);
+    g->team = ioa_buf_take(&b);
     iw_agents_free(&team);
 }
 
@@ -960,41 +960,41 @@ iw_decide_record(const char *decision, int round, const char *reason,
     size_t from)
 {
     size_t    k, p;
-    iw_buf_t  b;
+    ioa_buf_t b;
 
-    iw_buf_init(&b);
-    iw_buf_adds(&b, "{\"decision\":");
-    iw_json_str(&b, decision);
-    iw_buf_addf(&b, ",\"round\":%d,\"reason\":", round + 1);
-    iw_json_str(&b, reason);
-    iw_buf_adds(&b, ",\"bound\":");
-    iw_json_str_or_null(&b, ended);
-    iw_buf_adds(&b, ",\"by\":");
-    iw_json_str(&b, by);
-    iw_buf_adds(&b, ",\"tasks\":[");
+    ioa_buf_init(&b);
+    ioa_buf_adds(&b, "{\"decision\":");
+    ioa_json_str(&b, decision);
+    ioa_buf_addf(&b, ",\"round\":%d,\"reason\":", round + 1);
+    ioa_json_str(&b, reason);
+    ioa_buf_adds(&b, ",\"bound\":");
+    ioa_json_str_or_null(&b, ended);
+    ioa_buf_adds(&b, ",\"by\":");
+    ioa_json_str(&b, by);
+    ioa_buf_adds(&b, ",\"tasks\":[");
 
     for (k = from; k < g->ntasks; k++) {
-        iw_buf_adds(&b, k > from ? ",{\"agent\":" : "{\"agent\":");
-        iw_json_str(&b, g->tasks[k].agent);
-        iw_buf_adds(&b, ",\"task_id\":");
-        iw_json_str(&b, g->tasks[k].task_id);
-        iw_buf_adds(&b, ",\"parts\":[");
+        ioa_buf_adds(&b, k > from ? ",{\"agent\":" : "{\"agent\":");
+        ioa_json_str(&b, g->tasks[k].agent);
+        ioa_buf_adds(&b, ",\"task_id\":");
+        ioa_json_str(&b, g->tasks[k].task_id);
+        ioa_buf_adds(&b, ",\"parts\":[");
 
         for (p = 0; p < g->nparts; p++) {
             if (g->tasks[k].parts & (1u << p)) {
-                iw_buf_addf(&b, "%s%zu",
+                ioa_buf_addf(&b, "%s%zu",
                             b.data[b.len - 1] == '[' ? "" : ",", p + 1);
             }
         }
 
-        iw_buf_adds(&b, "]}");
+        ioa_buf_adds(&b, "]}");
     }
 
-    iw_buf_adds(&b, "],\"text\":");
-    iw_json_str(&b, text);
-    iw_buf_addc(&b, '}');
+    ioa_buf_adds(&b, "],\"text\":");
+    ioa_json_str(&b, text);
+    ioa_buf_addc(&b, '}');
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -1006,7 +1006,7 @@ iw_decide_done(iw_goal_t *g)
     size_t            p, done;
     iw_part_state_t  *ps;
 
-    ps = iw_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
+    ps = ioa_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
     iw_decide_parts(g, ps);
 
     for (p = 0, done = 0; p < g->nparts; p++) {
@@ -1061,11 +1061,11 @@ iw_decide_asks(iw_goal_t *g, unsigned *parts)
 
     *parts = 0;
     k = 0;
-    a = g->ask ? iw_json_parse(g->ask, strlen(g->ask)) : NULL;
+    a = g->ask ? ioa_json_parse(g->ask, strlen(g->ask)) : NULL;
 
-    if (iw_json_get_int(a, "round", &n) == 0 && n == g->round) {
-        k = iw_json_get_int(a, "k", &n) == 0 ? (int) n + 1 : 0;
-        *parts = iw_json_get_int(a, "parts", &n) == 0 ? (unsigned) n : 0;
+    if (ioa_json_get_int(a, "round", &n) == 0 && n == g->round) {
+        k = ioa_json_get_int(a, "k", &n) == 0 ? (int) n + 1 : 0;
+        *parts = ioa_json_get_int(a, "parts", &n) == 0 ? (unsigned) n : 0;
     }
 
     yajl_tree_free(a);
@@ -1093,7 +1093,7 @@ iw_decide_askable(iw_goal_t *g, iw_agents_t *out)
         return;
     }
 
-    out->v = iw_alloc((team.n + 1) * sizeof(iw_agent_t));
+    out->v = ioa_alloc((team.n + 1) * sizeof(iw_agent_t));
 
     /* the coordinator is last, and asks nobody itself */
     for (i = 0; i + 1 < team.n; i++) {
@@ -1134,8 +1134,8 @@ iw_decide_rule_ask(iw_goal_t *g, iw_part_state_t *ps, char **agent,
         }
 
         if (k < askable.n) {
-            *agent = iw_strdup(t->agent);
-            *text = iw_sprintf("%s, part %zu (%s) failed with you%s%s%s. "
+            *agent = ioa_strdup(t->agent);
+            *text = ioa_sprintf("%s, part %zu (%s) failed with you%s%s%s. "
                                "What went wrong, and can it be done?",
                                t->agent, p + 1, g->parts[p],
                                t->result && *t->result ? ": \"" : "",
@@ -1162,7 +1162,7 @@ iw_decide_ask(const iw_conf_t *conf, iw_goal_t *g, const char *agent,
 {
     int        rc, k;
     unsigned   asked;
-    iw_buf_t   b;
+    ioa_buf_t  b;
     long long  now;
 
     if (iw_redis_time_ms(&now) != IW_OK) {
@@ -1171,18 +1171,18 @@ iw_decide_ask(const iw_conf_t *conf, iw_goal_t *g, const char *agent,
 
     k = iw_decide_asks(g, &asked);
 
-    iw_buf_init(&b);
-    iw_buf_addf(&b, "{\"round\":%d,\"k\":%d,\"agent\":", g->round, k);
-    iw_json_str(&b, agent);
-    iw_buf_adds(&b, ",\"text\":");
-    iw_json_str(&b, text);
-    iw_buf_addf(&b, ",\"parts\":%u,\"deadline\":%lld,\"answered\":false,"
+    ioa_buf_init(&b);
+    ioa_buf_addf(&b, "{\"round\":%d,\"k\":%d,\"agent\":", g->round, k);
+    ioa_json_str(&b, agent);
+    ioa_buf_adds(&b, ",\"text\":");
+    ioa_json_str(&b, text);
+    ioa_buf_addf(&b, ",\"parts\":%u,\"deadline\":%lld,\"answered\":false,"
                 "\"by\":", parts | asked, now + conf->turn_timeout_ms);
-    iw_json_str(&b, by);
-    iw_buf_addc(&b, '}');
+    ioa_json_str(&b, by);
+    ioa_buf_addc(&b, '}');
 
     free(g->ask);
-    g->ask = iw_buf_take(&b);
+    g->ask = ioa_buf_take(&b);
 
     rc = iw_store_save(conf, g, "ask", g->ask, NULL);
     if (rc != IW_OK) {
@@ -1208,49 +1208,49 @@ iw_decide_ask_pending(const iw_conf_t *conf, iw_goal_t *g)
 {
     int          rc, k, step;
     char        *extra;
-    iw_buf_t     b, next;
+    ioa_buf_t    b, next;
     yajl_val     a, v;
     long long    n, now, deadline;
     const char  *agent, *text;
 
-    a = g->ask ? iw_json_parse(g->ask, strlen(g->ask)) : NULL;
+    a = g->ask ? ioa_json_parse(g->ask, strlen(g->ask)) : NULL;
 
-    if (a == NULL || iw_json_get_int(a, "round", &n) != 0 || n != g->round
-        || ((v = iw_json_get(a, "answered")) && !YAJL_IS_FALSE(v)))
+    if (a == NULL || ioa_json_get_int(a, "round", &n) != 0 || n != g->round
+        || ((v = ioa_json_get(a, "answered")) && !YAJL_IS_FALSE(v)))
     {
         yajl_tree_free(a);
         return IW_GOAL_NEXT;
     }
 
-    k = iw_json_get_int(a, "k", &n) == 0 ? (int) n : 0;
-    deadline = iw_json_get_int(a, "deadline", &n) == 0 ? n : 0;
-    agent = iw_json_get_str(a, "agent");
-    text = iw_json_get_str(a, "text");
+    k = ioa_json_get_int(a, "k", &n) == 0 ? (int) n : 0;
+    deadline = ioa_json_get_int(a, "deadline", &n) == 0 ? n : 0;
+    agent = ioa_json_get_str(a, "agent");
+    text = ioa_json_get_str(a, "text");
     step = g->round * IW_ROUND_STEPS + IW_STEP_ASK + k;
     rc = IW_OK;
 
     if (g->step < step) {
-        iw_buf_init(&b);
-        iw_buf_adds(&b, "\"ioa_decision\":{\"decision\":\"ask\",");
-        iw_buf_addf(&b, "\"round\":%d,\"reason\":", g->round + 1);
-        iw_json_str(&b, text ? text : "");
-        iw_buf_adds(&b, ",\"agent\":");
-        iw_json_str(&b, agent ? agent : "");
-        iw_buf_adds(&b, ",\"by\":");
-        iw_json_str(&b, iw_json_get_str(a, "by") ? iw_json_get_str(a, "by")
+        ioa_buf_init(&b);
+        ioa_buf_adds(&b, "\"ioa_decision\":{\"decision\":\"ask\",");
+        ioa_buf_addf(&b, "\"round\":%d,\"reason\":", g->round + 1);
+        ioa_json_str(&b, text ? text : "");
+        ioa_buf_adds(&b, ",\"agent\":");
+        ioa_json_str(&b, agent ? agent : "");
+        ioa_buf_adds(&b, ",\"by\":");
+        ioa_json_str(&b, ioa_json_get_str(a, "by") ? ioa_json_get_str(a, "by")
                                                   : "rule");
-        iw_buf_adds(&b, ",\"tasks\":[]}");
-        extra = iw_buf_take(&b);
+        ioa_buf_adds(&b, ",\"tasks\":[]}");
+        extra = ioa_buf_take(&b);
 
-        iw_buf_init(&next);
-        iw_buf_addc(&next, '[');
-        iw_json_str(&next, agent ? agent : "");
-        iw_buf_addc(&next, ']');
+        ioa_buf_init(&next);
+        ioa_buf_addc(&next, '[');
+        ioa_json_str(&next, agent ? agent : "");
+        ioa_buf_addc(&next, ']');
 
         rc = iw_goal_post(conf, g, step, IW_TYPE_DISCUSSION,
                           text ? text : "", next.data, NULL, extra);
         free(extra);
-        iw_buf_free(&next);
+        ioa_buf_free(&next);
         yajl_tree_free(a);
 
         return rc;
@@ -1288,7 +1288,7 @@ iw_decide_mark_answered(iw_goal_t *g, const char *how)
         return;
     }
 
-    s = iw_sprintf("%.*s\"answered\":%s%s", (int) (p - g->ask), g->ask, how,
+    s = ioa_sprintf("%.*s\"answered\":%s%s", (int) (p - g->ask), g->ask, how,
                    p + sizeof("\"answered\":false") - 1);
     free(g->ask);
     g->ask = s;
@@ -1306,13 +1306,13 @@ iw_decide_answered(iw_goal_t *g, const char *sender)
     long long    n, k;
     const char  *agent;
 
-    a = g->ask ? iw_json_parse(g->ask, strlen(g->ask)) : NULL;
-    agent = iw_json_get_str(a, "agent");
-    v = iw_json_get(a, "answered");
-    k = iw_json_get_int(a, "k", &n) == 0 ? n : 0;
+    a = g->ask ? ioa_json_parse(g->ask, strlen(g->ask)) : NULL;
+    agent = ioa_json_get_str(a, "agent");
+    v = ioa_json_get(a, "answered");
+    k = ioa_json_get_int(a, "k", &n) == 0 ? n : 0;
 
     yes = a && v && YAJL_IS_FALSE(v) && iw_streq(agent, sender)
-          && iw_json_get_int(a, "round", &n) == 0 && n == g->round
+          && ioa_json_get_int(a, "round", &n) == 0 && n == g->round
           && g->step >= g->round * IW_ROUND_STEPS + IW_STEP_ASK + (int) k;
 
     yajl_tree_free(a);
@@ -1334,10 +1334,10 @@ iw_decide_ended(iw_goal_t *g, int round)
     yajl_val     d;
     const char  *ended;
 
-    d = g->decision[round] ? iw_json_parse(g->decision[round],
+    d = g->decision[round] ? ioa_json_parse(g->decision[round],
                                            strlen(g->decision[round]))
                            : NULL;
-    ended = iw_streq(iw_json_get_str(d, "bound"), "max_rounds")
+    ended = iw_streq(ioa_json_get_str(d, "bound"), "max_rounds")
             ? "max_rounds" : "settled";
     yajl_tree_free(d);
 
@@ -1359,7 +1359,7 @@ iw_decide_post(const iw_conf_t *conf, iw_goal_t *g)
     int          rc, r, step;
     char       **names, *refused, *extra, *error;
     size_t       i, n;
-    iw_buf_t     next;
+    ioa_buf_t    next;
     yajl_val     d;
     iw_agents_t  team;
     const char  *text;
@@ -1371,7 +1371,7 @@ iw_decide_post(const iw_conf_t *conf, iw_goal_t *g)
         return iw_goal_fail(conf, g, "the goal's team is not valid JSON");
     }
 
-    names = iw_alloc((team.n + 1) * sizeof(char *));
+    names = ioa_alloc((team.n + 1) * sizeof(char *));
 
     for (i = 0, n = 0; i < team.n; i++) {
         names[n++] = team.v[i].name;
@@ -1386,7 +1386,7 @@ iw_decide_post(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     if (rc == 1) {
-        error = iw_sprintf("a re-routed agent could not join the room: %s",
+        error = ioa_sprintf("a re-routed agent could not join the room: %s",
                            refused);
         free(refused);
         rc = iw_goal_fail(conf, g, error);
@@ -1394,18 +1394,18 @@ iw_decide_post(const iw_conf_t *conf, iw_goal_t *g)
         return rc;
     }
 
-    d = g->decision[r] ? iw_json_parse(g->decision[r],
+    d = g->decision[r] ? ioa_json_parse(g->decision[r],
                                        strlen(g->decision[r]))
                        : NULL;
-    text = iw_json_get_str(d, "text");
+    text = ioa_json_get_str(d, "text");
 
     /* the coordinator keeps the floor: the assignment follows at once */
-    iw_buf_init(&next);
-    iw_buf_addc(&next, '[');
-    iw_json_str(&next, conf->name);
-    iw_buf_addc(&next, ']');
+    ioa_buf_init(&next);
+    ioa_buf_addc(&next, '[');
+    ioa_json_str(&next, conf->name);
+    ioa_buf_addc(&next, ']');
 
-    extra = iw_sprintf("\"ioa_decision\":%s",
+    extra = ioa_sprintf("\"ioa_decision\":%s",
                        g->decision[r] ? g->decision[r] : "null");
 
     rc = iw_goal_post(conf, g, step, IW_TYPE_DISCUSSION,
@@ -1413,7 +1413,7 @@ iw_decide_post(const iw_conf_t *conf, iw_goal_t *g)
                       NULL, extra);
 
     free(extra);
-    iw_buf_free(&next);
+    ioa_buf_free(&next);
     yajl_tree_free(d);
 
     return rc;
@@ -1426,23 +1426,23 @@ iw_decide_post(const iw_conf_t *conf, iw_goal_t *g)
 char *
 iw_decide_conclude_extra(iw_goal_t *g, const char *text)
 {
-    iw_buf_t  b;
+    ioa_buf_t b;
 
     if (g->decision[g->round] && (iw_streq(g->ended, "settled")
                                   || iw_streq(g->ended, "max_rounds")))
     {
-        return iw_sprintf("\"ioa_decision\":%s", g->decision[g->round]);
+        return ioa_sprintf("\"ioa_decision\":%s", g->decision[g->round]);
     }
 
-    iw_buf_init(&b);
-    iw_buf_adds(&b, "\"ioa_decision\":{\"decision\":\"conclude\",\"round\":");
-    iw_buf_addf(&b, "%d,\"reason\":", g->round + 1);
-    iw_json_str(&b, text);
-    iw_buf_adds(&b, ",\"bound\":");
-    iw_json_str(&b, g->ended);
-    iw_buf_adds(&b, ",\"tasks\":[]}");
+    ioa_buf_init(&b);
+    ioa_buf_adds(&b, "\"ioa_decision\":{\"decision\":\"conclude\",\"round\":");
+    ioa_buf_addf(&b, "%d,\"reason\":", g->round + 1);
+    ioa_json_str(&b, text);
+    ioa_buf_adds(&b, ",\"bound\":");
+    ioa_json_str(&b, g->ended);
+    ioa_buf_adds(&b, ",\"tasks\":[]}");
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -1458,10 +1458,10 @@ iw_decide_conclude_text(iw_goal_t *g)
     if (g->decision[g->round] && (iw_streq(g->ended, "settled")
                                   || iw_streq(g->ended, "max_rounds")))
     {
-        d = iw_json_parse(g->decision[g->round],
+        d = ioa_json_parse(g->decision[g->round],
                           strlen(g->decision[g->round]));
-        s = iw_json_get_str(d, "text");
-        text = s ? iw_strdup(s) : NULL;
+        s = ioa_json_get_str(d, "text");
+        text = s ? ioa_strdup(s) : NULL;
         yajl_tree_free(d);
 
         if (text) {
@@ -1470,12 +1470,12 @@ iw_decide_conclude_text(iw_goal_t *g)
     }
 
     if (iw_streq(g->ended, "person")) {
-        return iw_sprintf("Asked to stop (%s); concluding with what we "
+        return ioa_sprintf("Asked to stop (%s); concluding with what we "
                           "have.", g->stopped_by ? g->stopped_by : "");
     }
 
     if (iw_streq(g->ended, "proposal")) {
-        return iw_sprintf("Concluding on a member's proposal (%s).",
+        return ioa_sprintf("Concluding on a member's proposal (%s).",
                           g->stopped_by ? g->stopped_by : "");
     }
 
@@ -1492,52 +1492,52 @@ char *
 iw_decide_account(const iw_conf_t *conf, iw_goal_t *g)
 {
     size_t            p, done, first;
-    iw_buf_t          b;
+    ioa_buf_t         b;
     iw_task_t        *t;
     iw_part_state_t  *ps;
 
-    ps = iw_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
+    ps = ioa_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
     iw_decide_parts(g, ps);
 
     for (p = 0, done = 0; p < g->nparts; p++) {
         done += ps[p].last && iw_streq(ps[p].last->status, "completed");
     }
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
 
     if (iw_streq(g->ended, "cancelled")) {
-        iw_buf_adds(&b, "The goal was cancelled before it was achieved.\n");
+        ioa_buf_adds(&b, "The goal was cancelled before it was achieved.\n");
 
     } else if (iw_streq(g->ended, "max_turns")) {
-        iw_buf_addf(&b, "Concluded at the turn limit (max_turns %lld).\n",
+        ioa_buf_addf(&b, "Concluded at the turn limit (max_turns %lld).\n",
                     g->max_turns);
 
     } else if (iw_streq(g->ended, "token_budget")) {
-        iw_buf_adds(&b, "Concluded at the token budget.\n");
+        ioa_buf_adds(&b, "Concluded at the token budget.\n");
 
     } else if (iw_streq(g->ended, "deadline")) {
-        iw_buf_addf(&b, "Concluded at the goal's deadline (%lld s).\n",
+        ioa_buf_addf(&b, "Concluded at the goal's deadline (%lld s).\n",
                     g->deadline_ms / 1000);
 
     } else if (iw_streq(g->ended, "max_rounds")) {
-        iw_buf_addf(&b, "Concluded at the round limit (%lld).\n",
+        ioa_buf_addf(&b, "Concluded at the round limit (%lld).\n",
                     conf->max_rounds);
 
     } else if (iw_streq(g->ended, "person")) {
-        iw_buf_addf(&b, "Concluded when asked to (%s).\n",
+        ioa_buf_addf(&b, "Concluded when asked to (%s).\n",
                     g->stopped_by ? g->stopped_by : "a person");
 
     } else if (iw_streq(g->ended, "proposal")) {
-        iw_buf_addf(&b, "Concluded on a member's proposal (%s).\n",
+        ioa_buf_addf(&b, "Concluded on a member's proposal (%s).\n",
                     g->stopped_by ? g->stopped_by : "");
     }
 
-    iw_buf_addf(&b, "Goal: %s\n%zu of %zu part%s done.", g->goal, done,
+    ioa_buf_addf(&b, "Goal: %s\n%zu of %zu part%s done.", g->goal, done,
                 g->nparts, g->nparts == 1 ? "" : "s");
 
     for (p = 0; p < g->nparts; p++) {
         t = ps[p].last;
-        iw_buf_addf(&b, "\n%zu. %s\n   ", p + 1, g->parts[p]);
+        ioa_buf_addf(&b, "\n%zu. %s\n   ", p + 1, g->parts[p]);
 
         /* one task for several parts: its result is told once */
         for (first = 0; t && !(t->parts & (1u << first)); first++) {
@@ -1545,37 +1545,37 @@ iw_decide_account(const iw_conf_t *conf, iw_goal_t *g)
         }
 
         if (t && first < p) {
-            iw_buf_addf(&b, "With part %zu, in the same task.", first + 1);
+            ioa_buf_addf(&b, "With part %zu, in the same task.", first + 1);
             continue;
         }
 
         if (t == NULL) {
-            iw_buf_addf(&b, "Not done: %s.", g->part_why[p]
+            ioa_buf_addf(&b, "Not done: %s.", g->part_why[p]
                         ? g->part_why[p] : "no agent was given it");
 
         } else if (iw_streq(t->status, "completed")) {
-            iw_buf_addf(&b, "%s: %s", t->agent, t->result ? t->result : "");
+            ioa_buf_addf(&b, "%s: %s", t->agent, t->result ? t->result : "");
 
         } else if (iw_streq(t->status, "partial")) {
-            iw_buf_addf(&b, "Partly done by %s: %s", t->agent,
+            ioa_buf_addf(&b, "Partly done by %s: %s", t->agent,
                         t->result && *t->result ? t->result : "no result");
 
         } else if (iw_streq(t->status, "failed")
                    || iw_streq(t->status, "timed_out"))
         {
-            iw_buf_addf(&b, "Not done: %s %s", t->agent,
+            ioa_buf_addf(&b, "Not done: %s %s", t->agent,
                         iw_streq(t->status, "failed") ? "failed"
                                                       : "timed out");
 
             if (t->result && *t->result) {
-                iw_buf_addf(&b, " (%s)", t->result);
+                ioa_buf_addf(&b, " (%s)", t->result);
 
             } else if (iw_streq(t->status, "timed_out")) {
-                iw_buf_addf(&b, " (no result within %lld s)",
+                ioa_buf_addf(&b, " (no result within %lld s)",
                             conf->task_timeout_ms / 1000);
             }
 
-            iw_buf_addf(&b, "; %d agent%s tried, %s.", ps[p].failures,
+            ioa_buf_addf(&b, "; %d agent%s tried, %s.", ps[p].failures,
                         ps[p].failures == 1 ? "" : "s",
                         ps[p].failures >= conf->max_attempts
                         ? "the attempts allowed are used up"
@@ -1584,7 +1584,7 @@ iw_decide_account(const iw_conf_t *conf, iw_goal_t *g)
                         : "no other online agent matches it well enough");
 
         } else {
-            iw_buf_addf(&b, "Not done: %s's task was %s.", t->agent,
+            ioa_buf_addf(&b, "Not done: %s's task was %s.", t->agent,
                         iw_streq(t->status, "cancelled") ? "cancelled"
                         : iw_streq(t->status, "in_progress")
                         ? "still in progress" : "still pending");
@@ -1593,5 +1593,5 @@ iw_decide_account(const iw_conf_t *conf, iw_goal_t *g)
 
     iw_decide_parts_free(g, ps);
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }

@@ -25,11 +25,11 @@
 
 
 static int iw_event_append(const iw_conf_t *conf, const char *goal_id,
-    iw_buf_t *json, const char *kind, const char *key);
+    ioa_buf_t *json, const char *kind, const char *key);
 
 
 static int
-iw_event_append(const iw_conf_t *conf, const char *goal_id, iw_buf_t *json,
+iw_event_append(const iw_conf_t *conf, const char *goal_id, ioa_buf_t *json,
     const char *kind, const char *key)
 {
     int          rc;
@@ -66,11 +66,11 @@ iw_event_append(const iw_conf_t *conf, const char *goal_id, iw_buf_t *json,
 
 
 static void
-iw_event_head(iw_buf_t *b, const char *event, const char *goal_id)
+iw_event_head(ioa_buf_t *b, const char *event, const char *goal_id)
 {
-    iw_buf_addf(b, "{\"sender\":\"ioa-worker\",\"timestamp\":%lld,"
-                "\"event\":\"%s\",\"goal_id\":", iw_now_ms(), event);
-    iw_json_str(b, goal_id);
+    ioa_buf_addf(b, "{\"sender\":\"ioa-worker\",\"timestamp\":%lld,"
+                "\"event\":\"%s\",\"goal_id\":", ioa_wall_ms(), event);
+    ioa_json_str(b, goal_id);
 }
 
 
@@ -79,29 +79,29 @@ iw_event_state(const iw_conf_t *conf, const char *goal_id, const char *state,
     const char *comm_id, const char *conclusion, const char *error)
 {
     int       rc;
-    iw_buf_t  b;
+    ioa_buf_t b;
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
     iw_event_head(&b, "state", goal_id);
-    iw_buf_adds(&b, ",\"state\":");
-    iw_json_str(&b, state);
-    iw_buf_adds(&b, ",\"comm_id\":");
-    iw_json_str_or_null(&b, comm_id);
-    iw_buf_adds(&b, ",\"conclusion\":");
+    ioa_buf_adds(&b, ",\"state\":");
+    ioa_json_str(&b, state);
+    ioa_buf_adds(&b, ",\"comm_id\":");
+    ioa_json_str_or_null(&b, comm_id);
+    ioa_buf_adds(&b, ",\"conclusion\":");
 
     if (conclusion) {
-        iw_json_str(&b, conclusion);
+        ioa_json_str(&b, conclusion);
 
     } else {
-        iw_buf_adds(&b, "null");
+        ioa_buf_adds(&b, "null");
     }
 
-    iw_buf_adds(&b, ",\"error\":");
-    iw_json_str_or_null(&b, error);
-    iw_buf_addc(&b, '}');
+    ioa_buf_adds(&b, ",\"error\":");
+    ioa_json_str_or_null(&b, error);
+    ioa_buf_addc(&b, '}');
 
     rc = iw_event_append(conf, goal_id, &b, "state", state);
-    iw_buf_free(&b);
+    ioa_buf_free(&b);
 
     return rc;
 }
@@ -115,26 +115,26 @@ iw_event_envelope(const iw_conf_t *conf, const char *goal_id,
     const char *sid, const char *env, size_t len)
 {
     int       rc;
-    iw_buf_t  b;
+    ioa_buf_t b;
 
     if (len < 2 || env[0] != '{') {
         return IW_OK;                   /* not an envelope post.lua stored */
     }
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
     iw_event_head(&b, "envelope", goal_id);
-    iw_buf_adds(&b, ",\"envelope\":{\"id\":");
-    iw_json_str(&b, sid);
+    ioa_buf_adds(&b, ",\"envelope\":{\"id\":");
+    ioa_json_str(&b, sid);
 
     if (env[1] != '}') {
-        iw_buf_addc(&b, ',');
+        ioa_buf_addc(&b, ',');
     }
 
-    iw_buf_add(&b, env + 1, len - 1);
-    iw_buf_addc(&b, '}');
+    ioa_buf_add(&b, env + 1, len - 1);
+    ioa_buf_addc(&b, '}');
 
     rc = iw_event_append(conf, goal_id, &b, "env", sid);
-    iw_buf_free(&b);
+    ioa_buf_free(&b);
 
     return rc;
 }

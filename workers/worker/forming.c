@@ -76,13 +76,13 @@ iw_goal_form(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     if (g->new_room) {
-        team = iw_json_parse(g->team, strlen(g->team));
+        team = ioa_json_parse(g->team, strlen(g->team));
         n = team && YAJL_IS_ARRAY(team) ? team->u.array.len : 0;
-        names = iw_alloc((n ? n : 1) * sizeof(char *));
+        names = ioa_alloc((n ? n : 1) * sizeof(char *));
 
         for (i = 0; i < n; i++) {
             m = team->u.array.values[i];
-            name = iw_json_get_str(m, "name");
+            name = ioa_json_get_str(m, "name");
             names[i] = (char *) (name ? name : "");
         }
 
@@ -96,7 +96,7 @@ iw_goal_form(const iw_conf_t *conf, iw_goal_t *g)
         }
 
         if (rc == 1) {
-            error = iw_sprintf("teamup refused: %s", refused);
+            error = ioa_sprintf("teamup refused: %s", refused);
             free(refused);
             rc = iw_goal_fail(conf, g, error);
             free(error);
@@ -123,7 +123,7 @@ iw_goal_form(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     free(g->phase);
-    g->phase = iw_strdup("running");
+    g->phase = ioa_strdup("running");
 
     rc = iw_store_meta_state(conf, g->goal_id, "running", &current,
                              "comm_id", g->comm_id, NULL);
@@ -174,7 +174,7 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
         goto done;
     }
 
-    v = iw_json_get(g->req, "online_only");
+    v = ioa_json_get(g->req, "online_only");
     online_only = !(v && YAJL_IS_FALSE(v));
 
     /* the LLM recruits with IoA's two tools; nobody usable: the built-in
@@ -205,7 +205,7 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
     }
 
     if (plan.nteam == 0) {
-        *error = iw_sprintf("no %sagent matches the goal%s%s; register "
+        *error = ioa_sprintf("no %sagent matches the goal%s%s; register "
                             "agents whose descriptions match it, or name "
                             "them in team_member_names",
                             online_only ? "online " : "",
@@ -260,14 +260,14 @@ iw_form_text(iw_goal_t *g)
     yajl_val     cont;
     const char  *s;
 
-    cont = iw_json_get(g->req, "cont_input");
+    cont = ioa_json_get(g->req, "cont_input");
 
     if (g->cont_comm_id && *g->cont_comm_id && cont) {
         if (YAJL_IS_STRING(cont) && *YAJL_GET_STRING(cont)) {
             return YAJL_GET_STRING(cont);
         }
 
-        if ((s = iw_json_get_str(cont, "content")) && *s) {
+        if ((s = ioa_json_get_str(cont, "content")) && *s) {
             return s;
         }
     }
@@ -305,7 +305,7 @@ iw_form_given(const iw_conf_t *conf, iw_goal_t *g, iw_agents_t *members,
         if (owner && g->person && !g->launcher_admin
             && !iw_streq(owner, g->person))
         {
-            *error = iw_sprintf("room %s belongs to the goals of %s; only "
+            *error = ioa_sprintf("room %s belongs to the goals of %s; only "
                                 "that launcher or an administrator can "
                                 "continue it", g->cont_comm_id, owner);
             free(owner);
@@ -319,18 +319,18 @@ iw_form_given(const iw_conf_t *conf, iw_goal_t *g, iw_agents_t *members,
         }
 
         if (members->n == 0) {
-            *error = iw_sprintf("no room %s to continue", g->cont_comm_id);
+            *error = ioa_sprintf("no room %s to continue", g->cont_comm_id);
             return IW_OK;
         }
 
         if (!is_member) {
-            *error = iw_sprintf("room %s was not formed by %s; only its "
+            *error = ioa_sprintf("room %s was not formed by %s; only its "
                                 "coordinator can continue it",
                                 g->cont_comm_id, conf->name);
             return IW_OK;
         }
 
-        *names = iw_alloc(members->n * sizeof(char *));
+        *names = ioa_alloc(members->n * sizeof(char *));
 
         for (i = 0; i < members->n; i++) {
             if (!iw_streq(members->v[i].name, conf->name)) {
@@ -341,13 +341,13 @@ iw_form_given(const iw_conf_t *conf, iw_goal_t *g, iw_agents_t *members,
         return IW_OK;
     }
 
-    v = iw_json_get(g->req, "team_member_names");
+    v = ioa_json_get(g->req, "team_member_names");
 
     if (v == NULL || !YAJL_IS_ARRAY(v) || v->u.array.len == 0) {
         return IW_OK;
     }
 
-    *names = iw_alloc(v->u.array.len * sizeof(char *));
+    *names = ioa_alloc(v->u.array.len * sizeof(char *));
 
     for (i = 0; i < v->u.array.len; i++) {
         if (!YAJL_IS_STRING(v->u.array.values[i])) {
@@ -366,7 +366,7 @@ iw_form_given(const iw_conf_t *conf, iw_goal_t *g, iw_agents_t *members,
     }
 
     if (*n == 0) {
-        *error = iw_sprintf("team_member_names names nobody but the "
+        *error = ioa_sprintf("team_member_names names nobody but the "
                             "coordinator %s", conf->name);
     }
 
@@ -381,30 +381,30 @@ iw_form_known(const iw_conf_t *conf, char **names, size_t n,
     iw_agents_t *given, char **error)
 {
     size_t    i;
-    iw_buf_t  unknown;
+    ioa_buf_t unknown;
 
     if (iw_reg_query(conf, names, n, given) != IW_OK) {
         return IW_ERROR;
     }
 
-    iw_buf_init(&unknown);
+    ioa_buf_init(&unknown);
 
     for (i = 0; i < given->n; i++) {
         if (!given->v[i].found) {
-            iw_buf_adds(&unknown, unknown.len ? ", " : "");
-            iw_buf_adds(&unknown, given->v[i].name);
+            ioa_buf_adds(&unknown, unknown.len ? ", " : "");
+            ioa_buf_adds(&unknown, given->v[i].name);
         }
     }
 
     if (unknown.len) {
-        *error = iw_sprintf("unknown agent%s in team_member_names: %s; "
+        *error = ioa_sprintf("unknown agent%s in team_member_names: %s; "
                             "register %s with /register first",
                             strchr(unknown.data, ',') ? "s" : "",
                             unknown.data,
                             strchr(unknown.data, ',') ? "them" : "it");
     }
 
-    iw_buf_free(&unknown);
+    ioa_buf_free(&unknown);
 
     return IW_OK;
 }
@@ -423,7 +423,7 @@ iw_form_rank(const iw_conf_t *conf, iw_plan_t *plan, iw_agents_t *given,
     iw_agents_t  *ranked;
 
     rc = IW_OK;
-    ranked = iw_alloc((plan->nclauses + 1) * sizeof(iw_agents_t));
+    ranked = ioa_alloc((plan->nclauses + 1) * sizeof(iw_agents_t));
     memset(ranked, 0, (plan->nclauses + 1) * sizeof(iw_agents_t));
 
     for (i = 0; i < plan->nclauses && rc == IW_OK; i++) {
@@ -459,22 +459,22 @@ iw_form_room(const iw_conf_t *conf, iw_goal_t *g, char **start)
     yajl_val  v;
 
     if (g->cont_comm_id && *g->cont_comm_id) {
-        g->comm_id = iw_strdup(g->cont_comm_id);
+        g->comm_id = ioa_strdup(g->cont_comm_id);
         g->new_room = 0;
 
         return iw_room_last_id(conf, g->comm_id, start) == IW_OK ? IW_OK
                                                                  : IW_ERROR;
     }
 
-    iw_random_hex(hex);
-    g->comm_id = iw_strdup(hex);
+    ioa_uuid4_hex(hex);
+    g->comm_id = ioa_strdup(hex);
     g->new_room = 1;
-    *start = iw_strdup("0-0");
+    *start = ioa_strdup("0-0");
 
-    v = iw_json_get(g->req, "skip_naming");
+    v = ioa_json_get(g->req, "skip_naming");
     free(g->team_name);
     g->team_name = (v && YAJL_IS_FALSE(v)) ? iw_plan_team_name(g->goal)
-                                           : iw_strdup("");
+                                           : ioa_strdup("");
 
     return IW_OK;
 }
@@ -486,35 +486,35 @@ static char *
 iw_form_team_json(const iw_conf_t *conf, iw_plan_t *plan)
 {
     size_t    i;
-    iw_buf_t  team;
+    ioa_buf_t team;
 
-    iw_buf_init(&team);
-    iw_buf_addc(&team, '[');
+    ioa_buf_init(&team);
+    ioa_buf_addc(&team, '[');
 
     for (i = 0; i <= plan->nteam; i++) {
-        iw_buf_adds(&team, i ? ",{\"name\":" : "{\"name\":");
+        ioa_buf_adds(&team, i ? ",{\"name\":" : "{\"name\":");
 
         if (i < plan->nteam) {
-            iw_json_str(&team, plan->team[i].name);
-            iw_buf_adds(&team, ",\"type\":");
-            iw_json_str(&team, plan->team[i].type);
-            iw_buf_adds(&team, ",\"desc\":");
-            iw_json_str(&team, plan->team[i].desc);
-            iw_buf_addf(&team, ",\"protocol\":%s",
+            ioa_json_str(&team, plan->team[i].name);
+            ioa_buf_adds(&team, ",\"type\":");
+            ioa_json_str(&team, plan->team[i].type);
+            ioa_buf_adds(&team, ",\"desc\":");
+            ioa_json_str(&team, plan->team[i].desc);
+            ioa_buf_addf(&team, ",\"protocol\":%s",
                         plan->team[i].protocol ? "true" : "false");
 
         } else {
-            iw_json_str(&team, conf->name);
-            iw_buf_adds(&team, ",\"type\":\"Human Assistant\",\"desc\":"
+            ioa_json_str(&team, conf->name);
+            ioa_buf_adds(&team, ",\"type\":\"Human Assistant\",\"desc\":"
                         "\"ioa's built-in coordinator\",\"protocol\":true");
         }
 
-        iw_buf_addc(&team, '}');
+        ioa_buf_addc(&team, '}');
     }
 
-    iw_buf_addc(&team, ']');
+    ioa_buf_addc(&team, ']');
 
-    return iw_buf_take(&team);
+    return ioa_buf_take(&team);
 }
 
 
@@ -528,33 +528,33 @@ iw_form_save(const iw_conf_t *conf, iw_goal_t *g, iw_plan_t *plan,
     int       rc;
     char     *tasks, *parts, hex[33];
     size_t    i;
-    iw_buf_t  who;
+    ioa_buf_t who;
 
     free(g->team);
     g->team = iw_form_team_json(conf, plan);
 
-    g->tasks = iw_alloc((plan->nwork + 1) * sizeof(iw_task_t));
+    g->tasks = ioa_alloc((plan->nwork + 1) * sizeof(iw_task_t));
     g->ntasks = plan->nwork;
 
     for (i = 0; i < plan->nwork; i++) {
-        iw_random_hex(hex);
+        ioa_uuid4_hex(hex);
         memset(&g->tasks[i], 0, sizeof(iw_task_t));
-        g->tasks[i].agent = iw_strdup(plan->work[i].agent);
-        g->tasks[i].task_id = iw_strdup(hex);
-        g->tasks[i].desc = iw_strdup(plan->work[i].desc);
-        g->tasks[i].status = iw_strdup("pending");
+        g->tasks[i].agent = ioa_strdup(plan->work[i].agent);
+        g->tasks[i].task_id = ioa_strdup(hex);
+        g->tasks[i].desc = ioa_strdup(plan->work[i].desc);
+        g->tasks[i].status = ioa_strdup("pending");
         g->tasks[i].sub = plan->work[i].sub;
         g->tasks[i].parts = plan->work[i].parts;
     }
 
     iw_store_free_parts(g);
-    g->parts = iw_alloc((plan->nclauses + 1) * sizeof(char *));
-    g->part_why = iw_alloc((plan->nclauses + 1) * sizeof(char *));
+    g->parts = ioa_alloc((plan->nclauses + 1) * sizeof(char *));
+    g->part_why = ioa_alloc((plan->nclauses + 1) * sizeof(char *));
     g->nparts = plan->nclauses;
 
     for (i = 0; i < plan->nclauses; i++) {
-        g->parts[i] = iw_strdup(plan->clauses[i]);
-        g->part_why[i] = plan->why[i] ? iw_strdup(plan->why[i]) : NULL;
+        g->parts[i] = ioa_strdup(plan->clauses[i]);
+        g->part_why[i] = plan->why[i] ? ioa_strdup(plan->why[i]) : NULL;
     }
 
     g->sync = plan->sync;
@@ -562,7 +562,7 @@ iw_form_save(const iw_conf_t *conf, iw_goal_t *g, iw_plan_t *plan,
     g->discussion = discussion;
 
     free(g->last_id);
-    g->last_id = iw_strdup(start);
+    g->last_id = ioa_strdup(start);
     g->turns = 0;
     g->step = 0;
     g->intent = 0;
@@ -586,10 +586,10 @@ iw_form_save(const iw_conf_t *conf, iw_goal_t *g, iw_plan_t *plan,
         return rc;
     }
 
-    iw_buf_init(&who);
+    ioa_buf_init(&who);
 
     for (i = 0; i < g->ntasks; i++) {
-        iw_buf_addf(&who, "%s%s%s", i ? ", " : "", g->tasks[i].agent,
+        ioa_buf_addf(&who, "%s%s%s", i ? ", " : "", g->tasks[i].agent,
                     g->tasks[i].sub ? " (sub-team)" : "");
     }
 
@@ -597,7 +597,7 @@ iw_form_save(const iw_conf_t *conf, iw_goal_t *g, iw_plan_t *plan,
             g->goal_id, who.data ? who.data : "nobody", g->comm_id,
             plan->nclauses, plan->nclauses == 1 ? "" : "s",
             g->sync ? "one after the other" : "in parallel");
-    iw_buf_free(&who);
+    ioa_buf_free(&who);
 
     return IW_OK;
 }

@@ -281,7 +281,7 @@ iw_goal_lease(const iw_conf_t *conf, iw_goal_t *g, int now)
     int        rc;
     long long  t;
 
-    t = iw_mono_ms();
+    t = ioa_mono_ms();
 
     if (!now && g->renewed && t - g->renewed < conf->claim_idle_ms / 3) {
         return IW_OK;
@@ -431,7 +431,7 @@ iw_goal_start(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     free(g->phase);
-    g->phase = iw_strdup("forming");
+    g->phase = ioa_strdup("forming");
 
     return IW_OK;
 }
@@ -490,8 +490,8 @@ iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g, const char *ended)
 
     free(g->phase);
     free(g->ended);
-    g->phase = iw_strdup("concluding");
-    g->ended = iw_strdup(ended);
+    g->phase = ioa_strdup("concluding");
+    g->ended = ioa_strdup(ended);
 
     iw_info("goal %s: concluding (%s)", g->goal_id, ended);
 
@@ -505,7 +505,7 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
     int          rc, cancelled, base;
     char        *text, *extra, *current, tokens[32], done[32], total[32];
     size_t       i;
-    iw_buf_t     b;
+    ioa_buf_t    b;
     const char  *final;
 
     rc = iw_goal_drain(conf, g, 0);
@@ -522,7 +522,7 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
         for (i = 0; i < g->ntasks; i++) {
             if (!iw_goal_settled(&g->tasks[i])) {
                 free(g->tasks[i].status);
-                g->tasks[i].status = iw_strdup("cancelled");
+                g->tasks[i].status = ioa_strdup("cancelled");
                 g->tasks[i].dirty = 1;
             }
         }
@@ -540,16 +540,16 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
 
         text = iw_decide_conclude_text(g);
         extra = iw_decide_conclude_extra(g, text);
-        iw_buf_init(&b);
-        iw_buf_addc(&b, '[');
-        iw_json_str(&b, conf->name);
-        iw_buf_addc(&b, ']');
+        ioa_buf_init(&b);
+        ioa_buf_addc(&b, '[');
+        ioa_json_str(&b, conf->name);
+        ioa_buf_addc(&b, ']');
 
         rc = iw_goal_post(conf, g, base + IW_STEP_CONCLUDE, IW_TYPE_CONCLUDE,
                           text, b.data, NULL, extra);
         free(text);
         free(extra);
-        iw_buf_free(&b);
+        ioa_buf_free(&b);
 
         return rc;
     }
@@ -574,7 +574,7 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
              * the room shows was done */
             if (text) {
                 extra = g->conclusion;
-                g->conclusion = iw_sprintf("%s\n\n%s", text, extra);
+                g->conclusion = ioa_sprintf("%s\n\n%s", text, extra);
                 free(extra);
                 free(text);
                 text = NULL;
@@ -652,7 +652,7 @@ iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
 {
     int          rc;
     char        *sid, buf[16];
-    iw_buf_t     b;
+    ioa_buf_t    b;
     yajl_val     v;
     const char  *tname;
 
@@ -677,57 +677,57 @@ iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
     }
 
     /* normalised like the hub's: sender and timestamp first */
-    iw_buf_init(&b);
-    iw_buf_adds(&b, "{\"sender\":");
-    iw_json_str(&b, conf->name);
-    iw_buf_addf(&b, ",\"timestamp\":%lld,\"comm_id\":", iw_now_ms());
-    iw_json_str(&b, g->comm_id);
-    iw_buf_adds(&b, ",\"content\":");
-    iw_json_str(&b, content);
-    iw_buf_addf(&b, ",\"next_speaker\":%s,\"state\":1,\"type\":%d,\"goal\":",
+    ioa_buf_init(&b);
+    ioa_buf_adds(&b, "{\"sender\":");
+    ioa_json_str(&b, conf->name);
+    ioa_buf_addf(&b, ",\"timestamp\":%lld,\"comm_id\":", ioa_wall_ms());
+    ioa_json_str(&b, g->comm_id);
+    ioa_buf_adds(&b, ",\"content\":");
+    ioa_json_str(&b, content);
+    ioa_buf_addf(&b, ",\"next_speaker\":%s,\"state\":1,\"type\":%d,\"goal\":",
                 next_speaker, type);
-    iw_json_str(&b, g->goal);
-    iw_buf_addf(&b, ",\"team_members\":%s,\"team_up_depth\":",
+    ioa_json_str(&b, g->goal);
+    ioa_buf_addf(&b, ",\"team_members\":%s,\"team_up_depth\":",
                 g->team ? g->team : "null");
 
     if (g->depth && *g->depth) {
-        iw_buf_addf(&b, "%lld", atoll(g->depth));
+        ioa_buf_addf(&b, "%lld", atoll(g->depth));
 
     } else {
-        iw_buf_adds(&b, "null");
+        ioa_buf_adds(&b, "null");
     }
 
-    iw_buf_adds(&b, ",\"max_turns\":");
+    ioa_buf_adds(&b, ",\"max_turns\":");
 
     if (g->max_turns) {
-        iw_buf_addf(&b, "%lld", g->max_turns);
+        ioa_buf_addf(&b, "%lld", g->max_turns);
 
     } else {
-        iw_buf_adds(&b, "null");
+        ioa_buf_adds(&b, "null");
     }
 
-    v = iw_json_get(g->req, "is_collaborative_planning_enabled");
-    iw_buf_adds(&b, ",\"task_id\":");
-    iw_json_str(&b, task_id ? task_id : "");
-    iw_buf_addf(&b, ",\"task_desc\":\"\","
+    v = ioa_json_get(g->req, "is_collaborative_planning_enabled");
+    ioa_buf_adds(&b, ",\"task_id\":");
+    ioa_json_str(&b, task_id ? task_id : "");
+    ioa_buf_addf(&b, ",\"task_desc\":\"\","
                 "\"is_collaborative_planning_enabled\":%s",
                 v && YAJL_IS_TRUE(v) ? "true" : "false");
 
     if (extra == NULL || strncmp(extra, "\"triggers\"", 10) != 0) {
-        iw_buf_adds(&b, ",\"triggers\":[]");
+        ioa_buf_adds(&b, ",\"triggers\":[]");
     }
 
     if (extra) {
-        iw_buf_addc(&b, ',');
-        iw_buf_adds(&b, extra);
+        ioa_buf_addc(&b, ',');
+        ioa_buf_adds(&b, extra);
     }
 
-    iw_buf_adds(&b, ",\"ioa_goal\":");
-    iw_json_str(&b, g->goal_id);
-    iw_buf_addf(&b, ",\"ioa_step\":%d}", step);
+    ioa_buf_adds(&b, ",\"ioa_goal\":");
+    ioa_json_str(&b, g->goal_id);
+    ioa_buf_addf(&b, ",\"ioa_step\":%d}", step);
 
     rc = iw_room_post(conf, g->comm_id, b.data, type, next_speaker, &sid);
-    iw_buf_free(&b);
+    ioa_buf_free(&b);
 
     if (rc == IW_ERROR) {
         return IW_ERROR;
@@ -736,7 +736,7 @@ iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
     if (rc == 1) {
         char  *error;
 
-        error = iw_sprintf("the room refused the coordinator's envelope: %s",
+        error = ioa_sprintf("the room refused the coordinator's envelope: %s",
                            sid);
         free(sid);
         rc = iw_goal_fail(conf, g, error);

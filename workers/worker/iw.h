@@ -11,19 +11,21 @@
  * the room log), so a worker can die at any instruction and another one
  * finishes its goal: see goal.c for the state machine and the exactly-once
  * argument.  For the same reason an allocation failure simply ends the
- * process (iw_alloc() aborts): the job stays pending and is taken over.
+ * process (ioa_alloc() aborts): the job stays pending and is taken over.
  *
- * Naming: everything is prefixed iw_ (ioa worker); files are named for
- * their one concern: redis.c (connection, scripts), cluster.c (Redis
- * Cluster routing), jobs.c (consumer
- * group), registry.c (agents, teamup), planner.c (the built-in planner),
- * decide.c (the review after each round: re-route, iterate, conclude),
- * store.c (goal record and the goal index), stats.c (this worker's
- * counters and heartbeat), events.c (goal event feed), room.c (posting and
- * reading a room), goal.c (the state machine), forming.c (the team, the
- * tasks, the room), conversation.c (the running phase), person.c (a
- * person's messages), proposal.c (members' proposals), main.c (CLI, main
- * loop).
+ * Naming: the worker's own code is prefixed iw_ (ioa worker); what it
+ * shares with ioa-agent (allocation, buffers, JSON, clocks, ids) lives in
+ * workers/common/ under the project's ioa_ prefix (ioa_common.h).  Files
+ * are named for their one concern: redis.c (connection, scripts),
+ * cluster.c (Redis Cluster routing), jobs.c (consumer group), registry.c
+ * (agents, teamup), planner.c (the built-in planner), decide.c (the review
+ * after each round: re-route, iterate, conclude), store.c (goal record and
+ * the goal index), stats.c (this worker's counters and heartbeat),
+ * events.c (goal event feed), room.c (posting and reading a room), goal.c
+ * (the state machine), forming.c (the team, the tasks, the room),
+ * conversation.c (the running phase), person.c (a person's messages),
+ * proposal.c (members' proposals), log.c (one line per event), util.c
+ * (what only the worker needs), main.c (CLI, main loop).
  */
 
 #ifndef IW_H
@@ -35,6 +37,8 @@
 
 #include <hiredis/hiredis.h>
 #include <yajl/yajl_tree.h>
+
+#include "ioa_common.h"
 
 
 /* results of the operations that can be interrupted */
@@ -86,52 +90,19 @@ typedef struct {
 extern volatile sig_atomic_t  iw_stop;
 
 
-/* util.c */
-void *iw_alloc(size_t n);
-void *iw_realloc(void *p, size_t n);
-char *iw_strdup(const char *s);
-char *iw_strndup(const char *s, size_t n);
-char *iw_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-long long iw_now_ms(void);
-long long iw_mono_ms(void);
-void iw_sleep_ms(long long ms);
-void iw_random_hex(char out[33]);
+/* util.c: what only the worker needs; the rest is in ../common/ */
 int iw_streq(const char *a, const char *b);
+void iw_sleep_ms(long long ms);
 
 
 /* log.c */
 void iw_log(const char *level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+void iw_log_fatal(const char *msg);
 
 #define iw_info(...)   iw_log("info", __VA_ARGS__)
 #define iw_warn(...)   iw_log("warn", __VA_ARGS__)
 #define iw_error(...)  iw_log("error", __VA_ARGS__)
-
-
-/* json.c: a growing buffer, a JSON writer on it, and yajl tree access */
-typedef struct {
-    char         *data;
-    size_t        len;
-    size_t        cap;
-} iw_buf_t;
-
-void iw_buf_init(iw_buf_t *b);
-void iw_buf_free(iw_buf_t *b);
-char *iw_buf_take(iw_buf_t *b);
-void iw_buf_add(iw_buf_t *b, const char *s, size_t n);
-void iw_buf_adds(iw_buf_t *b, const char *s);
-void iw_buf_addc(iw_buf_t *b, char c);
-void iw_buf_addf(iw_buf_t *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void iw_json_str(iw_buf_t *b, const char *s);
-void iw_json_strn(iw_buf_t *b, const char *s, size_t n);
-void iw_json_str_or_null(iw_buf_t *b, const char *s);
-
-yajl_val iw_json_parse(const char *s, size_t n);
-yajl_val iw_json_get(yajl_val obj, const char *key);
-const char *iw_json_get_str(yajl_val obj, const char *key);
-int iw_json_get_int(yajl_val obj, const char *key, long long *out);
-void iw_json_emit(iw_buf_t *b, yajl_val v);
 
 
 /* main.c */
@@ -413,7 +384,7 @@ typedef struct {
     long long     deadline_ms;       /* the goal's time from created_at,
                                         0: none */
     long long     max_turns;         /* 0: no limit */
-    long long     renewed;           /* iw_mono_ms() of the lease renewal */
+    long long     renewed;           /* ioa_mono_ms() of the lease renewal */
     int           person_said;       /* the person posted in the room:
                                         requests (and a stop) go into the
                                         next progress write */

@@ -72,7 +72,7 @@ iw_job_from_entry(redisReply *e, iw_job_t *job)
         return 0;
     }
 
-    job->id = iw_strdup(e->element[0]->str);
+    job->id = ioa_strdup(e->element[0]->str);
     f = e->element[1];
 
     if (f->type != REDIS_REPLY_ARRAY) {
@@ -84,7 +84,7 @@ iw_job_from_entry(redisReply *e, iw_job_t *job)
             && f->element[i + 1]->type == REDIS_REPLY_STRING
             && strcmp(f->element[i]->str, "goal_id") == 0)
         {
-            job->goal_id = iw_strdup(f->element[i + 1]->str);
+            job->goal_id = ioa_strdup(f->element[i + 1]->str);
             break;
         }
     }
@@ -179,7 +179,7 @@ iw_jobs_autoclaim(const iw_conf_t *conf, char **cursor, iw_job_t *job)
     }
 
     free(*cursor);
-    *cursor = iw_strdup(r->element[0]->str);
+    *cursor = ioa_strdup(r->element[0]->str);
 
     got = 0;
     claimed = r->element[1];

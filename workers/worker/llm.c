@@ -59,7 +59,7 @@
  * a broken server, and must not become the worker's memory */
 #define IW_LLM_MAX_BODY          (4 * 1024 * 1024)
 
-/* yajl_tree_free() and iw_json_emit() recurse: a deeper answer is refused
+/* yajl_tree_free() and ioa_json_emit() recurse: a deeper answer is refused
  * before it is parsed, so 4 MiB of "[" cannot exhaust the stack */
 #define IW_LLM_MAX_DEPTH         128
 
@@ -83,7 +83,7 @@
 
 
 typedef struct {
-    iw_buf_t     body;
+    ioa_buf_t    body;
     int          too_big;
     int          done;
     CURLcode     curl_rc;
@@ -251,7 +251,7 @@ iw_llm_conf_from_env(iw_llm_conf_t *c)
      */
 
     q = strchr(base, '?');
-    path = iw_strndup(base, q ? (size_t) (q - base) : strlen(base));
+    path = ioa_strndup(base, q ? (size_t) (q - base) : strlen(base));
     n = strlen(path);
 
     while (n > 8 && path[n - 1] == '/') {
@@ -267,8 +267,8 @@ iw_llm_conf_from_env(iw_llm_conf_t *c)
         }
     }
 
-    c->base_url = iw_sprintf("%s%s", path, q ? q : "");
-    c->url = iw_sprintf("%s/chat/completions%s", path, q ? q : "");
+    c->base_url = ioa_sprintf("%s%s", path, q ? q : "");
+    c->url = ioa_sprintf("%s/chat/completions%s", path, q ? q : "");
     free(path);
 
     key = iw_llm_getenv("IOA_LLM_API_KEY", "OPENAI_API_KEY", &name);
@@ -278,7 +278,7 @@ iw_llm_conf_from_env(iw_llm_conf_t *c)
             goto failed;
         }
 
-        c->api_key = iw_strdup(key);
+        c->api_key = ioa_strdup(key);
     }
 
     model = iw_llm_getenv("IOA_LLM_MODEL", "OPENAI_MODEL", &name);
@@ -287,7 +287,7 @@ iw_llm_conf_from_env(iw_llm_conf_t *c)
         goto failed;
     }
 
-    c->model = iw_strdup(model ? model : IW_LLM_DEFAULT_MODEL);
+    c->model = ioa_strdup(model ? model : IW_LLM_DEFAULT_MODEL);
 
     v = iw_llm_getenv("IOA_LLM_TIMEOUT", NULL, &name);
     if (v) {
@@ -390,7 +390,7 @@ iw_llm_format_name(int format)
 }
 
 
-/* out of memory ends the process, as iw_alloc() does (see util.c) */
+/* out of memory ends the process, as ioa_alloc() does (ioa_alloc.h) */
 
 static struct curl_slist *
 iw_llm_header(struct curl_slist *l, const char *header)
@@ -399,8 +399,7 @@ iw_llm_header(struct curl_slist *l, const char *header)
 
     n = curl_slist_append(l, header);
     if (n == NULL) {
-        fprintf(stderr, "ioa-worker: out of memory (curl_slist_append)\n");
-        abort();
+        ioa_fatal("out of memory (curl_slist_append)");
     }
 
     return n;
@@ -416,16 +415,16 @@ iw_llm_chat(iw_llm_conf_t *c, const char *messages_json,
     char               *body, name[65];
     size_t              i;
     yajl_val            msgs, schema;
-    iw_buf_t            hb;
+    ioa_buf_t           hb;
     long long           start, wait;
     iw_llm_http_t       h;
     struct curl_slist  *headers;
 
     memset(out, 0, sizeof(iw_llm_result_t));
     memset(&h, 0, sizeof(h));
-    iw_buf_init(&h.body);
+    ioa_buf_init(&h.body);
 
-    start = iw_mono_ms();
+    start = ioa_mono_ms();
     msgs = NULL;
     schema = NULL;
     headers = NULL;
@@ -474,10 +473,10 @@ iw_llm_chat(iw_llm_conf_t *c, const char *messages_json,
     headers = iw_llm_header(headers, "Expect:");
 
     if (c->api_key) {
-        iw_buf_init(&hb);
-        iw_buf_addf(&hb, "Authorization: Bearer %s", c->api_key);
+        ioa_buf_init(&hb);
+        ioa_buf_addf(&hb, "Authorization: Bearer %s", c->api_key);
         headers = iw_llm_header(headers, hb.data);
-        iw_buf_free(&hb);
+        ioa_buf_free(&hb);
     }
 
     for (n = 0; /* void */ ; /* void */ ) {
@@ -496,7 +495,7 @@ iw_llm_chat(iw_llm_conf_t *c, const char *messages_json,
 
         if (rc != 0) {
             iw_info("llm: %s from %s: stopped during attempt %d (%lld ms)",
-                    name, c->model, out->attempts, iw_mono_ms() - start);
+                    name, c->model, out->attempts, ioa_mono_ms() - start);
             goto done;
         }
 
@@ -539,12 +538,12 @@ iw_llm_chat(iw_llm_conf_t *c, const char *messages_json,
         iw_info("llm: %s from %s: %d attempt%s, %lld prompt + %lld "
                 "completion tokens, %lld ms", name, c->model, out->attempts,
                 out->attempts == 1 ? "" : "s", out->prompt_tokens,
-                out->completion_tokens, iw_mono_ms() - start);
+                out->completion_tokens, ioa_mono_ms() - start);
 
     } else {
         if (n > 1) {
             body = out->error;
-            out->error = iw_sprintf("%s (after %d attempts)", body, n);
+            out->error = ioa_sprintf("%s (after %d attempts)", body, n);
             free(body);
         }
 
@@ -552,12 +551,12 @@ iw_llm_chat(iw_llm_conf_t *c, const char *messages_json,
                 "completion tokens, %lld ms: %s", name, c->model,
                 out->attempts, out->attempts == 1 ? "" : "s",
                 out->prompt_tokens, out->completion_tokens,
-                iw_mono_ms() - start, out->error);
+                ioa_mono_ms() - start, out->error);
     }
 
 done:
 
-    iw_buf_free(&h.body);
+    ioa_buf_free(&h.body);
     free(h.redirect);
     curl_slist_free_all(headers);
 
@@ -568,7 +567,7 @@ done:
 
     if (rc != IW_LLM_OK && rc != IW_LLM_FAILED) {
         free(out->error);
-        out->error = iw_strdup("stopped");
+        out->error = ioa_strdup("stopped");
     }
 
     yajl_tree_free(msgs);
@@ -605,113 +604,113 @@ iw_llm_body(iw_llm_conf_t *c, yajl_val msgs, const char *name,
     int        appended;
     size_t     i, j, last;
     yajl_val   m, content;
-    iw_buf_t   b, instr, text;
+    ioa_buf_t  b, instr, text;
 
-    iw_buf_init(&b);
-    iw_buf_init(&instr);
+    ioa_buf_init(&b);
+    ioa_buf_init(&instr);
 
     if (format != IW_LLM_FORMAT_SCHEMA) {
-        iw_buf_adds(&instr, "Answer with one JSON object");
+        ioa_buf_adds(&instr, "Answer with one JSON object");
 
         if (schema) {
-            iw_buf_adds(&instr, " matching this JSON Schema");
+            ioa_buf_adds(&instr, " matching this JSON Schema");
         }
 
-        iw_buf_adds(&instr, ", and nothing else: no prose, no code fence.");
+        ioa_buf_adds(&instr, ", and nothing else: no prose, no code fence.");
 
         if (schema) {
-            iw_buf_adds(&instr, "\nJSON Schema: ");
-            iw_json_emit(&instr, schema);
+            ioa_buf_adds(&instr, "\nJSON Schema: ");
+            ioa_json_emit(&instr, schema);
         }
     }
 
-    iw_buf_adds(&b, "{\"model\":");
-    iw_json_str(&b, c->model);
-    iw_buf_adds(&b, ",\"messages\":[");
+    ioa_buf_adds(&b, "{\"model\":");
+    ioa_json_str(&b, c->model);
+    ioa_buf_adds(&b, ",\"messages\":[");
 
     last = msgs->u.array.len - 1;
     appended = 0;
 
     for (i = 0; i <= last; i++) {
         m = msgs->u.array.values[i];
-        content = iw_json_get(m, "content");
+        content = ioa_json_get(m, "content");
 
         if (i) {
-            iw_buf_addc(&b, ',');
+            ioa_buf_addc(&b, ',');
         }
 
         if (i < last || instr.len == 0 || content == NULL
             || !YAJL_IS_STRING(content))
         {
-            iw_json_emit(&b, m);
+            ioa_json_emit(&b, m);
             continue;
         }
 
-        iw_buf_addc(&b, '{');
+        ioa_buf_addc(&b, '{');
 
         for (j = 0; j < m->u.object.len; j++) {
             if (j) {
-                iw_buf_addc(&b, ',');
+                ioa_buf_addc(&b, ',');
             }
 
-            iw_json_str(&b, m->u.object.keys[j]);
-            iw_buf_addc(&b, ':');
+            ioa_json_str(&b, m->u.object.keys[j]);
+            ioa_buf_addc(&b, ':');
 
             if (m->u.object.values[j] != content) {
-                iw_json_emit(&b, m->u.object.values[j]);
+                ioa_json_emit(&b, m->u.object.values[j]);
                 continue;
             }
 
-            iw_buf_init(&text);
-            iw_buf_adds(&text, YAJL_GET_STRING(content));
-            iw_buf_adds(&text, "\n\n");
-            iw_buf_add(&text, instr.data, instr.len);
-            iw_json_strn(&b, text.data, text.len);
-            iw_buf_free(&text);
+            ioa_buf_init(&text);
+            ioa_buf_adds(&text, YAJL_GET_STRING(content));
+            ioa_buf_adds(&text, "\n\n");
+            ioa_buf_add(&text, instr.data, instr.len);
+            ioa_json_strn(&b, text.data, text.len);
+            ioa_buf_free(&text);
         }
 
-        iw_buf_addc(&b, '}');
+        ioa_buf_addc(&b, '}');
         appended = 1;
     }
 
     if (instr.len && !appended) {
-        iw_buf_adds(&b, ",{\"role\":\"user\",\"content\":");
-        iw_json_strn(&b, instr.data, instr.len);
-        iw_buf_addc(&b, '}');
+        ioa_buf_adds(&b, ",{\"role\":\"user\",\"content\":");
+        ioa_json_strn(&b, instr.data, instr.len);
+        ioa_buf_addc(&b, '}');
     }
 
-    iw_buf_addc(&b, ']');
+    ioa_buf_addc(&b, ']');
 
     if (c->max_completion_tokens) {
-        iw_buf_addf(&b, ",\"max_completion_tokens\":%lld", c->max_tokens);
+        ioa_buf_addf(&b, ",\"max_completion_tokens\":%lld", c->max_tokens);
 
     } else {
-        iw_buf_addf(&b, ",\"max_tokens\":%lld", c->max_tokens);
+        ioa_buf_addf(&b, ",\"max_tokens\":%lld", c->max_tokens);
     }
 
     if (!c->no_temperature) {
-        iw_buf_addf(&b, ",\"temperature\":%g", c->temperature);
+        ioa_buf_addf(&b, ",\"temperature\":%g", c->temperature);
     }
 
-    iw_buf_adds(&b, ",\"stream\":false");
+    ioa_buf_adds(&b, ",\"stream\":false");
 
     if (format == IW_LLM_FORMAT_SCHEMA) {
-        iw_buf_adds(&b, ",\"response_format\":{\"type\":\"json_schema\","
+        ioa_buf_adds(&b, ",\"response_format\":{\"type\":\"json_schema\","
                     "\"json_schema\":{\"name\":");
-        iw_json_str(&b, name);
-        iw_buf_adds(&b, ",\"schema\":");
-        iw_json_emit(&b, schema);
-        iw_buf_adds(&b, c->no_strict ? ",\"strict\":false}}"
+        ioa_json_str(&b, name);
+        ioa_buf_adds(&b, ",\"schema\":");
+        ioa_json_emit(&b, schema);
+        ioa_buf_adds(&b, c->no_strict ? ",\"strict\":false}}"
                                   : ",\"strict\":true}}");
 
     } else if (format == IW_LLM_FORMAT_OBJECT) {
-        iw_buf_adds(&b, ",\"response_format\":{\"type\":\"json_object\"}");
+        ioa_buf_adds(&b, ",\"response_format\":{\"type\":\"json_object\"}");
     }
 
-    iw_buf_addc(&b, '}');
-    iw_buf_free(&instr);
+    ioa_buf_addc(&b, '}');
+    ioa_buf_free(&instr);
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -774,7 +773,7 @@ iw_llm_request(iw_llm_conf_t *c, const char *body,
     }
 
     rc = 0;
-    last = iw_mono_ms();
+    last = ioa_mono_ms();
 
     for ( ;; ) {
         mc = curl_multi_perform(m, &running);
@@ -782,7 +781,7 @@ iw_llm_request(iw_llm_conf_t *c, const char *body,
             break;
         }
 
-        now = iw_mono_ms();
+        now = ioa_mono_ms();
         wait = last + IW_LLM_TICK_MS - now;
 
         if (wait <= 0) {
@@ -790,7 +789,7 @@ iw_llm_request(iw_llm_conf_t *c, const char *body,
                 break;
             }
 
-            last = iw_mono_ms();
+            last = ioa_mono_ms();
             wait = IW_LLM_TICK_MS;
         }
 
@@ -836,7 +835,7 @@ iw_llm_request(iw_llm_conf_t *c, const char *body,
         if (curl_easy_getinfo(e, CURLINFO_REDIRECT_URL, &url) == CURLE_OK
             && url)
         {
-            h->redirect = iw_strdup(url);
+            h->redirect = ioa_strdup(url);
         }
     }
 
@@ -864,7 +863,7 @@ iw_llm_write(char *p, size_t size, size_t nmemb, void *data)
         return 0;                         /* curl ends with a write error */
     }
 
-    iw_buf_add(&h->body, p, n);
+    ioa_buf_add(&h->body, p, n);
 
     return n;
 }
@@ -921,7 +920,7 @@ iw_llm_judge(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
             free(msg);
             msg = h->body.len ? iw_llm_clean(h->body.data, h->body.len,
                                              IW_LLM_SNIPPET)
-                              : iw_strdup("(no body)");
+                              : ioa_strdup("(no body)");
         }
 
         yajl_tree_free(doc);
@@ -960,22 +959,22 @@ iw_llm_judge(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
     }
 
     /* the tokens count even when the content is of no use */
-    if (iw_json_get_int(iw_json_get(doc, "usage"), "prompt_tokens", &v) == 0
+    if (ioa_json_get_int(ioa_json_get(doc, "usage"), "prompt_tokens", &v) == 0
         && v > 0)
     {
         out->prompt_tokens += v;
     }
 
-    if (iw_json_get_int(iw_json_get(doc, "usage"), "completion_tokens", &v)
+    if (ioa_json_get_int(ioa_json_get(doc, "usage"), "completion_tokens", &v)
         == 0 && v > 0)
     {
         out->completion_tokens += v;
     }
 
-    ch = iw_json_get(doc, "choices");
+    ch = ioa_json_get(doc, "choices");
     ch = (ch && YAJL_IS_ARRAY(ch) && ch->u.array.len)
          ? ch->u.array.values[0] : NULL;
-    message = iw_json_get(ch, "message");
+    message = ioa_json_get(ch, "message");
 
     if (message == NULL || !YAJL_IS_OBJECT(message)) {
         said = iw_llm_server_message(doc);
@@ -995,7 +994,7 @@ iw_llm_judge(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
         iw_llm_utf8_fix(out->content, strlen(out->content));
     }
 
-    finish = iw_json_get_str(ch, "finish_reason");
+    finish = ioa_json_get_str(ch, "finish_reason");
 
     if (out->content) {
         out->json = iw_llm_extract_json(out->content, strlen(out->content));
@@ -1007,7 +1006,7 @@ iw_llm_judge(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
         /* "\udc00" decodes to bytes that are not UTF-8 */
         iw_llm_fix_tree(out->json);
 
-    } else if ((said = iw_json_get_str(message, "refusal")) != NULL) {
+    } else if ((said = ioa_json_get_str(message, "refusal")) != NULL) {
         msg = iw_llm_clean(said, strlen(said), IW_LLM_SNIPPET);
         iw_llm_error(out, "the model refused: %s", msg);
         free(msg);
@@ -1017,7 +1016,7 @@ iw_llm_judge(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
         snip = out->content
                ? iw_llm_clean(out->content, strlen(out->content),
                               IW_LLM_SNIPPET)
-               : iw_strdup("");
+               : ioa_strdup("");
 
         if (iw_streq(finish, "length")) {
             iw_llm_error(out, "model output was cut at max_tokens (%lld, "
@@ -1115,30 +1114,30 @@ static char *
 iw_llm_content(yajl_val message)
 {
     size_t       i;
-    iw_buf_t     b;
+    ioa_buf_t    b;
     yajl_val     v;
     const char  *t;
 
-    v = iw_json_get(message, "content");
+    v = ioa_json_get(message, "content");
 
     if (v && YAJL_IS_STRING(v)) {
-        return iw_strdup(YAJL_GET_STRING(v));
+        return ioa_strdup(YAJL_GET_STRING(v));
     }
 
     if (v == NULL || !YAJL_IS_ARRAY(v)) {
         return NULL;
     }
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
 
     for (i = 0; i < v->u.array.len; i++) {
-        t = iw_json_get_str(v->u.array.values[i], "text");
+        t = ioa_json_get_str(v->u.array.values[i], "text");
         if (t) {
-            iw_buf_adds(&b, t);
+            ioa_buf_adds(&b, t);
         }
     }
 
-    return b.len ? iw_buf_take(&b) : (iw_buf_free(&b), NULL);
+    return b.len ? ioa_buf_take(&b) : (ioa_buf_free(&b), NULL);
 }
 
 
@@ -1148,14 +1147,14 @@ iw_llm_wait(long long ms, int (*tick)(void *data), void *tick_data)
     int        rc;
     long long  end, now;
 
-    end = iw_mono_ms() + ms;
+    end = ioa_mono_ms() + ms;
 
     for ( ;; ) {
         if (tick && (rc = tick(tick_data)) != 0) {
             return rc;
         }
 
-        now = iw_mono_ms();
+        now = ioa_mono_ms();
         if (now >= end) {
             return 0;
         }
@@ -1194,22 +1193,11 @@ iw_llm_backoff(iw_llm_conf_t *c, int n)
 static void
 iw_llm_error(iw_llm_result_t *out, const char *fmt, ...)
 {
-    int       n;
     char     *s;
     va_list   ap;
 
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-
-    if (n < 0) {
-        return;
-    }
-
-    s = iw_alloc((size_t) n + 1);
-
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t) n + 1, fmt, ap);
+    s = ioa_vsprintf(fmt, ap);
     va_end(ap);
 
     free(out->error);
@@ -1238,7 +1226,7 @@ iw_llm_clean(const char *s, size_t n, size_t max)
         m--;
     }
 
-    p = iw_alloc(m + 4);
+    p = ioa_alloc(m + 4);
     memcpy(p, s, m);
 
     for (i = 0; i < m; i++) {
@@ -1277,30 +1265,30 @@ iw_llm_server_message(yajl_val doc)
     yajl_val     e;
     const char  *s;
 
-    e = iw_json_get(doc, "error");
+    e = ioa_json_get(doc, "error");
 
     if (e && YAJL_IS_STRING(e)) {
         return YAJL_GET_STRING(e);
     }
 
-    s = iw_json_get_str(e, "message");
+    s = ioa_json_get_str(e, "message");
     if (s) {
         return s;
     }
 
-    s = iw_json_get_str(doc, "message");
+    s = ioa_json_get_str(doc, "message");
     if (s) {
         return s;
     }
 
-    e = iw_json_get(doc, "detail");
+    e = ioa_json_get(doc, "detail");
 
     if (e && YAJL_IS_STRING(e)) {
         return YAJL_GET_STRING(e);
     }
 
     if (e && YAJL_IS_ARRAY(e) && e->u.array.len) {
-        return iw_json_get_str(e->u.array.values[0], "msg");
+        return ioa_json_get_str(e->u.array.values[0], "msg");
     }
 
     return NULL;
@@ -1347,59 +1335,22 @@ iw_llm_mentions(const char *s, size_t n, const char *word)
 static void
 iw_llm_utf8_fix(char *s, size_t n)
 {
-    size_t          i, k, need;
-    unsigned char   c, lo, hi, *u;
+    size_t          i, len;
+    unsigned char  *u;
 
     u = (unsigned char *) s;
 
-    for (i = 0; i < n; /* void */ ) {
-        c = u[i];
-
-        if (c < 0x80) {
-            if (c == 0) {
-                u[i] = ' ';
-            }
-
-            i++;
-            continue;
+    for (i = 0; i < n; i += len) {
+        if (u[i] == 0) {
+            u[i] = ' ';
         }
 
-        lo = 0x80;
-        hi = 0xbf;
+        len = ioa_utf8_len(u + i, n - i);
 
-        if (c >= 0xc2 && c <= 0xdf) {
-            need = 1;
-
-        } else if (c >= 0xe0 && c <= 0xef) {
-            need = 2;
-            lo = (c == 0xe0) ? 0xa0 : 0x80;
-            hi = (c == 0xed) ? 0x9f : 0xbf;
-
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            need = 3;
-            lo = (c == 0xf0) ? 0x90 : 0x80;
-            hi = (c == 0xf4) ? 0x8f : 0xbf;
-
-        } else {
-            u[i++] = '?';
-            continue;
+        if (len == 0) {
+            u[i] = '?';
+            len = 1;
         }
-
-        for (k = 1; k <= need; k++) {
-            if (i + k >= n
-                || u[i + k] < (k == 1 ? lo : 0x80)
-                || u[i + k] > (k == 1 ? hi : 0xbf))
-            {
-                break;
-            }
-        }
-
-        if (k <= need) {
-            u[i++] = '?';
-            continue;
-        }
-
-        i += need + 1;
     }
 }
 
@@ -1473,7 +1424,7 @@ iw_llm_parse(const char *s, size_t n)
         return NULL;
     }
 
-    return iw_json_parse(s, n);
+    return ioa_json_parse(s, n);
 }
 
 
@@ -1569,7 +1520,7 @@ iw_llm_extract_json(const char *text, size_t len)
         yajl_tree_free(v);
 
         /* drop each comma followed only by blanks and a closing bracket */
-        copy = iw_alloc(n + 1);
+        copy = ioa_alloc(n + 1);
 
         for (i = 0, j = 0; i < n; i++) {
             copy[j++] = p[i];

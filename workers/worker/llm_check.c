@@ -73,7 +73,7 @@ iw_check_tick(void *data)
     iw_check_tick_t  *t;
 
     t = data;
-    now = iw_mono_ms();
+    now = ioa_mono_ms();
 
     if (now - t->last > t->longest) {
         t->longest = now - t->last;
@@ -96,7 +96,7 @@ iw_check_read(const char *path)
     FILE      *f;
     char       chunk[4096];
     size_t     n;
-    iw_buf_t   b;
+    ioa_buf_t  b;
 
     f = fopen(path, "r");
     if (f == NULL) {
@@ -104,22 +104,22 @@ iw_check_read(const char *path)
         return NULL;
     }
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
 
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-        iw_buf_add(&b, chunk, n);
+        ioa_buf_add(&b, chunk, n);
     }
 
     if (ferror(f)) {
         perror(path);
         fclose(f);
-        iw_buf_free(&b);
+        ioa_buf_free(&b);
         return NULL;
     }
 
     fclose(f);
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -155,7 +155,7 @@ main(int argc, char **argv)
 {
     int                c, rc, no_schema;
     char              *prompt, *messages, *schema, *name, *end;
-    iw_buf_t           b;
+    ioa_buf_t          b;
     long long          start;
     iw_llm_conf_t      conf;
     iw_check_tick_t    tick;
@@ -173,6 +173,8 @@ main(int argc, char **argv)
         { "help",        no_argument,       NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
+
+    ioa_fatal_log = iw_log_fatal;
 
     prompt = IW_CHECK_PROMPT;
     name = "check";
@@ -229,7 +231,7 @@ main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    srand((unsigned) (getpid() ^ iw_now_ms()));
+    srand((unsigned) (getpid() ^ ioa_wall_ms()));
 
     rc = iw_llm_conf_from_env(&conf);
 
@@ -251,11 +253,11 @@ main(int argc, char **argv)
         }
 
     } else {
-        iw_buf_init(&b);
-        iw_buf_adds(&b, "[{\"role\":\"user\",\"content\":");
-        iw_json_str(&b, prompt);
-        iw_buf_adds(&b, "}]");
-        messages = iw_buf_take(&b);
+        ioa_buf_init(&b);
+        ioa_buf_adds(&b, "[{\"role\":\"user\",\"content\":");
+        ioa_json_str(&b, prompt);
+        ioa_buf_adds(&b, "}]");
+        messages = ioa_buf_take(&b);
     }
 
     schema = NULL;
@@ -269,7 +271,7 @@ main(int argc, char **argv)
         }
 
     } else if (!no_schema) {
-        schema = iw_strdup(IW_CHECK_SCHEMA);
+        schema = ioa_strdup(IW_CHECK_SCHEMA);
     }
 
     printf("endpoint: %s\n", conf.url);
@@ -282,17 +284,17 @@ main(int argc, char **argv)
            conf.max_attempts);
     fflush(stdout);
 
-    start = iw_mono_ms();
+    start = ioa_mono_ms();
     tick.start = start;
     tick.last = start;
 
     rc = iw_llm_chat(&conf, messages, name, schema, iw_check_tick, &tick,
                      &res);
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
 
     if (rc == IW_LLM_OK) {
-        iw_json_emit(&b, res.json);
+        ioa_json_emit(&b, res.json);
         printf("answer: %s\n", b.data);
 
     } else {
@@ -300,21 +302,21 @@ main(int argc, char **argv)
     }
 
     if (res.content) {
-        iw_buf_free(&b);
-        iw_json_str(&b, res.content);
+        ioa_buf_free(&b);
+        ioa_json_str(&b, res.content);
         printf("content: %s\n", b.data);
     }
 
     printf("tokens: %lld prompt + %lld completion\n", res.prompt_tokens,
            res.completion_tokens);
     printf("attempts: %d\n", res.attempts);
-    printf("time: %lld ms\n", iw_mono_ms() - start);
+    printf("time: %lld ms\n", ioa_mono_ms() - start);
     printf("final format: %s\n",
            conf.format == IW_LLM_FORMAT_SCHEMA ? "json_schema"
            : conf.format == IW_LLM_FORMAT_OBJECT ? "json_object" : "none");
     printf("ticks: %lld, longest gap %lld ms\n", tick.ticks, tick.longest);
 
-    iw_buf_free(&b);
+    ioa_buf_free(&b);
     iw_llm_result_free(&res);
     iw_llm_conf_free(&conf);
     free(messages);

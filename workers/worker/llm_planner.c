@@ -63,7 +63,7 @@ static int iw_llm_call(const iw_conf_t *conf, iw_goal_t *g,
 static int iw_llm_tick(void *data);
 static int iw_llm_account(const iw_conf_t *conf, iw_goal_t *g,
     long long prompt, long long completion);
-static void iw_llm_team_list(iw_buf_t *b, const char *coordinator,
+static void iw_llm_team_list(ioa_buf_t *b, const char *coordinator,
     iw_agents_t *a);
 static int iw_llm_blank(const char *s);
 
@@ -126,18 +126,18 @@ iw_llm_call(const iw_conf_t *conf, iw_goal_t *g, const char *what,
     yajl_val *answer)
 {
     int              rc;
-    iw_buf_t         m;
+    ioa_buf_t        m;
     iw_llm_tick_t    tick;
     iw_llm_result_t  res;
 
     *answer = NULL;
 
-    iw_buf_init(&m);
-    iw_buf_adds(&m, "[{\"role\":\"system\",\"content\":");
-    iw_json_str(&m, system);
-    iw_buf_adds(&m, "},{\"role\":\"user\",\"content\":");
-    iw_json_str(&m, user);
-    iw_buf_adds(&m, "}]");
+    ioa_buf_init(&m);
+    ioa_buf_adds(&m, "[{\"role\":\"system\",\"content\":");
+    ioa_json_str(&m, system);
+    ioa_buf_adds(&m, "},{\"role\":\"user\",\"content\":");
+    ioa_json_str(&m, user);
+    ioa_buf_adds(&m, "}]");
 
     tick.conf = conf;
     tick.g = g;
@@ -145,7 +145,7 @@ iw_llm_call(const iw_conf_t *conf, iw_goal_t *g, const char *what,
 
     rc = iw_llm_chat(conf->llm, m.data, what, schema, iw_llm_tick, &tick,
                      &res);
-    iw_buf_free(&m);
+    ioa_buf_free(&m);
 
     iw_stats_add("llm_requests", res.attempts);
     iw_stats_add("retries:llm", res.attempts > 1 ? res.attempts - 1 : 0);
@@ -229,7 +229,7 @@ iw_llm_account(const iw_conf_t *conf, iw_goal_t *g, long long prompt,
 
 
 static void
-iw_llm_team_list(iw_buf_t *b, const char *coordinator, iw_agents_t *a)
+iw_llm_team_list(ioa_buf_t *b, const char *coordinator, iw_agents_t *a)
 {
     size_t  i;
 
@@ -238,7 +238,7 @@ iw_llm_team_list(iw_buf_t *b, const char *coordinator, iw_agents_t *a)
             continue;
         }
 
-        iw_buf_addf(b, "\n- %s (%s): %s", a->v[i].name, a->v[i].type,
+        ioa_buf_addf(b, "\n- %s (%s): %s", a->v[i].name, a->v[i].type,
                     a->v[i].desc);
     }
 }
@@ -253,7 +253,7 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     int          rc, attempt, last;
     char        *user, *system, **picked;
     size_t       i, j, k, np;
-    iw_buf_t     seen;
+    ioa_buf_t    seen;
     yajl_val     ans, v, q;
     iw_agents_t  found, known;
     const char  *tool, *s;
@@ -284,12 +284,12 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     picked = NULL;
     np = 0;
 
-    iw_buf_init(&seen);
+    ioa_buf_init(&seen);
 
     for (attempt = 1; attempt <= IW_LLM_TEAM_ATTEMPTS; attempt++) {
         last = (attempt == IW_LLM_TEAM_ATTEMPTS);
 
-        system = iw_sprintf(
+        system = ioa_sprintf(
             "You are %s, the coordinator of a network of AI agents. Form a "
             "team of at most 4 agents for the goal. You have two tools: "
             "agent_discovery (\"queries\": short descriptions of the "
@@ -300,7 +300,7 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
             "\"team_members\"}.%s", conf->name,
             last ? " This is your last turn: you must call team_up now."
                  : "");
-        user = iw_sprintf("Goal: %s\n\nDiscovery results so far:%s", text,
+        user = ioa_sprintf("Goal: %s\n\nDiscovery results so far:%s", text,
                           seen.len ? seen.data : "\n(none yet)");
 
         rc = iw_llm_call(conf, g, "team", system, user,
@@ -309,7 +309,7 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
         free(user);
 
         if (rc != IW_OK) {
-            iw_buf_free(&seen);
+            ioa_buf_free(&seen);
             return rc;
         }
 
@@ -317,10 +317,10 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
             break;
         }
 
-        tool = iw_json_get_str(ans, "tool");
+        tool = ioa_json_get_str(ans, "tool");
 
         if (!last && iw_streq(tool, "agent_discovery")) {
-            v = iw_json_get(ans, "queries");
+            v = ioa_json_get(ans, "queries");
 
             for (i = 0, k = 0; v && YAJL_IS_ARRAY(v) && i < v->u.array.len
                                && k < 4; i++)
@@ -336,23 +336,23 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
                                      online_only, &found);
                 if (rc != IW_OK) {
                     yajl_tree_free(ans);
-                    iw_buf_free(&seen);
+                    ioa_buf_free(&seen);
                     return rc;
                 }
 
-                iw_buf_addf(&seen, "\nagent_discovery(\"%s\"):",
+                ioa_buf_addf(&seen, "\nagent_discovery(\"%s\"):",
                             YAJL_GET_STRING(q));
                 iw_llm_team_list(&seen, conf->name, &found);
 
                 if (found.n == 0) {
-                    iw_buf_adds(&seen, " no agent");
+                    ioa_buf_adds(&seen, " no agent");
                 }
 
                 iw_agents_free(&found);
             }
 
             if (k == 0) {
-                iw_buf_adds(&seen, "\n(agent_discovery needs at least one "
+                ioa_buf_adds(&seen, "\n(agent_discovery needs at least one "
                             "query)");
             }
 
@@ -363,8 +363,8 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
         }
 
         /* team_up: keep the names the registry knows and may recruit */
-        v = iw_json_get(ans, "team_members");
-        picked = iw_alloc(4 * sizeof(char *));
+        v = ioa_json_get(ans, "team_members");
+        picked = ioa_alloc(4 * sizeof(char *));
         np = 0;
 
         for (i = 0; v && YAJL_IS_ARRAY(v) && i < v->u.array.len && np < 4;
@@ -383,7 +383,7 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
             }
 
             if (j == np && *s && !iw_streq(s, conf->name)) {
-                picked[np++] = iw_strdup(s);
+                picked[np++] = ioa_strdup(s);
             }
         }
 
@@ -399,7 +399,7 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
                 picked[j++] = picked[i];
 
             } else {
-                iw_buf_addf(&seen, "\nteam_up: %s is not an available "
+                ioa_buf_addf(&seen, "\nteam_up: %s is not an available "
                             "agent", picked[i]);
                 free(picked[i]);
             }
@@ -419,7 +419,7 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
         picked = NULL;
     }
 
-    iw_buf_free(&seen);
+    ioa_buf_free(&seen);
 
     if (rc != IW_OK) {
         for (i = 0; i < np; i++) {
@@ -446,7 +446,7 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     int               rc, sync, sub;
     char             *system, *user, **parts;
     size_t            i, j, nw, nparts, first_unassigned;
-    iw_buf_t          schema, team, joined;
+    ioa_buf_t         schema, team, joined;
     yajl_val          ans, v, t;
     iw_agents_t       members;
     const char       *agent, *desc, *mode, *d;
@@ -454,8 +454,8 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
 
     *discussion = NULL;
 
-    iw_buf_init(&schema);
-    iw_buf_adds(&schema, "{\"type\":\"object\",\"properties\":{"
+    ioa_buf_init(&schema);
+    ioa_buf_adds(&schema, "{\"type\":\"object\",\"properties\":{"
                 "\"discussion\":{\"type\":\"string\",\"maxLength\":800},"
                 "\"mode\":{\"type\":\"string\","
                 "\"enum\":[\"parallel\",\"sequence\"]},"
@@ -464,18 +464,18 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
                 "\"properties\":{\"agent\":{\"type\":\"string\",\"enum\":[");
 
     for (i = 0; i < plan->nteam; i++) {
-        iw_buf_adds(&schema, i ? "," : "");
-        iw_json_str(&schema, plan->team[i].name);
+        ioa_buf_adds(&schema, i ? "," : "");
+        ioa_json_str(&schema, plan->team[i].name);
     }
 
-    iw_buf_adds(&schema, "]},\"task_desc\":{\"type\":\"string\","
+    ioa_buf_adds(&schema, "]},\"task_desc\":{\"type\":\"string\","
                 "\"maxLength\":600}");
 
     if (allow_sub) {
-        iw_buf_adds(&schema, ",\"sub_team\":{\"type\":\"boolean\"}");
+        ioa_buf_adds(&schema, ",\"sub_team\":{\"type\":\"boolean\"}");
     }
 
-    iw_buf_addf(&schema, "},\"required\":[\"agent\",\"task_desc\"%s],"
+    ioa_buf_addf(&schema, "},\"required\":[\"agent\",\"task_desc\"%s],"
                 "\"additionalProperties\":false}},"
                 "\"unassigned\":{\"type\":\"array\",\"maxItems\":%d,"
                 "\"items\":{\"type\":\"object\",\"properties\":{"
@@ -487,12 +487,12 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
                 "\"additionalProperties\":false}",
                 allow_sub ? ",\"sub_team\"" : "", IW_PLAN_MAX_TASKS);
 
-    iw_buf_init(&team);
+    ioa_buf_init(&team);
     members.v = plan->team;
     members.n = plan->nteam;
     iw_llm_team_list(&team, NULL, &members);
 
-    system = iw_sprintf(
+    system = ioa_sprintf(
         "You are %s, the coordinator of a team of AI agents working on a "
         "goal. Split the goal into tasks for the team members, each task "
         "for the member whose description fits it. Choose \"parallel\" "
@@ -505,26 +505,26 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
         conf->name,
         allow_sub ? " Set \"sub_team\" on a task too large for one agent: "
                     "a nested team will do it." : "");
-    user = iw_sprintf("Goal: %s\n\nTeam:%s", text, team.data);
-    iw_buf_free(&team);
+    user = ioa_sprintf("Goal: %s\n\nTeam:%s", text, team.data);
+    ioa_buf_free(&team);
 
     rc = iw_llm_call(conf, g, "plan", system, user, schema.data, &ans);
     free(system);
     free(user);
-    iw_buf_free(&schema);
+    ioa_buf_free(&schema);
 
     if (rc != IW_OK || ans == NULL) {
         return rc;
     }
 
-    mode = iw_json_get_str(ans, "mode");
+    mode = ioa_json_get_str(ans, "mode");
     sync = iw_streq(mode, "sequence");
-    v = iw_json_get(ans, "tasks");
+    v = ioa_json_get(ans, "tasks");
 
     /* the goal's parts, for the review and the conclusion, become the
      * model's tasks as it wrote them */
-    work = iw_alloc(IW_PLAN_MAX_TASKS * sizeof(iw_assignment_t));
-    parts = iw_alloc(IW_PLAN_MAX_TASKS * sizeof(char *));
+    work = ioa_alloc(IW_PLAN_MAX_TASKS * sizeof(iw_assignment_t));
+    parts = ioa_alloc(IW_PLAN_MAX_TASKS * sizeof(char *));
     nw = 0;
     nparts = 0;
 
@@ -532,9 +532,9 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
                 && nparts < IW_PLAN_MAX_TASKS; i++)
     {
         t = v->u.array.values[i];
-        agent = iw_json_get_str(t, "agent");
-        desc = iw_json_get_str(t, "task_desc");
-        sub = allow_sub && YAJL_IS_TRUE(iw_json_get(t, "sub_team"));
+        agent = ioa_json_get_str(t, "agent");
+        desc = ioa_json_get_str(t, "task_desc");
+        sub = allow_sub && YAJL_IS_TRUE(ioa_json_get(t, "sub_team"));
 
         for (j = 0; agent && j < plan->nteam; j++) {
             if (strcmp(plan->team[j].name, agent) == 0) {
@@ -564,21 +564,21 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
             }
 
             if (j < nw) {
-                iw_buf_init(&joined);
-                iw_buf_addf(&joined, "%s; %s", work[j].desc, d);
+                ioa_buf_init(&joined);
+                ioa_buf_addf(&joined, "%s; %s", work[j].desc, d);
                 free(work[j].desc);
-                work[j].desc = iw_buf_take(&joined);
+                work[j].desc = ioa_buf_take(&joined);
                 work[j].parts |= 1u << nparts;
-                parts[nparts++] = iw_strdup(d);
+                parts[nparts++] = ioa_strdup(d);
                 continue;
             }
         }
 
-        work[nw].agent = iw_strdup(agent);
-        work[nw].desc = iw_strdup(d);
+        work[nw].agent = ioa_strdup(agent);
+        work[nw].desc = ioa_strdup(d);
         work[nw].sub = sub;
         work[nw].parts = 1u << nparts;
-        parts[nparts++] = iw_strdup(d);
+        parts[nparts++] = ioa_strdup(d);
         nw++;
     }
 
@@ -599,16 +599,16 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     /* what the model says nobody can do stays a part of the goal, not
      * done, with its reason: the account tells it, and "N of M parts"
      * cannot shrink to what was done by leaving parts out */
-    v = iw_json_get(ans, "unassigned");
+    v = ioa_json_get(ans, "unassigned");
     first_unassigned = nparts;
 
     for (i = 0; v && YAJL_IS_ARRAY(v) && i < v->u.array.len
                 && nparts < IW_PLAN_MAX_TASKS; i++)
     {
-        d = iw_json_get_str(v->u.array.values[i], "part");
+        d = ioa_json_get_str(v->u.array.values[i], "part");
 
         if (!iw_llm_blank(d)) {
-            parts[nparts++] = iw_strdup(d);
+            parts[nparts++] = ioa_strdup(d);
         }
     }
 
@@ -619,20 +619,20 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     {
         t = v->u.array.values[i];
 
-        if (iw_llm_blank(iw_json_get_str(t, "part"))) {
+        if (iw_llm_blank(ioa_json_get_str(t, "part"))) {
             continue;
         }
 
-        desc = iw_json_get_str(t, "why");
-        plan->why[j++] = iw_strdup(iw_llm_blank(desc)
+        desc = ioa_json_get_str(t, "why");
+        plan->why[j++] = ioa_strdup(iw_llm_blank(desc)
                                    ? "no member of the team can do it"
                                    : desc);
     }
 
-    d = iw_json_get_str(ans, "discussion");
+    d = ioa_json_get_str(ans, "discussion");
 
     if (!iw_llm_blank(d)) {
-        *discussion = iw_strdup(d);
+        *discussion = ioa_strdup(d);
     }
 
     iw_info("goal %s: LLM plan: %zu task%s, %s", g->goal_id, nw,
@@ -652,7 +652,7 @@ iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
     int          rc;
     char        *system, *user;
     size_t       i;
-    iw_buf_t     results;
+    ioa_buf_t    results;
     yajl_val     ans;
     const char  *c;
 
@@ -663,26 +663,26 @@ iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
 
     *text = NULL;
 
-    iw_buf_init(&results);
+    ioa_buf_init(&results);
 
     for (i = 0; i < g->ntasks; i++) {
-        iw_buf_addf(&results, "\n- %s, task \"%s\" (%s): %s",
+        ioa_buf_addf(&results, "\n- %s, task \"%s\" (%s): %s",
                     g->tasks[i].agent, g->tasks[i].desc, g->tasks[i].status,
                     g->tasks[i].result && *g->tasks[i].result
                     ? g->tasks[i].result : "no result");
     }
 
-    system = iw_sprintf(
+    system = ioa_sprintf(
         "You are %s, the coordinator of a team of AI agents. The team has "
         "worked on a goal; write the conclusion: the answer to the goal, "
         "built from the results, saying plainly what is missing when a "
         "task failed or timed out. Answer with one JSON object "
         "{\"conclusion\"}.", conf->name);
-    user = iw_sprintf("Goal: %s\n\nResults:%s%s", g->goal,
+    user = ioa_sprintf("Goal: %s\n\nResults:%s%s", g->goal,
                       results.len ? results.data : "\n(none)",
                       iw_streq(g->ended, "max_turns")
                       ? "\n\nThe room reached its turn limit." : "");
-    iw_buf_free(&results);
+    ioa_buf_free(&results);
 
     rc = iw_llm_call(conf, g, "conclusion", system, user, schema, &ans);
     free(system);
@@ -692,10 +692,10 @@ iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
         return rc;
     }
 
-    c = iw_json_get_str(ans, "conclusion");
+    c = ioa_json_get_str(ans, "conclusion");
 
     if (!iw_llm_blank(c)) {
-        *text = iw_strdup(c);
+        *text = ioa_strdup(c);
     }
 
     yajl_tree_free(ans);
@@ -713,11 +713,11 @@ iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
  */
 
 static int
-iw_llm_transcript(const iw_conf_t *conf, iw_goal_t *g, iw_buf_t *b)
+iw_llm_transcript(const iw_conf_t *conf, iw_goal_t *g, ioa_buf_t *b)
 {
     size_t       i, used, n;
     yajl_val     env;
-    iw_buf_t     line;
+    ioa_buf_t    line;
     redisReply  *r, *e, *f;
     const char  *sender, *content, **lines;
 
@@ -727,7 +727,7 @@ iw_llm_transcript(const iw_conf_t *conf, iw_goal_t *g, iw_buf_t *b)
         return IW_ERROR;
     }
 
-    lines = iw_alloc((r->elements + 1) * sizeof(char *));
+    lines = ioa_alloc((r->elements + 1) * sizeof(char *));
     used = 0;
 
     for (i = 0, n = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
@@ -743,32 +743,32 @@ iw_llm_transcript(const iw_conf_t *conf, iw_goal_t *g, iw_buf_t *b)
             continue;
         }
 
-        env = iw_json_parse(f->element[1]->str, f->element[1]->len);
-        sender = iw_json_get_str(env, "sender");
-        content = iw_json_get_str(env, "task_conclusion");
+        env = ioa_json_parse(f->element[1]->str, f->element[1]->len);
+        sender = ioa_json_get_str(env, "sender");
+        content = ioa_json_get_str(env, "task_conclusion");
 
         if (content == NULL || *content == '\0') {
-            content = iw_json_get_str(env, "content");
+            content = ioa_json_get_str(env, "content");
         }
 
-        iw_buf_init(&line);
-        iw_buf_addf(&line, "%s: %.*s", sender ? sender : "?",
+        ioa_buf_init(&line);
+        ioa_buf_addf(&line, "%s: %.*s", sender ? sender : "?",
                     IW_LLM_LINE_MAX, content ? content : "");
         yajl_tree_free(env);
 
         if (used + line.len + 1 > IW_LLM_TRANSCRIPT_MAX) {
-            iw_buf_free(&line);
+            ioa_buf_free(&line);
             break;
         }
 
         used += line.len + 1;
-        lines[n++] = iw_buf_take(&line);
+        lines[n++] = ioa_buf_take(&line);
     }
 
     freeReplyObject(r);
 
     while (n--) {
-        iw_buf_addf(b, "\n%s", lines[n]);
+        ioa_buf_addf(b, "\n%s", lines[n]);
         free((char *) lines[n]);
     }
 
@@ -791,46 +791,46 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
     int          rc;
     char        *system, *user;
     size_t       i;
-    iw_buf_t     schema, agents, transcript;
+    ioa_buf_t    schema, agents, transcript;
     yajl_val     ans, v, t;
     long long    part;
     const char  *d;
 
     memset(out, 0, sizeof(*out));
 
-    iw_buf_init(&schema);
-    iw_buf_addf(&schema, "{\"type\":\"object\",\"properties\":{"
+    ioa_buf_init(&schema);
+    ioa_buf_addf(&schema, "{\"type\":\"object\",\"properties\":{"
                 "\"decision\":{\"type\":\"string\","
                 "\"enum\":[\"conclude\",\"another_round\"%s]},",
                 askable->n ? ",\"ask\"" : "");
 
     if (askable->n) {
-        iw_buf_adds(&schema, "\"question\":{\"type\":\"object\","
+        ioa_buf_adds(&schema, "\"question\":{\"type\":\"object\","
                     "\"properties\":{\"agent\":{\"type\":\"string\","
                     "\"enum\":[");
 
         for (i = 0; i < askable->n; i++) {
-            iw_buf_adds(&schema, i ? "," : "");
-            iw_json_str(&schema, askable->v[i].name);
+            ioa_buf_adds(&schema, i ? "," : "");
+            ioa_json_str(&schema, askable->v[i].name);
         }
 
-        iw_buf_adds(&schema, "]},\"text\":{\"type\":\"string\","
+        ioa_buf_adds(&schema, "]},\"text\":{\"type\":\"string\","
                     "\"maxLength\":400}},"
                     "\"required\":[\"agent\",\"text\"],"
                     "\"additionalProperties\":false},");
     }
 
-    iw_buf_adds(&schema, "\"reason\":{\"type\":\"string\","
+    ioa_buf_adds(&schema, "\"reason\":{\"type\":\"string\","
                 "\"maxLength\":400},");
 
     /* nobody can take a task: the list must stay empty (an empty enum is
      * not a schema every server takes) */
     if (cands->n == 0) {
-        iw_buf_adds(&schema, "\"tasks\":{\"type\":\"array\","
+        ioa_buf_adds(&schema, "\"tasks\":{\"type\":\"array\","
                     "\"maxItems\":0}},");
 
     } else {
-        iw_buf_addf(&schema, "\"tasks\":{\"type\":\"array\","
+        ioa_buf_addf(&schema, "\"tasks\":{\"type\":\"array\","
                     "\"maxItems\":%d,\"items\":{\"type\":\"object\","
                     "\"properties\":{\"part\":{\"type\":\"integer\","
                     "\"minimum\":1,\"maximum\":%zu},"
@@ -838,33 +838,33 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
                     IW_PLAN_MAX_TASKS, g->nparts);
 
         for (i = 0; i < cands->n; i++) {
-            iw_buf_adds(&schema, i ? "," : "");
-            iw_json_str(&schema, cands->v[i].name);
+            ioa_buf_adds(&schema, i ? "," : "");
+            ioa_json_str(&schema, cands->v[i].name);
         }
 
-        iw_buf_adds(&schema, "]},\"task_desc\":{\"type\":\"string\","
+        ioa_buf_adds(&schema, "]},\"task_desc\":{\"type\":\"string\","
                     "\"maxLength\":600}},"
                     "\"required\":[\"part\",\"agent\",\"task_desc\"],"
                     "\"additionalProperties\":false}}},");
     }
 
-    iw_buf_adds(&schema, "\"required\":[\"decision\",\"reason\","
+    ioa_buf_adds(&schema, "\"required\":[\"decision\",\"reason\","
                 "\"tasks\"],\"additionalProperties\":false}");
 
-    iw_buf_init(&agents);
+    ioa_buf_init(&agents);
     iw_llm_team_list(&agents, NULL, cands);
 
-    iw_buf_init(&transcript);
+    ioa_buf_init(&transcript);
 
     rc = iw_llm_transcript(conf, g, &transcript);
     if (rc != IW_OK) {
-        iw_buf_free(&schema);
-        iw_buf_free(&agents);
-        iw_buf_free(&transcript);
+        ioa_buf_free(&schema);
+        ioa_buf_free(&agents);
+        ioa_buf_free(&transcript);
         return rc;
     }
 
-    system = iw_sprintf(
+    system = ioa_sprintf(
         "You are %s, the coordinator of a team of AI agents. A round of "
         "tasks has ended; decide what the team does next. Answer "
         "\"conclude\" when the goal is achieved or nothing more can be "
@@ -878,30 +878,30 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
                      "listed members when you need to know more before "
                      "deciding; its answer comes before your next review."
                    : "");
-    user = iw_sprintf("Goal: %s\n\nWhere the parts stand:\n%s\n\n"
+    user = ioa_sprintf("Goal: %s\n\nWhere the parts stand:\n%s\n\n"
                       "Agents who can take tasks:%s\n\nThe room, most "
                       "recent last:%s", g->goal, state,
                       agents.len ? agents.data : "\n(none)",
                       transcript.len ? transcript.data : "\n(empty)");
-    iw_buf_free(&agents);
-    iw_buf_free(&transcript);
+    ioa_buf_free(&agents);
+    ioa_buf_free(&transcript);
 
     rc = iw_llm_call(conf, g, "review", system, user, schema.data, &ans);
     free(system);
     free(user);
-    iw_buf_free(&schema);
+    ioa_buf_free(&schema);
 
     if (rc != IW_OK || ans == NULL) {
         return rc;
     }
 
     out->answer = ans;
-    out->conclude = iw_streq(iw_json_get_str(ans, "decision"), "conclude");
+    out->conclude = iw_streq(ioa_json_get_str(ans, "decision"), "conclude");
 
-    if (iw_streq(iw_json_get_str(ans, "decision"), "ask")) {
-        v = iw_json_get(ans, "question");
-        out->ask_agent = iw_json_get_str(v, "agent");
-        out->ask_text = iw_json_get_str(v, "text");
+    if (iw_streq(ioa_json_get_str(ans, "decision"), "ask")) {
+        v = ioa_json_get(ans, "question");
+        out->ask_agent = ioa_json_get_str(v, "agent");
+        out->ask_text = ioa_json_get_str(v, "text");
 
         if (out->ask_agent == NULL || iw_llm_blank(out->ask_text)) {
             out->ask_agent = NULL;
@@ -909,23 +909,23 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
         }
     }
 
-    out->reason = iw_json_get_str(ans, "reason");
-    v = iw_json_get(ans, "tasks");
+    out->reason = ioa_json_get_str(ans, "reason");
+    v = ioa_json_get(ans, "tasks");
 
     for (i = 0; v && YAJL_IS_ARRAY(v) && i < v->u.array.len
                 && out->ntasks < IW_PLAN_MAX_TASKS; i++)
     {
         t = v->u.array.values[i];
 
-        if (iw_json_get_int(t, "part", &part) != 0
-            || iw_json_get_str(t, "agent") == NULL)
+        if (ioa_json_get_int(t, "part", &part) != 0
+            || ioa_json_get_str(t, "agent") == NULL)
         {
             continue;
         }
 
-        d = iw_json_get_str(t, "task_desc");
+        d = ioa_json_get_str(t, "task_desc");
         out->tasks[out->ntasks].part = (int) part - 1;
-        out->tasks[out->ntasks].agent = iw_json_get_str(t, "agent");
+        out->tasks[out->ntasks].agent = ioa_json_get_str(t, "agent");
         out->tasks[out->ntasks].desc = iw_llm_blank(d) ? NULL : d;
         out->ntasks++;
     }

@@ -27,7 +27,7 @@ iw_log(const char *level, const char *fmt, ...)
     struct tm   tm;
     long long   now;
 
-    now = iw_now_ms();
+    now = ioa_wall_ms();
     sec = (time_t) (now / 1000);
     gmtime_r(&sec, &tm);
 
@@ -61,4 +61,14 @@ iw_log(const char *level, const char *fmt, ...)
     line[n++] = '\n';
 
     (void) !write(STDERR_FILENO, line, (size_t) n);
+}
+
+
+/* ioa_fatal()'s last words (workers/common/ioa_alloc.c): a record like
+ * any other, so whoever reads the log sees why the worker stopped */
+
+void
+iw_log_fatal(const char *msg)
+{
+    iw_log("error", "%s", msg);
 }

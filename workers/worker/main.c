@@ -217,11 +217,11 @@ iw_parse_redis(iw_conf_t *conf, const char *v)
     free(conf->seeds);
     free(conf->redis);
 
-    conf->redis = iw_strdup(v);
+    conf->redis = ioa_strdup(v);
     conf->seeds = NULL;
     conf->nseeds = 0;
 
-    all = iw_strdup(v);
+    all = ioa_strdup(v);
 
     for (item = all; item; item = next) {
         next = strchr(item, ',');
@@ -230,7 +230,7 @@ iw_parse_redis(iw_conf_t *conf, const char *v)
             *next++ = '\0';
         }
 
-        conf->seeds = iw_realloc(conf->seeds, (size_t) (conf->nseeds + 1)
+        conf->seeds = ioa_realloc(conf->seeds, (size_t) (conf->nseeds + 1)
                                               * sizeof(iw_addr_t));
         a = &conf->seeds[conf->nseeds];
         colon = strrchr(item, ':');
@@ -261,7 +261,7 @@ iw_parse_redis(iw_conf_t *conf, const char *v)
             return -1;
         }
 
-        a->host = iw_strdup(item);
+        a->host = ioa_strdup(item);
         a->port = (int) port;
         conf->nseeds++;
     }
@@ -277,6 +277,8 @@ main(int argc, char **argv)
 {
     int        rc;
     iw_conf_t  conf;
+
+    ioa_fatal_log = iw_log_fatal;
 
     if (iw_conf_defaults(&conf) != 0) {
         return 2;
@@ -317,9 +319,9 @@ iw_conf_defaults(iw_conf_t *conf)
         return -1;
     }
 
-    conf->prefix = iw_strdup("ioa:");
-    conf->scripts_dir = iw_strdup("./redis-scripts");
-    conf->name = iw_strdup("ioa-coordinator");
+    conf->prefix = ioa_strdup("ioa:");
+    conf->scripts_dir = ioa_strdup("./redis-scripts");
+    conf->name = ioa_strdup("ioa-coordinator");
     conf->task_timeout_ms = 60000;
     conf->turn_timeout_ms = 30000;
     conf->claim_idle_ms = 15000;
@@ -402,13 +404,13 @@ iw_parse_args(iw_conf_t *conf, int argc, char **argv)
         }
 
         host[sizeof(host) - 1] = '\0';
-        conf->consumer = iw_sprintf("%s-%d", host, (int) getpid());
+        conf->consumer = ioa_sprintf("%s-%d", host, (int) getpid());
     }
 
-    conf->reg_base = iw_sprintf("%s{reg}:", conf->prefix);
-    conf->jobs_key = iw_sprintf("%s{jobs}:goals", conf->prefix);
-    conf->goals_base = iw_sprintf("%s{goals}:", conf->prefix);
-    conf->workers_base = iw_sprintf("%s{workers}:", conf->prefix);
+    conf->reg_base = ioa_sprintf("%s{reg}:", conf->prefix);
+    conf->jobs_key = ioa_sprintf("%s{jobs}:goals", conf->prefix);
+    conf->goals_base = ioa_sprintf("%s{goals}:", conf->prefix);
+    conf->workers_base = ioa_sprintf("%s{workers}:", conf->prefix);
 
     return -1;
 }
@@ -427,27 +429,27 @@ iw_option(iw_conf_t *conf, int c, const char *arg)
         break;
     case 'U':
         free(conf->redis_user);
-        conf->redis_user = iw_strdup(arg);
+        conf->redis_user = ioa_strdup(arg);
         break;
     case 'P':
         free(conf->redis_password_file);
-        conf->redis_password_file = iw_strdup(arg);
+        conf->redis_password_file = ioa_strdup(arg);
         break;
     case 'p':
         free(conf->prefix);
-        conf->prefix = iw_strdup(arg);
+        conf->prefix = ioa_strdup(arg);
         break;
     case 's':
         free(conf->scripts_dir);
-        conf->scripts_dir = iw_strdup(arg);
+        conf->scripts_dir = ioa_strdup(arg);
         break;
     case 'n':
         free(conf->name);
-        conf->name = iw_strdup(arg);
+        conf->name = ioa_strdup(arg);
         break;
     case 'c':
         free(conf->consumer);
-        conf->consumer = iw_strdup(arg);
+        conf->consumer = ioa_strdup(arg);
         break;
     case 't':
         if (iw_parse_seconds("--task-timeout", arg,
@@ -573,7 +575,7 @@ iw_start(iw_conf_t *conf)
         return 1;
     }
 
-    conf->llm = iw_alloc(sizeof(iw_llm_conf_t));
+    conf->llm = ioa_alloc(sizeof(iw_llm_conf_t));
     rc = iw_llm_conf_from_env(conf->llm);
 
     if (rc < 0) {
@@ -583,15 +585,15 @@ iw_start(iw_conf_t *conf)
     if (rc == 0) {
         free(conf->llm);
         conf->llm = NULL;
-        planner = iw_strdup("built-in planner (no IOA_LLM_BASE_URL)");
+        planner = ioa_strdup("built-in planner (no IOA_LLM_BASE_URL)");
 
     } else {
-        planner = iw_sprintf("LLM planner: %s at %s, token budget %lld",
+        planner = ioa_sprintf("LLM planner: %s at %s, token budget %lld",
                              conf->llm->model, conf->llm->base_url,
                              conf->token_budget);
     }
 
-    srand((unsigned) (getpid() ^ iw_now_ms()));
+    srand((unsigned) (getpid() ^ ioa_wall_ms()));
 
     iw_stats_init(conf);
 
@@ -622,7 +624,7 @@ iw_serve(iw_conf_t *conf)
 
     job.id = NULL;
     job.goal_id = NULL;
-    cursor = iw_strdup("0-0");
+    cursor = ioa_strdup("0-0");
     backoff = IW_BACKOFF_MIN_MS;
     next_claim = 0;
     fresh = 0;
@@ -648,7 +650,7 @@ iw_serve(iw_conf_t *conf)
         }
 
         if (job.id == NULL) {
-            now = iw_mono_ms();
+            now = ioa_mono_ms();
 
             if (fresh) {
                 rc = iw_jobs_take(conf, 1, 0, &job);

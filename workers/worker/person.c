@@ -91,7 +91,7 @@ iw_person_read(const iw_conf_t *conf, iw_goal_t *g)
         }
 
         free(g->inbox_last);
-        g->inbox_last = iw_strdup(e->element[0]->str);
+        g->inbox_last = ioa_strdup(e->element[0]->str);
 
         f = e->element[1];
         sender = NULL;
@@ -154,7 +154,7 @@ iw_person_in_room(iw_goal_t *g, const char *sid, yajl_val env,
         return 0;
     }
 
-    content = iw_json_get_str(env, "content");
+    content = ioa_json_get_str(env, "content");
 
     if (content == NULL || *content == '\0') {
         return 0;
@@ -170,8 +170,8 @@ iw_person_in_room(iw_goal_t *g, const char *sid, yajl_val env,
         g->stopped_by = stopped;
         free(g->phase);
         free(g->ended);
-        g->phase = iw_strdup("concluding");
-        g->ended = iw_strdup("person");
+        g->phase = ioa_strdup("concluding");
+        g->ended = ioa_strdup("person");
         iw_info("goal %s: concluding (person)", g->goal_id);
     }
 
@@ -188,7 +188,7 @@ iw_person_says(iw_goal_t *g, const char *sender, const char *content)
     iw_info("goal %s: %s says: %s", g->goal_id, sender, content);
 
     if (iw_person_stops(content)) {
-        return iw_sprintf("%s: %s", sender, content);
+        return ioa_sprintf("%s: %s", sender, content);
     }
 
     iw_person_request(g, sender, content);
@@ -225,24 +225,24 @@ iw_person_stops(const char *content)
 static void
 iw_person_request(iw_goal_t *g, const char *sender, const char *content)
 {
-    iw_buf_t  b;
+    ioa_buf_t b;
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
 
     if (g->requests && g->requests[0] == '[' && strlen(g->requests) > 2) {
-        iw_buf_add(&b, g->requests, strlen(g->requests) - 1);
-        iw_buf_addc(&b, ',');
+        ioa_buf_add(&b, g->requests, strlen(g->requests) - 1);
+        ioa_buf_addc(&b, ',');
 
     } else {
-        iw_buf_addc(&b, '[');
+        ioa_buf_addc(&b, '[');
     }
 
-    iw_buf_adds(&b, "{\"sender\":");
-    iw_json_str(&b, sender);
-    iw_buf_adds(&b, ",\"content\":");
-    iw_json_str(&b, content);
-    iw_buf_adds(&b, "}]");
+    ioa_buf_adds(&b, "{\"sender\":");
+    ioa_json_str(&b, sender);
+    ioa_buf_adds(&b, ",\"content\":");
+    ioa_json_str(&b, content);
+    ioa_buf_adds(&b, "}]");
 
     free(g->requests);
-    g->requests = iw_buf_take(&b);
+    g->requests = ioa_buf_take(&b);
 }

@@ -274,10 +274,10 @@ iw_plan_add_clause(iw_plan_t *plan, const char *s, size_t n)
         return;
     }
 
-    c = iw_strndup(s, n);
+    c = ioa_strndup(s, n);
 
     if (plan->nclauses == IW_PLAN_MAX_CLAUSES) {
-        merged = iw_sprintf("%s; %s", plan->clauses[plan->nclauses - 1], c);
+        merged = ioa_sprintf("%s; %s", plan->clauses[plan->nclauses - 1], c);
         free(plan->clauses[plan->nclauses - 1]);
         free(c);
         plan->clauses[plan->nclauses - 1] = merged;
@@ -296,8 +296,8 @@ iw_plan_clauses(const char *goal, iw_plan_t *plan)
     size_t  i, from, n, skip, q;
 
     memset(plan, 0, sizeof(*plan));
-    plan->clauses = iw_alloc(IW_PLAN_MAX_CLAUSES * sizeof(char *));
-    plan->why = iw_alloc(IW_PLAN_MAX_CLAUSES * sizeof(char *));
+    plan->clauses = ioa_alloc(IW_PLAN_MAX_CLAUSES * sizeof(char *));
+    plan->why = ioa_alloc(IW_PLAN_MAX_CLAUSES * sizeof(char *));
     memset(plan->why, 0, IW_PLAN_MAX_CLAUSES * sizeof(char *));
 
     n = strlen(goal);
@@ -349,7 +349,7 @@ iw_plan_clauses(const char *goal, iw_plan_t *plan)
     }
 
     if (plan->nclauses == 0) {
-        plan->clauses[plan->nclauses++] = iw_strdup(goal);
+        plan->clauses[plan->nclauses++] = ioa_strdup(goal);
     }
 }
 
@@ -361,9 +361,9 @@ iw_plan_query(const char *clause)
 {
     int       quoted, was;
     size_t    i, n, q;
-    iw_buf_t  b;
+    ioa_buf_t b;
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
     n = strlen(clause);
     quoted = 0;
 
@@ -372,22 +372,22 @@ iw_plan_query(const char *clause)
 
         if ((q = iw_quote_len(clause, n, i, &quoted))) {
             i += q - 1;
-            iw_buf_addc(&b, ' ');
+            ioa_buf_addc(&b, ' ');
             continue;
         }
 
         if (!was) {
-            iw_buf_addc(&b, clause[i]);
+            ioa_buf_addc(&b, clause[i]);
         }
     }
 
     /* all of it was quoted: the clause is its own query */
     if (b.len == 0 || strspn(b.data, " ") == b.len) {
-        iw_buf_free(&b);
-        return iw_strdup(clause);
+        ioa_buf_free(&b);
+        return ioa_strdup(clause);
     }
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -411,11 +411,12 @@ iw_plan_join(iw_plan_t *plan, iw_agent_t *a)
 {
     iw_agent_t  *m;
 
-    plan->team = iw_realloc(plan->team, (plan->nteam + 1) * sizeof(iw_agent_t));
+    plan->team = ioa_realloc(plan->team,
+                             (plan->nteam + 1) * sizeof(iw_agent_t));
     m = &plan->team[plan->nteam++];
-    m->name = iw_strdup(a->name);
-    m->type = iw_strdup(a->type);
-    m->desc = iw_strdup(a->desc);
+    m->name = ioa_strdup(a->name);
+    m->type = ioa_strdup(a->type);
+    m->desc = ioa_strdup(a->desc);
     m->found = a->found;
     m->online = a->online;
     m->protocol = a->protocol;
@@ -470,7 +471,7 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
         }
     }
 
-    owner = iw_alloc(plan->nclauses * sizeof(int));
+    owner = ioa_alloc(plan->nclauses * sizeof(int));
 
     for (i = 0; i < plan->nclauses; i++) {
         owner[i] = -1;
@@ -501,18 +502,18 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
 
         if (owner[i] == -1 && fixed == NULL) {
             if (ranked[i].n == 0) {
-                plan->why[i] = iw_strdup("no online agent's description "
+                plan->why[i] = ioa_strdup("no online agent's description "
                                          "matches it");
 
             } else if (!iw_plan_eligible(&ranked[i], 0, min_score)) {
-                plan->why[i] = iw_sprintf("no agent matches it well enough "
+                plan->why[i] = ioa_sprintf("no agent matches it well enough "
                                           "(the best, %s, scores %.2f; at "
                                           "least %.2f is needed)",
                                           ranked[i].v[0].name,
                                           ranked[i].v[0].score, min_score);
 
             } else {
-                plan->why[i] = iw_sprintf("the agents that match it (%s "
+                plan->why[i] = ioa_sprintf("the agents that match it (%s "
                                           "first) could not join a full "
                                           "team of %d",
                                           ranked[i].v[0].name,
@@ -527,7 +528,7 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
     }
 
     /* a given team: what no member matches goes to the least busy one */
-    load = iw_alloc(plan->nteam * sizeof(size_t));
+    load = ioa_alloc(plan->nteam * sizeof(size_t));
     memset(load, 0, plan->nteam * sizeof(size_t));
 
     for (i = 0; i < plan->nclauses; i++) {
@@ -571,9 +572,9 @@ iw_plan_assign(iw_plan_t *plan, int *owner, const char *coordinator)
 {
     size_t     i, j;
     unsigned   parts;
-    iw_buf_t   b;
+    ioa_buf_t  b;
 
-    plan->work = iw_alloc((plan->nteam + plan->nclauses + 1)
+    plan->work = ioa_alloc((plan->nteam + plan->nclauses + 1)
                           * sizeof(iw_assignment_t));
     plan->nwork = 0;
     plan->sync = plan->then;
@@ -584,10 +585,10 @@ iw_plan_assign(iw_plan_t *plan, int *owner, const char *coordinator)
                 continue;
             }
 
-            plan->work[plan->nwork].agent = iw_strdup(owner[i] >= 0
+            plan->work[plan->nwork].agent = ioa_strdup(owner[i] >= 0
                                             ? plan->team[owner[i]].name
                                             : coordinator);
-            plan->work[plan->nwork].desc = iw_strdup(plan->clauses[i]);
+            plan->work[plan->nwork].desc = ioa_strdup(plan->clauses[i]);
             plan->work[plan->nwork].sub = (owner[i] == IW_PLAN_SUB);
             plan->work[plan->nwork].parts = 1u << i;
             plan->nwork++;
@@ -597,7 +598,7 @@ iw_plan_assign(iw_plan_t *plan, int *owner, const char *coordinator)
     }
 
     for (j = 0; j <= plan->nteam; j++) {
-        iw_buf_init(&b);
+        ioa_buf_init(&b);
         parts = 0;
 
         for (i = 0; i < plan->nclauses; i++) {
@@ -607,21 +608,21 @@ iw_plan_assign(iw_plan_t *plan, int *owner, const char *coordinator)
                 continue;
             }
 
-            iw_buf_adds(&b, b.len ? (j < plan->nteam ? "; " : " ") : "");
-            iw_buf_adds(&b, plan->clauses[i]);
-            iw_buf_adds(&b, j < plan->nteam ? "" : ".");
+            ioa_buf_adds(&b, b.len ? (j < plan->nteam ? "; " : " ") : "");
+            ioa_buf_adds(&b, plan->clauses[i]);
+            ioa_buf_adds(&b, j < plan->nteam ? "" : ".");
             parts |= 1u << i;
         }
 
         if (parts == 0) {
-            iw_buf_free(&b);
+            ioa_buf_free(&b);
             continue;
         }
 
-        plan->work[plan->nwork].agent = iw_strdup(j < plan->nteam
+        plan->work[plan->nwork].agent = ioa_strdup(j < plan->nteam
                                                   ? plan->team[j].name
                                                   : coordinator);
-        plan->work[plan->nwork].desc = iw_buf_take(&b);
+        plan->work[plan->nwork].desc = ioa_buf_take(&b);
         plan->work[plan->nwork].sub = (j == plan->nteam);
         plan->work[plan->nwork].parts = parts;
         plan->nwork++;
@@ -711,7 +712,7 @@ iw_plan_team_name(const char *goal)
         n--;
     }
 
-    return iw_strndup(goal, n);
+    return ioa_strndup(goal, n);
 }
 
 
@@ -721,28 +722,28 @@ char *
 iw_plan_discussion(const char *goal, int sync, iw_task_t *t, size_t n)
 {
     size_t    i;
-    iw_buf_t  b;
+    ioa_buf_t b;
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
 
     if (sync) {
-        iw_buf_addf(&b, "Team, our goal: %s\nI split it into %zu step%s, "
+        ioa_buf_addf(&b, "Team, our goal: %s\nI split it into %zu step%s, "
                     "one after the other, each building on the one before:",
                     goal, n, n == 1 ? "" : "s");
 
     } else {
-        iw_buf_addf(&b, "Team, our goal: %s\nI split it into %zu task%s, "
+        ioa_buf_addf(&b, "Team, our goal: %s\nI split it into %zu task%s, "
                     "to run in parallel:", goal, n, n == 1 ? "" : "s");
     }
 
     for (i = 0; i < n; i++) {
-        iw_buf_addf(&b, "\n- %s%s: %s", t[i].agent,
+        ioa_buf_addf(&b, "\n- %s%s: %s", t[i].agent,
                     t[i].sub ? " (with a sub-team)" : "", t[i].desc);
     }
 
-    iw_buf_adds(&b, "\nI will collect the results and conclude.");
+    ioa_buf_adds(&b, "\nI will collect the results and conclude.");
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -753,29 +754,29 @@ char *
 iw_plan_behalf(const iw_agent_t *a, iw_task_t *t, size_t n)
 {
     size_t    i, mine;
-    iw_buf_t  b;
+    ioa_buf_t b;
 
-    iw_buf_init(&b);
-    iw_buf_addf(&b, "On behalf of %s (%s%s%s): ", a->name,
+    ioa_buf_init(&b);
+    ioa_buf_addf(&b, "On behalf of %s (%s%s%s): ", a->name,
                 a->type && *a->type ? a->type : "agent",
                 a->desc && *a->desc ? ", " : "",
                 a->desc && *a->desc ? a->desc : "");
 
     for (i = 0, mine = 0; i < n; i++) {
         if (strcmp(t[i].agent, a->name) == 0) {
-            iw_buf_addf(&b, "%s%s", mine++ ? "; " : "I can take on: ",
+            ioa_buf_addf(&b, "%s%s", mine++ ? "; " : "I can take on: ",
                         t[i].desc);
         }
     }
 
     if (mine == 0) {
-        iw_buf_adds(&b, "I have no task in this plan and stand by.");
+        ioa_buf_adds(&b, "I have no task in this plan and stand by.");
 
     } else {
-        iw_buf_adds(&b, ". I will report the result when it is done.");
+        ioa_buf_adds(&b, ". I will report the result when it is done.");
     }
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -783,18 +784,18 @@ char *
 iw_plan_assignment(iw_task_t *t, size_t n)
 {
     size_t    i;
-    iw_buf_t  b;
+    ioa_buf_t b;
 
-    iw_buf_init(&b);
-    iw_buf_adds(&b, "Tasks, to run in the background; report progress, then "
+    ioa_buf_init(&b);
+    ioa_buf_adds(&b, "Tasks, to run in the background; report progress, then "
                 "the result with the task_id:");
 
     for (i = 0; i < n; i++) {
-        iw_buf_addf(&b, "\n- %s (task %s): %s", t[i].agent, t[i].task_id,
+        ioa_buf_addf(&b, "\n- %s (task %s): %s", t[i].agent, t[i].task_id,
                     t[i].desc);
     }
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -804,22 +805,22 @@ char *
 iw_plan_sync_task(iw_task_t *t, size_t i)
 {
     size_t    k;
-    iw_buf_t  b;
+    ioa_buf_t b;
 
-    iw_buf_init(&b);
-    iw_buf_adds(&b, t[i].desc);
+    ioa_buf_init(&b);
+    ioa_buf_adds(&b, t[i].desc);
 
     for (k = 0; k < i; k++) {
         if (iw_streq(t[k].status, "completed") && t[k].result
             && *t[k].result)
         {
-            iw_buf_addf(&b, "%sStep %zu (%s): %s",
+            ioa_buf_addf(&b, "%sStep %zu (%s): %s",
                         k == 0 ? "\n\nResults so far:\n" : "\n", k + 1,
                         t[k].agent, t[k].result);
         }
     }
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -828,7 +829,7 @@ iw_plan_pause(iw_task_t *t, size_t n, long long timeout_ms)
 {
     (void) t;
 
-    return iw_sprintf("Pausing the discussion until the %zu task%s report%s "
+    return ioa_sprintf("Pausing the discussion until the %zu task%s report%s "
                       "back (each has %lld s).", n, n == 1 ? "" : "s",
                       n == 1 ? "s" : "", timeout_ms / 1000);
 }
@@ -838,19 +839,19 @@ char *
 iw_plan_conclude(const char *ended, long long max_turns)
 {
     if (iw_streq(ended, "max_turns")) {
-        return iw_sprintf("The room reached max_turns (%lld); concluding "
+        return ioa_sprintf("The room reached max_turns (%lld); concluding "
                           "with what we have.", max_turns);
     }
 
     if (iw_streq(ended, "token_budget")) {
-        return iw_strdup("The goal used up its token budget; concluding "
+        return ioa_strdup("The goal used up its token budget; concluding "
                          "with what we have.");
     }
 
     if (iw_streq(ended, "deadline")) {
-        return iw_strdup("The goal reached its deadline; concluding with "
+        return ioa_strdup("The goal reached its deadline; concluding with "
                          "what we have.");
     }
 
-    return iw_strdup("Every task has settled; concluding the discussion.");
+    return ioa_strdup("Every task has settled; concluding the discussion.");
 }

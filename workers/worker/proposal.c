@@ -58,7 +58,7 @@ int
 iw_proposal_keep(iw_goal_t *g, const char *sid, yajl_val env,
     const char *sender, long long type)
 {
-    iw_buf_t     b;
+    ioa_buf_t    b;
     yajl_val     tasks;
     const char  *content;
 
@@ -66,37 +66,37 @@ iw_proposal_keep(iw_goal_t *g, const char *sid, yajl_val env,
         return 0;                       /* read again after a takeover */
     }
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
 
     if (g->proposals && strlen(g->proposals) > 2) {
-        iw_buf_add(&b, g->proposals, strlen(g->proposals) - 1);
-        iw_buf_addc(&b, ',');
+        ioa_buf_add(&b, g->proposals, strlen(g->proposals) - 1);
+        ioa_buf_addc(&b, ',');
 
     } else {
-        iw_buf_addc(&b, '[');
+        ioa_buf_addc(&b, '[');
     }
 
-    iw_buf_adds(&b, "{\"sid\":");
-    iw_json_str(&b, sid);
-    iw_buf_adds(&b, ",\"sender\":");
-    iw_json_str(&b, sender);
-    iw_buf_addf(&b, ",\"type\":%lld,\"content\":", type);
-    content = iw_json_get_str(env, "content");
-    iw_json_str(&b, content ? content : "");
-    iw_buf_adds(&b, ",\"tasks\":");
-    tasks = iw_json_get(env, "tasks");
+    ioa_buf_adds(&b, "{\"sid\":");
+    ioa_json_str(&b, sid);
+    ioa_buf_adds(&b, ",\"sender\":");
+    ioa_json_str(&b, sender);
+    ioa_buf_addf(&b, ",\"type\":%lld,\"content\":", type);
+    content = ioa_json_get_str(env, "content");
+    ioa_json_str(&b, content ? content : "");
+    ioa_buf_adds(&b, ",\"tasks\":");
+    tasks = ioa_json_get(env, "tasks");
 
     if (tasks) {
-        iw_json_emit(&b, tasks);
+        ioa_json_emit(&b, tasks);
 
     } else {
-        iw_buf_adds(&b, "null");
+        ioa_buf_adds(&b, "null");
     }
 
-    iw_buf_adds(&b, "}]");
+    ioa_buf_adds(&b, "}]");
 
     free(g->proposals);
-    g->proposals = iw_buf_take(&b);
+    g->proposals = ioa_buf_take(&b);
 
     iw_info("goal %s: %s proposes %s", g->goal_id, sender,
             type == IW_TYPE_CONCLUDE ? "to conclude" : "tasks");
@@ -117,8 +117,8 @@ iw_proposal_concludes(iw_goal_t *g)
         return 0;
     }
 
-    a = iw_json_parse(g->proposal_answer, strlen(g->proposal_answer));
-    v = iw_json_get(a, "conclude");
+    a = ioa_json_parse(g->proposal_answer, strlen(g->proposal_answer));
+    v = ioa_json_get(a, "conclude");
     yes = v && YAJL_IS_TRUE(v);
     yajl_tree_free(a);
 
@@ -137,7 +137,7 @@ iw_proposal_answer(const iw_conf_t *conf, iw_goal_t *g)
     int          rc;
     char        *tasks, *parts, *extra;
     yajl_val     a, v;
-    iw_buf_t     e;
+    ioa_buf_t    e;
     iw_agents_t  team;
     const char  *text, *error;
 
@@ -163,44 +163,44 @@ iw_proposal_answer(const iw_conf_t *conf, iw_goal_t *g)
         }
     }
 
-    a = iw_json_parse(g->proposal_answer, strlen(g->proposal_answer));
-    text = iw_json_get_str(a, "text");
-    error = iw_json_get_str(a, "error");
+    a = ioa_json_parse(g->proposal_answer, strlen(g->proposal_answer));
+    text = ioa_json_get_str(a, "text");
+    error = ioa_json_get_str(a, "error");
 
-    iw_buf_init(&e);
-    iw_buf_adds(&e, "\"ioa_proposals\":");
-    v = iw_json_get(a, "answers");
+    ioa_buf_init(&e);
+    ioa_buf_adds(&e, "\"ioa_proposals\":");
+    v = ioa_json_get(a, "answers");
 
     if (v) {
-        iw_json_emit(&e, v);
+        ioa_json_emit(&e, v);
 
     } else {
-        iw_buf_adds(&e, "[]");
+        ioa_buf_adds(&e, "[]");
     }
 
     if (error && *error) {
-        iw_buf_adds(&e, ",\"ioa_error\":{\"code\":\"invalid_proposal\","
+        ioa_buf_adds(&e, ",\"ioa_error\":{\"code\":\"invalid_proposal\","
                     "\"message\":");
-        iw_json_str(&e, error);
-        iw_buf_addc(&e, '}');
+        ioa_json_str(&e, error);
+        ioa_buf_addc(&e, '}');
     }
 
-    extra = iw_buf_take(&e);
-    iw_buf_init(&e);
-    v = iw_json_get(a, "next");
+    extra = ioa_buf_take(&e);
+    ioa_buf_init(&e);
+    v = ioa_json_get(a, "next");
 
     if (v) {
-        iw_json_emit(&e, v);
+        ioa_json_emit(&e, v);
 
     } else {
-        iw_buf_adds(&e, "\"\"");
+        ioa_buf_adds(&e, "\"\"");
     }
 
     rc = iw_goal_post(conf, g, IW_STEP_PROPOSALS, IW_TYPE_DISCUSSION,
                       text ? text : "", e.data, NULL, extra);
 
     free(extra);
-    iw_buf_free(&e);
+    ioa_buf_free(&e);
     yajl_tree_free(a);
 
     if (rc == IW_OK && iw_proposal_concludes(g)) {
@@ -222,24 +222,24 @@ iw_proposal_decide(iw_goal_t *g, iw_agents_t *team)
     int          conclude, accepted;
     char        *error;
     size_t       i;
-    iw_buf_t     ans, text, next, errs, out;
+    ioa_buf_t    ans, text, next, errs, out;
     yajl_val     all, p, t, type;
     const char  *sender, *content;
 
-    all = iw_json_parse(g->proposals, strlen(g->proposals));
+    all = ioa_json_parse(g->proposals, strlen(g->proposals));
     conclude = 0;
     accepted = 0;
-    iw_buf_init(&ans);
-    iw_buf_init(&text);
-    iw_buf_init(&next);
-    iw_buf_init(&errs);
+    ioa_buf_init(&ans);
+    ioa_buf_init(&text);
+    ioa_buf_init(&next);
+    ioa_buf_init(&errs);
 
     for (i = 0; all && YAJL_IS_ARRAY(all) && i < all->u.array.len; i++) {
         p = all->u.array.values[i];
-        sender = iw_json_get_str(p, "sender");
-        content = iw_json_get_str(p, "content");
-        type = iw_json_get(p, "type");
-        t = iw_json_get(p, "tasks");
+        sender = ioa_json_get_str(p, "sender");
+        content = ioa_json_get_str(p, "content");
+        type = ioa_json_get(p, "type");
+        t = ioa_json_get(p, "tasks");
 
         if (sender == NULL) {
             continue;
@@ -248,21 +248,21 @@ iw_proposal_decide(iw_goal_t *g, iw_agents_t *team)
         if (type && YAJL_IS_INTEGER(type)
             && YAJL_GET_INTEGER(type) == IW_TYPE_CONCLUDE)
         {
-            error = accepted ? iw_strdup("a task proposal was followed "
+            error = accepted ? ioa_strdup("a task proposal was followed "
                                          "before it")
-                    : conclude ? iw_strdup("the goal already concludes on "
+                    : conclude ? ioa_strdup("the goal already concludes on "
                                            "an earlier proposal")
                     : NULL;
 
             if (error == NULL) {
                 conclude = 1;
                 free(g->stopped_by);
-                g->stopped_by = iw_sprintf("%s proposed it: %s", sender,
+                g->stopped_by = ioa_sprintf("%s proposed it: %s", sender,
                                            content ? content : "");
             }
 
         } else {
-            error = conclude ? iw_strdup("the goal concludes on an earlier "
+            error = conclude ? ioa_strdup("the goal concludes on an earlier "
                                          "proposal")
                              : iw_proposal_check(g, team, t);
 
@@ -272,51 +272,51 @@ iw_proposal_decide(iw_goal_t *g, iw_agents_t *team)
             }
         }
 
-        iw_buf_adds(&ans, ans.len ? ",{\"sender\":" : "{\"sender\":");
-        iw_json_str(&ans, sender);
-        iw_buf_addf(&ans, ",\"accepted\":%s,\"reason\":",
+        ioa_buf_adds(&ans, ans.len ? ",{\"sender\":" : "{\"sender\":");
+        ioa_json_str(&ans, sender);
+        ioa_buf_addf(&ans, ",\"accepted\":%s,\"reason\":",
                     error ? "false" : "true");
-        iw_json_str(&ans, error ? error : "");
-        iw_buf_addc(&ans, '}');
+        ioa_json_str(&ans, error ? error : "");
+        ioa_buf_addc(&ans, '}');
 
-        iw_buf_addf(&text, "%s%s's proposal ", text.len ? " " : "", sender);
+        ioa_buf_addf(&text, "%s%s's proposal ", text.len ? " " : "", sender);
 
         if (error) {
-            iw_buf_addf(&text, "is refused: %s.", error);
-            iw_buf_addf(&errs, "%s%s: %s", errs.len ? "; " : "", sender,
+            ioa_buf_addf(&text, "is refused: %s.", error);
+            ioa_buf_addf(&errs, "%s%s: %s", errs.len ? "; " : "", sender,
                         error);
 
         } else {
-            iw_buf_adds(&text, conclude && type && YAJL_IS_INTEGER(type)
+            ioa_buf_adds(&text, conclude && type && YAJL_IS_INTEGER(type)
                                && YAJL_GET_INTEGER(type) == IW_TYPE_CONCLUDE
                                ? "to conclude is followed."
                                : "is followed: its tasks join the plan.");
         }
 
-        iw_buf_adds(&next, next.len ? "," : "");
-        iw_json_str(&next, sender);
+        ioa_buf_adds(&next, next.len ? "," : "");
+        ioa_json_str(&next, sender);
         free(error);
     }
 
     yajl_tree_free(all);
 
-    iw_buf_init(&out);
-    iw_buf_adds(&out, "{\"text\":");
-    iw_json_str(&out, text.len ? text.data : "No proposal.");
-    iw_buf_adds(&out, ",\"next\":[");
-    iw_buf_add(&out, next.data ? next.data : "", next.len);
-    iw_buf_adds(&out, "],\"answers\":[");
-    iw_buf_add(&out, ans.data ? ans.data : "", ans.len);
-    iw_buf_adds(&out, "],\"error\":");
-    iw_json_str(&out, errs.len ? errs.data : "");
-    iw_buf_addf(&out, ",\"conclude\":%s}", conclude ? "true" : "false");
+    ioa_buf_init(&out);
+    ioa_buf_adds(&out, "{\"text\":");
+    ioa_json_str(&out, text.len ? text.data : "No proposal.");
+    ioa_buf_adds(&out, ",\"next\":[");
+    ioa_buf_add(&out, next.data ? next.data : "", next.len);
+    ioa_buf_adds(&out, "],\"answers\":[");
+    ioa_buf_add(&out, ans.data ? ans.data : "", ans.len);
+    ioa_buf_adds(&out, "],\"error\":");
+    ioa_json_str(&out, errs.len ? errs.data : "");
+    ioa_buf_addf(&out, ",\"conclude\":%s}", conclude ? "true" : "false");
 
-    iw_buf_free(&ans);
-    iw_buf_free(&text);
-    iw_buf_free(&next);
-    iw_buf_free(&errs);
+    ioa_buf_free(&ans);
+    ioa_buf_free(&text);
+    ioa_buf_free(&next);
+    ioa_buf_free(&errs);
 
-    return iw_buf_take(&out);
+    return ioa_buf_take(&out);
 }
 
 
@@ -332,21 +332,21 @@ iw_proposal_check(iw_goal_t *g, iw_agents_t *team, yajl_val tasks)
     if (tasks == NULL || !YAJL_IS_OBJECT(tasks)
         || tasks->u.object.len == 0)
     {
-        return iw_strdup("it names no task (\"tasks\": {\"<member>\": "
+        return ioa_strdup("it names no task (\"tasks\": {\"<member>\": "
                          "{\"task_desc\"}})");
     }
 
     n = tasks->u.object.len;
 
     if (g->nparts + n > IW_PLAN_MAX_CLAUSES) {
-        return iw_sprintf("the goal would have more than %d parts",
+        return ioa_sprintf("the goal would have more than %d parts",
                           IW_PLAN_MAX_CLAUSES);
     }
 
     for (i = 0; i < n; i++) {
         agent = tasks->u.object.keys[i];
         t = tasks->u.object.values[i];
-        desc = iw_json_get_str(t, "task_desc");
+        desc = ioa_json_get_str(t, "task_desc");
 
         /* the coordinator is last in the team and takes no task */
         for (k = 0; k + 1 < team->n && !iw_streq(team->v[k].name, agent);
@@ -356,13 +356,13 @@ iw_proposal_check(iw_goal_t *g, iw_agents_t *team, yajl_val tasks)
         }
 
         if (k + 1 >= team->n) {
-            return iw_sprintf("%s is not a member of this team", agent);
+            return ioa_sprintf("%s is not a member of this team", agent);
         }
 
         if (desc == NULL || *desc == '\0'
             || strlen(desc) > IW_PROPOSAL_DESC_MAX)
         {
-            return iw_sprintf("the task for %s needs a task_desc of 1 to "
+            return ioa_sprintf("the task for %s needs a task_desc of 1 to "
                               "%d bytes", agent, IW_PROPOSAL_DESC_MAX);
         }
     }
@@ -383,12 +383,12 @@ iw_proposal_take(iw_goal_t *g, yajl_val tasks)
 
     for (i = 0; i < tasks->u.object.len; i++) {
         agent = tasks->u.object.keys[i];
-        desc = iw_json_get_str(tasks->u.object.values[i], "task_desc");
+        desc = ioa_json_get_str(tasks->u.object.values[i], "task_desc");
 
-        g->parts = iw_realloc(g->parts, (g->nparts + 1) * sizeof(char *));
-        g->part_why = iw_realloc(g->part_why,
+        g->parts = ioa_realloc(g->parts, (g->nparts + 1) * sizeof(char *));
+        g->part_why = ioa_realloc(g->part_why,
                                  (g->nparts + 1) * sizeof(char *));
-        g->parts[g->nparts] = iw_strdup(desc);
+        g->parts[g->nparts] = ioa_strdup(desc);
         g->part_why[g->nparts] = NULL;
 
         for (k = 0; k < g->ntasks; k++) {
@@ -397,7 +397,7 @@ iw_proposal_take(iw_goal_t *g, yajl_val tasks)
             if (t->round == 0 && !t->sub && !g->sync
                 && iw_streq(t->agent, agent))
             {
-                joined = iw_sprintf("%s; %s", t->desc, desc);
+                joined = ioa_sprintf("%s; %s", t->desc, desc);
                 free(t->desc);
                 t->desc = joined;
                 t->parts |= 1u << g->nparts;
@@ -406,15 +406,15 @@ iw_proposal_take(iw_goal_t *g, yajl_val tasks)
         }
 
         if (k == g->ntasks) {
-            g->tasks = iw_realloc(g->tasks,
+            g->tasks = ioa_realloc(g->tasks,
                                   (g->ntasks + 1) * sizeof(iw_task_t));
             t = &g->tasks[g->ntasks++];
             memset(t, 0, sizeof(*t));
-            iw_random_hex(hex);
-            t->agent = iw_strdup(agent);
-            t->task_id = iw_strdup(hex);
-            t->desc = iw_strdup(desc);
-            t->status = iw_strdup("pending");
+            ioa_uuid4_hex(hex);
+            t->agent = ioa_strdup(agent);
+            t->task_id = ioa_strdup(hex);
+            t->desc = ioa_strdup(desc);
+            t->status = ioa_strdup("pending");
             t->parts = 1u << g->nparts;
         }
 

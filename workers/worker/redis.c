@@ -100,7 +100,7 @@ iw_redis_init(const iw_conf_t *conf)
     iw_redis_conf = conf;
 
     /* a client name has no spaces; anything unusual becomes "-" */
-    iw_redis_client_name = iw_strdup(conf->consumer);
+    iw_redis_client_name = ioa_strdup(conf->consumer);
 
     for (p = iw_redis_client_name; *p; p++) {
         if (!isalnum((unsigned char) *p) && *p != '.' && *p != '_'
@@ -137,23 +137,23 @@ iw_redis_init(const iw_conf_t *conf)
         }
 
     } else if (getenv("IOA_REDIS_PASSWORD") && *getenv("IOA_REDIS_PASSWORD")) {
-        iw_redis_password = iw_strdup(getenv("IOA_REDIS_PASSWORD"));
+        iw_redis_password = ioa_strdup(getenv("IOA_REDIS_PASSWORD"));
     }
 
-    iw_lua[IW_LUA_GOAL_EVENT].body = iw_strdup(iw_lua_goal_event);
-    iw_lua[IW_LUA_JOB_TOUCH].body = iw_strdup(iw_lua_job_touch);
-    iw_lua[IW_LUA_META_STATE].body = iw_strdup(iw_lua_meta_state);
-    iw_lua[IW_LUA_FSM_SAVE].body = iw_strdup(iw_lua_fsm_save);
-    iw_lua[IW_LUA_GOAL_SPAWN].body = iw_strdup(iw_lua_goal_spawn);
-    iw_lua[IW_LUA_REP_RECORD].body = iw_strdup(iw_lua_rep_record);
-    iw_lua[IW_LUA_WORKER_BEAT].body = iw_strdup(iw_lua_worker_beat);
+    iw_lua[IW_LUA_GOAL_EVENT].body = ioa_strdup(iw_lua_goal_event);
+    iw_lua[IW_LUA_JOB_TOUCH].body = ioa_strdup(iw_lua_job_touch);
+    iw_lua[IW_LUA_META_STATE].body = ioa_strdup(iw_lua_meta_state);
+    iw_lua[IW_LUA_FSM_SAVE].body = ioa_strdup(iw_lua_fsm_save);
+    iw_lua[IW_LUA_GOAL_SPAWN].body = ioa_strdup(iw_lua_goal_spawn);
+    iw_lua[IW_LUA_REP_RECORD].body = ioa_strdup(iw_lua_rep_record);
+    iw_lua[IW_LUA_WORKER_BEAT].body = ioa_strdup(iw_lua_worker_beat);
 
     for (i = 0; i < IW_LUA_N; i++) {
         if (iw_lua[i].file == NULL) {
             continue;
         }
 
-        path = iw_sprintf("%s/%s", conf->scripts_dir, iw_lua[i].file);
+        path = ioa_sprintf("%s/%s", conf->scripts_dir, iw_lua[i].file);
         iw_lua[i].body = iw_read_file(path);
 
         if (iw_lua[i].body == NULL) {
@@ -174,7 +174,7 @@ static char *
 iw_read_file(const char *path)
 {
     FILE      *f;
-    iw_buf_t   b;
+    ioa_buf_t  b;
     size_t     n;
     char       chunk[4096];
 
@@ -183,21 +183,21 @@ iw_read_file(const char *path)
         return NULL;
     }
 
-    iw_buf_init(&b);
+    ioa_buf_init(&b);
 
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-        iw_buf_add(&b, chunk, n);
+        ioa_buf_add(&b, chunk, n);
     }
 
     if (ferror(f)) {
         fclose(f);
-        iw_buf_free(&b);
+        ioa_buf_free(&b);
         return NULL;
     }
 
     fclose(f);
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -467,11 +467,11 @@ iw_args_addn(iw_args_t *a, const char *s, size_t n)
 {
     if (a->n == a->cap) {
         a->cap = a->cap ? 2 * a->cap : 16;
-        a->v = iw_realloc(a->v, (size_t) a->cap * sizeof(char *));
-        a->len = iw_realloc(a->len, (size_t) a->cap * sizeof(size_t));
+        a->v = ioa_realloc(a->v, (size_t) a->cap * sizeof(char *));
+        a->len = ioa_realloc(a->len, (size_t) a->cap * sizeof(size_t));
     }
 
-    a->v[a->n] = iw_strndup(s, n);
+    a->v[a->n] = ioa_strndup(s, n);
     a->len[a->n] = n;
     a->n++;
 }
@@ -487,18 +487,11 @@ iw_args_add(iw_args_t *a, const char *s)
 void
 iw_args_addf(iw_args_t *a, const char *fmt, ...)
 {
-    int       n;
     char     *s;
     va_list   ap;
 
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-
-    s = iw_alloc((size_t) (n < 0 ? 0 : n) + 1);
-
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t) (n < 0 ? 0 : n) + 1, fmt, ap);
+    s = ioa_vsprintf(fmt, ap);
     va_end(ap);
 
     iw_args_addn(a, s, strlen(s));

@@ -69,7 +69,7 @@ iw_reg_register(const iw_conf_t *conf)
     iw_args_add(&a, IW_COORD_DESC);
     iw_args_add(&a, "[]");
     iw_args_add(&a, "1");
-    iw_args_addf(&a, "%lld", iw_now_ms());
+    iw_args_addf(&a, "%lld", ioa_wall_ms());
     iw_args_add(&a, created);
     iw_args_add(&a, "0");            /* max_agents: never refused */
     iw_args_add_terms(&a, IW_COORD_DESC);
@@ -103,7 +103,7 @@ iw_args_add_terms(iw_args_t *a, const char *text)
     unsigned char  *terms;
 
     len = strlen(text);
-    terms = iw_alloc(len + 1);
+    terms = ioa_alloc(len + 1);
 
     n = ngx_ioa_token_join(terms, 0, (const unsigned char *) text, len);
 
@@ -116,9 +116,9 @@ static void
 iw_agent_set(iw_agent_t *a, const char *name, const char *type,
     const char *desc)
 {
-    a->name = iw_strdup(name);
-    a->type = iw_strdup(type);
-    a->desc = iw_strdup(desc);
+    a->name = ioa_strdup(name);
+    a->type = ioa_strdup(type);
+    a->desc = ioa_strdup(desc);
     a->found = 1;
     a->online = 0;
     a->protocol = 0;
@@ -145,7 +145,7 @@ iw_reg_query(const iw_conf_t *conf, char **names, size_t n, iw_agents_t *out)
     iw_args_init(&a);
     iw_args_addf(&a, "%sonline", conf->reg_base);
     iw_args_add(&a, conf->reg_base);
-    iw_args_addf(&a, "%lld", iw_now_ms());
+    iw_args_addf(&a, "%lld", ioa_wall_ms());
 
     for (i = 0; i < n; i++) {
         iw_args_add(&a, names[i]);
@@ -165,7 +165,7 @@ iw_reg_query(const iw_conf_t *conf, char **names, size_t n, iw_agents_t *out)
         return IW_ERROR;
     }
 
-    out->v = iw_alloc(n * sizeof(iw_agent_t));
+    out->v = ioa_alloc(n * sizeof(iw_agent_t));
     out->n = n;
 
     for (i = 0; i < n; i++) {
@@ -202,7 +202,7 @@ iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
     iw_args_addf(&a, "%sstats", conf->reg_base);
     iw_args_addf(&a, "%sonline", conf->reg_base);
     iw_args_add(&a, conf->reg_base);
-    iw_args_addf(&a, "%lld", iw_now_ms());
+    iw_args_addf(&a, "%lld", ioa_wall_ms());
     iw_args_addf(&a, "%d", limit);
     iw_args_add(&a, online_only ? "1" : "0");
     iw_args_add(&a, conf->name);
@@ -223,7 +223,7 @@ iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
     }
 
     n = r->elements / IW_RETRIEVE_TUPLE;
-    out->v = iw_alloc(n * sizeof(iw_agent_t));
+    out->v = ioa_alloc(n * sizeof(iw_agent_t));
     out->n = n;
 
     for (i = 0; i < n; i++) {
@@ -258,10 +258,10 @@ iw_agent_record(iw_agent_t *a, const char *json)
     long long  n;
     yajl_val   rec;
 
-    rec = iw_json_parse(json, strlen(json));
-    a->completed = iw_json_get_int(rec, "completed", &n) == 0 ? n : 0;
-    a->unfinished = (iw_json_get_int(rec, "failed", &n) == 0 ? n : 0)
-                    + (iw_json_get_int(rec, "timed_out", &n) == 0 ? n : 0);
+    rec = ioa_json_parse(json, strlen(json));
+    a->completed = ioa_json_get_int(rec, "completed", &n) == 0 ? n : 0;
+    a->unfinished = (ioa_json_get_int(rec, "failed", &n) == 0 ? n : 0)
+                    + (ioa_json_get_int(rec, "timed_out", &n) == 0 ? n : 0);
     yajl_tree_free(rec);
 }
 
@@ -383,7 +383,7 @@ iw_reg_room(const iw_conf_t *conf, const char *comm_id,
     redisReply  *r;
 
     *refused = NULL;
-    now = iw_now_ms();
+    now = ioa_wall_ms();
 
     iw_args_init(&a);
     iw_args_addf(&a, "%sagents", conf->reg_base);
@@ -405,7 +405,7 @@ iw_reg_room(const iw_conf_t *conf, const char *comm_id,
     }
 
     if (iw_reply_err(r, "UNKNOWN_AGENT")) {
-        *refused = iw_strdup(r->len > sizeof("UNKNOWN_AGENT")
+        *refused = ioa_strdup(r->len > sizeof("UNKNOWN_AGENT")
                                ? r->str + sizeof("UNKNOWN_AGENT") : r->str);
         freeReplyObject(r);
         return 1;
@@ -527,33 +527,33 @@ iw_reg_event(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, const char **members, size_t n)
 {
     size_t       i;
-    iw_buf_t     ev;
+    ioa_buf_t    ev;
     redisReply  *r;
 
-    iw_buf_init(&ev);
-    iw_buf_adds(&ev, "{\"comm_id\":");
-    iw_json_str(&ev, comm_id);
-    iw_buf_adds(&ev, ",\"agent_names\":[");
+    ioa_buf_init(&ev);
+    ioa_buf_adds(&ev, "{\"comm_id\":");
+    ioa_json_str(&ev, comm_id);
+    ioa_buf_adds(&ev, ",\"agent_names\":[");
 
     for (i = 0; i < n; i++) {
         if (i) {
-            iw_buf_addc(&ev, ',');
+            ioa_buf_addc(&ev, ',');
         }
 
-        iw_json_str(&ev, members[i]);
+        ioa_json_str(&ev, members[i]);
     }
 
-    iw_buf_adds(&ev, "],\"team_name\":");
-    iw_json_str_or_null(&ev, team_name);
-    iw_buf_adds(&ev, ",\"sender\":");
-    iw_json_str(&ev, conf->name);
-    iw_buf_addc(&ev, '}');
+    ioa_buf_adds(&ev, "],\"team_name\":");
+    ioa_json_str_or_null(&ev, team_name);
+    ioa_buf_adds(&ev, ",\"sender\":");
+    ioa_json_str(&ev, conf->name);
+    ioa_buf_addc(&ev, '}');
 
     /* on a Redis Cluster a shard channel, as the hub subscribes to it */
     r = iw_redis_cmd("%s %sevents %b",
                      iw_redis_cluster() ? "SPUBLISH" : "PUBLISH",
                      conf->reg_base, ev.data, ev.len);
-    iw_buf_free(&ev);
+    ioa_buf_free(&ev);
 
     if (r == NULL) {
         return IW_ERROR;

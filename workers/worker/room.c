@@ -49,13 +49,13 @@ iw_room_publish(const iw_conf_t *conf)
         return "";
     }
 
-    if (iw_mono_ms() - checked >= IW_ROOM_OBSERVERS_MS || checked == 0) {
+    if (ioa_mono_ms() - checked >= IW_ROOM_OBSERVERS_MS || checked == 0) {
         r = iw_redis_cmd("ZCOUNT %sobservers (%lld +inf", conf->reg_base,
-                         iw_now_ms());
+                         ioa_wall_ms());
 
         if (r && r->type == REDIS_REPLY_INTEGER) {
             observed = r->integer > 0;
-            checked = iw_mono_ms();
+            checked = ioa_mono_ms();
         }
 
         if (r) {
@@ -105,7 +105,7 @@ iw_room_post(const iw_conf_t *conf, const char *comm_id, const char *json,
     /* on a Redis Cluster the room's channel is a shard channel */
     iw_args_add(&a, iw_room_publish(conf));
 
-    ns = next_speaker ? iw_json_parse(next_speaker, strlen(next_speaker))
+    ns = next_speaker ? ioa_json_parse(next_speaker, strlen(next_speaker))
                       : NULL;
 
     if (ns && YAJL_IS_STRING(ns) && *YAJL_GET_STRING(ns)) {
@@ -131,13 +131,13 @@ iw_room_post(const iw_conf_t *conf, const char *comm_id, const char *json,
     }
 
     if (r->type == REDIS_REPLY_STRING) {
-        *sid = iw_strndup(r->str, r->len);
+        *sid = ioa_strndup(r->str, r->len);
         rc = IW_OK;
 
     } else if (iw_reply_err(r, "NOROOM") || iw_reply_err(r, "NOTMEMBER")
                || iw_reply_err(r, "NOTYOURTURN"))
     {
-        *sid = iw_strdup(r->str);
+        *sid = ioa_strdup(r->str);
         rc = 1;
 
     } else {
@@ -191,7 +191,7 @@ iw_room_read(const iw_conf_t *conf, const char *comm_id, const char *after,
     }
 
     list = r->element[0]->element[1];
-    out->v = iw_alloc(list->elements * sizeof(iw_entry_t));
+    out->v = ioa_alloc(list->elements * sizeof(iw_entry_t));
 
     for (i = 0; i < list->elements; i++) {
         e = list->element[i];
@@ -202,9 +202,9 @@ iw_room_read(const iw_conf_t *conf, const char *comm_id, const char *after,
             continue;
         }
 
-        out->v[out->n].sid = iw_strndup(e->element[0]->str,
+        out->v[out->n].sid = ioa_strndup(e->element[0]->str,
                                         e->element[0]->len);
-        out->v[out->n].json = iw_strdup("");
+        out->v[out->n].json = ioa_strdup("");
         out->v[out->n].len = 0;
         f = e->element[1];
 
@@ -216,7 +216,7 @@ iw_room_read(const iw_conf_t *conf, const char *comm_id, const char *after,
                 && strcmp(f->element[k]->str, "e") == 0)
             {
                 free(out->v[out->n].json);
-                out->v[out->n].json = iw_strndup(f->element[k + 1]->str,
+                out->v[out->n].json = ioa_strndup(f->element[k + 1]->str,
                                                  f->element[k + 1]->len);
                 out->v[out->n].len = f->element[k + 1]->len;
             }
@@ -250,10 +250,10 @@ iw_room_last_id(const iw_conf_t *conf, const char *comm_id, char **sid)
         && r->element[0]->elements == 2
         && r->element[0]->element[0]->type == REDIS_REPLY_STRING)
     {
-        *sid = iw_strdup(r->element[0]->element[0]->str);
+        *sid = ioa_strdup(r->element[0]->element[0]->str);
 
     } else {
-        *sid = iw_strdup("0-0");
+        *sid = ioa_strdup("0-0");
     }
 
     freeReplyObject(r);
@@ -282,7 +282,7 @@ iw_room_members(const iw_conf_t *conf, const char *comm_id, iw_agents_t *out,
         return IW_ERROR;
     }
 
-    person = r->type == REDIS_REPLY_STRING ? iw_strdup(r->str) : NULL;
+    person = r->type == REDIS_REPLY_STRING ? ioa_strdup(r->str) : NULL;
     freeReplyObject(r);
 
     r = iw_redis_cmd("SMEMBERS %s{room:%s}:members", conf->prefix, comm_id);
@@ -297,7 +297,7 @@ iw_room_members(const iw_conf_t *conf, const char *comm_id, iw_agents_t *out,
         return IW_ERROR;
     }
 
-    out->v = iw_alloc((r->elements + 1) * sizeof(iw_agent_t));
+    out->v = ioa_alloc((r->elements + 1) * sizeof(iw_agent_t));
 
     for (i = 0; i < r->elements; i++) {
         if (r->element[i]->type != REDIS_REPLY_STRING
@@ -307,9 +307,9 @@ iw_room_members(const iw_conf_t *conf, const char *comm_id, iw_agents_t *out,
         }
 
         memset(&out->v[out->n], 0, sizeof(iw_agent_t));
-        out->v[out->n].name = iw_strdup(r->element[i]->str);
-        out->v[out->n].type = iw_strdup("");
-        out->v[out->n].desc = iw_strdup("");
+        out->v[out->n].name = ioa_strdup(r->element[i]->str);
+        out->v[out->n].type = ioa_strdup("");
+        out->v[out->n].desc = ioa_strdup("");
         out->n++;
     }
 

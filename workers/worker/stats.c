@@ -88,7 +88,7 @@ void
 iw_stats_init(const iw_conf_t *conf)
 {
     iw_stats_conf = conf;
-    iw_stats_started = iw_now_ms();
+    iw_stats_started = ioa_wall_ms();
     iw_stats_next = 0;
 
     iw_redis_set_hook(iw_stats_tick);
@@ -141,7 +141,7 @@ iw_stats_addf(long long n, const char *fmt, ...)
 void
 iw_stats_tick(void)
 {
-    if (iw_mono_ms() >= iw_stats_next) {
+    if (ioa_mono_ms() >= iw_stats_next) {
         iw_stats_beat(0);
     }
 }
@@ -160,7 +160,7 @@ iw_stats_beat(int stopped)
 
     /* set first: a beat that fails is not tried again before the next
      * second, whatever the goal sends meanwhile */
-    iw_stats_next = iw_mono_ms() + IW_STATS_BEAT_MS;
+    iw_stats_next = ioa_mono_ms() + IW_STATS_BEAT_MS;
     iw_stats_busy = 1;
 
     iw_args_init(&a);

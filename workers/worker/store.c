@@ -91,7 +91,7 @@ static void
 iw_store_replace(char **dst, const char *v, size_t n)
 {
     free(*dst);
-    *dst = iw_strndup(v, n);
+    *dst = ioa_strndup(v, n);
 }
 
 
@@ -119,41 +119,41 @@ iw_store_parse_tasks(iw_goal_t *g, const char *json, size_t len)
     long long    n;
     const char  *agent, *id, *desc, *child;
 
-    doc = iw_json_parse(json, len);
+    doc = ioa_json_parse(json, len);
 
     if (doc == NULL || !YAJL_IS_ARRAY(doc)) {
         yajl_tree_free(doc);
         return IW_ERROR;
     }
 
-    g->tasks = iw_alloc(doc->u.array.len * sizeof(iw_task_t));
+    g->tasks = ioa_alloc(doc->u.array.len * sizeof(iw_task_t));
     g->ntasks = 0;
 
     for (i = 0; i < doc->u.array.len; i++) {
         t = doc->u.array.values[i];
-        agent = iw_json_get_str(t, "agent");
-        id = iw_json_get_str(t, "task_id");
-        desc = iw_json_get_str(t, "task_desc");
+        agent = ioa_json_get_str(t, "agent");
+        id = ioa_json_get_str(t, "task_id");
+        desc = ioa_json_get_str(t, "task_desc");
 
         if (agent == NULL || id == NULL || desc == NULL) {
             continue;
         }
 
-        g->tasks[g->ntasks].agent = iw_strdup(agent);
-        g->tasks[g->ntasks].task_id = iw_strdup(id);
-        g->tasks[g->ntasks].desc = iw_strdup(desc);
-        g->tasks[g->ntasks].status = iw_strdup("pending");
+        g->tasks[g->ntasks].agent = ioa_strdup(agent);
+        g->tasks[g->ntasks].task_id = ioa_strdup(id);
+        g->tasks[g->ntasks].desc = ioa_strdup(desc);
+        g->tasks[g->ntasks].status = ioa_strdup("pending");
         g->tasks[g->ntasks].result = NULL;
-        v = iw_json_get(t, "sub");
+        v = ioa_json_get(t, "sub");
         g->tasks[g->ntasks].sub = v && YAJL_IS_TRUE(v);
-        child = iw_json_get_str(t, "child");
-        g->tasks[g->ntasks].child = child && *child ? iw_strdup(child) : NULL;
-        v = iw_json_get(t, "queued");
+        child = ioa_json_get_str(t, "child");
+        g->tasks[g->ntasks].child = child && *child ? ioa_strdup(child) : NULL;
+        v = ioa_json_get(t, "queued");
         g->tasks[g->ntasks].queued = v && YAJL_IS_TRUE(v);
-        g->tasks[g->ntasks].round = iw_json_get_int(t, "round", &n) == 0
+        g->tasks[g->ntasks].round = ioa_json_get_int(t, "round", &n) == 0
                                     && n > 0 && n < IW_MAX_ROUNDS
                                     ? (int) n : 0;
-        g->tasks[g->ntasks].parts = iw_json_get_int(t, "parts", &n) == 0
+        g->tasks[g->ntasks].parts = ioa_json_get_int(t, "parts", &n) == 0
                                     && n > 0 ? (unsigned) n : 0;
 
         if (g->tasks[g->ntasks].round > g->round) {
@@ -179,7 +179,7 @@ iw_store_parse_parts(iw_goal_t *g, const char *json, size_t len)
     yajl_val     doc, p;
     const char  *text, *why;
 
-    doc = iw_json_parse(json, len);
+    doc = ioa_json_parse(json, len);
 
     if (doc == NULL || !YAJL_IS_ARRAY(doc)) {
         yajl_tree_free(doc);
@@ -187,15 +187,15 @@ iw_store_parse_parts(iw_goal_t *g, const char *json, size_t len)
     }
 
     iw_store_free_parts(g);
-    g->parts = iw_alloc((doc->u.array.len + 1) * sizeof(char *));
-    g->part_why = iw_alloc((doc->u.array.len + 1) * sizeof(char *));
+    g->parts = ioa_alloc((doc->u.array.len + 1) * sizeof(char *));
+    g->part_why = ioa_alloc((doc->u.array.len + 1) * sizeof(char *));
 
     for (i = 0; i < doc->u.array.len && i < IW_PLAN_MAX_CLAUSES; i++) {
         p = doc->u.array.values[i];
-        text = iw_json_get_str(p, "text");
-        why = iw_json_get_str(p, "why");
-        g->parts[g->nparts] = iw_strdup(text ? text : "");
-        g->part_why[g->nparts] = why && *why ? iw_strdup(why) : NULL;
+        text = ioa_json_get_str(p, "text");
+        why = ioa_json_get_str(p, "why");
+        g->parts[g->nparts] = ioa_strdup(text ? text : "");
+        g->part_why[g->nparts] = why && *why ? ioa_strdup(why) : NULL;
         g->nparts++;
     }
 
@@ -225,22 +225,22 @@ char *
 iw_store_parts_json(iw_goal_t *g)
 {
     size_t    i;
-    iw_buf_t  b;
+    ioa_buf_t b;
 
-    iw_buf_init(&b);
-    iw_buf_addc(&b, '[');
+    ioa_buf_init(&b);
+    ioa_buf_addc(&b, '[');
 
     for (i = 0; i < g->nparts; i++) {
-        iw_buf_adds(&b, i ? ",{\"text\":" : "{\"text\":");
-        iw_json_str(&b, g->parts[i]);
-        iw_buf_adds(&b, ",\"why\":");
-        iw_json_str(&b, g->part_why[i] ? g->part_why[i] : "");
-        iw_buf_addc(&b, '}');
+        ioa_buf_adds(&b, i ? ",{\"text\":" : "{\"text\":");
+        ioa_json_str(&b, g->parts[i]);
+        ioa_buf_adds(&b, ",\"why\":");
+        ioa_json_str(&b, g->part_why[i] ? g->part_why[i] : "");
+        ioa_buf_addc(&b, '}');
     }
 
-    iw_buf_addc(&b, ']');
+    ioa_buf_addc(&b, ']');
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 
@@ -436,19 +436,19 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
     iw_store_loaded = g;
 
     if (g->goal == NULL) {
-        g->goal = iw_strdup("");
+        g->goal = ioa_strdup("");
     }
 
     if (g->request) {
-        g->req = iw_json_parse(g->request, strlen(g->request));
+        g->req = ioa_json_parse(g->request, strlen(g->request));
     }
 
-    if (iw_json_get_int(g->req, "max_turns", &n) == 0 && n > 0) {
+    if (ioa_json_get_int(g->req, "max_turns", &n) == 0 && n > 0) {
         g->max_turns = n;
     }
 
     /* the goal's deadline: its own "deadline_s", within --goal-timeout */
-    if (iw_json_get_int(g->req, "deadline_s", &n) == 0 && n > 0) {
+    if (ioa_json_get_int(g->req, "deadline_s", &n) == 0 && n > 0) {
         g->deadline_ms = n * 1000;
     }
 
@@ -494,32 +494,32 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
     freeReplyObject(r);
 
     if (g->phase == NULL) {
-        g->phase = iw_strdup("");
+        g->phase = ioa_strdup("");
     }
 
     if (g->ended == NULL) {
-        g->ended = iw_strdup("");
+        g->ended = ioa_strdup("");
     }
 
     if (g->team_name == NULL) {
-        g->team_name = iw_strdup("");
+        g->team_name = ioa_strdup("");
     }
 
     if (g->last_id == NULL) {
-        g->last_id = iw_strdup("0-0");
+        g->last_id = ioa_strdup("0-0");
     }
 
     if (g->spoke == NULL) {
-        g->spoke = iw_strdup(",");
+        g->spoke = ioa_strdup(",");
     }
 
     /* a goal planned before parts were recorded: each task is a part */
     if (g->nparts == 0 && g->ntasks > 0) {
-        g->parts = iw_alloc(g->ntasks * sizeof(char *));
-        g->part_why = iw_alloc(g->ntasks * sizeof(char *));
+        g->parts = ioa_alloc(g->ntasks * sizeof(char *));
+        g->part_why = ioa_alloc(g->ntasks * sizeof(char *));
 
         for (i = 0; i < g->ntasks && i < IW_PLAN_MAX_CLAUSES; i++) {
-            g->parts[i] = iw_strdup(g->tasks[i].desc);
+            g->parts[i] = ioa_strdup(g->tasks[i].desc);
             g->part_why[i] = NULL;
             g->tasks[i].parts = 1u << i;
             g->nparts++;
@@ -712,7 +712,7 @@ iw_store_meta_state(const iw_conf_t *conf, const char *goal_id,
     iw_args_addf(&a, "%s{goal:%s}:meta", conf->prefix, goal_id);
     iw_args_add(&a, state);
     iw_args_add(&a, "updated_at");
-    iw_args_addf(&a, "%lld", iw_now_ms());
+    iw_args_addf(&a, "%lld", ioa_wall_ms());
 
     va_start(ap, current);
 
@@ -744,7 +744,7 @@ iw_store_meta_state(const iw_conf_t *conf, const char *goal_id,
     rc = r->element[0]->integer == 1;
 
     if (current) {
-        *current = iw_strdup(r->element[1]->str);
+        *current = ioa_strdup(r->element[1]->str);
     }
 
     freeReplyObject(r);
@@ -843,7 +843,7 @@ iw_store_meta_get(const iw_conf_t *conf, const char *goal_id,
     }
 
     if (r->type == REDIS_REPLY_STRING) {
-        *value = iw_strndup(r->str, r->len);
+        *value = ioa_strndup(r->str, r->len);
     }
 
     freeReplyObject(r);
@@ -856,39 +856,39 @@ char *
 iw_store_tasks_json(iw_goal_t *g)
 {
     size_t    i;
-    iw_buf_t  b;
+    ioa_buf_t b;
 
-    iw_buf_init(&b);
-    iw_buf_addc(&b, '[');
+    ioa_buf_init(&b);
+    ioa_buf_addc(&b, '[');
 
     for (i = 0; i < g->ntasks; i++) {
         if (i) {
-            iw_buf_addc(&b, ',');
+            ioa_buf_addc(&b, ',');
         }
 
-        iw_buf_adds(&b, "{\"agent\":");
-        iw_json_str(&b, g->tasks[i].agent);
-        iw_buf_adds(&b, ",\"task_id\":");
-        iw_json_str(&b, g->tasks[i].task_id);
-        iw_buf_adds(&b, ",\"task_desc\":");
-        iw_json_str(&b, g->tasks[i].desc);
+        ioa_buf_adds(&b, "{\"agent\":");
+        ioa_json_str(&b, g->tasks[i].agent);
+        ioa_buf_adds(&b, ",\"task_id\":");
+        ioa_json_str(&b, g->tasks[i].task_id);
+        ioa_buf_adds(&b, ",\"task_desc\":");
+        ioa_json_str(&b, g->tasks[i].desc);
 
-        iw_buf_addf(&b, ",\"round\":%d,\"parts\":%u", g->tasks[i].round,
+        ioa_buf_addf(&b, ",\"round\":%d,\"parts\":%u", g->tasks[i].round,
                     g->tasks[i].parts);
 
         if (g->tasks[i].sub) {
-            iw_buf_adds(&b, ",\"sub\":true,\"child\":");
-            iw_json_str_or_null(&b, g->tasks[i].child);
-            iw_buf_addf(&b, ",\"queued\":%s",
+            ioa_buf_adds(&b, ",\"sub\":true,\"child\":");
+            ioa_json_str_or_null(&b, g->tasks[i].child);
+            ioa_buf_addf(&b, ",\"queued\":%s",
                         g->tasks[i].queued ? "true" : "false");
         }
 
-        iw_buf_addc(&b, '}');
+        ioa_buf_addc(&b, '}');
     }
 
-    iw_buf_addc(&b, ']');
+    ioa_buf_addc(&b, ']');
 
-    return iw_buf_take(&b);
+    return ioa_buf_take(&b);
 }
 
 

@@ -34,7 +34,7 @@ iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i, const char *text)
 {
     int          rc;
     char         hex[33];
-    iw_buf_t     req;
+    ioa_buf_t    req;
     iw_args_t    a;
     yajl_val     v;
     long long    depth;
@@ -44,8 +44,8 @@ iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i, const char *text)
     t = &g->tasks[i];
 
     if (t->child == NULL) {
-        iw_random_hex(hex);
-        t->child = iw_strdup(hex);
+        ioa_uuid4_hex(hex);
+        t->child = ioa_strdup(hex);
 
         rc = iw_goal_save_tasks(conf, g);
         if (rc != IW_OK) {
@@ -60,22 +60,22 @@ iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i, const char *text)
     }
 
     /* the request as nginx would have stored it */
-    iw_buf_init(&req);
-    iw_buf_adds(&req, "{\"goal\":");
-    iw_json_str(&req, text);
-    iw_buf_addf(&req, ",\"team_up_depth\":%lld,\"skip_naming\":true", depth);
+    ioa_buf_init(&req);
+    ioa_buf_adds(&req, "{\"goal\":");
+    ioa_json_str(&req, text);
+    ioa_buf_addf(&req, ",\"team_up_depth\":%lld,\"skip_naming\":true", depth);
 
     if (g->max_turns) {
-        iw_buf_addf(&req, ",\"max_turns\":%lld", g->max_turns);
+        ioa_buf_addf(&req, ",\"max_turns\":%lld", g->max_turns);
     }
 
-    v = iw_json_get(g->req, "online_only");
+    v = ioa_json_get(g->req, "online_only");
 
     if (v && YAJL_IS_FALSE(v)) {
-        iw_buf_adds(&req, ",\"online_only\":false");
+        ioa_buf_adds(&req, ",\"online_only\":false");
     }
 
-    iw_buf_addc(&req, '}');
+    ioa_buf_addc(&req, '}');
 
     iw_args_init(&a);
     iw_args_addf(&a, "%s{goal:%s}:meta", conf->prefix, t->child);
@@ -88,7 +88,7 @@ iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i, const char *text)
     iw_args_add(&a, "state");
     iw_args_add(&a, "queued");
     iw_args_add(&a, "created_at");
-    iw_args_addf(&a, "%lld", iw_now_ms());
+    iw_args_addf(&a, "%lld", ioa_wall_ms());
     iw_args_add(&a, "parent");
     iw_args_add(&a, g->goal_id);
     iw_args_add(&a, "depth");
@@ -96,7 +96,7 @@ iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i, const char *text)
 
     r = iw_redis_eval(IW_LUA_GOAL_SPAWN, 1, &a);
     iw_args_free(&a);
-    iw_buf_free(&req);
+    ioa_buf_free(&req);
 
     if (r == NULL) {
         return IW_ERROR;
@@ -114,7 +114,7 @@ iw_sub_spawn(const iw_conf_t *conf, iw_goal_t *g, size_t i, const char *text)
     /* indexed before its job is queued; repeated after a takeover it
      * changes nothing (the index only moves forward) */
     if (iw_store_index(conf, t->child, "queued", text, g->goal_id,
-                       iw_now_ms())
+                       ioa_wall_ms())
         != IW_OK)
     {
         return IW_ERROR;
@@ -151,7 +151,7 @@ iw_sub_poll(const iw_conf_t *conf, iw_goal_t *g, size_t i, int step)
 {
     int          rc;
     char        *state, *text, *extra, *done, *total;
-    iw_buf_t     b;
+    ioa_buf_t    b;
     iw_task_t   *t;
     const char  *status;
 
@@ -206,15 +206,15 @@ iw_sub_poll(const iw_conf_t *conf, iw_goal_t *g, size_t i, int step)
 
     if (text == NULL || *text == '\0') {
         free(text);
-        text = iw_sprintf("the sub-team's goal %s", state);
+        text = ioa_sprintf("the sub-team's goal %s", state);
     }
 
-    iw_buf_init(&b);
-    iw_buf_addf(&b, "\"task_status\":\"%s\",\"task_conclusion\":", status);
-    iw_json_str(&b, text);
-    iw_buf_adds(&b, ",\"sub_goal\":");
-    iw_json_str(&b, t->child);
-    extra = iw_buf_take(&b);
+    ioa_buf_init(&b);
+    ioa_buf_addf(&b, "\"task_status\":\"%s\",\"task_conclusion\":", status);
+    ioa_json_str(&b, text);
+    ioa_buf_adds(&b, ",\"sub_goal\":");
+    ioa_json_str(&b, t->child);
+    extra = ioa_buf_take(&b);
 
     rc = iw_goal_post(conf, g, step, IW_TYPE_RESULT, text, "\"\"", t->task_id,
                       extra);

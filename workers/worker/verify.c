@@ -109,11 +109,11 @@ iw_verify_room_main(iw_conf_t *conf, int argc, char **argv)
             break;
         case 'p':
             free(conf->prefix);
-            conf->prefix = iw_strdup(optarg);
+            conf->prefix = ioa_strdup(optarg);
             break;
         case 's':
             free(conf->scripts_dir);
-            conf->scripts_dir = iw_strdup(optarg);
+            conf->scripts_dir = ioa_strdup(optarg);
             break;
         case 'b':
             errno = 0;
@@ -142,7 +142,7 @@ iw_verify_room_main(iw_conf_t *conf, int argc, char **argv)
     }
 
     comm_id = argv[optind];
-    conf->consumer = iw_sprintf("verify-room-%d", (int) getpid());
+    conf->consumer = ioa_sprintf("verify-room-%d", (int) getpid());
 
     if (iw_redis_init(conf) != IW_OK) {
         return 2;
@@ -155,12 +155,12 @@ iw_verify_room_main(iw_conf_t *conf, int argc, char **argv)
     }
 
     /* the same keys as the hub's: P{room:<comm_id>}:... */
-    log_key = iw_sprintf("%s{room:%s}:log", conf->prefix, comm_id);
-    head_key = iw_sprintf("%s{room:%s}:chain", conf->prefix, comm_id);
-    meta_key = iw_sprintf("%s{room:%s}:meta", conf->prefix, comm_id);
+    log_key = ioa_sprintf("%s{room:%s}:log", conf->prefix, comm_id);
+    head_key = ioa_sprintf("%s{room:%s}:chain", conf->prefix, comm_id);
+    meta_key = ioa_sprintf("%s{room:%s}:meta", conf->prefix, comm_id);
 
-    cursor = iw_strdup("");
-    state = iw_strdup("");
+    cursor = ioa_strdup("");
+    state = ioa_strdup("");
     start = NULL;
     checked = unchained = calls = 0;
 
@@ -203,14 +203,14 @@ iw_verify_room_main(iw_conf_t *conf, int argc, char **argv)
 
         if (s[0] != '\0') {
             free(start);
-            start = iw_strdup(s);
+            start = ioa_strdup(s);
         }
 
         if (strcmp(status, "more") == 0) {
             free(cursor);
             free(state);
-            cursor = iw_strdup(iw_verify_elt(r, 1));
-            state = iw_strdup(iw_verify_elt(r, 2));
+            cursor = ioa_strdup(iw_verify_elt(r, 1));
+            state = ioa_strdup(iw_verify_elt(r, 2));
             freeReplyObject(r);
             continue;
         }

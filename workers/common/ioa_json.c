@@ -1,28 +1,31 @@
-
 /*
- * JSON for ioa-agent: writing strings, reading yajl trees.
+ * workers/common: the JSON writer and yajl tree access (see ioa_json.h).
  *
- * Envelopes are written by hand (a dozen fields in a fixed order, see
- * task.c) with ioa_json_escape() for every string.  Its input is whatever a
- * program printed, so it must turn any bytes into valid JSON: invalid UTF-8
- * becomes U+FFFD rather than an envelope the hub refuses.  It can also stop
- * at an output budget, on a character boundary, because the hub refuses
- * envelopes above ioa_max_message_size and escaping may grow a text up to
- * six times (control characters become \u00XX).
+ * One escaper for both programs.  Its input may be whatever a program
+ * printed (ioa-agent's exec adapter) or an LLM answered, so it turns any
+ * bytes into valid JSON: a byte that does not start a well-formed UTF-8
+ * sequence (overlongs, surrogates and code points past U+10FFFF included)
+ * becomes U+FFFD rather than a body the hub refuses.  Valid UTF-8 comes out
+ * as it went in, so text that nginx or yajl already checked, most of what
+ * ioa-worker writes, is unchanged by the check.
  *
- * Reading uses yajl's tree API: envelopes are small (the hub caps them) and
- * a tree keeps the protocol code in task.c declarative.
+ * Bytes that need nothing are copied in runs, not one by one: the worker
+ * writes every goal event and prompt through here.  The escaper can also
+ * stop at an output budget, on a character boundary, because the hub
+ * refuses envelopes above ioa_max_message_size and escaping may grow a text
+ * up to six times (control characters become \u00XX).
  */
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ioa_agent.h"
+#include "ioa_json.h"
 
 
 /* the length of the valid UTF-8 sequence at s, or 0 if there is none */
 
-static size_t
+size_t
 ioa_utf8_len(const unsigned char *s, size_t len)
 {
     size_t   n, i;
@@ -72,47 +75,6 @@ ioa_utf8_len(const unsigned char *s, size_t len)
 
 
 /*
- * The hub's rule for an agent name (ngx_ioa_valid_name): 1 to 64
- * characters of UTF-8 (256 bytes at most), no control character (C0, DEL,
- * C1), no "/", "{" or "}", no space at either end.  Checked at start-up so
- * that a name the hub would refuse is a usage error, not a loop of 400s.
- */
-
-int
-ioa_valid_name(const char *name)
-{
-    size_t                len, i, n, chars;
-    const unsigned char  *s;
-
-    s = (const unsigned char *) name;
-    len = strlen(name);
-
-    if (len == 0 || len > IOA_NAME_MAX_BYTES
-        || s[0] == ' ' || s[len - 1] == ' ')
-    {
-        return 0;
-    }
-
-    for (i = 0, chars = 0; i < len; i += n) {
-        n = ioa_utf8_len(s + i, len - i);
-
-        if (n == 0 || s[i] < 0x20 || s[i] == 0x7f
-            || s[i] == '/' || s[i] == '{' || s[i] == '}'
-            || (s[i] == 0xc2 && s[i + 1] < 0xa0))       /* C1 controls */
-        {
-            return 0;
-        }
-
-        if (++chars > IOA_NAME_MAX_CHARS) {
-            return 0;
-        }
-    }
-
-    return 1;
-}
-
-
-/*
  * Appends s escaped for a JSON string (without the quotes).  With max > 0,
  * stops before the appended bytes would exceed max.  Returns how many
  * input bytes were consumed: len unless the budget ran out.
@@ -122,7 +84,7 @@ size_t
 ioa_json_escape(ioa_buf_t *b, const char *s, size_t len, size_t max)
 {
     char                 esc[8];
-    size_t               i, n, out, elen;
+    size_t               i, n, from, out, elen;
     const char          *add;
     const unsigned char *u;
 
@@ -131,7 +93,23 @@ ioa_json_escape(ioa_buf_t *b, const char *s, size_t len, size_t max)
     u = (const unsigned char *) s;
     out = 0;
 
-    for (i = 0; i < len; i += n) {
+    for (i = 0, from = 0; i < len; i += n) {
+
+        /* as it is: joins the run [from, i) */
+
+        if (u[i] >= 0x20 && u[i] != '"' && u[i] != '\\') {
+            n = ioa_utf8_len(u + i, len - i);
+
+            if (n) {
+                if (max && out + n > max) {
+                    break;
+                }
+
+                out += n;
+                continue;
+            }
+        }
+
         n = 1;
         add = esc;
 
@@ -162,57 +140,120 @@ ioa_json_escape(ioa_buf_t *b, const char *s, size_t len, size_t max)
                 esc[4] = hex[u[i] >> 4];
                 esc[5] = hex[u[i] & 0xf];
                 elen = 6;
-                break;
-            }
-
-            n = ioa_utf8_len(u + i, len - i);
-
-            if (n == 0) {
-                n = 1;
-                add = "\xef\xbf\xbd"; /* U+FFFD */
-                elen = 3;
 
             } else {
-                add = s + i;
-                elen = n;
+                add = "\xef\xbf\xbd"; /* U+FFFD */
+                elen = 3;
             }
         }
 
         if (max && out + elen > max) {
-            return i;
+            break;
         }
 
+        ioa_buf_add(b, s + from, i - from);
         ioa_buf_add(b, add, elen);
         out += elen;
+        from = i + 1;
     }
 
-    return len;
+    ioa_buf_add(b, s + from, i - from);
+
+    return i;
 }
 
 
 void
 ioa_json_strn(ioa_buf_t *b, const char *s, size_t len)
 {
-    ioa_buf_add(b, "\"", 1);
+    ioa_buf_addc(b, '"');
     (void) ioa_json_escape(b, s, len, 0);
-    ioa_buf_add(b, "\"", 1);
+    ioa_buf_addc(b, '"');
 }
 
+
+/* NULL writes "", as a missing member reads back */
 
 void
 ioa_json_str(ioa_buf_t *b, const char *s)
 {
-    ioa_json_strn(b, s, strlen(s));
+    ioa_json_strn(b, s ? s : "", s ? strlen(s) : 0);
 }
 
 
+void
+ioa_json_str_or_null(ioa_buf_t *b, const char *s)
+{
+    if (s == NULL || *s == '\0') {
+        ioa_buf_adds(b, "null");
+
+    } else {
+        ioa_json_str(b, s);
+    }
+}
+
+
+/* re-emits a parsed value compactly (a request's cont_input, say) */
+
+void
+ioa_json_emit(ioa_buf_t *b, yajl_val v)
+{
+    size_t i;
+
+    if (v == NULL || YAJL_IS_NULL(v)) {
+        ioa_buf_adds(b, "null");
+
+    } else if (YAJL_IS_STRING(v)) {
+        ioa_json_str(b, YAJL_GET_STRING(v));
+
+    } else if (YAJL_IS_NUMBER(v)) {
+        ioa_buf_adds(b, YAJL_GET_NUMBER(v));
+
+    } else if (YAJL_IS_TRUE(v)) {
+        ioa_buf_adds(b, "true");
+
+    } else if (YAJL_IS_FALSE(v)) {
+        ioa_buf_adds(b, "false");
+
+    } else if (YAJL_IS_ARRAY(v)) {
+        ioa_buf_addc(b, '[');
+
+        for (i = 0; i < v->u.array.len; i++) {
+            if (i) {
+                ioa_buf_addc(b, ',');
+            }
+
+            ioa_json_emit(b, v->u.array.values[i]);
+        }
+
+        ioa_buf_addc(b, ']');
+
+    } else if (YAJL_IS_OBJECT(v)) {
+        ioa_buf_addc(b, '{');
+
+        for (i = 0; i < v->u.object.len; i++) {
+            if (i) {
+                ioa_buf_addc(b, ',');
+            }
+
+            ioa_json_str(b, v->u.object.keys[i]);
+            ioa_buf_addc(b, ':');
+            ioa_json_emit(b, v->u.object.values[i]);
+        }
+
+        ioa_buf_addc(b, '}');
+    }
+}
+
+
+/* yajl_tree_parse() wants a C string; Redis replies and bodies are counted */
+
 yajl_val
-ioa_json_parse(const char *text, size_t len, char *err, size_t errlen)
+ioa_json_parse_err(const char *text, size_t len, char *err, size_t errlen)
 {
     char    *copy;
     yajl_val v;
 
-    /* yajl_tree_parse() wants a C string */
     copy = ioa_strndup(text, len);
 
     if (err && errlen) {
@@ -224,6 +265,15 @@ ioa_json_parse(const char *text, size_t len, char *err, size_t errlen)
     free(copy);
 
     return v;
+}
+
+
+yajl_val
+ioa_json_parse(const char *text, size_t len)
+{
+    char err[128];
+
+    return ioa_json_parse_err(text, len, err, sizeof(err));
 }
 
 
@@ -254,7 +304,7 @@ ioa_json_string(yajl_val v)
 
 
 const char *
-ioa_json_get_string(yajl_val obj, const char *key)
+ioa_json_get_str(yajl_val obj, const char *key)
 {
     return ioa_json_string(ioa_json_get(obj, key));
 }
