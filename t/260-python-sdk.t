@@ -17,7 +17,7 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(register teamup fresh_hub json);
 use IoaTest::Api;
-use IoaTest::Goals qw(worker stop_workers);
+use IoaTest::Goals qw($COORD worker stop_workers worker_log names_in id_lt);
 use IoaTest::Instance;
 use IoaTest::JWT;
 use Cwd qw(abs_path);
@@ -334,6 +334,232 @@ GET /health_check
     my $g = goal_end($ctx, $doc->{goal_id});
     is $g->{state}, 'concluded', 'the goal concluded';
     like $g->{conclusion}, qr/HELLO WORLD/, 'with the example agent\'s result';
+    py_stop($agent);
+    stop_workers();
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 5: @agent.turn: an SDK agent registered with speaks_protocol takes its DISCUSSION turn in a real goal; its reply is stored in the room, addressed back to the coordinator
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    worker($ctx, 'w1', turn_timeout => 60);
+    my $agent = py_bg('talker5', "$::Repo/t/lib/pysdk/behave.py",
+                      'http://127.0.0.1:' . $ctx->port, 'Talker', 'turn');
+    ok online($ctx, 'Talker'), 'the SDK agent is online' or diag slurp($agent->{err});
+    my (undef, $found) = api($ctx, POST => '/retrieve_assistant',
+        { sender => 'x', capabilities => ['counts words'] });
+    my ($me) = grep { $_->{name} eq 'Talker' } @{ $found // [] };
+    ok $me && $me->{speaks_protocol}, 'registered with speaks_protocol (a @agent.turn handler)';
+    my ($code, $doc) = api($ctx, POST => '/launch_goal',
+        { goal => 'Count the words of "one two three"' });
+    is $code, 202, 'launched';
+    my $g = goal_end($ctx, $doc->{goal_id});
+    is $g->{state}, 'concluded', 'the goal concluded';
+    like $g->{conclusion}, qr/'one two three' has 3 words/, 'with the task handler\'s result';
+    my @room = IoaTest::Goals::room($g->{comm_id});
+    my ($plan) = grep { ($_->{ioa_step} // 0) == 1 && $_->{sender} eq $COORD } @room;
+    ok $plan, 'the coordinator posted the plan';
+    is_deeply [names_in($plan->{next_speaker})], ['Talker'], 'the plan gives Talker the floor';
+    my @turns = grep { $_->{sender} eq 'Talker' && $_->{type} == 4 } @room;
+    is scalar @turns, 1, 'Talker answered with one DISCUSSION (XRANGE of the room)';
+    my $t = $turns[0] // {};
+    is $t->{content}, 'Talker takes the turn: the plan suits me', 'the turn handler\'s text';
+    is_deeply $t->{next_speaker}, [$COORD], 'addressed back to the coordinator, as a list';
+    is $t->{reply_to}, $plan->{id}, 'reply_to names the plan';
+    is $t->{state}, 1, 'state DISCUSSION';
+    ok id_lt($plan->{id}, $t->{id} // '0-0'), 'after the plan';
+    my ($assign) = grep { $_->{sender} eq $COORD && $_->{type} == 6 } @room;
+    ok $assign && id_lt($t->{id} // '9999999999999-0', $assign->{id}),
+        'the coordinator assigned the task after the turn, not after the turn timeout';
+    ok !(grep { ($_->{on_behalf_of} // '') eq 'Talker' } @room),
+        'the coordinator did not speak on Talker\'s behalf';
+    my @got = map { json()->decode($_) } lines_of($agent->{out});
+    my ($turn) = grep { $_->{kind} eq 'turn' } @got;
+    is $turn->{assigner}, $COORD, 'Task.assigner of the turn is the coordinator';
+    is $turn->{desc}, $plan->{content}, 'Task.desc of the turn is the plan\'s text';
+    unlike worker_log($ctx, 'w1'), qr/did not take the turn/, 'the worker did not give up waiting';
+    py_stop($agent);
+    stop_workers();
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 6: task_timeout: a handler that sleeps 30 s under task_timeout=1 reports timed_out; the agent's record counts it
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    worker($ctx, 'w1', task_timeout => 120);
+    my $agent = py_bg('sloth6', "$::Repo/t/lib/pysdk/behave.py",
+                      'http://127.0.0.1:' . $ctx->port, 'Sloth', 'slow', 1);
+    ok online($ctx, 'Sloth'), 'the SDK agent is online' or diag slurp($agent->{err});
+    my ($code, $doc) = api($ctx, POST => '/launch_goal',
+        { goal => 'Count the words of "slow and steady"' });
+    is $code, 202, 'launched';
+    my $g = goal_end($ctx, $doc->{goal_id});
+    ok $g->{state} =~ /^(?:concluded|failed)$/, "the goal ended ($g->{state})";
+    my @mine = grep { $_->{sender} eq 'Sloth' } IoaTest::Goals::room($g->{comm_id});
+    is_deeply [map { $_->{type} } @mine], [8, 7], 'progress, then a result';
+    my $r = $mine[1] // {};
+    is $r->{task_status}, 'timed_out', 'task_status timed_out';
+    like $r->{task_conclusion} // '', qr/^no result within 1(?:\.0)? s$/, 'the conclusion says why';
+    like $r->{content} // '', qr/^Just a quick interruption to our current discussion\. The task ".*" timed out\.$/,
+        'IoA\'s result marker, "timed out"';
+    is $r->{next_speaker}, '', 'an async task\'s result names nobody';
+    is $r->{task_id}, $mine[0]{task_id}, 'under the task\'s id';
+    unlike $g->{conclusion} // '', qr/slow and steady' has/, 'the late answer is not in the conclusion';
+    my $rec;
+    ok wait_until(sub {
+        (undef, $rec) = api($ctx, POST => '/query_assistant', { name => 'Sloth' });
+        ($rec->{record}{timed_out} // 0) >= 1;
+    }, 15), 'the agent\'s record counts a timed-out task';
+    is $rec->{record}{completed}, 0, 'and no completed one';
+    is $rec->{record}{failed}, 0, 'and no failed one';
+    py_stop($agent);
+    stop_workers();
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 7: a handler that raises reports a failed result with the exception's text
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    worker($ctx, 'w1');
+    my $agent = py_bg('raiser7', "$::Repo/t/lib/pysdk/behave.py",
+                      'http://127.0.0.1:' . $ctx->port, 'Raiser', 'raise');
+    ok online($ctx, 'Raiser'), 'the SDK agent is online' or diag slurp($agent->{err});
+    my ($code, $doc) = api($ctx, POST => '/launch_goal',
+        { goal => 'Count the words of "this will break"' });
+    is $code, 202, 'launched';
+    my $g = goal_end($ctx, $doc->{goal_id});
+    ok $g->{state} =~ /^(?:concluded|failed)$/, "the goal ended ($g->{state})";
+    my @mine = grep { $_->{sender} eq 'Raiser' } IoaTest::Goals::room($g->{comm_id});
+    is_deeply [map { $_->{type} } @mine], [8, 7], 'progress, then a result';
+    my $r = $mine[1] // {};
+    is $r->{task_status}, 'failed', 'task_status failed';
+    is $r->{task_conclusion}, 'ValueError: no words in this text', 'the exception\'s type and text';
+    like $r->{content} // '', qr/^Just a quick interruption to our current discussion\. The task ".*" failed\.$/,
+        'IoA\'s result marker, "failed"';
+    my $rec;
+    ok wait_until(sub {
+        (undef, $rec) = api($ctx, POST => '/query_assistant', { name => 'Raiser' });
+        ($rec->{record}{failed} // 0) >= 1;
+    }, 15), 'the agent\'s record counts a failed task';
+    is $rec->{record}{completed}, 0, 'and no completed one';
+    like slurp($agent->{err}), qr/ValueError/, 'the SDK logged the failure';
+    py_stop($agent);
+    stop_workers();
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 8: sync tasks: the built-in planner's "..., then ..." sends SYNC_TASK_ASSIGNMENTs; the SDK answers each as ioa-agent does, the result addressed to the assigner
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    worker($ctx, 'w1');
+    my $agent = py_bg('sync8', "$::Repo/t/lib/pysdk/behave.py",
+                      'http://127.0.0.1:' . $ctx->port, 'Counter', 'count');
+    ok online($ctx, 'Counter'), 'the SDK agent is online' or diag slurp($agent->{err});
+    my ($code, $doc) = api($ctx, POST => '/launch_goal',
+        { goal => 'Count the words of "alpha beta", then count the words of "gamma delta epsilon"' });
+    is $code, 202, 'launched';
+    my $g = goal_end($ctx, $doc->{goal_id});
+    is $g->{state}, 'concluded', 'the goal concluded';
+    like $g->{conclusion}, qr/'alpha beta' has 2 words/, 'the first result';
+    like $g->{conclusion}, qr/'gamma delta epsilon' has 3 words/, 'the second result';
+    my @room = IoaTest::Goals::room($g->{comm_id});
+    my @sync = grep { $_->{sender} eq $COORD && $_->{type} == 5 } @room;
+    is scalar @sync, 2, 'two SYNC_TASK_ASSIGNMENTs (type 5)';
+    my @mine = grep { $_->{sender} eq 'Counter' } @room;
+    is_deeply [map { $_->{type} } @mine], [8, 7, 8, 7], 'each: progress, then the result';
+    for my $i (0, 1) {
+        my $as = $sync[$i] // {};
+        my ($p, $r) = @mine[2 * $i, 2 * $i + 1];
+        my $tid = $as->{tasks}{Counter}{task_id};
+        ok defined $tid, "assignment $i carries tasks.Counter.task_id";
+        is $p->{task_id}, $tid, "progress $i under the assigner's task id";
+        is $r->{task_id}, $tid, "result $i under the assigner's task id";
+        is_deeply $p->{next_speaker}, [$COORD], "progress $i to the assigner";
+        is_deeply $r->{next_speaker}, [$COORD], "result $i addressed to the assigner (a sync task: it waits)";
+        is $r->{task_status}, 'completed', "result $i completed";
+        ok id_lt($as->{id}, $p->{id}) && id_lt($p->{id}, $r->{id}), "assignment $i, progress, result in order";
+        ok !$sync[$i + 1] || id_lt($r->{id}, $sync[$i + 1]{id}), "result $i before the next assignment";
+    }
+    my @got = grep { $_->{kind} eq 'task' } map { json()->decode($_) } lines_of($agent->{out});
+    is_deeply [map { $_->{sync} ? 1 : 0 } @got], [1, 1], 'the handler saw Task.sync true twice';
+    is_deeply [map { $_->{assigner} } @got], [$COORD, $COORD], 'assigned by the coordinator';
+    py_stop($agent);
+    stop_workers();
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 9: a turn handler that raises: the reply says there is no reply and why, as ioa-agent's "(no reply: failed)", instead of passing the exception off as the agent's words
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    worker($ctx, 'w1', turn_timeout => 60);
+    my $agent = py_bg('mumbler9', "$::Repo/t/lib/pysdk/behave.py",
+                      'http://127.0.0.1:' . $ctx->port, 'Mumbler', 'turnfail');
+    ok online($ctx, 'Mumbler'), 'the SDK agent is online' or diag slurp($agent->{err});
+    my ($code, $doc) = api($ctx, POST => '/launch_goal',
+        { goal => 'Count the words of "four five"' });
+    is $code, 202, 'launched';
+    my $g = goal_end($ctx, $doc->{goal_id});
+    is $g->{state}, 'concluded', 'the goal concluded';
+    like $g->{conclusion}, qr/'four five' has 2 words/, 'the task still ran';
+    my @room = IoaTest::Goals::room($g->{comm_id});
+    my ($plan) = grep { ($_->{ioa_step} // 0) == 1 && $_->{sender} eq $COORD } @room;
+    my @turns = grep { $_->{sender} eq 'Mumbler' && $_->{type} == 4 } @room;
+    is scalar @turns, 1, 'one DISCUSSION from Mumbler';
+    my $t = $turns[0] // {};
+    is $t->{content}, '(no reply: failed) RuntimeError: cannot discuss now',
+        'marked as no reply, with the exception';
+    is_deeply $t->{next_speaker}, [$COORD], 'addressed back to the coordinator';
+    is $t->{reply_to}, $plan->{id}, 'reply_to names the plan';
     py_stop($agent);
     stop_workers();
 --- no_error_log
