@@ -261,6 +261,10 @@ class Agent:
                              else self._task_handler, t)  # type: ignore[arg-type]
         text = cut(r.text, self.max_result)
         if turn:
+            if r.status not in ("completed", "partial"):
+                # as ioa-agent: a failed or timed-out turn says so, rather
+                # than passing the error off as what the agent said
+                text = f"(no reply: {r.status}) {text}"
             self._queue({"comm_id": t.comm_id, "content": text,
                          "next_speaker": [t.assigner],
                          "state": int(State.DISCUSSION),
