@@ -148,8 +148,15 @@ def els(css):
 
 
 def text(css):
-    found = els(css)
-    return found[0].text if found else ""
+    """the first match's text, "" if none; a view re-rendered between the
+    find and the read (a live page does that) is read again"""
+    for _ in range(50):
+        try:
+            found = els(css)
+            return found[0].text if found else ""
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    return ""
 
 
 def shot(name, whole=True):
