@@ -36,7 +36,11 @@
  *                            an SSE inbox (HTTP/1.1 and HTTP/2);
  *   ngx_ioa_mcp.c            the hub as an MCP server (ioa_mcp): tools and
  *                            resources answered by subrequests to the
- *                            REST endpoints.
+ *                            REST endpoints;
+ *   ngx_ioa_a2a.c            the hub as an A2A agent (ioa_a2a): agent
+ *                            card, tasks that are goals, streamed;
+ *   ngx_ioa_call.c           a facade's in-memory call of an endpoint;
+ *   ngx_ioa_jsonrpc.c        JSON-RPC 2.0 messages of the facades.
  *
  * A "client" is anything that receives room traffic: a WebSocket agent, an
  * SSE inbox or an observer feed.  Rooms hold links to clients; a link keeps
@@ -139,6 +143,7 @@ typedef struct {
 
 typedef struct ngx_ioa_jwt_key_s  ngx_ioa_jwt_key_t;
 typedef struct ngx_ioa_mcp_conf_s  ngx_ioa_mcp_conf_t;
+typedef struct ngx_ioa_a2a_conf_s  ngx_ioa_a2a_conf_t;
 
 /* ioa_auth */
 #define NGX_IOA_AUTH_OFF          0
@@ -163,6 +168,7 @@ typedef struct {
     ngx_http_complex_value_t *auth_scopes;
 
     ngx_ioa_mcp_conf_t       *mcp;            /* ioa_mcp: NULL elsewhere */
+    ngx_ioa_a2a_conf_t       *a2a;            /* ioa_a2a: NULL elsewhere */
 } ngx_ioa_loc_conf_t;
 
 
@@ -739,11 +745,84 @@ char *ngx_ioa_mcp_conf(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 ngx_int_t ngx_ioa_mcp_handler(ngx_http_request_t *r);
 
 
+/* ngx_ioa_a2a.c */
+char *ngx_ioa_a2a_conf(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+ngx_int_t ngx_ioa_a2a_handler(ngx_http_request_t *r);
+
+
+/* ngx_ioa_call.c: one of the hub's endpoints, called in memory */
+typedef struct ngx_ioa_call_s  ngx_ioa_call_t;
+
+/* data: the request's REST data, which begins with its ngx_ioa_call_t */
+typedef void (*ngx_ioa_call_pt)(ngx_http_request_t *r, void *data);
+
+struct ngx_ioa_call_s {
+    ngx_str_t                 api;        /* the ioa_api prefix, "" for / */
+
+    /* the subrequest under way, then its outcome */
+    ngx_http_request_t       *sr;
+    ngx_ioa_call_pt           next;
+    ngx_uint_t                status;
+    ngx_str_t                 body;
+    ngx_event_t               wake;
+};
+
+ngx_int_t ngx_ioa_call(ngx_http_request_t *r, ngx_ioa_call_t *call,
+    ngx_uint_t post, ngx_str_t *path, const char *args, ngx_str_t *body,
+    ngx_ioa_call_pt next);
+yajl_val ngx_ioa_call_answer(ngx_http_request_t *r, ngx_ioa_call_t *call);
+char *ngx_ioa_call_api_conf(ngx_str_t *value, ngx_str_t *api);
+
+
+/* ngx_ioa_jsonrpc.c */
+#define NGX_IOA_JSONRPC_PARSE_ERROR      -32700
+#define NGX_IOA_JSONRPC_INVALID_REQUEST  -32600
+#define NGX_IOA_JSONRPC_NO_METHOD        -32601
+#define NGX_IOA_JSONRPC_INVALID_PARAMS   -32602
+#define NGX_IOA_JSONRPC_INTERNAL         -32603
+
+typedef struct {
+    ngx_str_t                 id;         /* as JSON; "null" if none */
+    ngx_str_t                 method;
+    yajl_val                  params;     /* an object, or NULL */
+    unsigned                  notification:1;    /* no id */
+    unsigned                  response:1; /* to a request of ours */
+} ngx_ioa_jsonrpc_t;
+
+ngx_int_t ngx_ioa_jsonrpc_parse(ngx_http_request_t *r, ngx_str_t *body,
+    ngx_ioa_jsonrpc_t *rpc);
+ngx_int_t ngx_ioa_jsonrpc_message(ngx_pool_t *pool, ngx_str_t *id,
+    const char *member, ngx_str_t *value, ngx_str_t *out);
+ngx_int_t ngx_ioa_jsonrpc_error_object(ngx_pool_t *pool, ngx_int_t code,
+    ngx_str_t *message, ngx_str_t *out);
+void ngx_ioa_jsonrpc_result(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_jbuf_t *result);
+void ngx_ioa_jsonrpc_error(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_uint_t status, ngx_int_t code, ngx_str_t *message);
+void ngx_ioa_jsonrpc_refuse(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_uint_t status, ngx_int_t code, const char *message);
+ngx_int_t ngx_ioa_jsonrpc_accepted(ngx_http_request_t *r);
+
+
 /* ngx_ioa_sse.c */
+typedef struct ngx_ioa_sse_s  ngx_ioa_sse_t;
+
+/* NGX_ERROR: the stream was closed */
+typedef ngx_int_t (*ngx_ioa_sse_rewrite_pt)(ngx_ioa_sse_t *sse,
+    ngx_ioa_msg_t *m, void *data);
+typedef void (*ngx_ioa_sse_closing_pt)(ngx_ioa_sse_t *sse,
+    const char *reason, void *data);
+
 ngx_int_t ngx_ioa_agent_post_handler(ngx_http_request_t *r,
     ngx_str_t *name);
 ngx_int_t ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
     ngx_ioa_client_kind_e kind);
+ngx_int_t ngx_ioa_sse_follow(ngx_http_request_t *r, ngx_str_t *stream,
+    ngx_ioa_sid_t *since, ngx_ioa_sse_rewrite_pt rewrite,
+    ngx_ioa_sse_closing_pt closing, void *data, ngx_str_t *first);
+ngx_int_t ngx_ioa_sse_event(ngx_ioa_sse_t *sse, ngx_str_t *id,
+    ngx_str_t *data);
+void ngx_ioa_sse_end(ngx_ioa_sse_t *sse);
 
 
 #endif /* _NGX_IOA_H_INCLUDED_ */

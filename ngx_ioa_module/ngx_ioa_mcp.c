@@ -28,23 +28,11 @@
  * again, as the spec asks of them).  The id carries no authority: the
  * token does, on every request.
  *
- * Tool calls are subrequests.  Each tool is one of the hub's own REST
- * endpoints, reached by an in-memory subrequest to the ioa_api location
- * (api=, "" for "location / { ioa_api; }") with the caller's headers, its
- * Authorization among them, and a body built from the tool's arguments.
- * So a tool is exactly its endpoint: the scopes of the token, the limits,
- * the validation and its error texts, the Redis work, and every change
- * later made to them.  The other way, re-calling the endpoints' C
- * functions, would have meant a second entry into each of them and a
- * second place where scopes are decided.  A subrequest costs a little
- * memory from the request's pool and nothing else.
- *
- * A step (send a subrequest, come back in ngx_ioa_mcp_resume) replaces
- * flags: the subrequest's post handler records the status and the body,
- * makes the parent's write handler the resume, and posts an event that
- * runs the connection's posted requests.  The event is needed because an
- * endpoint may finish in a Redis reply handler, where nginx would not run
- * posted requests of this connection by itself.
+ * Tool calls are calls of the hub's own REST endpoints (ngx_ioa_call.c):
+ * each tool is one endpoint, reached by an in-memory subrequest with the
+ * caller's headers, its Authorization among them, and a body built from
+ * the tool's arguments, so a tool is exactly its endpoint (scopes, limits,
+ * validation, error texts).  JSON-RPC itself is ngx_ioa_jsonrpc.c.
  *
  * Bounds: the request body is ioa_max_message_size at most (as every
  * REST body), an answer taken from an endpoint is at most the ioa_api
@@ -89,12 +77,7 @@ static ngx_str_t  ngx_ioa_mcp_versions[] = {
 /* goals resources/list names: GET /goals' largest page */
 #define NGX_IOA_MCP_LIST_MAX     "100"
 
-/* JSON-RPC and MCP error codes */
-#define NGX_IOA_MCP_PARSE_ERROR       -32700
-#define NGX_IOA_MCP_INVALID_REQUEST   -32600
-#define NGX_IOA_MCP_NO_METHOD         -32601
-#define NGX_IOA_MCP_INVALID_PARAMS    -32602
-#define NGX_IOA_MCP_INTERNAL          -32603
+/* MCP's own error codes (JSON-RPC's: ngx_ioa.h) */
 #define NGX_IOA_MCP_NO_SESSION        -32001
 #define NGX_IOA_MCP_NO_RESOURCE       -32002
 
@@ -140,9 +123,8 @@ typedef struct {
 
 typedef struct ngx_ioa_mcp_s  ngx_ioa_mcp_t;
 
-typedef void (*ngx_ioa_mcp_step_pt)(ngx_http_request_t *r, ngx_ioa_mcp_t *m);
-
 struct ngx_ioa_mcp_s {
+    ngx_ioa_call_t            call;          /* must be first */
     ngx_ioa_mcp_conf_t       *conf;
     ngx_ioa_identity_t       *id;
     ngx_str_t                 rpc_id;        /* the request's id, as JSON */
@@ -150,13 +132,6 @@ struct ngx_ioa_mcp_s {
     ngx_str_t                 uri;           /* resources/read */
     ngx_str_t                 goal_id;
     yajl_val                  goal;          /* its GET /goals/{id} */
-
-    /* the subrequest under way, then its outcome */
-    ngx_http_request_t       *sr;
-    ngx_ioa_mcp_step_pt       next;
-    ngx_uint_t                status;
-    ngx_str_t                 body;
-    ngx_event_t               wake;
 };
 
 
@@ -263,7 +238,6 @@ static ngx_ioa_mcp_tool_t  ngx_ioa_mcp_tools[] = {
 };
 
 
-static ngx_str_t  ngx_ioa_mcp_post_method = ngx_string("POST");
 
 static ngx_str_t  ngx_ioa_mcp_scheme = ngx_string("ioa://goals/");
 static ngx_str_t  ngx_ioa_mcp_suffix = ngx_string("/transcript");
@@ -286,33 +260,16 @@ static void ngx_ioa_mcp_tools_call(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
 static ngx_int_t ngx_ioa_mcp_arguments(ngx_ioa_mcp_t *m, yajl_val args,
     ngx_ioa_jbuf_t *body, ngx_ioa_error_t *err);
 static ngx_uint_t ngx_ioa_mcp_type_ok(ngx_ioa_mcp_type_e type, yajl_val v);
-static void ngx_ioa_mcp_tool_done(ngx_http_request_t *r, ngx_ioa_mcp_t *m);
+static void ngx_ioa_mcp_tool_done(ngx_http_request_t *r, void *data);
 static void ngx_ioa_mcp_resources_list(ngx_http_request_t *r,
     ngx_ioa_mcp_t *m);
-static void ngx_ioa_mcp_resources_listed(ngx_http_request_t *r,
-    ngx_ioa_mcp_t *m);
+static void ngx_ioa_mcp_resources_listed(ngx_http_request_t *r, void *data);
 static void ngx_ioa_mcp_resources_read(ngx_http_request_t *r,
     ngx_ioa_mcp_t *m, yajl_val params);
-static void ngx_ioa_mcp_goal_read(ngx_http_request_t *r, ngx_ioa_mcp_t *m);
-static void ngx_ioa_mcp_record_read(ngx_http_request_t *r, ngx_ioa_mcp_t *m);
+static void ngx_ioa_mcp_goal_read(ngx_http_request_t *r, void *data);
+static void ngx_ioa_mcp_record_read(ngx_http_request_t *r, void *data);
 static void ngx_ioa_mcp_transcript(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
     yajl_val goal, yajl_val room);
-static ngx_int_t ngx_ioa_mcp_call(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
-    ngx_uint_t post, ngx_str_t *path, const char *args, ngx_str_t *body,
-    ngx_ioa_mcp_step_pt next);
-static ngx_int_t ngx_ioa_mcp_sub_done(ngx_http_request_t *sr, void *data,
-    ngx_int_t rc);
-static void ngx_ioa_mcp_wake(ngx_event_t *ev);
-static void ngx_ioa_mcp_cleanup(void *data);
-static void ngx_ioa_mcp_resume(ngx_http_request_t *r);
-static yajl_val ngx_ioa_mcp_answer(ngx_http_request_t *r, ngx_ioa_mcp_t *m);
-static void ngx_ioa_mcp_result(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
-    ngx_ioa_jbuf_t *result);
-static void ngx_ioa_mcp_error(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
-    ngx_uint_t status, ngx_int_t code, ngx_str_t *message);
-static void ngx_ioa_mcp_refuse(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
-    ngx_uint_t status, ngx_int_t code, const char *message);
-static ngx_int_t ngx_ioa_mcp_accepted(ngx_http_request_t *r);
 static ngx_int_t ngx_ioa_mcp_not_allowed(ngx_http_request_t *r);
 
 
@@ -323,6 +280,7 @@ ngx_ioa_mcp_conf(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_ioa_loc_conf_t *lcf = conf;
 
+    char                      *rv;
     ngx_str_t                 *value, key, file;
     ngx_uint_t                 i;
     ngx_ioa_mcp_conf_t        *mc;
@@ -343,16 +301,9 @@ ngx_ioa_mcp_conf(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     for (i = 1; i < cf->args->nelts; i++) {
 
         if (ngx_strncmp(value[i].data, "api=", 4) == 0) {
-            mc->api.data = value[i].data + 4;
-            mc->api.len = value[i].len - 4;
-
-            while (mc->api.len && mc->api.data[mc->api.len - 1] == '/') {
-                mc->api.len--;
-            }
-
-            if (value[i].len == 4 || value[i].data[4] != '/') {
-                return "needs api= the prefix of the ioa_api location, "
-                       "such as api=/ioa (or api=/ for \"location /\")";
+            rv = ngx_ioa_call_api_conf(&value[i], &mc->api);
+            if (rv != NGX_CONF_OK) {
+                return rv;
             }
 
             continue;
@@ -436,6 +387,7 @@ ngx_ioa_mcp_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    m->call.api = lcf->mcp->api;
     m->conf = lcf->mcp;
     m->id = id;
     ngx_str_set(&m->rpc_id, "null");
@@ -450,8 +402,8 @@ ngx_ioa_mcp_handler(ngx_http_request_t *r)
     h = ngx_ioa_header_in(r, "MCP-Protocol-Version");
 
     if (h && ngx_ioa_mcp_version_ok(&h->value) != NGX_OK) {
-        ngx_ioa_mcp_refuse(r, m, NGX_HTTP_BAD_REQUEST,
-                           NGX_IOA_MCP_INVALID_REQUEST,
+        ngx_ioa_jsonrpc_refuse(r, &m->rpc_id, NGX_HTTP_BAD_REQUEST,
+                           NGX_IOA_JSONRPC_INVALID_REQUEST,
                            "unsupported MCP-Protocol-Version: this server "
                            "speaks 2025-11-25 and 2025-06-18");
         return NGX_DONE;
@@ -464,99 +416,35 @@ ngx_ioa_mcp_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_mcp_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    yajl_val             msg, v, params;
-    ngx_str_t            method;
-    ngx_ioa_mcp_t       *m;
-    ngx_ioa_jbuf_t       b;
-    ngx_ioa_error_t      err;
-    ngx_ioa_loc_conf_t  *lcf;
+    ngx_int_t           rc;
+    ngx_ioa_mcp_t      *m;
+    ngx_ioa_jsonrpc_t   rpc;
 
     m = ngx_ioa_rest_get_data(r);
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
 
-    msg = ngx_ioa_json_parse(r->pool, body->data, body->len,
-                             lcf->max_json_depth, &err);
+    rc = ngx_ioa_jsonrpc_parse(r, body, &rpc);
 
-    if (msg == NULL) {
-        method.data = err.text;
-        method.len = err.len;
-        ngx_ioa_mcp_error(r, m, NGX_HTTP_BAD_REQUEST,
-                          NGX_IOA_MCP_PARSE_ERROR, &method);
-        return;
-    }
-
-    if (YAJL_IS_ARRAY(msg)) {
-        ngx_ioa_mcp_refuse(r, m, NGX_HTTP_BAD_REQUEST,
-                           NGX_IOA_MCP_INVALID_REQUEST,
-                           "batches are not part of MCP 2025-06-18 and "
-                           "later: send one message per request");
-        return;
-    }
-
-    v = ngx_ioa_json_get(msg, "jsonrpc");
-
-    if (!YAJL_IS_OBJECT(msg) || ngx_ioa_json_string(v, &method) != NGX_OK
-        || method.len != 3 || ngx_strncmp(method.data, "2.0", 3) != 0)
-    {
-        ngx_ioa_mcp_refuse(r, m, NGX_HTTP_BAD_REQUEST,
-                           NGX_IOA_MCP_INVALID_REQUEST,
-                           "not a JSON-RPC 2.0 message");
-        return;
-    }
-
-    v = ngx_ioa_json_get(msg, "id");
-
-    if (v) {
-        if (!YAJL_IS_STRING(v) && !YAJL_IS_INTEGER(v)) {
-            ngx_ioa_mcp_refuse(r, m, NGX_HTTP_BAD_REQUEST,
-                               NGX_IOA_MCP_INVALID_REQUEST,
-                               "\"id\" must be a string or an integer");
-            return;
-        }
-
-        if (ngx_ioa_jbuf_init(&b, r->pool, 64) != NGX_OK) {
+    if (rc != NGX_OK) {
+        if (rc == NGX_ERROR) {
             ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-            return;
         }
 
-        ngx_ioa_jbuf_val(&b, v);
-
-        if (ngx_ioa_jbuf_done(&b, &m->rpc_id) != NGX_OK) {
-            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-            return;
-        }
-    }
-
-    if (ngx_ioa_json_string(ngx_ioa_json_get(msg, "method"), &method)
-        != NGX_OK)
-    {
-        if (v && (ngx_ioa_json_get(msg, "result")
-                  || ngx_ioa_json_get(msg, "error")))
-        {
-            /* a response to a request of ours: we send none, so any is
-             * taken and dropped */
-            ngx_ioa_finish(r, ngx_ioa_mcp_accepted(r));
-            return;
-        }
-
-        ngx_ioa_mcp_refuse(r, m, NGX_HTTP_BAD_REQUEST,
-                           NGX_IOA_MCP_INVALID_REQUEST,
-                           "a request needs a \"method\"");
         return;
     }
 
-    params = ngx_ioa_json_get(msg, "params");
+    m->rpc_id = rpc.id;
 
-    if (params && !YAJL_IS_OBJECT(params)) {
-        ngx_ioa_mcp_refuse(r, m, NGX_HTTP_OK, NGX_IOA_MCP_INVALID_PARAMS,
-                           "\"params\" must be an object");
+    if (rpc.response) {
+        /* a response to a request of ours: we send none, so any is taken
+         * and dropped */
+        ngx_ioa_finish(r, ngx_ioa_jsonrpc_accepted(r));
         return;
     }
 
-    if (v && method.len == 10
-        && ngx_strncmp(method.data, "initialize", 10) == 0)
+    if (!rpc.notification && rpc.method.len == 10
+        && ngx_strncmp(rpc.method.data, "initialize", 10) == 0)
     {
-        ngx_ioa_mcp_initialize(r, m, params);
+        ngx_ioa_mcp_initialize(r, m, rpc.params);
         return;
     }
 
@@ -564,13 +452,13 @@ ngx_ioa_mcp_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    if (v == NULL) {
+    if (rpc.notification) {
         /* notifications (initialized, cancelled, ...) need nothing */
-        ngx_ioa_finish(r, ngx_ioa_mcp_accepted(r));
+        ngx_ioa_finish(r, ngx_ioa_jsonrpc_accepted(r));
         return;
     }
 
-    ngx_ioa_mcp_dispatch(r, m, &method, params);
+    ngx_ioa_mcp_dispatch(r, m, &rpc.method, rpc.params);
 }
 
 
@@ -591,7 +479,7 @@ ngx_ioa_mcp_dispatch(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
         }
 
         ngx_ioa_jbuf_literal(&b, "{}");
-        ngx_ioa_mcp_result(r, m, &b);
+        ngx_ioa_jsonrpc_result(r, &m->rpc_id, &b);
         return;
     }
 
@@ -624,7 +512,7 @@ ngx_ioa_mcp_dispatch(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
             "\"description\":\"The goal's state and conclusion, and every "
             "envelope of its room so far, oldest first (at most 1000)\","
             "\"mimeType\":\"application/json\"}]}");
-        ngx_ioa_mcp_result(r, m, &b);
+        ngx_ioa_jsonrpc_result(r, &m->rpc_id, &b);
         return;
     }
 
@@ -635,7 +523,7 @@ ngx_ioa_mcp_dispatch(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
 
 #undef ngx_ioa_mcp_is
 
-    ngx_ioa_mcp_refuse(r, m, NGX_HTTP_OK, NGX_IOA_MCP_NO_METHOD,
+    ngx_ioa_jsonrpc_refuse(r, &m->rpc_id, NGX_HTTP_OK, NGX_IOA_JSONRPC_NO_METHOD,
                        "method not found");
 }
 
@@ -706,8 +594,8 @@ ngx_ioa_mcp_session_check(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
     h = ngx_ioa_header_in(r, "Mcp-Session-Id");
 
     if (h == NULL) {
-        ngx_ioa_mcp_refuse(r, m, NGX_HTTP_BAD_REQUEST,
-                           NGX_IOA_MCP_INVALID_REQUEST,
+        ngx_ioa_jsonrpc_refuse(r, &m->rpc_id, NGX_HTTP_BAD_REQUEST,
+                           NGX_IOA_JSONRPC_INVALID_REQUEST,
                            "Mcp-Session-Id is required: initialize first");
         return NGX_ERROR;
     }
@@ -738,7 +626,7 @@ ngx_ioa_mcp_session_check(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
 
 unknown:
 
-    ngx_ioa_mcp_refuse(r, m, NGX_HTTP_NOT_FOUND, NGX_IOA_MCP_NO_SESSION,
+    ngx_ioa_jsonrpc_refuse(r, &m->rpc_id, NGX_HTTP_NOT_FOUND, NGX_IOA_MCP_NO_SESSION,
                        "unknown session: initialize again");
     return NGX_ERROR;
 }
@@ -757,7 +645,7 @@ ngx_ioa_mcp_initialize(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
                             &asked)
         != NGX_OK)
     {
-        ngx_ioa_mcp_refuse(r, m, NGX_HTTP_OK, NGX_IOA_MCP_INVALID_PARAMS,
+        ngx_ioa_jsonrpc_refuse(r, &m->rpc_id, NGX_HTTP_OK, NGX_IOA_JSONRPC_INVALID_PARAMS,
                            "initialize needs params.protocolVersion");
         return;
     }
@@ -802,7 +690,7 @@ ngx_ioa_mcp_initialize(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
         "cancel_goal stops it.  The resource "
         "ioa://goals/{goal_id}/transcript is the team's conversation.\"}");
 
-    ngx_ioa_mcp_result(r, m, &b);
+    ngx_ioa_jsonrpc_result(r, &m->rpc_id, &b);
 }
 
 
@@ -886,7 +774,7 @@ ngx_ioa_mcp_tools_list(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
 
     ngx_ioa_jbuf_literal(&b, "]}");
 
-    ngx_ioa_mcp_result(r, m, &b);
+    ngx_ioa_jsonrpc_result(r, &m->rpc_id, &b);
 }
 
 
@@ -918,7 +806,7 @@ ngx_ioa_mcp_tools_call(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
     if (ngx_ioa_json_string(ngx_ioa_json_get(params, "name"), &name)
         != NGX_OK)
     {
-        ngx_ioa_mcp_refuse(r, m, NGX_HTTP_OK, NGX_IOA_MCP_INVALID_PARAMS,
+        ngx_ioa_jsonrpc_refuse(r, &m->rpc_id, NGX_HTTP_OK, NGX_IOA_JSONRPC_INVALID_PARAMS,
                            "tools/call needs params.name");
         return;
     }
@@ -978,7 +866,7 @@ ngx_ioa_mcp_tools_call(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
 
     path.len = p - path.data;
 
-    if (ngx_ioa_mcp_call(r, m, t->post, &path, t->args, &body,
+    if (ngx_ioa_call(r, &m->call, t->post, &path, t->args, &body,
                          ngx_ioa_mcp_tool_done)
         != NGX_OK)
     {
@@ -991,7 +879,7 @@ invalid:
 
     msg.data = err.text;
     msg.len = err.len;
-    ngx_ioa_mcp_error(r, m, NGX_HTTP_OK, NGX_IOA_MCP_INVALID_PARAMS, &msg);
+    ngx_ioa_jsonrpc_error(r, &m->rpc_id, NGX_HTTP_OK, NGX_IOA_JSONRPC_INVALID_PARAMS, &msg);
 }
 
 
@@ -1158,24 +1046,26 @@ ngx_ioa_mcp_type_ok(ngx_ioa_mcp_type_e type, yajl_val v)
 /* the endpoint answered: its JSON is the tool's result, an error too */
 
 static void
-ngx_ioa_mcp_tool_done(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
+ngx_ioa_mcp_tool_done(ngx_http_request_t *r, void *data)
 {
+    ngx_ioa_mcp_t *m = data;
+
     size_t           len;
     yajl_val         doc;
     ngx_str_t        text;
     ngx_ioa_jbuf_t   b;
     ngx_uint_t       error;
 
-    doc = ngx_ioa_mcp_answer(r, m);
+    doc = ngx_ioa_call_answer(r, &m->call);
 
-    if (ngx_ioa_jbuf_init(&b, r->pool, m->body.len * 2 + 256) != NGX_OK) {
+    if (ngx_ioa_jbuf_init(&b, r->pool, m->call.body.len * 2 + 256) != NGX_OK) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
-    error = (m->status < 200 || m->status > 299 || doc == NULL);
+    error = (m->call.status < 200 || m->call.status > 299 || doc == NULL);
 
-    text = m->body;
+    text = m->call.body;
     len = text.len;
 
     while (len && (text.data[len - 1] == '\n')) {
@@ -1199,7 +1089,7 @@ ngx_ioa_mcp_tool_done(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
 
     if (error) {
         ngx_ioa_jbuf_literal(&b, "{\"status\":");
-        ngx_ioa_jbuf_int(&b, m->status);
+        ngx_ioa_jbuf_int(&b, m->call.status);
 
         if (doc && YAJL_IS_OBJECT(doc)) {
             ngx_ioa_jbuf_literal(&b, ",\"error\":");
@@ -1224,7 +1114,7 @@ ngx_ioa_mcp_tool_done(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
         ngx_ioa_jbuf_literal(&b, ",\"isError\":false}");
     }
 
-    ngx_ioa_mcp_result(r, m, &b);
+    ngx_ioa_jsonrpc_result(r, &m->rpc_id, &b);
 }
 
 
@@ -1238,7 +1128,7 @@ ngx_ioa_mcp_resources_list(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
     ngx_str_set(&path, "/goals");
     ngx_str_null(&body);
 
-    if (ngx_ioa_mcp_call(r, m, 0, &path, "limit=" NGX_IOA_MCP_LIST_MAX,
+    if (ngx_ioa_call(r, &m->call, 0, &path, "limit=" NGX_IOA_MCP_LIST_MAX,
                          &body, ngx_ioa_mcp_resources_listed)
         != NGX_OK)
     {
@@ -1248,18 +1138,20 @@ ngx_ioa_mcp_resources_list(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
 
 
 static void
-ngx_ioa_mcp_resources_listed(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
+ngx_ioa_mcp_resources_listed(ngx_http_request_t *r, void *data)
 {
+    ngx_ioa_mcp_t *m = data;
+
     size_t           i, n;
     yajl_val         doc, goals, g;
     ngx_str_t        id, text;
     ngx_ioa_jbuf_t   b;
 
-    doc = ngx_ioa_mcp_answer(r, m);
-    goals = (m->status == NGX_HTTP_OK) ? ngx_ioa_json_get(doc, "goals")
+    doc = ngx_ioa_call_answer(r, &m->call);
+    goals = (m->call.status == NGX_HTTP_OK) ? ngx_ioa_json_get(doc, "goals")
                                        : NULL;
 
-    if (ngx_ioa_jbuf_init(&b, r->pool, m->body.len + 256) != NGX_OK) {
+    if (ngx_ioa_jbuf_init(&b, r->pool, m->call.body.len + 256) != NGX_OK) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
@@ -1302,7 +1194,7 @@ ngx_ioa_mcp_resources_listed(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
 
     ngx_ioa_jbuf_literal(&b, "]}");
 
-    ngx_ioa_mcp_result(r, m, &b);
+    ngx_ioa_jsonrpc_result(r, &m->rpc_id, &b);
 }
 
 
@@ -1319,7 +1211,7 @@ ngx_ioa_mcp_resources_read(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
     if (ngx_ioa_json_string(ngx_ioa_json_get(params, "uri"), &uri)
         != NGX_OK)
     {
-        ngx_ioa_mcp_refuse(r, m, NGX_HTTP_OK, NGX_IOA_MCP_INVALID_PARAMS,
+        ngx_ioa_jsonrpc_refuse(r, &m->rpc_id, NGX_HTTP_OK, NGX_IOA_JSONRPC_INVALID_PARAMS,
                            "resources/read needs params.uri");
         return;
     }
@@ -1361,7 +1253,7 @@ ngx_ioa_mcp_resources_read(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
     ngx_memcpy(ngx_cpymem(path.data, "/goals/", 7), id.data, id.len);
     ngx_str_null(&body);
 
-    if (ngx_ioa_mcp_call(r, m, 0, &path, NULL, &body, ngx_ioa_mcp_goal_read)
+    if (ngx_ioa_call(r, &m->call, 0, &path, NULL, &body, ngx_ioa_mcp_goal_read)
         != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
@@ -1371,31 +1263,33 @@ ngx_ioa_mcp_resources_read(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
 
 unknown:
 
-    ngx_ioa_mcp_refuse(r, m, NGX_HTTP_OK, NGX_IOA_MCP_NO_RESOURCE,
+    ngx_ioa_jsonrpc_refuse(r, &m->rpc_id, NGX_HTTP_OK, NGX_IOA_MCP_NO_RESOURCE,
                        "no such resource: this server has "
                        "ioa://goals/{goal_id}/transcript");
 }
 
 
 static void
-ngx_ioa_mcp_goal_read(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
+ngx_ioa_mcp_goal_read(ngx_http_request_t *r, void *data)
 {
+    ngx_ioa_mcp_t *m = data;
+
     yajl_val         doc, error;
     ngx_str_t        comm_id, path, body, msg;
     ngx_ioa_jbuf_t   b;
 
-    doc = ngx_ioa_mcp_answer(r, m);
+    doc = ngx_ioa_call_answer(r, &m->call);
 
-    if (m->status != NGX_HTTP_OK || !YAJL_IS_OBJECT(doc)) {
+    if (m->call.status != NGX_HTTP_OK || !YAJL_IS_OBJECT(doc)) {
         error = ngx_ioa_json_get(doc, "message");
 
         if (ngx_ioa_json_string(error, &msg) != NGX_OK) {
             ngx_str_set(&msg, "the goal could not be read");
         }
 
-        ngx_ioa_mcp_error(r, m, NGX_HTTP_OK,
-                          m->status == NGX_HTTP_NOT_FOUND
-                          ? NGX_IOA_MCP_NO_RESOURCE : NGX_IOA_MCP_INTERNAL,
+        ngx_ioa_jsonrpc_error(r, &m->rpc_id, NGX_HTTP_OK,
+                          m->call.status == NGX_HTTP_NOT_FOUND
+                          ? NGX_IOA_MCP_NO_RESOURCE : NGX_IOA_JSONRPC_INTERNAL,
                           &msg);
         return;
     }
@@ -1428,7 +1322,7 @@ ngx_ioa_mcp_goal_read(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
 
     ngx_str_set(&path, "/fetch_chat_record");
 
-    if (ngx_ioa_mcp_call(r, m, 1, &path, NULL, &body,
+    if (ngx_ioa_call(r, &m->call, 1, &path, NULL, &body,
                          ngx_ioa_mcp_record_read)
         != NGX_OK)
     {
@@ -1438,15 +1332,17 @@ ngx_ioa_mcp_goal_read(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
 
 
 static void
-ngx_ioa_mcp_record_read(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
+ngx_ioa_mcp_record_read(ngx_http_request_t *r, void *data)
 {
+    ngx_ioa_mcp_t *m = data;
+
     yajl_val   doc, room;
     ngx_str_t  msg;
 
-    doc = ngx_ioa_mcp_answer(r, m);
+    doc = ngx_ioa_call_answer(r, &m->call);
     room = NULL;
 
-    if (m->status == NGX_HTTP_OK && YAJL_IS_OBJECT(doc)
+    if (m->call.status == NGX_HTTP_OK && YAJL_IS_OBJECT(doc)
         && doc->u.object.len == 1)
     {
         room = doc->u.object.values[0];
@@ -1461,7 +1357,7 @@ ngx_ioa_mcp_record_read(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
                               "the ioa_api location is cut off)");
         }
 
-        ngx_ioa_mcp_error(r, m, NGX_HTTP_OK, NGX_IOA_MCP_INTERNAL, &msg);
+        ngx_ioa_jsonrpc_error(r, &m->rpc_id, NGX_HTTP_OK, NGX_IOA_JSONRPC_INTERNAL, &msg);
         return;
     }
 
@@ -1478,7 +1374,7 @@ ngx_ioa_mcp_transcript(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
     ngx_str_t        text;
     ngx_ioa_jbuf_t   t, b;
 
-    if (ngx_ioa_jbuf_init(&t, r->pool, m->body.len + 1024) != NGX_OK) {
+    if (ngx_ioa_jbuf_init(&t, r->pool, m->call.body.len + 1024) != NGX_OK) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
@@ -1517,298 +1413,7 @@ ngx_ioa_mcp_transcript(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
     ngx_ioa_jbuf_str(&b, &text);
     ngx_ioa_jbuf_literal(&b, "}]}");
 
-    ngx_ioa_mcp_result(r, m, &b);
-}
-
-
-/*
- * One call of the hub's own endpoint: an in-memory subrequest to the
- * ioa_api location, with the caller's headers (its token) and this body.
- * next(r, m) runs once it ended, with m->status and m->body.
- */
-
-static ngx_int_t
-ngx_ioa_mcp_call(ngx_http_request_t *r, ngx_ioa_mcp_t *m, ngx_uint_t post,
-    ngx_str_t *path, const char *args, ngx_str_t *body,
-    ngx_ioa_mcp_step_pt next)
-{
-    ngx_str_t                    uri, a;
-    ngx_buf_t                   *b;
-    ngx_chain_t                 *cl;
-    ngx_http_request_t          *sr;
-    ngx_http_cleanup_t          *cln;
-    ngx_http_request_body_t     *rb;
-    ngx_http_post_subrequest_t  *ps;
-
-    uri.len = m->conf->api.len + path->len;
-    uri.data = ngx_pnalloc(r->pool, uri.len);
-    ps = ngx_palloc(r->pool, sizeof(ngx_http_post_subrequest_t));
-    rb = ngx_pcalloc(r->pool, sizeof(ngx_http_request_body_t));
-
-    if (uri.data == NULL || ps == NULL || rb == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_memcpy(ngx_cpymem(uri.data, m->conf->api.data, m->conf->api.len),
-               path->data, path->len);
-
-    if (body->len) {
-        b = ngx_calloc_buf(r->pool);
-        cl = ngx_alloc_chain_link(r->pool);
-
-        if (b == NULL || cl == NULL) {
-            return NGX_ERROR;
-        }
-
-        b->pos = body->data;
-        b->last = body->data + body->len;
-        b->start = b->pos;
-        b->end = b->last;
-        b->memory = 1;
-        b->last_buf = 1;
-
-        cl->buf = b;
-        cl->next = NULL;
-        rb->bufs = cl;
-    }
-
-    if (m->wake.handler == NULL) {
-        cln = ngx_http_cleanup_add(r, 0);
-        if (cln == NULL) {
-            return NGX_ERROR;
-        }
-
-        cln->handler = ngx_ioa_mcp_cleanup;
-        cln->data = m;
-
-        m->wake.handler = ngx_ioa_mcp_wake;
-        m->wake.log = r->connection->log;
-    }
-
-    ps->handler = ngx_ioa_mcp_sub_done;
-    ps->data = m;
-
-    a.data = (u_char *) args;
-    a.len = args ? ngx_strlen(args) : 0;
-
-    if (ngx_http_subrequest(r, &uri, args ? &a : NULL, &sr, ps,
-                            NGX_HTTP_SUBREQUEST_IN_MEMORY
-                            |NGX_HTTP_SUBREQUEST_WAITED)
-        != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
-    if (post) {
-        sr->method = NGX_HTTP_POST;
-        sr->method_name = ngx_ioa_mcp_post_method;
-    }
-
-    /* its own body, not the MCP message: a subrequest otherwise shares
-     * its parent's */
-    sr->request_body = rb;
-    sr->headers_in.content_length_n = body->len;
-
-    m->sr = sr;
-    m->next = next;
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_ioa_mcp_sub_done(ngx_http_request_t *sr, void *data, ngx_int_t rc)
-{
-    ngx_ioa_mcp_t *m = data;
-
-    ngx_buf_t  *b;
-
-    /* a subrequest may be finalized more than once (an error page after
-     * the error): the first time counts */
-    if (m->sr != sr) {
-        return rc;
-    }
-
-    m->sr = NULL;
-    m->status = sr->headers_out.status;
-
-    if (rc >= NGX_HTTP_SPECIAL_RESPONSE && m->status == 0) {
-        m->status = rc;
-    }
-
-    b = sr->out ? sr->out->buf : NULL;
-
-    if (b && b->last > b->pos) {
-        m->body.data = b->pos;
-        m->body.len = b->last - b->pos;
-
-    } else {
-        ngx_str_set(&m->body, "");
-    }
-
-    /* the parent goes on in its write handler once this one is done
-     * (from inside the subrequest's own finalization it is not safe);
-     * the event runs the connection's posted requests, which nginx does
-     * not when an endpoint finishes in a Redis reply handler */
-    sr->parent->write_event_handler = ngx_ioa_mcp_resume;
-
-    m->wake.data = sr->parent->connection;
-    ngx_post_event(&m->wake, &ngx_posted_events);
-
-    /* an endpoint that failed (an answer too large for the buffer) ends
-     * its subrequest, not the MCP request: the tool says what happened */
-    return rc == NGX_ERROR ? NGX_OK : rc;
-}
-
-
-static void
-ngx_ioa_mcp_wake(ngx_event_t *ev)
-{
-    ngx_http_run_posted_requests(ev->data);
-}
-
-
-static void
-ngx_ioa_mcp_cleanup(void *data)
-{
-    ngx_ioa_mcp_t *m = data;
-
-    if (m->wake.posted) {
-        ngx_delete_posted_event(&m->wake);
-    }
-}
-
-
-static void
-ngx_ioa_mcp_resume(ngx_http_request_t *r)
-{
-    ngx_ioa_mcp_t        *m;
-    ngx_ioa_mcp_step_pt   next;
-
-    m = ngx_ioa_rest_get_data(r);
-
-    if (m == NULL || m->sr || m->next == NULL) {
-        return;
-    }
-
-    r->write_event_handler = ngx_http_request_empty_handler;
-
-    next = m->next;
-    m->next = NULL;
-
-    next(r, m);
-}
-
-
-/* the endpoint's answer as JSON; NULL if it is none */
-
-static yajl_val
-ngx_ioa_mcp_answer(ngx_http_request_t *r, ngx_ioa_mcp_t *m)
-{
-    ngx_ioa_error_t      err;
-    ngx_ioa_loc_conf_t  *lcf;
-
-    if (m->body.len == 0) {
-        return NULL;
-    }
-
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
-
-    /* envelopes nest up to ioa_max_json_depth inside a record */
-    return ngx_ioa_json_parse(r->pool, m->body.data, m->body.len,
-                              lcf->max_json_depth + 8, &err);
-}
-
-
-static void
-ngx_ioa_mcp_result(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
-    ngx_ioa_jbuf_t *result)
-{
-    ngx_str_t       res, out;
-    ngx_ioa_jbuf_t  b;
-
-    if (ngx_ioa_jbuf_done(result, &res) != NGX_OK
-        || ngx_ioa_jbuf_init(&b, r->pool, res.len + m->rpc_id.len + 48)
-           != NGX_OK)
-    {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    ngx_ioa_jbuf_literal(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
-    ngx_ioa_jbuf_raw(&b, m->rpc_id.data, m->rpc_id.len);
-    ngx_ioa_jbuf_literal(&b, ",\"result\":");
-    ngx_ioa_jbuf_raw(&b, res.data, res.len);
-    ngx_ioa_jbuf_byte(&b, '}');
-
-    if (ngx_ioa_jbuf_done(&b, &out) != NGX_OK) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_OK, &out));
-}
-
-
-static void
-ngx_ioa_mcp_error(ngx_http_request_t *r, ngx_ioa_mcp_t *m, ngx_uint_t status,
-    ngx_int_t code, ngx_str_t *message)
-{
-    ngx_str_t       out;
-    ngx_ioa_jbuf_t  b;
-
-    if (ngx_ioa_jbuf_init(&b, r->pool, message->len * 2 + 128) != NGX_OK) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    ngx_ioa_jbuf_literal(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
-    ngx_ioa_jbuf_raw(&b, m->rpc_id.data, m->rpc_id.len);
-    ngx_ioa_jbuf_literal(&b, ",\"error\":{\"code\":");
-    ngx_ioa_jbuf_int(&b, code);
-    ngx_ioa_jbuf_literal(&b, ",\"message\":");
-    ngx_ioa_jbuf_str(&b, message);
-    ngx_ioa_jbuf_literal(&b, "}}");
-
-    if (ngx_ioa_jbuf_done(&b, &out) != NGX_OK) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    ngx_ioa_finish(r, ngx_ioa_send_json(r, status, &out));
-}
-
-
-static void
-ngx_ioa_mcp_refuse(ngx_http_request_t *r, ngx_ioa_mcp_t *m, ngx_uint_t status,
-    ngx_int_t code, const char *message)
-{
-    ngx_str_t  s;
-
-    s.data = (u_char *) message;
-    s.len = ngx_strlen(message);
-
-    ngx_ioa_mcp_error(r, m, status, code, &s);
-}
-
-
-/* 202, no body: a notification or a response was taken */
-
-static ngx_int_t
-ngx_ioa_mcp_accepted(ngx_http_request_t *r)
-{
-    ngx_int_t  rc;
-
-    r->headers_out.status = NGX_HTTP_ACCEPTED;
-    r->headers_out.content_length_n = 0;
-
-    rc = ngx_http_send_header(r);
-
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    return ngx_http_send_special(r, NGX_HTTP_LAST);
+    ngx_ioa_jsonrpc_result(r, &m->rpc_id, &b);
 }
 
 

@@ -92,6 +92,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       0,
       NULL },
 
+    { ngx_string("ioa_a2a"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE123,
+      ngx_ioa_a2a_conf,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("ioa_metrics"),
       NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
       ngx_ioa_metrics,

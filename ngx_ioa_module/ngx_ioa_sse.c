@@ -49,7 +49,7 @@ struct ngx_ioa_sse_out_s {
 };
 
 
-typedef struct {
+struct ngx_ioa_sse_s {
     ngx_ioa_client_t          client;    /* must be first */
     ngx_http_request_t       *request;
     ngx_ioa_sse_out_t        *out;
@@ -62,9 +62,13 @@ typedef struct {
     unsigned                  finalized:1;
     ngx_queue_t               streams;   /* ngx_ioa_sse_streams */
     ngx_ioa_position_t       *position;  /* the cursor, if one is needed */
+    ngx_str_t                *first;     /* a facade's first event */
     ngx_ioa_redis_req_t      *load;      /* reading a cursor back */
+    ngx_ioa_sse_rewrite_pt    rewrite;   /* a facade's follower */
+    ngx_ioa_sse_closing_pt    closing;
+    void                     *rewrite_data;
     unsigned                  attached:1;
-} ngx_ioa_sse_t;
+};
 
 
 typedef struct {
@@ -366,6 +370,88 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
 
 
 /*
+ * A follower stream whose events a protocol facade writes (ngx_ioa_a2a.c):
+ * every entry of the followed stream goes to rewrite(), which queues what
+ * it makes of it with ngx_ioa_sse_event() (nothing, one event or several)
+ * and ends the stream with ngx_ioa_sse_end() when it is over (and then
+ * returns NGX_ERROR: the client is gone).  When the hub itself ends the
+ * stream (shutting down, a reader too slow), closing() queues the facade's
+ * last word in its own protocol instead of our "ioa" event, and keepalives
+ * are SSE comments: a facade's client may take every event for its own.
+ * first, if given, is the first event; since, if given, the position the
+ * stream resumes after (else its beginning).  An empty stream name sends
+ * the first event and ends.  Called from a step of the request
+ * (its body read, or an endpoint called): the caller finishes the request
+ * with what this returns, NGX_DONE while the stream runs.
+ */
+
+ngx_int_t
+ngx_ioa_sse_follow(ngx_http_request_t *r, ngx_str_t *stream,
+    ngx_ioa_sid_t *since, ngx_ioa_sse_rewrite_pt rewrite,
+    ngx_ioa_sse_closing_pt closing, void *data, ngx_str_t *first)
+{
+    ngx_ioa_sse_t  *sse;
+
+    sse = ngx_pcalloc(r->pool, sizeof(ngx_ioa_sse_t));
+    if (sse == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    sse->request = r;
+    sse->out_tail = &sse->out;
+    sse->rewrite = rewrite;
+    sse->closing = closing;
+    sse->rewrite_data = data;
+
+    /* the stream keeps the module's context slot for itself from here
+     * (the REST context's cleanup holds its own pointer) */
+    ngx_http_set_ctx(r, sse, ngx_http_ioa_module);
+
+    sse->client.kind = NGX_IOA_CLIENT_FOLLOWER;
+    sse->client.transport = &ngx_ioa_sse_transport;
+    sse->client.data = sse;
+    sse->client.pool = r->pool;
+    sse->client.log = r->connection->log;
+    sse->client.lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    sse->client.echo = 1;
+    sse->client.name = *stream;
+    sse->client.follow = *stream;
+    ngx_queue_init(&sse->client.links);
+
+    if (since) {
+        sse->client.since = *since;
+        sse->client.has_since = 1;
+    }
+
+    sse->first = first;
+
+    return ngx_ioa_sse_start(sse);
+}
+
+
+/* one event of a facade's stream: "id: <id>" (if any) and its data */
+
+ngx_int_t
+ngx_ioa_sse_event(ngx_ioa_sse_t *sse, ngx_str_t *id, ngx_str_t *data)
+{
+    if (sse->finalized) {
+        return NGX_ERROR;
+    }
+
+    return ngx_ioa_sse_queue(sse, id, data->data, data->len, NULL);
+}
+
+
+/* the facade's stream is over: what is queued is written, then the end */
+
+void
+ngx_ioa_sse_end(ngx_ioa_sse_t *sse)
+{
+    ngx_ioa_sse_finalize(sse, NGX_OK);
+}
+
+
+/*
  * Last-Event-ID "~<cursor>.<version>+<changes>": the changes are this
  * client's own, the version's position is read back (position_load.lua).
  * NGX_DONE while Redis works (the stream starts in the reply handler),
@@ -584,6 +670,21 @@ ngx_ioa_sse_start(ngx_ioa_sse_t *sse)
         return NGX_DONE;
     }
 
+    if (sse->first
+        && ngx_ioa_sse_queue(sse, NULL, sse->first->data, sse->first->len,
+                             NULL)
+           != NGX_OK)
+    {
+        return NGX_DONE;
+    }
+
+    if (kind == NGX_IOA_CLIENT_FOLLOWER && sse->client.follow.len == 0) {
+        /* a facade's stream that is its first event only (a task that
+         * has ended) */
+        ngx_ioa_sse_finalize(sse, NGX_OK);
+        return NGX_DONE;
+    }
+
     if (ngx_ioa_client_attach(&sse->client) != NGX_OK) {
         ngx_ioa_sse_finalize(sse, NGX_ERROR);
         return NGX_DONE;
@@ -627,6 +728,10 @@ ngx_ioa_sse_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
 
     if (sse->finalized) {
         return NGX_ERROR;
+    }
+
+    if (sse->rewrite) {
+        return sse->rewrite(sse, m, sse->rewrite_data);
     }
 
     id.len = 0;
@@ -697,14 +802,21 @@ ngx_ioa_sse_close(ngx_ioa_client_t *cl, ngx_uint_t code, const char *reason)
     /* say why, then end the response; the backlog a slow reader left is
      * dropped, it resumes with Last-Event-ID */
 
-    p = ngx_snprintf(buf, sizeof(buf),
-                     "{\"op\":\"close\",\"code\":%ui,\"message\":\"%s\"}",
-                     code, reason ? reason : "");
-    s.data = buf;
-    s.len = p - buf;
-
     sse->out_bytes = 0;
-    (void) ngx_ioa_sse_queue(sse, NULL, s.data, s.len, "ioa");
+
+    if (sse->closing) {
+        sse->closing(sse, reason ? reason : "", sse->rewrite_data);
+
+    } else {
+        p = ngx_snprintf(buf, sizeof(buf),
+                         "{\"op\":\"close\",\"code\":%ui,"
+                         "\"message\":\"%s\"}",
+                         code, reason ? reason : "");
+        s.data = buf;
+        s.len = p - buf;
+
+        (void) ngx_ioa_sse_queue(sse, NULL, s.data, s.len, "ioa");
+    }
 
     ngx_ioa_sse_finalize(sse, NGX_OK);
 }
@@ -743,7 +855,8 @@ ngx_ioa_sse_positioned(ngx_ioa_client_t *cl)
 
 
 /* queues "id: <id>\nevent: <event>\ndata: <data>\n\n"; without data, an
- * id-only block, and without id and data the stream's opening "retry:" */
+ * id-only block, without id and data the stream's opening "retry:", and
+ * an event without id and data the comment ": <event>" */
 
 static ngx_int_t
 ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id, u_char *data,
@@ -753,7 +866,10 @@ ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id, u_char *data,
     size_t              size;
     ngx_ioa_sse_out_t  *o;
 
-    if (data == NULL && id == NULL) {
+    if (data == NULL && id == NULL && event) {
+        size = sizeof(": \n\n") - 1 + ngx_strlen(event);
+
+    } else if (data == NULL && id == NULL) {
         size = sizeof("retry: 1000\n\n") - 1;
 
     } else if (data == NULL) {
@@ -789,7 +905,10 @@ ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id, u_char *data,
     o->cl.buf = &o->buf;
     o->size = size;
 
-    if (data == NULL && id == NULL) {
+    if (data == NULL && id == NULL && event) {
+        p = ngx_sprintf(p, ": %s\n\n", event);
+
+    } else if (data == NULL && id == NULL) {
         p = ngx_cpymem(p, "retry: 1000\n\n", sizeof("retry: 1000\n\n") - 1);
 
     } else if (data == NULL) {
@@ -945,7 +1064,12 @@ ngx_ioa_sse_keepalive_handler(ngx_event_t *ev)
         return;
     }
 
-    (void) ngx_ioa_sse_queue(sse, NULL, ping, sizeof(ping) - 1, "ping");
+    if (sse->rewrite) {
+        (void) ngx_ioa_sse_queue(sse, NULL, NULL, 0, "keepalive");
+
+    } else {
+        (void) ngx_ioa_sse_queue(sse, NULL, ping, sizeof(ping) - 1, "ping");
+    }
 
     if (!sse->finalized) {
         ngx_add_timer(ev, NGX_IOA_SSE_KEEPALIVE);

@@ -13,59 +13,30 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(fresh_hub json);
 use IoaTest::Api;
+use IoaTest::Facade qw(key token agent_proc stop_children online node_steps);
 use IoaTest::Goals qw(worker stop_workers);
 use Cwd qw(abs_path);
-use File::Temp ();
 use FindBin;
-use IPC::Run ();
 use LWP::UserAgent ();
-use POSIX qw(WNOHANG);
 
 no_root_location();
 log_level('info');
 
 our $Repo = abs_path("$FindBin::Bin/..");
-our $Client = "$Repo/t/node/mcp-client.mjs";
-our $AgentBin = $ENV{IOA_AGENT_BIN} || "$Repo/workers/build/ioa-agent";
-our $Scratch = File::Temp::tempdir('mcp-t-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-our %Children;
 
 die "t/node/node_modules is missing: make node-deps\n"
     unless -d "$Repo/t/node/node_modules/\@modelcontextprotocol/sdk";
 
-system("$Repo/scripts/ioa-token", 'new-key', "$Scratch/jwt.key") == 0
-    or die "ioa-token new-key failed\n";
-$ENV{TEST_NGINX_MCP_KEY} = "$Scratch/jwt.key";
-
-END {
-    local $?;
-    for my $pid (keys %Children) {
-        kill 'KILL', $pid;
-        waitpid $pid, 0;
-    }
-}
+$ENV{TEST_NGINX_MCP_KEY} = key();
 
 # ------------------------------------------------------------------ helpers
-
-sub token {
-    my ($sub, $scope) = @_;
-    my $t = `$Repo/scripts/ioa-token sign --key $Scratch/jwt.key --sub '$sub' --scope '$scope' --ttl 600`;
-    chomp $t;
-    return $t;
-}
 
 # mcp($ctx, $token, @steps): the steps through the SDK's client in one
 # session (t/node/mcp-client.mjs); returns its outcomes
 sub mcp {
     my ($ctx, $token, @steps) = @_;
-    my ($out, $err) = ('', '');
-    IPC::Run::run(['/usr/bin/node', $Client, 'http://127.0.0.1:' . $ctx->port . '/mcp',
-                   $token // '-'],
-                  '<', \json()->encode(\@steps), '>', \$out, '2>', \$err,
-                  IPC::Run::timeout(120));
-    my $res = eval { json()->decode($out) };
-    die "mcp-client: $err$out\n" unless ref $res eq 'ARRAY';
-    return @$res;
+    return node_steps('mcp-client.mjs', ['http://127.0.0.1:' . $ctx->port . '/mcp', $token // '-'],
+                      @steps);
 }
 
 # one HTTP exchange with the endpoint, by hand: ($code, $doc, $response)
@@ -80,44 +51,6 @@ sub raw {
     my $res = $ua->request($req);
     my $doc = eval { json()->decode($res->content) };
     return ($res->code, $doc, $res);
-}
-
-sub agent_proc {
-    my ($ctx, $name, $desc, $token, @exec) = @_;
-    my $log = "$Scratch/agent-$name.log";
-    my $pid = fork // die "fork: $!\n";
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>>', $log;
-        open STDERR, '>>', $log;
-        exec $AgentBin, '--hub', 'http://127.0.0.1:' . $ctx->port,
-             '--name', $name, '--desc', $desc, '--backoff-max', 1,
-             ($token ? ('--token', $token) : ()), '--exec', @exec
-            or POSIX::_exit(127);
-    }
-    $Children{$pid} = "agent $name";
-    return $pid;
-}
-
-sub stop_children {
-    for my $pid (keys %Children) {
-        kill 'TERM', $pid;
-        waitpid $pid, 0;
-        delete $Children{$pid};
-    }
-}
-
-sub online {
-    my ($ctx, $token, @names) = @_;
-    return wait_until(sub {
-        my $ua = LWP::UserAgent->new(timeout => 5);
-        my $res = $ua->post('http://127.0.0.1:' . $ctx->port . '/query_assistant',
-            'Content-Type' => 'application/json',
-            ($token ? (Authorization => "Bearer $token") : ()),
-            Content => json()->encode({ name => [@names] }));
-        my $d = eval { json()->decode($res->content) };
-        $res->code == 200 && ref $d eq 'ARRAY' && !grep { !$_ || !$_->{online} } @$d;
-    }, 15);
 }
 
 sub text_of { $_[0]{result}{content}[0]{text} }

@@ -1,0 +1,109 @@
+package IoaTest::Facade;
+
+# What the tests of the protocol facades (t/270-mcp.t, t/280-a2a-server.t)
+# share: tokens from a key of their own, example agents run by ioa-agent,
+# waiting for them to be online, and a Node.js client of t/node driven by
+# a list of steps (the real SDKs pinned in t/node/package-lock.json).
+
+use strict;
+use warnings;
+
+use Cwd qw(abs_path);
+use Exporter 'import';
+use File::Basename qw(dirname);
+use File::Temp ();
+use IPC::Run ();
+use LWP::UserAgent ();
+use POSIX ();
+
+use IoaTest::Agent qw(json);
+use IoaTest::Api ();
+
+our @EXPORT_OK = qw(key token agent_proc stop_children online node_steps);
+
+our $Repo = abs_path(dirname(__FILE__) . '/../../..');
+our $AgentBin = $ENV{IOA_AGENT_BIN} || "$Repo/workers/build/ioa-agent";
+our $Scratch = File::Temp::tempdir('facade-t-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+our %Children;
+
+END {
+    local $?;
+    for my $pid (keys %Children) {
+        kill 'KILL', $pid;
+        waitpid $pid, 0;
+    }
+}
+
+# a fresh signing key, made once per test file: its path
+my $Key;
+
+sub key {
+    return $Key if $Key;
+    $Key = "$Scratch/jwt.key";
+    system("$Repo/scripts/ioa-token", 'new-key', $Key) == 0
+        or die "ioa-token new-key failed\n";
+    return $Key;
+}
+
+sub token {
+    my ($sub, $scope, $ttl) = @_;
+    my $k = key();
+    my $t = `$Repo/scripts/ioa-token sign --key $k --sub '$sub' --scope '$scope' --ttl ${\ ($ttl // 600)}`;
+    chomp $t;
+    return $t;
+}
+
+# an example agent: ioa-agent running a program per task
+sub agent_proc {
+    my ($ctx, $name, $desc, $token, @exec) = @_;
+    my $log = "$Scratch/agent-$name.log";
+    my $pid = fork // die "fork: $!\n";
+    if ($pid == 0) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>>', $log;
+        open STDERR, '>>', $log;
+        exec $AgentBin, '--hub', 'http://127.0.0.1:' . $ctx->port,
+             '--name', $name, '--desc', $desc, '--backoff-max', 1,
+             ($token ? ('--token', $token) : ()), '--exec', @exec
+            or POSIX::_exit(127);
+    }
+    $Children{$pid} = "agent $name";
+    return $pid;
+}
+
+sub stop_children {
+    for my $pid (keys %Children) {
+        kill 'TERM', $pid;
+        waitpid $pid, 0;
+        delete $Children{$pid};
+    }
+}
+
+# the agents are registered and online (/query_assistant)
+sub online {
+    my ($ctx, $token, @names) = @_;
+    return IoaTest::Api::wait_until(sub {
+        my $ua = LWP::UserAgent->new(timeout => 5);
+        my $res = $ua->post('http://127.0.0.1:' . $ctx->port . '/query_assistant',
+            'Content-Type' => 'application/json',
+            ($token ? (Authorization => "Bearer $token") : ()),
+            Content => json()->encode({ name => [@names] }));
+        my $d = eval { json()->decode($res->content) };
+        $res->code == 200 && ref $d eq 'ARRAY' && !grep { !$_ || !$_->{online} } @$d;
+    }, 15);
+}
+
+# node_steps($script, [@args], @steps): the steps through a t/node client,
+# which prints one JSON array of outcomes; returns them
+sub node_steps {
+    my ($script, $args, @steps) = @_;
+    my ($out, $err) = ('', '');
+    IPC::Run::run(['/usr/bin/node', "$Repo/t/node/$script", @$args],
+                  '<', \json()->encode(\@steps), '>', \$out, '2>', \$err,
+                  IPC::Run::timeout(180));
+    my $res = eval { json()->decode($out) };
+    die "$script: $err$out\n" unless ref $res eq 'ARRAY';
+    return @$res;
+}
+
+1;
