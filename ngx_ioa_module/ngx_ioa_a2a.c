@@ -969,6 +969,14 @@ ngx_ioa_a2a_got(ngx_http_request_t *r, void *data)
 
     case NGX_IOA_A2A_STREAM:
     case NGX_IOA_A2A_SUBSCRIBE:
+        if (a->has_since) {
+            /* the client knows the task up to its Last-Event-ID: every
+             * event after it is sent, the states too */
+            a->task.state = &ngx_ioa_a2a_states[0];
+            ngx_ioa_finish(r, ngx_ioa_a2a_stream(r, a, 1));
+            return;
+        }
+
         /* an ended task is told whole, and the stream ends */
         ngx_ioa_finish(r, ngx_ioa_a2a_stream(r, a,
                               a->task.state->rank < NGX_IOA_A2A_RANK_END));
@@ -1234,6 +1242,12 @@ ngx_ioa_a2a_feed(ngx_ioa_a2a_t *a, ngx_pool_t *pool, ngx_ioa_msg_t *m,
 
         if (env == NULL || a->task.state->rank == NGX_IOA_A2A_RANK_END) {
             return NGX_OK;
+        }
+
+        if (a->task.state->rank < 2) {
+            /* the room talks: the goal runs (a stream resumed after its
+             * state event starts from "queued") */
+            a->task.state = &ngx_ioa_a2a_states[2];
         }
 
         /* the envelope's words: its content, a task's result after it,

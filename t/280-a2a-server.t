@@ -155,3 +155,243 @@ GET /health_check
 --- no_error_log
 [alert]
 [crit]
+
+
+
+=== TEST 2: with tokens: the card's security scheme, the extended card, 401 without a token, and every malformed request answered with A2A's error
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY;
+                 subrequest_output_buffer_size 1m; }
+    location = /.well-known/agent-card.json { ioa_a2a url=/a2a; ioa_auth jwt;
+                                              ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
+    location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    worker($ctx, 'w1');
+    agent_proc($ctx, 'Shouter', 'uppercases text, shouts words', token('Shouter', 'agent'),
+               'tr', 'a-z', 'A-Z');
+    my $ann = token('Ann', 'agent launch');
+    my $admin = token('root', 'admin');
+    ok online($ctx, $ann, 'Shouter'), 'the agent is online';
+
+    my ($code, $card) = raw($ctx, GET => '/.well-known/agent-card.json');
+    is $code, 200, 'the card needs no token';
+    my $bearer = $card->{securitySchemes}{bearer};
+    is $bearer->{type}, 'http', '0.3: an http scheme';
+    is $bearer->{scheme}, 'bearer', '0.3: bearer';
+    is $bearer->{bearerFormat}, 'JWT', 'a JWT';
+    is $bearer->{httpAuthSecurityScheme}{scheme}, 'Bearer', '1.0: httpAuthSecurityScheme';
+    is_deeply $card->{security}, [{ bearer => [] }], '0.3: required';
+    is_deeply $card->{securityRequirements}, [{ schemes => { bearer => { list => [] } } }],
+        '1.0: required';
+    ok $card->{capabilities}{extendedAgentCard}, 'an extended card for callers with a token';
+    is_deeply [map { $_->{id} } @{ $card->{skills} }], ['goal'],
+        'without a token the card shows the hub\'s own skill only';
+
+    my @o = a2a($ctx, $admin, { op => 'connect' }, { op => 'extended' });
+    ok $o[1]{ok}, 'GetExtendedAgentCard' or diag json()->encode($o[1]);
+    ok((grep { $_->{id} eq 'agent:Shouter' } @{ $o[1]{result}{skills} }),
+       'an administrator\'s extended card lists the network\'s agents');
+    @o = a2a($ctx, $ann, { op => 'connect', version => '0.3' }, { op => 'extended' });
+    ok $o[1]{ok}, '0.3: agent/getAuthenticatedExtendedCard' or diag json()->encode($o[1]);
+
+    # no token, a bad one: HTTP 401 with WWW-Authenticate, through the SDK too
+    @o = a2a($ctx, undef, { op => 'connect' },
+             { op => 'send', text => 'Shout the words no token' });
+    ok !$o[1]{ok}, 'the SDK: no token, no task';
+    like $o[1]{error}{message}, qr/401/, 'HTTP 401' or diag json()->encode($o[1]);
+    my $res;
+    ($code, undef, $res) = rpc($ctx, 'SendMessage', {});
+    is $code, 401, 'by hand: 401';
+    like $res->header('WWW-Authenticate'), qr/^Bearer /, 'WWW-Authenticate: Bearer';
+    ($code) = rpc($ctx, 'SendMessage', {}, Authorization => 'Bearer not.a.token');
+    is $code, 401, 'a bad token: 401';
+
+    # a token without the launch scope: the endpoint's refusal
+    my $agent = token('Shouter', 'agent');
+    my $doc;
+    ($code, $doc) = rpc($ctx, 'SendMessage',
+        { message => { messageId => 'x', role => 'ROLE_USER', parts => [{ text => 'hi' }] } },
+        Authorization => "Bearer $agent");
+    is $code, 403, 'no launch scope: 403';
+    like $doc->{error}{message}, qr/launch/, 'the scope it needs is named';
+    is $doc->{id}, 7, 'the request\'s id';
+
+    my %auth = (Authorization => "Bearer $ann");
+    my $msg = sub { { message => { messageId => 'm', role => 'ROLE_USER', parts => [@_] } } };
+    my @cases = (
+        [ 'not JSON', [ POST => '/a2a', '{"jsonrpc":', %auth ], 400, -32700 ],
+        [ 'a batch', [ POST => '/a2a', [{ jsonrpc => '2.0', id => 1, method => 'GetTask' }], %auth ],
+          400, -32600 ],
+        [ 'no jsonrpc', [ POST => '/a2a', { id => 1, method => 'GetTask' }, %auth ], 400, -32600 ],
+        [ 'no method', [ POST => '/a2a', { jsonrpc => '2.0', id => 1 }, %auth ], 400, -32600 ],
+        [ 'unknown method', [ rpc => 'tasks/delete', {} ], 200, -32601 ],
+        [ 'ListTasks', [ rpc => 'ListTasks', {} ], 200, -32601 ],
+        [ 'push notifications', [ rpc => 'tasks/pushNotificationConfig/set', {} ], 200, -32003 ],
+        [ 'push notifications, 1.0', [ rpc => 'CreateTaskPushNotificationConfig', {} ], 200, -32003 ],
+        [ 'no message', [ rpc => 'SendMessage', {} ], 200, -32602 ],
+        [ 'no parts', [ rpc => 'message/send', $msg->() ], 200, -32602 ],
+        [ 'an agent\'s message', [ rpc => 'SendMessage',
+          { message => { messageId => 'm', role => 'ROLE_AGENT', parts => [{ text => 'x' }] } } ],
+          200, -32602 ],
+        [ 'a file part', [ rpc => 'message/send', $msg->({ kind => 'file', file => { uri => 'http://x/y' } }) ],
+          200, -32005 ],
+        [ 'a url part', [ rpc => 'SendMessage', $msg->({ url => 'http://x/y' }) ], 200, -32005 ],
+        [ 'a bad launch field', [ rpc => 'SendMessage',
+          { %{ $msg->({ text => 'x' }) }, metadata => { ioa => { max_turns => 'many' } } } ], 200, -32602 ],
+        [ 'no task id', [ rpc => 'GetTask', {} ], 200, -32602 ],
+        [ 'an unknown task', [ rpc => 'GetTask', { id => 'f' x 32 } ], 200, -32001 ],
+        [ 'an unknown task, 0.3', [ rpc => 'tasks/cancel', { id => 'e' x 32 } ], 200, -32001 ],
+        [ 'a task id that is no goal id', [ rpc => 'tasks/get', { id => '../list_all_agents' } ], 200,
+          qr/^-3200[12]$|^-32602$/ ],
+        [ 'A2A-Version 2.0', [ rpc => 'GetTask', { id => 'f' x 32 }, 'A2A-Version' => '2.0' ],
+          200, -32009 ],
+    );
+    for my $c (@cases) {
+        my ($name, $req, $want_code, $want_err) = @$c;
+        my ($k, $d);
+        if ($req->[0] eq 'rpc') {
+            my (undef, $m, $p, %h) = @$req;
+            ($k, $d) = rpc($ctx, $m, $p, %auth, %h);
+        } else {
+            ($k, $d) = raw($ctx, @$req);
+        }
+        is $k, $want_code, "$name: HTTP $want_code";
+        if (ref $want_err) {
+            like $d->{error}{code}, $want_err, "$name: its error" or diag json()->encode($d);
+        } else {
+            is $d->{error}{code}, $want_err, "$name: $want_err" or diag json()->encode($d);
+        }
+        ok length($d->{error}{message} // '') > 5, "$name: a message says why";
+    }
+    ($code, undef, $res) = raw($ctx, DELETE => '/a2a', undef, %auth);
+    is $code, 405, 'DELETE: 405';
+    is $res->header('Allow'), 'GET, HEAD, POST', 'Allow';
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 3: a dropped stream resubscribed, Last-Event-ID, the 0.3 wire by hand, a person's message to a running task, cancel both ways
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY;
+                 subrequest_output_buffer_size 1m; }
+    location = /.well-known/agent-card.json { ioa_a2a url=/a2a; ioa_auth jwt;
+                                              ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
+    location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    worker($ctx, 'w1');
+    agent_proc($ctx, 'Shouter', 'uppercases text, shouts words', token('Shouter', 'agent'),
+               'tr', 'a-z', 'A-Z');
+    agent_proc($ctx, 'Sleeper', 'naps on the couch', token('Sleeper', 'agent'), 'sleep', '30');
+    my $ann = token('Ann', 'agent launch');
+    ok online($ctx, $ann, 'Shouter', 'Sleeper'), 'the agents are online';
+
+    for my $v ('1.0', '0.3') {
+        my @o = a2a($ctx, $ann,
+            { op => 'connect', version => $v },
+            { op => 'stream', text => 'Shout the words dropped line', drop => 1, save => 't' },
+            { op => 'until', id => '$t', states => ['TASK_STATE_COMPLETED'], seconds => 60 },
+            { op => 'resubscribe', id => '$t' },
+            { op => 'send', text => 'Nap on the couch', returnImmediately => 1, save => 'n',
+              metadata => { ioa => { team_member_names => ['Sleeper'] } } },
+            { op => 'until', id => '$n', states => ['TASK_STATE_WORKING'], seconds => 30 },
+            { op => 'sleep', ms => 1500 },
+            { op => 'send', text => 'please hurry', taskId => '$n', returnImmediately => 1 },
+            { op => 'cancel', id => '$n' },
+            { op => 'get', id => '$n' },
+            { op => 'cancel', id => '$n' },
+            { op => 'resubscribe', id => '$n' },
+        );
+        my ($conn, $dropped, $done, $resub, $nap, $working, undef, $person, $cancel, $got,
+            $again, $resub2) = @o;
+        ok $conn->{ok}, "$v: connect" or diag json()->encode($conn);
+        ok $dropped->{ok}, "$v: a stream, dropped after its first event"
+            or diag json()->encode($dropped);
+        is scalar(@{ $dropped->{result} }), 1, "$v: one event read";
+        ok $done->{ok}, "$v: the task went on without its reader" or diag json()->encode($done);
+
+        ok $resub->{ok}, "$v: resubscribe to the ended task" or diag json()->encode($resub);
+        my @ev = @{ $resub->{result} // [] };
+        is scalar(@ev), 1, "$v: an ended task: the task alone, then the stream ends";
+        is $ev[0]{task}{status}{state}, 'TASK_STATE_COMPLETED', "$v: completed";
+        like $ev[0]{task}{artifacts}[0]{parts}[0]{text}, qr/DROPPED LINE/, "$v: with its artifact";
+
+        ok $nap->{ok}, "$v: a non-blocking send" or diag json()->encode($nap);
+        like $nap->{result}{status}{state}, qr/^TASK_STATE_(?:SUBMITTED|WORKING)$/,
+            "$v: answered at once, not ended";
+        ok $working->{ok}, "$v: the nap runs" or diag json()->encode($working);
+
+        ok $person->{ok}, "$v: a message with the task's id" or diag json()->encode($person);
+        is $person->{result}{id}, $nap->{result}{id}, "$v: goes to that task";
+        is $person->{result}{status}{state}, 'TASK_STATE_WORKING', "$v: which is working";
+        my $inbox = redis_cmd('XRANGE', "ioa:{goal:$nap->{result}{id}}:inbox", '-', '+');
+        ok((grep { join(' ', @{ $_->[1] }) =~ /please hurry/ } @$inbox),
+           "$v: the goal's inbox has the person's message") or diag explain $inbox;
+
+        ok $cancel->{ok}, "$v: cancel" or diag json()->encode($cancel);
+        is $cancel->{result}{status}{state}, 'TASK_STATE_CANCELED', "$v: the answer waits for canceled";
+        is $got->{result}{status}{state}, 'TASK_STATE_CANCELED', "$v: get: canceled";
+        ok !$again->{ok}, "$v: cancel again is refused";
+        is $again->{error}{name}, 'TaskNotCancelableError', "$v: TaskNotCancelable (-32002)"
+            or diag json()->encode($again);
+        is $resub2->{result}[0]{task}{status}{state}, 'TASK_STATE_CANCELED',
+            "$v: resubscribe to a canceled task";
+    }
+
+    # the 0.3 wire, by hand: kinds, lower-case states, final, ids
+    my ($code, undef, $res) = rpc($ctx, 'message/stream',
+        { message => { kind => 'message', messageId => 'w1', role => 'user',
+                       parts => [{ kind => 'text', text => 'Shout the words on the wire' }] } },
+        Authorization => "Bearer $ann", Accept => 'text/event-stream');
+    is $code, 200, '0.3 stream by hand';
+    like $res->header('Content-Type'), qr{^text/event-stream}, 'an event stream';
+    my @ev = sse_events($res);
+    is $ev[0]{data}{jsonrpc}, '2.0', 'JSON-RPC responses';
+    is $ev[0]{data}{id}, 7, 'with the request\'s id';
+    is $ev[0]{data}{result}{kind}, 'task', 'first the task';
+    is $ev[0]{data}{result}{status}{state}, 'submitted', 'submitted';
+    my $task = $ev[0]{data}{result}{id};
+    my @kinds = map { $_->{data}{result}{kind} } @ev;
+    ok((grep { $_ eq 'status-update' } @kinds), 'status-update events');
+    ok((grep { $_ eq 'artifact-update' } @kinds), 'an artifact-update');
+    my @fin = grep { $_->{data}{result}{final} } @ev;
+    is scalar(@fin), 1, 'one final event';
+    is $fin[0]{data}{result}{status}{state}, 'completed', 'completed';
+    is $ev[-1]{data}{result}{final}, JSON::PP::true, 'and it is the last';
+    my ($art) = grep { ($_->{data}{result}{kind} // '') eq 'artifact-update' } @ev;
+    is $art->{data}{result}{artifact}{parts}[0]{kind}, 'text', 'a text part';
+    like $art->{data}{result}{artifact}{parts}[0]{text}, qr/ON THE WIRE/, 'the conclusion';
+    ok !(grep { $_->{data}{result}{kind} ne 'task' && !$_->{id} } @ev), 'every update has an id';
+
+    # resume with Last-Event-ID: exactly the events after it
+    my $k = int(@ev / 2);
+    ($code, undef, $res) = rpc($ctx, 'tasks/resubscribe', { id => $task },
+        Authorization => "Bearer $ann", 'Last-Event-ID' => $ev[$k]{id});
+    is $code, 200, 'resubscribe with Last-Event-ID';
+    my @tail = sse_events($res);
+    is_deeply [map { $_->{text} } @tail], [map { $_->{text} } @ev[$k + 1 .. $#ev]],
+        'the events after it, the same, and no other';
+    ($code, my $doc) = rpc($ctx, 'tasks/resubscribe', { id => $task },
+        Authorization => "Bearer $ann", 'Last-Event-ID' => 'yesterday');
+    is $doc->{error}{code}, -32602, 'a Last-Event-ID that is none: -32602';
+
+    # someone else's task is not found
+    my $bob = token('Bob', 'agent launch');
+    ($code, $doc) = rpc($ctx, 'GetTask', { id => $task }, Authorization => "Bearer $bob");
+    is $doc->{error}{code}, -32001, 'another launcher\'s task: TaskNotFound';
+--- no_error_log
+[alert]
+[crit]
