@@ -719,6 +719,7 @@ ngx_int_t ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
 ngx_int_t ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who);
 void ngx_ioa_goal_ensure_group(void);
+ngx_int_t ngx_ioa_goal_id_valid(ngx_str_t *id);
 
 /* ngx_ioa_metrics_fleet.c: /metrics' goals and goal workers */
 typedef struct ngx_ioa_fleet_s  ngx_ioa_fleet_t;

@@ -95,6 +95,8 @@
 /* messages a blocking answer's history holds, and their bytes */
 #define NGX_IOA_A2A_HISTORY_MAX           100
 #define NGX_IOA_A2A_HISTORY_BYTES         (256 * 1024)
+/* how long a task waits for its user's input, unless metadata.ioa says */
+#define NGX_IOA_A2A_INPUT_TIMEOUT         "300"
 /* agents the card lists as skills */
 #define NGX_IOA_A2A_SKILLS_MAX            "100"
 /* a goal id: the hub's are 32 hex digits */
@@ -170,6 +172,8 @@ typedef struct {
     ngx_str_t                 comm_id;
     ngx_str_t                 conclusion;
     ngx_str_t                 error;
+    ngx_str_t                 question;      /* to the person, if waited */
+    ngx_uint_t                awaiting;      /* for the person's input */
     int64_t                   updated;       /* ms */
     ngx_array_t              *history;       /* ngx_str_t: messages */
     size_t                    history_bytes;
@@ -194,11 +198,16 @@ struct ngx_ioa_a2a_s {
     ngx_ioa_a2a_op_e          op;
     ngx_uint_t                v10;           /* the 1.0 dialect */
     ngx_uint_t                blocking;
+    ngx_uint_t                answered;      /* a message went to the goal */
     ngx_int_t                 history_length;    /* -1: not asked */
     ngx_str_t                 goal_id;
     ngx_str_t                 user;          /* the user's message, built */
-    ngx_ioa_sid_t             since;
+    ngx_ioa_sid_t             since;         /* Last-Event-ID */
     ngx_uint_t                has_since;
+    ngx_ioa_sid_t             from;          /* the feed's end, before */
+    ngx_uint_t                has_from;
+    ngx_str_t                 path;          /* the operation's endpoint */
+    ngx_str_t                 body;
     ngx_ioa_a2a_task_t        task;
     ngx_ioa_a2a_wait_t       *wait;
 };
@@ -213,6 +222,9 @@ static void ngx_ioa_a2a_send(ngx_http_request_t *r, ngx_ioa_a2a_t *a,
     yajl_val params);
 static ngx_int_t ngx_ioa_a2a_text(ngx_ioa_a2a_t *a, yajl_val parts,
     ngx_ioa_jbuf_t *b, ngx_ioa_error_t *err);
+static void ngx_ioa_a2a_locate(ngx_http_request_t *r, ngx_ioa_a2a_t *a);
+static void ngx_ioa_a2a_located(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_a2a_go(ngx_http_request_t *r, ngx_ioa_a2a_t *a);
 static void ngx_ioa_a2a_launched(ngx_http_request_t *r, void *data);
 static void ngx_ioa_a2a_posted(ngx_http_request_t *r, void *data);
 static void ngx_ioa_a2a_read(ngx_http_request_t *r, ngx_ioa_a2a_t *a);
@@ -227,6 +239,8 @@ static void ngx_ioa_a2a_closing(ngx_ioa_sse_t *sse, const char *reason,
     void *data);
 static ngx_int_t ngx_ioa_a2a_feed(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
     ngx_ioa_msg_t *m, ngx_str_t *events, ngx_uint_t *n);
+static ngx_int_t ngx_ioa_a2a_status_event(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
+    ngx_str_t *message, ngx_str_t *out);
 static ngx_int_t ngx_ioa_a2a_wait(ngx_http_request_t *r, ngx_ioa_a2a_t *a,
     ngx_msec_t timeout);
 static ngx_int_t ngx_ioa_a2a_wait_send(ngx_ioa_client_t *cl,
@@ -520,24 +534,139 @@ ngx_ioa_a2a_dispatch(ngx_http_request_t *r, ngx_ioa_a2a_t *a,
         return;
     }
 
-    if (a->op != NGX_IOA_A2A_CANCEL) {
+    if (a->op == NGX_IOA_A2A_GET || a->has_since) {
         ngx_ioa_a2a_read(r, a);
         return;
     }
 
-    path.len = sizeof("/goals//cancel") - 1 + a->goal_id.len;
-    path.data = ngx_pnalloc(r->pool, path.len);
-    if (path.data == NULL) {
+    if (a->op == NGX_IOA_A2A_CANCEL) {
+        path.len = sizeof("/goals//cancel") - 1 + a->goal_id.len;
+        path.data = ngx_pnalloc(r->pool, path.len);
+        if (path.data == NULL) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        ngx_sprintf(path.data, "/goals/%V/cancel", &a->goal_id);
+        a->path = path;
+    }
+
+    ngx_ioa_a2a_locate(r, a);
+}
+
+
+/*
+ * Where the goal's feed ends now, before the operation: what follows it
+ * (a cancel's wait, a resubscribe, the stream after a person's message)
+ * reads the feed from there, after the task as GET /goals/{id} then has
+ * it, and not from the beginning, whose input-required of long ago would
+ * end it at once.  An event between the two reads may come twice; none is
+ * missed.
+ */
+
+static void
+ngx_ioa_a2a_locate(ngx_http_request_t *r, ngx_ioa_a2a_t *a)
+{
+    ngx_str_t             key;
+    const char           *argv[6];
+    size_t                argvlen[6];
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    key.len = mcf->redis_prefix.len + sizeof("{room:goal-}:log") - 1
+              + a->goal_id.len;
+    key.data = ngx_pnalloc(r->pool, key.len);
+    if (key.data == NULL) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
-    ngx_sprintf(path.data, "/goals/%V/cancel", &a->goal_id);
+    ngx_sprintf(key.data, "%V{room:goal-%V}:log", &mcf->redis_prefix,
+                &a->goal_id);
 
-    if (ngx_ioa_call(r, &a->call, 1, &path, NULL, NULL,
-                     ngx_ioa_a2a_cancelled)
+    argv[0] = "XREVRANGE"; argvlen[0] = 9;
+    argv[1] = (const char *) key.data; argvlen[1] = key.len;
+    argv[2] = "+"; argvlen[2] = 1;
+    argv[3] = "-"; argvlen[3] = 1;
+    argv[4] = "COUNT"; argvlen[4] = 5;
+    argv[5] = "1"; argvlen[5] = 1;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_a2a_located, 6, argv, argvlen)
         != NGX_OK)
     {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+static void
+ngx_ioa_a2a_located(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_ioa_a2a_t    *a;
+    redisReply       *e;
+    ngx_ioa_error_t   err;
+
+    a = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        ngx_ioa_error_set(&err, "", NULL,
+                          "Redis did not answer; try again shortly");
+        ngx_ioa_a2a_fail(r, a, NGX_HTTP_SERVICE_UNAVAILABLE,
+                         NGX_IOA_JSONRPC_INTERNAL, &err);
+        return;
+    }
+
+    /* an empty feed: from its beginning */
+    a->from.ms = 0;
+    a->from.seq = 0;
+    a->has_from = 1;
+
+    if (reply->elements) {
+        e = reply->element[0];
+
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 1
+            || e->element[0]->type != REDIS_REPLY_STRING
+            || ngx_ioa_parse_sid((u_char *) e->element[0]->str,
+                                 e->element[0]->len, &a->from)
+               != NGX_OK)
+        {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+    }
+
+    ngx_ioa_a2a_go(r, a);
+}
+
+
+/* the operation on a task that exists: a person's message, a cancel, or
+ * (a resubscribe) nothing but reading it */
+
+static void
+ngx_ioa_a2a_go(ngx_http_request_t *r, ngx_ioa_a2a_t *a)
+{
+    ngx_int_t  rc;
+
+    switch (a->op) {
+
+    case NGX_IOA_A2A_CANCEL:
+        rc = ngx_ioa_call(r, &a->call, 1, &a->path, NULL, NULL,
+                          ngx_ioa_a2a_cancelled);
+        break;
+
+    case NGX_IOA_A2A_SEND:
+    case NGX_IOA_A2A_STREAM:
+        rc = ngx_ioa_call(r, &a->call, 1, &a->path, NULL, &a->body,
+                          ngx_ioa_a2a_posted);
+        break;
+
+    default:
+        ngx_ioa_a2a_read(r, a);
+        return;
+    }
+
+    if (rc != NGX_OK) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
     }
 }
@@ -559,6 +688,14 @@ ngx_ioa_a2a_task_id(ngx_http_request_t *r, ngx_ioa_a2a_t *a, yajl_val params)
     {
         ngx_ioa_error_set(&err, "", NULL, "params.id must be a task id");
         ngx_ioa_a2a_fail(r, a, NGX_HTTP_OK, NGX_IOA_JSONRPC_INVALID_PARAMS,
+                         &err);
+        return NGX_DECLINED;
+    }
+
+    if (ngx_ioa_goal_id_valid(&a->goal_id) != NGX_OK) {
+        ngx_ioa_error_set(&err, "", NULL, "no task \"%V\": a task id is "
+                          "32 hex digits", &a->goal_id);
+        ngx_ioa_a2a_fail(r, a, NGX_HTTP_OK, NGX_IOA_A2A_TASK_NOT_FOUND,
                          &err);
         return NGX_DECLINED;
     }
@@ -678,9 +815,12 @@ ngx_ioa_a2a_send(ngx_http_request_t *r, ngx_ioa_a2a_t *a, yajl_val params)
         && a->goal_id.len)
     {
         /* to a running task: a person's message into its goal */
-        if (a->goal_id.len > NGX_IOA_A2A_ID_MAX) {
-            ngx_ioa_error_set(&err, "", NULL, "message.taskId is too long");
-            goto invalid;
+        if (ngx_ioa_goal_id_valid(&a->goal_id) != NGX_OK) {
+            ngx_ioa_error_set(&err, "", NULL, "no task \"%V\": a task id "
+                              "is 32 hex digits", &a->goal_id);
+            ngx_ioa_a2a_fail(r, a, NGX_HTTP_OK, NGX_IOA_A2A_TASK_NOT_FOUND,
+                             &err);
+            return;
         }
 
         path.len = sizeof("/goals//messages") - 1 + a->goal_id.len;
@@ -699,13 +839,13 @@ ngx_ioa_a2a_send(ngx_http_request_t *r, ngx_ioa_a2a_t *a, yajl_val params)
         ngx_ioa_jbuf_str(&b, &text);
         ngx_ioa_jbuf_byte(&b, '}');
 
-        if (ngx_ioa_jbuf_done(&b, &body) != NGX_OK
-            || ngx_ioa_call(r, &a->call, 1, &path, NULL, &body,
-                            ngx_ioa_a2a_posted)
-               != NGX_OK)
-        {
+        if (ngx_ioa_jbuf_done(&b, &a->body) != NGX_OK) {
             ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
         }
+
+        a->path = path;
+        ngx_ioa_a2a_locate(r, a);
 
         return;
     }
@@ -719,6 +859,13 @@ ngx_ioa_a2a_send(ngx_http_request_t *r, ngx_ioa_a2a_t *a, yajl_val params)
     ngx_ioa_jbuf_str(&b, &text);
 
     meta = ngx_ioa_json_get(ngx_ioa_json_get(params, "metadata"), "ioa");
+
+    if (meta == NULL || ngx_ioa_json_get(meta, "input_timeout_s") == NULL) {
+        /* an A2A task may wait for its user (input-required): the team
+         * asks the person before it gives up on a part */
+        ngx_ioa_jbuf_literal(&b, ",\"input_timeout_s\":"
+                             NGX_IOA_A2A_INPUT_TIMEOUT);
+    }
 
     if (meta) {
         if (!YAJL_IS_OBJECT(meta)) {
@@ -903,6 +1050,8 @@ ngx_ioa_a2a_posted(ngx_http_request_t *r, void *data)
         return;
     }
 
+    a->answered = 1;
+
     ngx_ioa_a2a_read(r, a);
 }
 
@@ -961,6 +1110,18 @@ ngx_ioa_a2a_got(ngx_http_request_t *r, void *data)
     (void) ngx_ioa_json_string(ngx_ioa_json_get(doc, "error"),
                                &a->task.error);
 
+    if (ngx_ioa_json_string(ngx_ioa_json_get(doc, "awaiting_input"),
+                            &a->task.question)
+        == NGX_OK
+        && a->task.question.len
+        && a->task.state->rank < NGX_IOA_A2A_RANK_END
+        && !a->answered)
+    {
+        /* (the message just sent is the answer the goal has not read
+         * yet: the task works again) */
+        a->task.awaiting = 1;
+    }
+
     v = ngx_ioa_json_get(doc, "updated_at");
     a->task.updated = (v && YAJL_IS_INTEGER(v)) ? YAJL_GET_INTEGER(v)
                                                  : ngx_ioa_now_ms();
@@ -977,13 +1138,17 @@ ngx_ioa_a2a_got(ngx_http_request_t *r, void *data)
             return;
         }
 
-        /* an ended task is told whole, and the stream ends */
+        /* an ended task, or one that waits for its person, is told
+         * whole, and the stream ends */
         ngx_ioa_finish(r, ngx_ioa_a2a_stream(r, a,
-                              a->task.state->rank < NGX_IOA_A2A_RANK_END));
+                              a->task.state->rank < NGX_IOA_A2A_RANK_END
+                              && !a->task.awaiting));
         return;
 
     case NGX_IOA_A2A_SEND:
-        if (a->blocking && a->task.state->rank < NGX_IOA_A2A_RANK_END) {
+        if (a->blocking && a->task.state->rank < NGX_IOA_A2A_RANK_END
+            && !a->task.awaiting)
+        {
             if (ngx_ioa_a2a_wait(r, a, 0) != NGX_OK) {
                 ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
             }
@@ -1117,7 +1282,9 @@ ngx_ioa_a2a_stream(ngx_http_request_t *r, ngx_ioa_a2a_t *a, ngx_uint_t follow)
         name.len = ngx_sprintf(name.data, "goal-%V", &a->goal_id) - name.data;
     }
 
-    return ngx_ioa_sse_follow(r, &name, a->has_since ? &a->since : NULL,
+    return ngx_ioa_sse_follow(r, &name,
+                              a->has_since ? &a->since
+                                           : (a->has_from ? &a->from : NULL),
                               ngx_ioa_a2a_rewrite, ngx_ioa_a2a_closing, a,
                               first);
 }
@@ -1164,8 +1331,9 @@ ngx_ioa_a2a_rewrite(ngx_ioa_sse_t *sse, ngx_ioa_msg_t *m, void *data)
         return NGX_ERROR;
     }
 
-    if (a->task.state->rank == NGX_IOA_A2A_RANK_END) {
-        /* the final status is out: the stream is over */
+    if (a->task.state->rank == NGX_IOA_A2A_RANK_END || a->task.awaiting) {
+        /* the final status is out, or the task waits for its person (an
+         * interrupted state ends a stream too): the stream is over */
         ngx_ioa_sse_end(sse);
         return NGX_ERROR;
     }
@@ -1323,41 +1491,35 @@ ngx_ioa_a2a_feed(ngx_ioa_a2a_t *a, ngx_pool_t *pool, ngx_ioa_msg_t *m,
             a->task.history_bytes += text.len;
         }
 
-        if (ngx_ioa_jbuf_init(&b, pool, text.len + 512) != NGX_OK) {
-            return NGX_ERROR;
+        /* a status update of the working task, with the message */
+        return ngx_ioa_a2a_status_event(a, pool, &text, &events[(*n)++]);
+    }
+
+    if (kind.len == 5 && ngx_strncmp(kind.data, "input", 5) == 0) {
+        v = ngx_ioa_json_get(ev, "awaiting");
+
+        if (a->task.state->rank == NGX_IOA_A2A_RANK_END || v == NULL
+            || (YAJL_IS_TRUE(v)
+                && ngx_ioa_json_string(ngx_ioa_json_get(ev, "question"),
+                                       &text)
+                   != NGX_OK)
+            || (!YAJL_IS_TRUE(v) && !a->task.awaiting))
+        {
+            return NGX_OK;
         }
 
-        /* a status update of the working task, with the message */
-        ngx_ioa_jbuf_literal(&b, "{");
-
-        if (a->v10) {
-            ngx_ioa_jbuf_literal(&b, "\"statusUpdate\":{");
+        if (YAJL_IS_TRUE(v)) {
+            /* the goal asks its person: input-required, the question as
+             * the status message; the stream ends here */
+            a->task.awaiting = 1;
+            a->task.question.data = ngx_pstrdup(a->request->pool, &text);
+            a->task.question.len = a->task.question.data ? text.len : 0;
 
         } else {
-            ngx_ioa_jbuf_literal(&b, "\"kind\":\"status-update\",");
+            a->task.awaiting = 0;
         }
 
-        ngx_ioa_a2a_ids(a, &b, "taskId");
-        ngx_ioa_jbuf_literal(&b, ",\"status\":");
-        ngx_ioa_a2a_status_json(a, &b, &text);
-
-        if (!a->v10) {
-            ngx_ioa_jbuf_literal(&b, ",\"final\":false");
-        }
-
-        ngx_ioa_jbuf_literal(&b, ",\"metadata\":{\"ioa_state\":");
-        ngx_ioa_jbuf_str(&b, &a->task.state->ioa);
-        ngx_ioa_jbuf_literal(&b, "}}");
-
-        if (a->v10) {
-            ngx_ioa_jbuf_byte(&b, '}');
-        }
-
-        if (ngx_ioa_jbuf_done(&b, &events[(*n)++]) != NGX_OK) {
-            return NGX_ERROR;
-        }
-
-        return NGX_OK;
+        return ngx_ioa_a2a_status_event(a, pool, NULL, &events[(*n)++]);
     }
 
     if (kind.len != 5 || ngx_strncmp(kind.data, "state", 5) != 0
@@ -1430,7 +1592,28 @@ ngx_ioa_a2a_feed(ngx_ioa_a2a_t *a, ngx_pool_t *pool, ngx_ioa_msg_t *m,
         }
     }
 
-    if (ngx_ioa_jbuf_init(&b, pool, a->task.error.len * 2 + 512) != NGX_OK) {
+    return ngx_ioa_a2a_status_event(a, pool, NULL, &events[(*n)++]);
+}
+
+
+/*
+ * A status update: the task's status (with message, or the one the state
+ * has), the goal's own state as metadata; in 0.3 "final" on the last one
+ * of a stream (an ended task, or one waiting for its person).
+ */
+
+static ngx_int_t
+ngx_ioa_a2a_status_event(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
+    ngx_str_t *message, ngx_str_t *out)
+{
+    ngx_ioa_jbuf_t  b;
+
+    if (ngx_ioa_jbuf_init(&b, pool,
+                          (message ? message->len : 0)
+                          + (a->task.error.len + a->task.question.len) * 2
+                          + 512)
+        != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
@@ -1445,10 +1628,12 @@ ngx_ioa_a2a_feed(ngx_ioa_a2a_t *a, ngx_pool_t *pool, ngx_ioa_msg_t *m,
 
     ngx_ioa_a2a_ids(a, &b, "taskId");
     ngx_ioa_jbuf_literal(&b, ",\"status\":");
-    ngx_ioa_a2a_status_json(a, &b, NULL);
+    ngx_ioa_a2a_status_json(a, &b, message);
 
     if (!a->v10) {
-        if (st->rank == NGX_IOA_A2A_RANK_END) {
+        if (a->task.state->rank == NGX_IOA_A2A_RANK_END
+            || a->task.awaiting)
+        {
             ngx_ioa_jbuf_literal(&b, ",\"final\":true");
 
         } else {
@@ -1457,14 +1642,14 @@ ngx_ioa_a2a_feed(ngx_ioa_a2a_t *a, ngx_pool_t *pool, ngx_ioa_msg_t *m,
     }
 
     ngx_ioa_jbuf_literal(&b, ",\"metadata\":{\"ioa_state\":");
-    ngx_ioa_jbuf_str(&b, &st->ioa);
+    ngx_ioa_jbuf_str(&b, &a->task.state->ioa);
     ngx_ioa_jbuf_literal(&b, "}}");
 
     if (a->v10) {
         ngx_ioa_jbuf_byte(&b, '}');
     }
 
-    return ngx_ioa_jbuf_done(&b, &events[(*n)++]);
+    return ngx_ioa_jbuf_done(&b, out);
 }
 
 
@@ -1503,6 +1688,11 @@ ngx_ioa_a2a_wait(ngx_http_request_t *r, ngx_ioa_a2a_t *a, ngx_msec_t timeout)
     w->client.lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
     w->client.echo = 1;
     ngx_queue_init(&w->client.links);
+
+    if (a->has_from) {
+        w->client.since = a->from;
+        w->client.has_since = 1;
+    }
 
     p = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + a->goal_id.len);
     if (p == NULL) {
@@ -1572,7 +1762,8 @@ ngx_ioa_a2a_wait_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
     ngx_destroy_pool(pool);
 
     if (rc == NGX_OK
-        && w->a2a->task.state->rank < NGX_IOA_A2A_RANK_END)
+        && w->a2a->task.state->rank < NGX_IOA_A2A_RANK_END
+        && !w->a2a->task.awaiting)
     {
         return NGX_OK;
     }
@@ -2054,19 +2245,34 @@ static void
 ngx_ioa_a2a_status_json(ngx_ioa_a2a_t *a, ngx_ioa_jbuf_t *b,
     ngx_str_t *message)
 {
-    ngx_str_t  id;
+    ngx_str_t    id;
+    const char  *state;
+    ngx_uint_t   awaiting;
+
+    awaiting = a->task.awaiting
+               && a->task.state->rank < NGX_IOA_A2A_RANK_END;
+
+    if (awaiting) {
+        state = a->v10 ? "TASK_STATE_INPUT_REQUIRED" : "input-required";
+
+    } else {
+        state = a->v10 ? a->task.state->v10 : a->task.state->v03;
+    }
 
     ngx_ioa_jbuf_literal(b, "{\"state\":\"");
-    ngx_ioa_jbuf_raw(b, (u_char *) (a->v10 ? a->task.state->v10
-                                           : a->task.state->v03),
-                     ngx_strlen(a->v10 ? a->task.state->v10
-                                       : a->task.state->v03));
+    ngx_ioa_jbuf_raw(b, (u_char *) state, ngx_strlen(state));
     ngx_ioa_jbuf_literal(b, "\",\"timestamp\":");
     ngx_ioa_a2a_time(b, a->task.updated);
 
     if (message) {
         ngx_ioa_jbuf_literal(b, ",\"message\":");
         ngx_ioa_jbuf_raw(b, message->data, message->len);
+
+    } else if (awaiting) {
+        /* the question the goal waits on */
+        ngx_ioa_jbuf_literal(b, ",\"message\":");
+        ngx_str_set(&id, "input");
+        ngx_ioa_a2a_message_json(a, b, 1, &id, &a->task.question, NULL);
 
     } else if (a->task.error.len && a->task.state->rank
                                     == NGX_IOA_A2A_RANK_END)

@@ -106,7 +106,6 @@ static ngx_int_t ngx_ioa_goal_not_yours(ngx_http_request_t *r,
 static void ngx_ioa_goal_events_owner(ngx_http_request_t *r,
     redisReply *reply);
 static ngx_int_t ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id);
-static ngx_int_t ngx_ioa_goal_id_valid(ngx_str_t *id);
 static ngx_int_t ngx_ioa_goal_bad_id(ngx_http_request_t *r);
 static ngx_int_t ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id,
     const char *suffix, ngx_str_t *key);
@@ -137,7 +136,8 @@ static const ngx_ioa_goal_field_t  ngx_ioa_goal_fields[] = {
     { "updated_at", 1 }, { "parent", 0 }, { "depth", 1 },
     { "planner", 0 }, { "ended", 0 }, { "launched_by", 0 },
     { "tokens", 1 },
-    { "prompt_tokens", 1 }, { "completion_tokens", 1 }, { NULL, 0 }
+    { "prompt_tokens", 1 }, { "completion_tokens", 1 },
+    { "awaiting_input", 0 }, { NULL, 0 }
 };
 
 
@@ -342,6 +342,7 @@ static ngx_ioa_launch_scalar_t  ngx_ioa_launch_scalars[] = {
     { "team_up_depth", 0, 0, 16 },
     { "max_turns", 0, 1, 10000 },
     { "deadline_s", 0, 1, 86400 },
+    { "input_timeout_s", 0, 0, 86400 },
     { "is_collaborative_planning_enabled", 1, 0, 0 },
     { "skip_naming", 1, 0, 0 },
     { NULL, 0, 0, 0 }
@@ -1449,7 +1450,9 @@ ngx_ioa_goal_ensure_group(void)
 }
 
 
-static ngx_int_t
+/* a goal id as the hub makes them: 32 hex digits */
+
+ngx_int_t
 ngx_ioa_goal_id_valid(ngx_str_t *id)
 {
     size_t  i;

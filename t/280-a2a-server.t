@@ -395,3 +395,101 @@ GET /health_check
 --- no_error_log
 [alert]
 [crit]
+
+
+
+=== TEST 4: input-required: the team asks the task's user how to go on; the answer is a message to the task, streamed or blocking; a stop; no answer in time
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY;
+                 subrequest_output_buffer_size 1m; }
+    location = /.well-known/agent-card.json { ioa_a2a url=/a2a; ioa_auth jwt;
+                                              ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
+    location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    worker($ctx, 'w1');
+    agent_proc($ctx, 'Shouter', 'uppercases text, shouts words', token('Shouter', 'agent'),
+               'tr', 'a-z', 'A-Z');
+    agent_proc($ctx, 'Klingon', 'translates poems into klingon', token('Klingon', 'agent'),
+               'false');
+    my $ann = token('Ann', 'agent launch');
+    ok online($ctx, $ann, 'Shouter', 'Klingon'), 'the agents are online';
+
+    for my $v ('1.0', '0.3') {
+        my @o = a2a($ctx, $ann,
+            { op => 'connect', version => $v },
+            { op => 'stream', text => 'Translate the poem into klingon', save => 't' },
+            { op => 'get', id => '$t' },
+            { op => 'stream', text => 'Shout the words try again', taskId => '$t' },
+            { op => 'send', text => 'Translate the song into klingon', save => 'u' },
+        );
+        my ($conn, $first, $got, $answer, $blocked) = @o;
+        ok $conn->{ok}, "$v: connect" or diag json()->encode($conn);
+
+        ok $first->{ok}, "$v: a stream" or diag json()->encode($first);
+        my @ev = @{ $first->{result} // [] };
+        my @st = states_of(@ev);
+        is $st[-1], 'TASK_STATE_INPUT_REQUIRED', "$v: the stream ends input-required"
+            or diag json()->encode(\@ev);
+        my $q = $ev[-1]{statusUpdate}{status}{message}{parts}[0]{text} // '';
+        like $q, qr/0 of 1 part done/, "$v: the question says what is undone";
+        like $q, qr/part 1 \(.*klingon.*\): failed with Klingon/, "$v: which part and why";
+        like $q, qr/How should we go on/, "$v: and asks";
+
+        is $got->{result}{status}{state}, 'TASK_STATE_INPUT_REQUIRED', "$v: get: input-required";
+        is $got->{result}{status}{message}{parts}[0]{text}, $q, "$v: get: the same question";
+
+        ok $answer->{ok}, "$v: the answer, streamed" or diag json()->encode($answer);
+        @ev = @{ $answer->{result} // [] };
+        is $ev[0]{task}{status}{state}, 'TASK_STATE_WORKING', "$v: the task works again";
+        @st = states_of(@ev);
+        is $st[-1], 'TASK_STATE_COMPLETED', "$v: and completes" or diag json()->encode(\@ev);
+        my ($art) = grep { $_->{artifactUpdate} } @ev;
+        like $art->{artifactUpdate}{artifact}{parts}[0]{text}, qr/TRY AGAIN/,
+            "$v: the conclusion has the work the answer asked for";
+        ok !(grep { ($_->{statusUpdate}{status}{state} // '') eq 'TASK_STATE_INPUT_REQUIRED' } @ev),
+            "$v: the old question is not told again";
+
+        ok $blocked->{ok}, "$v: a blocking send" or diag json()->encode($blocked);
+        is $blocked->{result}{status}{state}, 'TASK_STATE_INPUT_REQUIRED',
+            "$v: returns when the task waits for its user";
+        my $meta = redis_cmd('HGET', "ioa:{goal:$blocked->{result}{id}}:meta", 'awaiting_input');
+        like $meta, qr/How should we go on/, "$v: the goal's record has the question (awaiting_input)";
+
+        my (undef, $stopped) = a2a($ctx, $ann, { op => 'connect', version => $v },
+            { op => 'send', text => 'stop', taskId => $blocked->{result}{id} });
+
+        ok $stopped->{ok}, "$v: \"stop\" as the answer" or diag json()->encode($stopped);
+        is $stopped->{result}{status}{state}, 'TASK_STATE_COMPLETED', "$v: the task completes";
+        like $stopped->{result}{artifacts}[0]{parts}[0]{text}, qr/0 of 1 part done/,
+            "$v: with what was done";
+        is redis_cmd('HGET', "ioa:{goal:$blocked->{result}{id}}:meta", 'awaiting_input'), undef,
+            "$v: the record waits for nobody any more";
+    }
+
+    # nobody answers: the review decides without the answer when the time is up
+    my @o = a2a($ctx, $ann,
+        { op => 'connect' },
+        { op => 'send', text => 'Translate the letter into klingon', save => 'w',
+          metadata => { ioa => { input_timeout_s => 2 } } },
+        { op => 'until', id => '$w', states => ['TASK_STATE_COMPLETED'], seconds => 30 },
+        { op => 'send', text => 'Translate the menu into klingon', returnImmediately => 1,
+          save => 'x', metadata => { ioa => { input_timeout_s => 0 } } },
+        { op => 'until', id => '$x', states => ['TASK_STATE_COMPLETED', 'TASK_STATE_INPUT_REQUIRED'],
+          seconds => 30 },
+    );
+    is $o[1]{result}{status}{state}, 'TASK_STATE_INPUT_REQUIRED', 'input_timeout_s 2: asked';
+    ok $o[2]{ok}, 'no answer: the task completes when the time is up' or diag json()->encode($o[2]);
+    my @feed = IoaTest::Goals::feed($o[1]{result}{id});
+    my @input = grep { ($_->{event} // '') eq 'input' } @feed;
+    is_deeply [map { $_->{awaiting} ? 1 : 0 } @input], [1, 0],
+        'the feed: the question opened, then closed, once each';
+    is $o[4]{result}{status}{state}, 'TASK_STATE_COMPLETED', 'input_timeout_s 0: nobody is asked';
+--- no_error_log
+[alert]
+[crit]

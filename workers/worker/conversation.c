@@ -1086,7 +1086,9 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
             }
 
         } else if (iw_person_in_room(g, e->v[i].sid, env, sender, type)) {
-            /* the person spoke: saved with the progress below */
+            /* the person spoke: saved with the progress below, and the
+             * answer to the review's question to it, if one is open */
+            spoke |= iw_decide_answered(g, sender);
 
         } else if (!iw_goal_concluded(g)
                    && (type == IW_TYPE_PROGRESS || type == IW_TYPE_RESULT))

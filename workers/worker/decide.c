@@ -115,6 +115,11 @@ static void iw_decide_rule_ask(iw_goal_t *g, iw_part_state_t *ps,
 static int iw_decide_ask(const iw_conf_t *conf, iw_goal_t *g,
     const char *agent, const char *text, unsigned parts, const char *by);
 static void iw_decide_mark_answered(iw_goal_t *g, const char *how);
+static void iw_decide_person_ask(iw_goal_t *g, iw_part_state_t *ps,
+    size_t done, char **agent, char **text, unsigned *parts);
+static unsigned iw_decide_person_parts(iw_goal_t *g);
+static int iw_decide_input(const iw_conf_t *conf, iw_goal_t *g, int awaiting,
+    const char *text, long long round, long long k);
 static int iw_decide_needs_work(const iw_conf_t *conf, iw_goal_t *g,
     iw_part_state_t *ps, size_t p);
 
@@ -281,6 +286,14 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
      * asked what went wrong before the part moves on */
     if (rc == IW_OK && ask_agent == NULL && iw_streq(by, "rule")) {
         iw_decide_rule_ask(g, ps, &ask_agent, &ask_text, &ask_parts);
+    }
+
+    /* nothing left to try and parts undone: the goal's person, if its
+     * launch allows (input_timeout_s), is asked how to go on first */
+    if (rc == IW_OK && ask_agent == NULL && reroutes + iterations == 0
+        && !last)
+    {
+        iw_decide_person_ask(g, ps, done, &ask_agent, &ask_text, &ask_parts);
     }
 
     /* round r + 1: the new members and their tasks */
@@ -1161,7 +1174,7 @@ iw_decide_ask(const iw_conf_t *conf, iw_goal_t *g, const char *agent,
     const char *text, unsigned parts, const char *by)
 {
     int        rc, k;
-    unsigned   asked;
+    unsigned   asked, person;
     ioa_buf_t  b;
     long long  now;
 
@@ -1170,14 +1183,18 @@ iw_decide_ask(const iw_conf_t *conf, iw_goal_t *g, const char *agent,
     }
 
     k = iw_decide_asks(g, &asked);
+    person = iw_decide_person_parts(g)
+             | (iw_streq(agent, g->person) ? parts : 0);
 
     ioa_buf_init(&b);
     ioa_buf_addf(&b, "{\"round\":%d,\"k\":%d,\"agent\":", g->round, k);
     ioa_json_str(&b, agent);
     ioa_buf_adds(&b, ",\"text\":");
     ioa_json_str(&b, text);
-    ioa_buf_addf(&b, ",\"parts\":%u,\"deadline\":%lld,\"answered\":false,"
-                "\"by\":", parts | asked, now + conf->turn_timeout_ms);
+    ioa_buf_addf(&b, ",\"parts\":%u,\"person_parts\":%u,\"deadline\":%lld,"
+                "\"answered\":false,\"by\":", parts | asked, person,
+                now + (iw_streq(agent, g->person) ? g->input_timeout_ms
+                                                   : conf->turn_timeout_ms));
     ioa_json_str(&b, by);
     ioa_buf_addc(&b, '}');
 
@@ -1215,9 +1232,7 @@ iw_decide_ask_pending(const iw_conf_t *conf, iw_goal_t *g)
 
     a = g->ask ? ioa_json_parse(g->ask, strlen(g->ask)) : NULL;
 
-    if (a == NULL || ioa_json_get_int(a, "round", &n) != 0 || n != g->round
-        || ((v = ioa_json_get(a, "answered")) && !YAJL_IS_FALSE(v)))
-    {
+    if (a == NULL || ioa_json_get_int(a, "round", &n) != 0 || n != g->round) {
         yajl_tree_free(a);
         return IW_GOAL_NEXT;
     }
@@ -1228,6 +1243,18 @@ iw_decide_ask_pending(const iw_conf_t *conf, iw_goal_t *g)
     text = ioa_json_get_str(a, "text");
     step = g->round * IW_ROUND_STEPS + IW_STEP_ASK + k;
     rc = IW_OK;
+
+    if ((v = ioa_json_get(a, "answered")) && !YAJL_IS_FALSE(v)) {
+        /* answered (or timed out): the person is not waited for now */
+        if (iw_streq(agent, g->person)
+            && iw_decide_input(conf, g, 0, NULL, g->round, k) != IW_OK)
+        {
+            rc = IW_ERROR;
+        }
+
+        yajl_tree_free(a);
+        return rc == IW_OK ? IW_GOAL_NEXT : rc;
+    }
 
     if (g->step < step) {
         ioa_buf_init(&b);
@@ -1251,9 +1278,22 @@ iw_decide_ask_pending(const iw_conf_t *conf, iw_goal_t *g)
                           text ? text : "", next.data, NULL, extra);
         free(extra);
         ioa_buf_free(&next);
+
+        if (rc == IW_OK && iw_streq(agent, g->person)) {
+            rc = iw_decide_input(conf, g, 1, text, g->round, k);
+        }
+
         yajl_tree_free(a);
 
         return rc;
+    }
+
+    if (iw_streq(agent, g->person) && !g->input_written
+        && iw_decide_input(conf, g, 1, text, g->round, k) != IW_OK)
+    {
+        /* posted by a worker that stopped before it said so */
+        yajl_tree_free(a);
+        return IW_ERROR;
     }
 
     if (iw_redis_time_ms(&now) != IW_OK) {
@@ -1268,12 +1308,175 @@ iw_decide_ask_pending(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     iw_info("goal %s: %s did not answer within %lld s; deciding without it",
-            g->goal_id, agent ? agent : "?", conf->turn_timeout_ms / 1000);
-    yajl_tree_free(a);
+            g->goal_id, agent ? agent : "?",
+            (iw_streq(agent, g->person) ? g->input_timeout_ms
+                                        : conf->turn_timeout_ms) / 1000);
     iw_decide_mark_answered(g, "\"timeout\"");
 
-    return iw_store_save(conf, g, "ask", g->ask, NULL) == IW_OK
-           ? IW_GOAL_NEXT : IW_ERROR;
+    rc = iw_store_save(conf, g, "ask", g->ask, NULL);
+
+    if (rc == IW_OK && iw_streq(agent, g->person)) {
+        rc = iw_decide_input(conf, g, 0, NULL, g->round, k);
+    }
+
+    yajl_tree_free(a);
+
+    return rc == IW_OK ? IW_GOAL_NEXT : IW_ERROR;
+}
+
+
+/*
+ * The review would conclude with parts undone, and nobody is left to try
+ * them: a goal launched with "input_timeout_s" asks its person how to go
+ * on, about each part once ("person_parts" of the ask, carried from ask
+ * to ask), and waits that long.  The answer is the person's
+ * message like any other (person.c): a request, cut into parts for the
+ * next round, or a stop.  Not at the last round --max-rounds allows, when
+ * nothing could come of the answer.
+ */
+
+static void
+iw_decide_person_ask(iw_goal_t *g, iw_part_state_t *ps, size_t done,
+    char **agent, char **text, unsigned *parts)
+{
+    int          k;
+    size_t       p;
+    unsigned     asked, undone, before;
+    yajl_val     a;
+    ioa_buf_t    b;
+    const char  *last;
+
+    if (g->person == NULL || *g->person == '\0' || g->input_timeout_ms <= 0
+        || done >= g->nparts)
+    {
+        return;
+    }
+
+    k = iw_decide_asks(g, &asked);
+
+    if (k >= IW_DECIDE_ASKS) {
+        return;
+    }
+
+    /* once a round: the round's latest question was not the person's */
+    a = g->ask ? ioa_json_parse(g->ask, strlen(g->ask)) : NULL;
+    last = k > 0 ? ioa_json_get_str(a, "agent") : NULL;
+
+    if (last && iw_streq(last, g->person)) {
+        yajl_tree_free(a);
+        return;
+    }
+
+    yajl_tree_free(a);
+
+    /* each part once: the person's answer about it was taken */
+    before = iw_decide_person_parts(g);
+    undone = 0;
+
+    for (p = 0; p < g->nparts; p++) {
+        if (!(ps[p].last && iw_streq(ps[p].last->status, "completed"))
+            && !(before & (1u << p)))
+        {
+            undone |= 1u << p;
+        }
+    }
+
+    if (undone == 0) {
+        return;
+    }
+
+    ioa_buf_init(&b);
+    ioa_buf_addf(&b, "%s, %zu of %zu part%s done; nobody is left to try "
+                "the others:", g->person, done, g->nparts,
+                g->nparts == 1 ? "" : "s");
+
+    for (p = 0; p < g->nparts; p++) {
+        if (!(undone & (1u << p))) {
+            continue;
+        }
+
+        if (ps[p].last) {
+            ioa_buf_addf(&b, "\n- part %zu (%s): %s with %s", p + 1,
+                        g->parts[p], ps[p].last->status, ps[p].last->agent);
+
+        } else {
+            ioa_buf_addf(&b, "\n- part %zu (%s): %s", p + 1, g->parts[p],
+                        g->part_why[p] ? g->part_why[p] : "no agent");
+        }
+    }
+
+    ioa_buf_addf(&b, "\nHow should we go on?  Your answer becomes work for "
+                "the team's next round; \"stop\" concludes with what is "
+                "done.  I wait %lld s.", g->input_timeout_ms / 1000);
+
+    *agent = ioa_strdup(g->person);
+    *text = ioa_buf_take(&b);
+    *parts = asked | undone;
+}
+
+
+/* the parts the person has been asked about, in any round */
+
+static unsigned
+iw_decide_person_parts(iw_goal_t *g)
+{
+    yajl_val   a;
+    long long  n;
+    unsigned   parts;
+
+    a = g->ask ? ioa_json_parse(g->ask, strlen(g->ask)) : NULL;
+    parts = ioa_json_get_int(a, "person_parts", &n) == 0 ? (unsigned) n : 0;
+    yajl_tree_free(a);
+
+    return parts;
+}
+
+
+/*
+ * The goal waits for its person, or no longer: meta "awaiting_input" (the
+ * question; GET /goals/{id}) and an "input" event in the goal's feed, the
+ * way the A2A facade tells a task input-required.  Both are idempotent (a
+ * field written again, an event appended once per change), so a worker
+ * that takes over writes them again without harm.
+ */
+
+static int
+iw_decide_input(const iw_conf_t *conf, iw_goal_t *g, int awaiting,
+    const char *text, long long round, long long k)
+{
+    char        *key;
+    int          rc;
+    redisReply  *r;
+
+    if (awaiting) {
+        r = iw_redis_cmd("HSET %s{goal:%s}:meta awaiting_input %s",
+                         conf->prefix, g->goal_id, text ? text : "");
+
+    } else {
+        r = iw_redis_cmd("HDEL %s{goal:%s}:meta awaiting_input",
+                         conf->prefix, g->goal_id);
+    }
+
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    rc = r->type == REDIS_REPLY_ERROR ? IW_ERROR : IW_OK;
+    freeReplyObject(r);
+
+    if (rc != IW_OK) {
+        return rc;
+    }
+
+    key = ioa_sprintf("%lld.%lld:%d", round, k, awaiting);
+    rc = iw_event_input(conf, g->goal_id, awaiting, text, key);
+    free(key);
+
+    if (rc == IW_OK) {
+        g->input_written = awaiting;
+    }
+
+    return rc;
 }
 
 

@@ -4,12 +4,15 @@
  * P{room:goal-<goal_id>}:log is shaped exactly like a room log (one field
  * `e` per entry, published as "<id> <json>" on P{room:goal-<goal_id>}:ch),
  * so nginx delivers it to followers (SSE, IoA's blocking launch_goal) with
- * its room machinery.  Two kinds of event:
+ * its room machinery.  Three kinds of event:
  *
  *   {"sender":"ioa-worker","timestamp":..,"event":"state","state":..,
  *    "goal_id":..,"comm_id":..,"conclusion":..,"error":..}
  *   {"sender":"ioa-worker","timestamp":..,"event":"envelope","goal_id":..,
  *    "envelope":{"id":..,...the room envelope...}}
+ *
+ *   {"sender":"ioa-worker","timestamp":..,"event":"input","goal_id":..,
+ *    "awaiting":..,"question":..}
  *
  * "sender" comes first because the hub's echo check reads it there.  Every
  * envelope of the goal's room is copied once, in room order, and a state
@@ -101,6 +104,35 @@ iw_event_state(const iw_conf_t *conf, const char *goal_id, const char *state,
     ioa_buf_addc(&b, '}');
 
     rc = iw_event_append(conf, goal_id, &b, "state", state);
+    ioa_buf_free(&b);
+
+    return rc;
+}
+
+
+/*
+ * The review waits for the goal's person (decide.c), or no longer:
+ *   {"sender":"ioa-worker","timestamp":..,"event":"input","goal_id":..,
+ *    "awaiting":true|false,"question":..}
+ * key names the question and whether it is open ("<round>.<k>:1"), so a
+ * worker that takes over appends each change once.
+ */
+
+int
+iw_event_input(const iw_conf_t *conf, const char *goal_id, int awaiting,
+    const char *question, const char *key)
+{
+    int       rc;
+    ioa_buf_t b;
+
+    ioa_buf_init(&b);
+    iw_event_head(&b, "input", goal_id);
+    ioa_buf_addf(&b, ",\"awaiting\":%s,\"question\":",
+                 awaiting ? "true" : "false");
+    ioa_json_str_or_null(&b, awaiting ? question : NULL);
+    ioa_buf_addc(&b, '}');
+
+    rc = iw_event_append(conf, goal_id, &b, "input", key);
     ioa_buf_free(&b);
 
     return rc;

@@ -384,6 +384,11 @@ typedef struct {
     long long     deadline_ms;       /* the goal's time from created_at,
                                         0: none */
     long long     max_turns;         /* 0: no limit */
+    long long     input_timeout_ms;  /* "input_timeout_s": how long the
+                                        review waits for the person it
+                                        asks; 0: it asks nobody */
+    int           input_written;     /* the open question to the person
+                                        is in meta and the feed */
     long long     renewed;           /* ioa_mono_ms() of the lease renewal */
     int           person_said;       /* the person posted in the room:
                                         requests (and a stop) go into the
@@ -411,6 +416,8 @@ void iw_store_free_parts(iw_goal_t *g);
 int iw_event_state(const iw_conf_t *conf, const char *goal_id,
     const char *state, const char *comm_id, const char *conclusion,
     const char *error);
+int iw_event_input(const iw_conf_t *conf, const char *goal_id,
+    int awaiting, const char *question, const char *key);
 int iw_event_envelope(const iw_conf_t *conf, const char *goal_id,
     const char *sid, const char *env, size_t len);
 

@@ -17,6 +17,10 @@
  *            review, which cuts it into parts and hands them out like the
  *            goal's own (decide.c), quoting it in its decision
  *
+ * Either is also the answer when the review has asked the person how to go
+ * on (a goal launched with "input_timeout_s", decide.c): the review stops
+ * waiting and decides with it.
+ *
  * The read position (fsm "inbox_last", or for the room "last_id") is saved
  * together with what was learnt from the messages, in one fsm write, so a
  * worker that takes over reads each message once.  A message that arrives after the last review
@@ -114,13 +118,18 @@ iw_person_read(const iw_conf_t *conf, iw_goal_t *g)
 
         stopped = iw_person_says(g, sender, content);
         stop = stopped != NULL;
+
+        /* the answer to the review's question to the person, if one is
+         * open (decide.c) */
+        (void) iw_decide_answered(g, sender);
     }
 
     freeReplyObject(r);
 
     rc = iw_store_save(conf, g, "inbox_last", g->inbox_last,
                        "requests", g->requests ? g->requests : "",
-                       "stopped_by", stopped ? stopped : "", NULL);
+                       "stopped_by", stopped ? stopped : "",
+                       "ask", g->ask ? g->ask : "", NULL);
 
     if (rc == IW_OK && stop) {
         free(g->stopped_by);

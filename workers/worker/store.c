@@ -447,6 +447,11 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
         g->max_turns = n;
     }
 
+    /* "input_timeout_s": the review may ask the goal's person (decide.c) */
+    if (ioa_json_get_int(g->req, "input_timeout_s", &n) == 0 && n > 0) {
+        g->input_timeout_ms = n * 1000;
+    }
+
     /* the goal's deadline: its own "deadline_s", within --goal-timeout */
     if (ioa_json_get_int(g->req, "deadline_s", &n) == 0 && n > 0) {
         g->deadline_ms = n * 1000;

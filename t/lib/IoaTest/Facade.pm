@@ -100,7 +100,7 @@ sub node_steps {
     my ($out, $err) = ('', '');
     IPC::Run::run(['/usr/bin/node', "$Repo/t/node/$script", @$args],
                   '<', \json()->encode(\@steps), '>', \$out, '2>', \$err,
-                  IPC::Run::timeout(180));
+                  IPC::Run::timeout($ENV{IOA_NODE_TIMEOUT} || 180));
     my $res = eval { json()->decode($out) };
     die "$script: $err$out\n" unless ref $res eq 'ARRAY';
     return @$res;

@@ -1,14 +1,16 @@
 -- goal_event.lua: append one event to a goal's feed and publish it, at most
--- once per room envelope and once per state.
+-- once per room envelope, once per state and once per input change.
 --
 -- KEYS[1]  feed stream   G..'log'     G = P..'{room:goal-<goal_id>}:'
 -- KEYS[2]  mirror hash   G..'mirror'  env = last room id copied,
---                                     state = last state appended
+--                                     state = last state appended,
+--                                     input = its last change
 -- ARGV[1]  event json    its first member is "sender" (the hub reads it)
 -- ARGV[2]  channel       G..'ch'
--- ARGV[3]  kind          "env" or "state"
+-- ARGV[3]  kind          "env", "state" or "input"
 -- ARGV[4]  key           env: the room Stream id of the envelope copied;
---                        state: the state
+--                        state: the state; input: the question and
+--                        whether it is open ("<round>.<k>:1")
 -- ARGV[5]  publish       "s": SPUBLISH (Redis Cluster: the feed's channel
 --                        is a shard channel, as a room's); else PUBLISH
 --
@@ -43,7 +45,7 @@ if last then
   if kind == 'env' and not after(key, last) then
     return false
   end
-  if kind == 'state' and last == key then
+  if kind ~= 'env' and last == key then
     return false
   end
 end

@@ -10,6 +10,8 @@
 -- Returns  {1, state} written, or {0, current state} refused;
 --          {0, ""} when the goal does not exist (nothing is created)
 --
+-- A final state also removes awaiting_input (decide.c).
+--
 -- Rules: concluded, failed and cancelled are final.  While "cancelling"
 -- (set by nginx's goal_cancel.lua) only a final state may be written, so a
 -- worker between two steps cannot flip a cancel back to "running"; it sees
@@ -27,4 +29,8 @@ if FINAL[cur] or (cur == 'cancelling' and not FINAL[ARGV[1]]) then
 end
 
 redis.call('HSET', KEYS[1], 'state', ARGV[1], unpack(ARGV, 2))
+if FINAL[ARGV[1]] then
+  -- an ended goal waits for nobody (decide.c: the person's question)
+  redis.call('HDEL', KEYS[1], 'awaiting_input')
+end
 return { 1, ARGV[1] }
