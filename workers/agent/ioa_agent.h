@@ -246,6 +246,7 @@ struct ioa_task_s {
     char           *task_id;
     char           *task_desc;
     char           *task_abstract;
+    const char     *cancel_why; /* set before adapter->cancel() */
     ioa_buf_t       input; /* what the adapter is given */
     uint64_t        started;
     void           *adapter_data;
@@ -259,6 +260,8 @@ extern const ioa_adapter_t ioa_exec_adapter;
 extern const ioa_adapter_t ioa_http_adapter;
 
 void ioa_task_envelope(yajl_val env);
+void ioa_task_note(ioa_task_t *t, const char *note, size_t len);
+const char *ioa_task_key(ioa_task_t *t);
 void ioa_task_finish(ioa_task_t *t, ioa_task_status_e status, const char *text,
                      size_t len, size_t total);
 void ioa_task_cancel_all(void);
