@@ -858,7 +858,7 @@ GET /health_check
     };
     my ($rc, $out) = $run->('--name', 'X', '--desc', 'x');
     is $rc, 2, 'no adapter: exit 2';
-    like $out, qr/give exactly one of --exec and --http/, '... saying so';
+    like $out, qr/give exactly one of --exec, --http and --a2a/, '... saying so';
     ($rc, $out) = $run->('--name', 'X', '--desc', 'x', '--type', 'Robot', '--exec', 'true');
     is $rc, 2, 'a bad --type: exit 2';
     like $out, qr/--type is "Thing Assistant" or "Human Assistant", not "Robot"/, '... saying so';

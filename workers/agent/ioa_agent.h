@@ -14,6 +14,7 @@
  *   task.c      IoA's task protocol: assignment -> progress -> result
  *   exec.c      the exec adapter: a child process per task
  *   http.c      the http adapter: POST <url>/run, IoA's tool-agent API
+ *   a2a.c       the a2a adapter: an A2A agent (its card, JSON-RPC tasks)
  *   name.c      the hub's name rule, checked on --name
  *   log.c       one-line log records on stderr
  *
@@ -143,6 +144,8 @@ typedef struct {
     size_t       ntags;
     char *const *exec_argv; /* NULL-terminated, or NULL */
     const char  *http_url;  /* tool agent base URL, or NULL */
+    const char  *a2a_url;   /* A2A agent base or card URL, or NULL */
+    const char  *a2a_card;  /* its card's URL, once fetched (a2a.c) */
     unsigned     timeout;   /* seconds, 0: none */
     int          partial_exit; /* exit status meaning partial, -1: none */
     size_t       max_result;
@@ -258,6 +261,7 @@ struct ioa_task_s {
 
 extern const ioa_adapter_t ioa_exec_adapter;
 extern const ioa_adapter_t ioa_http_adapter;
+extern const ioa_adapter_t ioa_a2a_adapter;
 
 void ioa_task_envelope(yajl_val env);
 void ioa_task_note(ioa_task_t *t, const char *note, size_t len);
@@ -267,6 +271,11 @@ void ioa_task_finish(ioa_task_t *t, ioa_task_status_e status, const char *text,
 void ioa_task_cancel_all(void);
 size_t      ioa_task_running(void);
 const char *ioa_task_status_name(ioa_task_status_e status);
+
+
+/* a2a.c */
+
+int ioa_a2a_discover(void);
 
 
 /* exec.c */

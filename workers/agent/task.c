@@ -41,8 +41,9 @@
  * envelope answered.  Without it, the hub's workers speak for the agent.
  *
  * A CONCLUSION (11) in a room ends its goal: whatever we still run for
- * that room is cancelled (a program is stopped, an http call is
- * dropped) and reported failed, since nobody will read the result.
+ * that room is cancelled (a program is stopped, an http call dropped,
+ * an A2A task gets tasks/cancel) and reported failed, since nobody will
+ * read the result.
  * The coordinator posts one when a goal is cancelled (POST
  * /goals/<id>/cancel) or ends before its tasks did (deadline, a person).
  *
@@ -351,7 +352,11 @@ ioa_task_run(ioa_task_t *t)
 static const ioa_adapter_t *
 ioa_task_adapter(void)
 {
-    return ioa_conf.exec_argv ? &ioa_exec_adapter : &ioa_http_adapter;
+    if (ioa_conf.exec_argv) {
+        return &ioa_exec_adapter;
+    }
+
+    return ioa_conf.a2a_url ? &ioa_a2a_adapter : &ioa_http_adapter;
 }
 
 
