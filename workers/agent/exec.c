@@ -210,8 +210,7 @@ ioa_exec_start(ioa_task_t *t)
     e->next = ioa_execs;
     ioa_execs = e;
 
-    ioa_log_info("task %s: started \"%s\" (pid %ld)",
-                 t->kind == IOA_TASK_ASSIGNED ? t->task_id : t->source_id,
+    ioa_log_info("task %s: started \"%s\" (pid %ld)", ioa_task_key(t),
                  argv[0], (long) e->pid);
 
     return;
@@ -413,14 +412,12 @@ ioa_exec_stderr_lines(ioa_exec_t *e, int flush)
 
         if (e->err_logged < IOA_EXEC_LOG_LINES) {
             ioa_log_info(
-                "task %s stderr: %.*s",
-                t->kind == IOA_TASK_ASSIGNED ? t->task_id : t->source_id,
+                "task %s stderr: %.*s", ioa_task_key(t),
                 (int) (len > IOA_EXEC_LOG_LINE ? IOA_EXEC_LOG_LINE : len), p);
 
         } else if (e->err_logged == IOA_EXEC_LOG_LINES) {
             ioa_log_info("task %s: further stderr is not logged",
-                         t->kind == IOA_TASK_ASSIGNED ? t->task_id
-                                                      : t->source_id);
+                         ioa_task_key(t));
         }
 
         e->err_logged++;
@@ -574,7 +571,7 @@ ioa_exec_done(ioa_exec_t *e)
 
     if (e->cancelled) {
         status = IOA_TASK_FAILED;
-        ioa_buf_adds(&msg, "cancelled: the agent is shutting down");
+        ioa_buf_adds(&msg, e->task->cancel_why);
 
     } else if (e->timed_out) {
         status = IOA_TASK_TIMED_OUT;
@@ -639,9 +636,7 @@ static void
 ioa_exec_stop(ioa_exec_t *e, const char *why)
 {
     ioa_log_warn("task %s: %s, stopping pid %ld (SIGTERM)",
-                 e->task->kind == IOA_TASK_ASSIGNED ? e->task->task_id
-                                                    : e->task->source_id,
-                 why, (long) e->pid);
+                 ioa_task_key(e->task), why, (long) e->pid);
 
     kill(-e->pid, SIGTERM);
     ioa_timer_add(&e->kill, IOA_EXEC_KILL_DELAY);
@@ -693,7 +688,7 @@ ioa_exec_cancel(ioa_task_t *t)
     }
 
     e->cancelled = 1;
-    ioa_exec_stop(e, "the agent is shutting down");
+    ioa_exec_stop(e, t->cancel_why);
 }
 
 

@@ -72,8 +72,7 @@ ioa_http_start(ioa_task_t *t)
     ioa_buf_adds(&h->body, "{\"task_desc\":");
     ioa_json_strn(&h->body, t->input.data, t->input.len);
     ioa_buf_adds(&h->body, ",\"uid\":");
-    ioa_json_str(&h->body,
-                 t->kind == IOA_TASK_ASSIGNED ? t->task_id : t->source_id);
+    ioa_json_str(&h->body, ioa_task_key(t));
     ioa_buf_adds(&h->body, ",\"model\":\"\"}");
 
     h->headers = curl_slist_append(NULL, "Content-Type: application/json");
@@ -112,9 +111,7 @@ ioa_http_start(ioa_task_t *t)
         return;
     }
 
-    ioa_log_info("task %s: POST %s",
-                 t->kind == IOA_TASK_ASSIGNED ? t->task_id : t->source_id,
-                 h->url);
+    ioa_log_info("task %s: POST %s", ioa_task_key(t), h->url);
 }
 
 
@@ -231,8 +228,7 @@ ioa_http_done(ioa_xfer_t *x, CURLcode rc)
 static void
 ioa_http_cancel(ioa_task_t *t)
 {
-    static const char why[] = "cancelled: the agent is shutting down";
-
+    size_t      len;
     ioa_http_t *h = t->adapter_data;
 
     if (h == NULL) {
@@ -243,7 +239,8 @@ ioa_http_cancel(ioa_task_t *t)
     t->adapter_data = NULL;
     ioa_http_free(h);
 
-    ioa_task_finish(t, IOA_TASK_FAILED, why, sizeof(why) - 1, sizeof(why) - 1);
+    len = strlen(t->cancel_why);
+    ioa_task_finish(t, IOA_TASK_FAILED, t->cancel_why, len, len);
 }
 
 

@@ -292,8 +292,16 @@ ioa_hub_init(void)
         ioa_json_str(&b, ioa_conf.tags[i]);
     }
 
-    ioa_buf_addf(&b, "],\"speaks_protocol\":%s}",
+    ioa_buf_addf(&b, "],\"speaks_protocol\":%s",
                  ioa_conf.speaks_protocol ? "true" : "false");
+
+    /* where the agent behind us is described (--a2a) */
+    if (ioa_conf.a2a_card) {
+        ioa_buf_adds(&b, ",\"a2a_url\":");
+        ioa_json_str(&b, ioa_conf.a2a_card);
+    }
+
+    ioa_buf_addc(&b, '}');
     ioa_hub.reg_body = b;
 
     ioa_sse_init(&ioa_hub.sse, IOA_HUB_EVENT_MAX, ioa_hub_sse_event, NULL);

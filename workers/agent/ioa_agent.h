@@ -14,6 +14,7 @@
  *   task.c      IoA's task protocol: assignment -> progress -> result
  *   exec.c      the exec adapter: a child process per task
  *   http.c      the http adapter: POST <url>/run, IoA's tool-agent API
+ *   a2a.c       the a2a adapter: an A2A agent (its card, JSON-RPC tasks)
  *   name.c      the hub's name rule, checked on --name
  *   log.c       one-line log records on stderr
  *
@@ -143,6 +144,8 @@ typedef struct {
     size_t       ntags;
     char *const *exec_argv; /* NULL-terminated, or NULL */
     const char  *http_url;  /* tool agent base URL, or NULL */
+    const char  *a2a_url;   /* A2A agent base or card URL, or NULL */
+    const char  *a2a_card;  /* its card's URL, once fetched (a2a.c) */
     unsigned     timeout;   /* seconds, 0: none */
     int          partial_exit; /* exit status meaning partial, -1: none */
     size_t       max_result;
@@ -246,6 +249,7 @@ struct ioa_task_s {
     char           *task_id;
     char           *task_desc;
     char           *task_abstract;
+    const char     *cancel_why; /* set before adapter->cancel() */
     ioa_buf_t       input; /* what the adapter is given */
     uint64_t        started;
     void           *adapter_data;
@@ -257,13 +261,21 @@ struct ioa_task_s {
 
 extern const ioa_adapter_t ioa_exec_adapter;
 extern const ioa_adapter_t ioa_http_adapter;
+extern const ioa_adapter_t ioa_a2a_adapter;
 
 void ioa_task_envelope(yajl_val env);
+void ioa_task_note(ioa_task_t *t, const char *note, size_t len);
+const char *ioa_task_key(ioa_task_t *t);
 void ioa_task_finish(ioa_task_t *t, ioa_task_status_e status, const char *text,
                      size_t len, size_t total);
 void ioa_task_cancel_all(void);
 size_t      ioa_task_running(void);
 const char *ioa_task_status_name(ioa_task_status_e status);
+
+
+/* a2a.c */
+
+int ioa_a2a_discover(void);
 
 
 /* exec.c */

@@ -7,13 +7,16 @@
  * Start-up: parse options (everything after --exec is the program's argv,
  * untouched), make sure descriptors 0-2 exist (a pipe must never land on
  * them, or a child's dup2 would clobber it), set up the loop and the hub
- * connection, and run.
+ * connection, and run.  With --a2a the A2A agent's card comes first
+ * (a2a.c): it may give the name, description and tags, and a card that
+ * cannot be had ends the start with exit 2, as a bad option does.
  *
  * Shutdown, on SIGTERM or SIGINT (or a fatal answer from the hub):
  *   1. the inbox closes: no new work;
  *   2. running tasks are cancelled: programs get SIGTERM (SIGKILL 2 s
- *      later), http calls are dropped; each still reports a "failed"
- *      result, so its assigner is not left waiting;
+ *      later), http calls are dropped, A2A tasks get tasks/cancel (its
+ *      answer awaited up to 3 s); each still reports a "failed" result,
+ *      so its assigner is not left waiting;
  *   3. the loop runs until every task has reported and the outbox is
  *      empty, or IOA_DRAIN_TIME has passed (the hub may be down);
  *   4. exit 0 (1 after a fatal hub answer).
@@ -59,6 +62,7 @@ ioa_usage(FILE *f)
         "usage: ioa-agent [options] --name NAME --desc TEXT --exec PROGRAM "
         "[ARG...]\n"
         "       ioa-agent [options] --name NAME --desc TEXT --http URL\n"
+        "       ioa-agent [options] [--name NAME] [--desc TEXT] --a2a URL\n"
         "\n"
         "Connects a program that turns a task into a result to an ioa hub: it\n"
         "registers NAME, follows the agent's inbox (SSE, resuming after "
@@ -76,9 +80,10 @@ ioa_usage(FILE *f)
         "                       \"Authorization: Bearer\"; default: the "
         "IOA_TOKEN\n"
         "                       environment variable\n"
-        "  --name NAME          the agent's name (required)\n"
+        "  --name NAME          the agent's name (required but with --a2a)\n"
         "  --desc TEXT          what it can do; the registry searches this "
-        "(required)\n"
+        "(required\n"
+        "                       but with --a2a)\n"
         "  --type TYPE          \"Thing Assistant\" (default) or \"Human "
         "Assistant\"\n"
         "  --tag TAG            a capability tag, indexed with the "
@@ -111,13 +116,35 @@ ioa_usage(FILE *f)
         "                       the result (plain text, a JSON string, or a "
         "JSON\n"
         "                       object's \"conclusion\"); non-2xx = failed\n"
+        "  --a2a URL            an A2A agent (JSON-RPC, A2A 1.0 or 0.3): URL is "
+        "its\n"
+        "                       base URL (the card is "
+        "URL/.well-known/agent-card.json)\n"
+        "                       or its card's URL (ending in .json).  The "
+        "card is\n"
+        "                       fetched and checked at start (exit 2 if it "
+        "cannot\n"
+        "                       be); its name, description and skills' tags "
+        "are\n"
+        "                       the defaults of --name, --desc and --tag.  "
+        "Each task\n"
+        "                       is a message to the agent (streamed when the "
+        "card\n"
+        "                       says so, else sent and polled); its status "
+        "messages\n"
+        "                       become progress, its artifacts the result; "
+        "failed,\n"
+        "                       rejected, canceled, input-required and "
+        "auth-required\n"
+        "                       are failed; a timeout or a cancel sends "
+        "tasks/cancel\n"
         "\n"
         "Limits:\n"
         "  --timeout SECONDS    per task; the program gets SIGTERM, then "
         "SIGKILL 2 s\n"
-        "                       later, and the task is timed_out (default %d, "
-        "0 =\n"
-        "                       none)\n"
+        "                       later (an A2A agent gets tasks/cancel), and "
+        "the task\n"
+        "                       is timed_out (default %d, 0 = none)\n"
         "  --partial-exit CODE  with --exec: this exit status means the task\n"
         "                       is partly done (task_status \"partial\", "
         "stdout\n"
@@ -144,6 +171,9 @@ ioa_usage(FILE *f)
 }
 
 /* clang-format on */
+
+
+static void ioa_check_name(void);
 
 
 static void
@@ -305,6 +335,9 @@ ioa_parse(int argc, char **argv)
         } else if (ioa_opt("--http")) {
             ioa_conf.http_url = ioa_base_url("--http", val);
 
+        } else if (ioa_opt("--a2a")) {
+            ioa_conf.a2a_url = ioa_base_url("--a2a", val);
+
         } else if (ioa_opt("--timeout")) {
             ioa_conf.timeout =
                 (unsigned) ioa_number("--timeout", val, 0, 7 * 86400);
@@ -328,16 +361,13 @@ ioa_parse(int argc, char **argv)
 #undef ioa_opt
     }
 
-    if (ioa_conf.name == NULL || ioa_conf.name[0] == '\0') {
-        ioa_die_usage("%s is required", "--name");
+    /* with --a2a, the card fills in what is missing: see main() */
+
+    if (ioa_conf.a2a_url == NULL || ioa_conf.name) {
+        ioa_check_name();
     }
 
-    if (!ioa_valid_name(ioa_conf.name)) {
-        ioa_die_usage("--name \"%s\" is not a name the hub accepts: "
-                      IOA_NAME_RULE, ioa_conf.name);
-    }
-
-    if (ioa_conf.desc == NULL) {
+    if (ioa_conf.desc == NULL && ioa_conf.a2a_url == NULL) {
         ioa_die_usage("%s is required", "--desc");
     }
 
@@ -349,8 +379,25 @@ ioa_parse(int argc, char **argv)
                       ioa_conf.type);
     }
 
-    if ((ioa_conf.exec_argv == NULL) == (ioa_conf.http_url == NULL)) {
-        ioa_die_usage("%s", "give exactly one of --exec and --http");
+    if ((ioa_conf.exec_argv != NULL) + (ioa_conf.http_url != NULL)
+            + (ioa_conf.a2a_url != NULL)
+        != 1)
+    {
+        ioa_die_usage("%s", "give exactly one of --exec, --http and --a2a");
+    }
+}
+
+
+static void
+ioa_check_name(void)
+{
+    if (ioa_conf.name == NULL || ioa_conf.name[0] == '\0') {
+        ioa_die_usage("%s is required", "--name");
+    }
+
+    if (!ioa_valid_name(ioa_conf.name)) {
+        ioa_die_usage("--name \"%s\" is not a name the hub accepts: "
+                      IOA_NAME_RULE, ioa_conf.name);
     }
 }
 
@@ -441,12 +488,28 @@ main(int argc, char **argv)
 
     ioa_parse(argc, argv);
 
-    ioa_log_agent = ioa_conf.name;
+    if (ioa_conf.name) {
+        ioa_log_agent = ioa_conf.name;
+    }
 
     ioa_std_fds();
     ioa_random_init();
 
-    if (ioa_loop_init(ioa_signal) != 0 || ioa_hub_init() != 0) {
+    if (ioa_loop_init(ioa_signal) != 0) {
+        return 1;
+    }
+
+    if (ioa_conf.a2a_url) {
+        /* the card, before the hub: it may name the agent */
+        if (ioa_a2a_discover() != 0) {
+            return ioa_stopping ? ioa_exit_code : 2;
+        }
+
+        ioa_check_name();
+        ioa_log_agent = ioa_conf.name;
+    }
+
+    if (ioa_hub_init() != 0) {
         return 1;
     }
 
@@ -454,6 +517,10 @@ main(int argc, char **argv)
         ioa_log_info("ioa-agent %s: exec adapter \"%s\", timeout %u s",
                      IOA_AGENT_VERSION, ioa_conf.exec_argv[0],
                      ioa_conf.timeout);
+
+    } else if (ioa_conf.a2a_url) {
+        ioa_log_info("ioa-agent %s: a2a adapter, agent card %s, timeout %u s",
+                     IOA_AGENT_VERSION, ioa_conf.a2a_card, ioa_conf.timeout);
 
     } else {
         ioa_log_info("ioa-agent %s: http adapter %s/run, timeout %u s",

@@ -40,6 +40,13 @@
  * a DISCUSSION addressed back to the speaker, with "reply_to" naming the
  * envelope answered.  Without it, the hub's workers speak for the agent.
  *
+ * A CONCLUSION (11) in a room ends its goal: whatever we still run for
+ * that room is cancelled (a program is stopped, an http call dropped,
+ * an A2A task gets tasks/cancel) and reported failed, since nobody will
+ * read the result.
+ * The coordinator posts one when a goal is cancelled (POST
+ * /goals/<id>/cancel) or ends before its tasks did (deadline, a person).
+ *
  * Our own envelopes come back through the inbox (the hub echoes to every
  * member) and are ignored, as is anything once shutdown has begun.
  */
@@ -51,6 +58,7 @@
 
 
 #define IOA_TASK_ABSTRACT_MAX 80
+#define IOA_TASK_NOTE_MAX     1000 /* bytes of an adapter's progress note */
 
 #define IOA_TASK_PROGRESS_TEXT                                                 \
     "Team, the following task is being executed in the background by "         \
@@ -63,7 +71,8 @@ static void        ioa_task_assigned(yajl_val env, int sync, size_t addressees);
 static void        ioa_task_turn(yajl_val env);
 static ioa_task_t *ioa_task_new(yajl_val env, ioa_task_kind_e kind);
 static void        ioa_task_run(ioa_task_t *t);
-static void        ioa_task_progress(ioa_task_t *t);
+static void        ioa_task_cancel_room(const char *comm_id);
+static const ioa_adapter_t *ioa_task_adapter(void);
 static void  ioa_task_head(ioa_buf_t *b, ioa_task_t *t, const char *content,
                            long long type, int to_assigner);
 static void  ioa_task_free(ioa_event_t *ev);
@@ -171,6 +180,11 @@ ioa_task_envelope(yajl_val env)
 
     if (sender && strcmp(sender, ioa_conf.name) == 0) {
         return; /* the echo of our own post */
+    }
+
+    if (type == 11) { /* CONCLUSION: see the top */
+        ioa_task_cancel_room(comm_id);
+        return;
     }
 
     if (!ioa_task_addressed(ioa_json_get(env, "next_speaker"), &n)) {
@@ -283,7 +297,7 @@ ioa_task_assigned(yajl_val env, int sync, size_t addressees)
                  t->task_id, t->assigner, t->comm_id, sync ? "sync" : "async",
                  t->source_id, t->task_abstract);
 
-    ioa_task_progress(t);
+    ioa_task_note(t, NULL, 0);
     ioa_task_run(t);
 }
 
@@ -328,10 +342,31 @@ ioa_task_run(ioa_task_t *t)
     ioa_ntasks++;
     t->started = ioa_mono_ms();
 
-    a = ioa_conf.exec_argv ? &ioa_exec_adapter : &ioa_http_adapter;
+    a = ioa_task_adapter();
 
     /* may finish at once (a program that cannot be started) */
     a->start(t);
+}
+
+
+static const ioa_adapter_t *
+ioa_task_adapter(void)
+{
+    if (ioa_conf.exec_argv) {
+        return &ioa_exec_adapter;
+    }
+
+    return ioa_conf.a2a_url ? &ioa_a2a_adapter : &ioa_http_adapter;
+}
+
+
+/* how a task is named in the log: its task_id, or the envelope a turn
+ * answers */
+
+const char *
+ioa_task_key(ioa_task_t *t)
+{
+    return t->kind == IOA_TASK_ASSIGNED ? t->task_id : t->source_id;
 }
 
 
@@ -348,15 +383,7 @@ ioa_task_abstract(const char *desc)
         desc++;
     }
 
-    len = strcspn(desc, "\r\n");
-
-    if (len > IOA_TASK_ABSTRACT_MAX) {
-        len = IOA_TASK_ABSTRACT_MAX;
-
-        while (len && ((unsigned char) desc[len] & 0xc0) == 0x80) {
-            len--;
-        }
-    }
+    len = ioa_utf8_cut(desc, strcspn(desc, "\r\n"), IOA_TASK_ABSTRACT_MAX);
 
     while (len && (desc[len - 1] == ' ' || desc[len - 1] == '\t')) {
         len--;
@@ -427,15 +454,31 @@ ioa_task_post_new(ioa_task_t *t, long long type, const char *what)
 }
 
 
-static void
-ioa_task_progress(ioa_task_t *t)
+/*
+ * INFORM_TASK_PROGRESS: at once when a task is assigned (no note), and
+ * again whenever an adapter has news (the A2A agent's status messages):
+ * the note follows the marker sentence and the abstract, cut to
+ * IOA_TASK_NOTE_MAX bytes, a line of news rather than a second result.
+ */
+
+void
+ioa_task_note(ioa_task_t *t, const char *note, size_t len)
 {
     ioa_buf_t   content = { 0 };
     ioa_post_t *p;
 
+    if (t->kind != IOA_TASK_ASSIGNED || t->finished) {
+        return; /* a turn's only envelope is its reply */
+    }
+
     p = ioa_task_post_new(t, 8, "progress");
 
     ioa_buf_addf(&content, "%s\n%s", IOA_TASK_PROGRESS_TEXT, t->task_abstract);
+
+    if (len) {
+        ioa_buf_addc(&content, '\n');
+        ioa_buf_add(&content, note, ioa_utf8_cut(note, len, IOA_TASK_NOTE_MAX));
+    }
 
     ioa_task_head(&p->body, t, ioa_buf_cstr(&content), 8, 1);
     ioa_buf_adds(&p->body, "}");
@@ -481,13 +524,11 @@ ioa_task_finish(ioa_task_t *t, ioa_task_status_e status, const char *text,
     }
 
     ioa_log_info("task %s %s after %llu ms (%zu bytes of output)",
-                 t->kind == IOA_TASK_ASSIGNED ? t->task_id : t->source_id,
-                 ioa_task_status_name(status),
+                 ioa_task_key(t), ioa_task_status_name(status),
                  (unsigned long long) (ioa_mono_ms() - t->started), total);
 
     if (status != IOA_TASK_COMPLETED && status != IOA_TASK_PARTIAL) {
-        ioa_log_info("task %s: %.*s",
-                     t->kind == IOA_TASK_ASSIGNED ? t->task_id : t->source_id,
+        ioa_log_info("task %s: %.*s", ioa_task_key(t),
                      (int) (len > 1000 ? 1000 : len), text);
     }
 
@@ -575,11 +616,37 @@ ioa_task_cancel_all(void)
     ioa_task_t          *t, *next;
     const ioa_adapter_t *a;
 
-    a = ioa_conf.exec_argv ? &ioa_exec_adapter : &ioa_http_adapter;
+    a = ioa_task_adapter();
 
     for (t = ioa_tasks; t; t = next) {
         next = t->next;
         t->cancelled = 1;
+        t->cancel_why = "cancelled: the agent is shutting down";
+        a->cancel(t);
+    }
+}
+
+
+static void
+ioa_task_cancel_room(const char *comm_id)
+{
+    ioa_task_t          *t, *next;
+    const ioa_adapter_t *a;
+
+    a = ioa_task_adapter();
+
+    for (t = ioa_tasks; t; t = next) {
+        next = t->next;
+
+        if (t->cancelled || strcmp(t->comm_id, comm_id) != 0) {
+            continue;
+        }
+
+        ioa_log_info("task %s: the goal of room %s ended; cancelling it",
+                     ioa_task_key(t), comm_id);
+
+        t->cancelled = 1;
+        t->cancel_why = "cancelled: the goal ended before the task did";
         a->cancel(t);
     }
 }

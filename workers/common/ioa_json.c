@@ -74,6 +74,24 @@ ioa_utf8_len(const unsigned char *s, size_t len)
 }
 
 
+/* how much of s (len bytes) fits in max bytes without splitting a
+ * character: a text cut to a limit stays valid UTF-8 */
+
+size_t
+ioa_utf8_cut(const char *s, size_t len, size_t max)
+{
+    if (len <= max) {
+        return len;
+    }
+
+    while (max && ((unsigned char) s[max] & 0xc0) == 0x80) {
+        max--;
+    }
+
+    return max;
+}
+
+
 /*
  * Appends s escaped for a JSON string (without the quotes).  With max > 0,
  * stops before the appended bytes would exceed max.  Returns how many

@@ -24,6 +24,7 @@
 
 
 size_t ioa_utf8_len(const unsigned char *s, size_t len);
+size_t ioa_utf8_cut(const char *s, size_t len, size_t max);
 
 size_t ioa_json_escape(ioa_buf_t *b, const char *s, size_t len, size_t max);
 void   ioa_json_str(ioa_buf_t *b, const char *s);
