@@ -64,8 +64,8 @@ typedef struct {
     ngx_uint_t                single;     /* query_assistant with a string */
     ngx_str_t                 name;       /* register: the agent */
     ngx_str_t                 answer;     /* register: sent once indexed */
-    const char               *argv[15];   /* register.lua's */
-    size_t                    argvlen[15];
+    const char               *argv[16];   /* register.lua's */
+    size_t                    argvlen[16];
     ngx_uint_t                argc;
 } ngx_ioa_registry_ctx_t;
 
@@ -98,13 +98,16 @@ static ngx_int_t ngx_ioa_discovery_header(ngx_http_request_t *r,
     const char *who);
 /* the replies' tuples: retrieve.lua, query.lua, list_agents.lua */
 #define NGX_IOA_RETRIEVE_TUPLE  8
-#define NGX_IOA_QUERY_TUPLE     9
+#define NGX_IOA_QUERY_TUPLE     10
+#define NGX_IOA_LIST_TUPLE      8
+/* an agent's A2A card URL (ioa-agent --a2a) */
+#define NGX_IOA_A2A_URL_MAX     2048
 
 static void ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body);
 static void ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f,
-    ngx_uint_t created, ngx_uint_t score, ngx_uint_t record);
+    ngx_uint_t created, ngx_uint_t score, ngx_uint_t record, ngx_uint_t a2a);
 static ngx_int_t ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix,
     ngx_str_t *name, ngx_str_t *key);
 static ngx_int_t ngx_ioa_reg_terms(ngx_http_request_t *r, ngx_str_t *texts,
@@ -123,9 +126,11 @@ static ngx_str_t  ngx_ioa_agent_types[] = {
 
 /*
  * POST /register {"name","type","desc"} as IoA, plus optional "tags"
- * (capability tags, indexed with the description) and "speaks_protocol"
- * (true: the agent runs its own conversation turns).  Re-registering
- * updates the entry; IoA ignored a changed description.
+ * (capability tags, indexed with the description), "speaks_protocol"
+ * (true: the agent runs its own conversation turns) and "a2a_url" (the
+ * card of the A2A agent it stands for, shown by /query_assistant and
+ * /list_all_agents).  Re-registering updates the entry; IoA ignored a
+ * changed description.
  */
 
 ngx_int_t
@@ -144,6 +149,7 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
     yajl_val                 doc, v, tags, proto;
     ngx_tm_t                 tm;
     ngx_str_t                name, type, desc, s, tags_json, terms, *t;
+    ngx_str_t                a2a_url;
     ngx_str_t                texts[1 + NGX_IOA_TAGS_MAX];
     ngx_uint_t               ntexts;
     const char             **argv;
@@ -262,6 +268,29 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
+    /* an A2A agent's card (ioa-agent --a2a registers it): stored and
+     * shown, never fetched by the hub */
+    ngx_str_null(&a2a_url);
+    v = ngx_ioa_json_get(doc, "a2a_url");
+
+    if (v && !YAJL_IS_NULL(v)) {
+        if (ngx_ioa_json_string(v, &a2a_url) != NGX_OK
+            || a2a_url.len > NGX_IOA_A2A_URL_MAX
+            || !((a2a_url.len > 7
+                  && ngx_strncmp(a2a_url.data, "http://", 7) == 0)
+                 || (a2a_url.len > 8
+                     && ngx_strncmp(a2a_url.data, "https://", 8) == 0)))
+        {
+            goto bad_a2a_url;
+        }
+
+        for (i = 0; i < a2a_url.len; i++) {
+            if (a2a_url.data[i] <= ' ' || a2a_url.data[i] == 0x7f) {
+                goto bad_a2a_url;
+            }
+        }
+    }
+
     if (ngx_ioa_reg_key(r, "agent:", &name, &agent_key) != NGX_OK
         || ngx_ioa_reg_key(r, "agents", NULL, &agents_key) != NGX_OK
         || ngx_ioa_reg_key(r, "stats", NULL, &stats_key) != NGX_OK)
@@ -320,7 +349,13 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
     argvlen[11] = ngx_sprintf(max, "%ui", mcf->max_agents) - max;
     argv[12] = (const char *) terms.data;
     argvlen[12] = terms.len;
-    rctx->argc = 13;
+    argv[13] = "";                      /* no embedding (yet) */
+    argvlen[13] = 0;
+    argv[14] = "";
+    argvlen[14] = 0;
+    argv[15] = a2a_url.len ? (const char *) a2a_url.data : "";
+    argvlen[15] = a2a_url.len;
+    rctx->argc = 16;
 
     rctx->name = name;
     ngx_ioa_rest_set_data(r, rctx);
@@ -334,6 +369,13 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 
     ngx_ioa_register_send(r, rctx);
 
+    return;
+
+bad_a2a_url:
+
+    ngx_ioa_finish(r, ngx_ioa_invalid(r, "a2a_url",
+                   "\"a2a_url\" must be an http:// or https:// URL of at "
+                   "most 2048 bytes, without spaces"));
     return;
 
 bad_type:
@@ -374,7 +416,6 @@ ngx_ioa_register_embedded(ngx_http_request_t *r, void *data,
     rctx->argvlen[13] = mcf->embed_model.len;
     rctx->argv[14] = (const char *) res->vecs;
     rctx->argvlen[14] = res->dim * sizeof(float);
-    rctx->argc = 15;
 
     ngx_ioa_register_send(r, rctx);
 }
@@ -952,7 +993,7 @@ ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply)
             ngx_ioa_jbuf_byte(&b, ',');
         }
 
-        ngx_ioa_agent_json(&b, &reply->element[i], 0, 1, 1);
+        ngx_ioa_agent_json(&b, &reply->element[i], 0, 1, 1, 0);
     }
 
     ngx_ioa_jbuf_byte(&b, ']');
@@ -1077,7 +1118,7 @@ ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
     }
 
     /* found, name, type, desc, tags_json, created_at, online, protocol,
-     * record */
+     * record, a2a_url */
 
     n = reply->elements / NGX_IOA_QUERY_TUPLE;
     f = reply->element;
@@ -1114,7 +1155,7 @@ ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
             continue;
         }
 
-        ngx_ioa_agent_json(&b, &f[1], 1, 0, 1);
+        ngx_ioa_agent_json(&b, &f[1], 1, 0, 1, 8);
     }
 
     if (!rctx->single) {
@@ -1211,7 +1252,8 @@ ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply)
     ngx_ioa_jbuf_t  b;
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
-        || reply->elements < 1 || (reply->elements - 1) % 7)
+        || reply->elements < 1
+        || (reply->elements - 1) % NGX_IOA_LIST_TUPLE)
     {
         ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
         return;
@@ -1225,9 +1267,11 @@ ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply)
 
     ngx_ioa_jbuf_byte(&b, '[');
 
-    /* name, type, desc, tags_json, created_at, online, protocol */
+    /* name, type, desc, tags_json, created_at, online, protocol, a2a_url */
 
-    for (i = 1; i < reply->elements; i += 7) {
+    for (i = 1; i + NGX_IOA_LIST_TUPLE <= reply->elements;
+         i += NGX_IOA_LIST_TUPLE)
+    {
         if (i > 1) {
             ngx_ioa_jbuf_byte(&b, ',');
         }
@@ -1248,7 +1292,7 @@ ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply)
             u_char  *mark;
 
             mark = b.pos;
-            ngx_ioa_agent_json(&b, &reply->element[i], 1, 0, 0);
+            ngx_ioa_agent_json(&b, &reply->element[i], 1, 0, 0, 7);
 
             if (!b.failed && b.pos > mark) {
                 ngx_memmove(mark, mark + 1, b.pos - mark - 1);
@@ -1266,14 +1310,16 @@ ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply)
 /*
  * One agent as IoA's AgentInfo plus ours:
  * {"name","type","desc","tags":[..],"online":bool,"speaks_protocol":bool,
- *  "created_at" | "score", "record"}.  f points at name, type, desc,
- * tags_json, then created_at or score, online, protocol, and with record
- * the agent's task record (JSON written by query.lua and retrieve.lua).
+ *  "created_at" | "score", "record", "a2a_url"}.  f points at name, type,
+ * desc, tags_json, then created_at or score, online, protocol, and with
+ * record the agent's task record (JSON written by query.lua and
+ * retrieve.lua); a2a, if not 0, is where the agent's A2A card URL is
+ * ("a2a_url" only when it has one).
  */
 
 static void
 ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f, ngx_uint_t created,
-    ngx_uint_t score, ngx_uint_t record)
+    ngx_uint_t score, ngx_uint_t record, ngx_uint_t a2a)
 {
     ngx_str_t  s;
 
@@ -1345,6 +1391,12 @@ ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f, ngx_uint_t created,
         } else {
             ngx_ioa_jbuf_literal(b, "{}");
         }
+    }
+
+    if (a2a && f[a2a]->type == REDIS_REPLY_STRING && f[a2a]->len) {
+        ngx_ioa_field(a2a);
+        ngx_ioa_jbuf_literal(b, ",\"a2a_url\":");
+        ngx_ioa_jbuf_str(b, &s);
     }
 
     ngx_ioa_jbuf_byte(b, '}');

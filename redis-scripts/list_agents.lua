@@ -7,8 +7,9 @@
 -- ARGV[3]  offset          0-based index of the first agent, >= 0
 -- ARGV[4]  count           agents in this page, >= 0 (0 = just the total)
 --
--- Returns  {total, name, type, desc, tags_json, created_at, online, protocol, ...}
---          total is an integer (all registered agents); then one 7-tuple of
+-- Returns  {total, name, type, desc, tags_json, created_at, online, protocol,
+--           a2a_url, ...}
+--          total is an integer (all registered agents); then one 8-tuple of
 --          strings per agent, oldest registration first, ties by name (the
 --          zset order: score, then member bytes).
 -- Errors   BADARG  keys not derived from B, bad now_ms/offset/count
@@ -36,7 +37,8 @@ end
 local names = redis.call('ZRANGE', KEYS[1], offset, offset + count - 1)
 for _, name in ipairs(names) do
   local a = redis.call('HMGET', B .. 'agent:' .. name,
-                       'type', 'desc', 'tags', 'created_at', 'protocol')
+                       'type', 'desc', 'tags', 'created_at', 'protocol',
+                       'a2a_url')
   local s = redis.call('ZSCORE', KEYS[2], name)
   out[#out + 1] = name
   out[#out + 1] = a[1] or ''
@@ -45,5 +47,6 @@ for _, name in ipairs(names) do
   out[#out + 1] = a[4] or ''
   out[#out + 1] = (s ~= false and tonumber(s) > now) and '1' or '0'
   out[#out + 1] = a[5] or '0'
+  out[#out + 1] = a[6] or ''
 end
 return out

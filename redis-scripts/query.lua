@@ -5,10 +5,11 @@
 -- ARGV[2]  now_ms          an agent is online iff its online score > now_ms
 -- ARGV[3..] names          one or more names, answered in this order
 --
--- Returns  a flat array of 9-tuples, one per requested name, in request order:
+-- Returns  a flat array of 10-tuples, one per requested name, in request order:
 --            found "1"|"0", name, type, desc, tags_json, created_at,
---            online "1"|"0", protocol "1"|"0", record (JSON, as retrieve.lua)
---          For an unknown name: "0", name, "", "", "", "", online, "0", "".
+--            online "1"|"0", protocol "1"|"0", record (JSON, as retrieve.lua),
+--            a2a_url ("" for none)
+--          For an unknown name: "0", name, "", "", "", "", online, "0", "", "".
 --          online is reported even for unknown names, since presence is kept
 --          per connected name whether or not it registered.
 -- Errors   BADARG  keys not derived from B, now_ms not a number, no name
@@ -49,7 +50,8 @@ local out = {}
 for i = 3, #ARGV do
   local name = ARGV[i]
   local a = redis.call('HMGET', B .. 'agent:' .. name,
-                       'type', 'desc', 'tags', 'created_at', 'protocol')
+                       'type', 'desc', 'tags', 'created_at', 'protocol',
+                       'a2a_url')
   local s = redis.call('ZSCORE', KEYS[1], name)
   local online = (s ~= false and tonumber(s) > now) and '1' or '0'
   if a[4] then
@@ -62,8 +64,9 @@ for i = 3, #ARGV do
     out[#out + 1] = online
     out[#out + 1] = a[5] or '0'
     out[#out + 1] = record(B, name)
+    out[#out + 1] = a[6] or ''
   else
-    for _, v in ipairs({ '0', name, '', '', '', '', online, '0', '' }) do
+    for _, v in ipairs({ '0', name, '', '', '', '', online, '0', '', '' }) do
       out[#out + 1] = v
     end
   end

@@ -24,6 +24,9 @@
 --                          (stored as vec, vec_model, vec_dim).  Without one
 --                          a changed desc drops the old vector, and the agent
 --                          is embedded later (embed_store.lua)
+-- ARGV[13] a2a_url         the agent's A2A card when an A2A agent stands
+--                          behind it (ioa-agent --a2a; checked by the
+--                          module); "" or absent: none, and a former one goes
 --
 -- Returns  {"created"|"updated", created_at}  (created_at as first registered)
 -- Errors   FULL    "FULL the registry holds <n> agents, the most
@@ -159,6 +162,13 @@ if vec_model ~= '' and #vec > 0 and #vec % 4 == 0 then
              'vec_dim', #vec / 4)
 elseif exists and redis.call('HGET', KEYS[1], 'desc') ~= desc then
   redis.call('HDEL', KEYS[1], 'vec', 'vec_model', 'vec_dim')
+end
+
+local a2a_url = ARGV[13] or ''
+if a2a_url ~= '' then
+  redis.call('HSET', KEYS[1], 'a2a_url', a2a_url)
+elseif exists then
+  redis.call('HDEL', KEYS[1], 'a2a_url')
 end
 
 redis.call('HSET', KEYS[1],

@@ -1131,3 +1131,42 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 32: a2a_url (an A2A agent's card, ioa-agent --a2a): stored and shown by /query_assistant and /list_all_agents, dropped when re-registered without; anything but an http(s) URL is 400 naming "a2a_url", nothing stored
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    hub_ready();
+    my $card = 'https://agents.example/shouter/.well-known/agent-card.json';
+    my ($code, $d) = api($ctx, POST => '/register',
+        { name => 'Bridge', type => 'Thing Assistant', desc => 'shouts', a2a_url => $card });
+    is $code, 200, 'registered with a2a_url';
+    (undef, $d) = api($ctx, POST => '/query_assistant', { name => 'Bridge' });
+    is $d->{a2a_url}, $card, '/query_assistant shows it';
+    (undef, $d) = api($ctx, GET => '/list_all_agents');
+    is $d->[0]{a2a_url}, $card, '/list_all_agents too';
+    api($ctx, POST => '/register', { name => 'Plain', type => 'Thing Assistant', desc => 'x' });
+    (undef, $d) = api($ctx, POST => '/query_assistant', { name => 'Plain' });
+    ok !exists $d->{a2a_url}, 'an agent without one has no a2a_url';
+    for my $bad ('ftp://x/card.json', 'http://', 'http://a b/c', 42, 'https://x/' . ('a' x 2048)) {
+        ($code, $d) = api($ctx, POST => '/register',
+            { name => 'Bridge', type => 'Thing Assistant', desc => 'shouts', a2a_url => $bad });
+        is $code, 400, "a2a_url " . substr($bad, 0, 20) . ": 400";
+        is $d->{field}, 'a2a_url', '... naming the field';
+    }
+    (undef, $d) = api($ctx, POST => '/query_assistant', { name => 'Bridge' });
+    is $d->{a2a_url}, $card, 'nothing stored by a refused registration';
+    api($ctx, POST => '/register', { name => 'Bridge', type => 'Thing Assistant', desc => 'shouts' });
+    (undef, $d) = api($ctx, POST => '/query_assistant', { name => 'Bridge' });
+    ok !exists $d->{a2a_url}, 're-registered without it: gone';
+--- no_error_log
+[alert]
+[crit]
+[emerg]

@@ -123,6 +123,10 @@ GET /health_check
         'registered with the card\'s description';
     is_deeply $reg->{tags}, [qw(shouting uppercase echo)],
         'and its skills\' tags, each once';
+    is $reg->{a2a_url}, "http://127.0.0.1:$port/.well-known/agent-card.json",
+        'the registry keeps the card it stands for (a2a_url)';
+    my (undef, $native) = api($ctx, POST => '/query_assistant', { name => 'Reverser' });
+    ok !exists $native->{a2a_url}, 'a native agent has none';
     like $sh->log, qr{A2A agent "Shouter" at http://127\.0\.0\.1:$port/\.well-known/agent-card\.json: JSON-RPC http://127\.0\.0\.1:$port/rpc \(streaming\), A2A 1\.0},
         'the card\'s JSON-RPC interface, A2A 1.0 of the two offered';
 

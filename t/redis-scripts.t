@@ -142,7 +142,7 @@ sub register {
         [ "${B}agent:$name", "${B}agents", "${B}stats" ],
         $B, $name, $o{type} // 'Thing Assistant', $o{desc} // '', $tags,
         $o{protocol} // '0', $o{now} // $NOW, $o{created} // '2024-01-01-00-00-00',
-        $o{max} // '0', $terms);
+        $o{max} // '0', $terms, (defined $o{a2a} ? ('', '', $o{a2a}) : ()));
 }
 
 # queries are texts tokenized here; raw => 1 passes them as they are
@@ -613,14 +613,26 @@ is(err_code(presence('', $NOW, 'x')), 'BADARG', 'presence: an empty holder is BA
 
 $r->cmd('HSET', "${RB}rep:sam", partial => 2);
 $res = run_script('query', [ "${RB}online" ], $RB, $NOW, qw(carl nobody sam));
-is_deeply($res, [ '1', 'carl', 'Thing Assistant', 'image scale crop', '[]', '2024-01-01-00-00-00', '1', '0', record_json(),
-                  '0', 'nobody', '', '', '', '', '0', '0', '',
+is_deeply($res, [ '1', 'carl', 'Thing Assistant', 'image scale crop', '[]', '2024-01-01-00-00-00', '1', '0', record_json(), '',
+                  '0', 'nobody', '', '', '', '', '0', '0', '', '',
                   '1', 'sam', 'Thing Assistant', 'image short', '[]', '2024-01-01-00-00-00', '0', '0',
-                  record_json(partial => 2) ],
-          'query: 9-tuples in request order (the record last), unknown names marked 0');
+                  record_json(partial => 2), '' ],
+          'query: 10-tuples in request order (the record, then a2a_url), unknown names marked 0');
 $r->cmd('DEL', "${RB}rep:sam");
 is(run_script('query', [ "${B}online" ], $B, $NOW, 'alice')->[4], '["summary"]', 'query: tags as JSON');
 is(err_code(run_script('query', [ "${B}online" ], $B, $NOW)), 'BADARG', 'query without a name: BADARG');
+{
+    my $AB = 'a2a:{reg}:';
+    register($AB, 'ada', desc => 'bridges an A2A agent',
+             a2a => 'http://127.0.0.1:9/.well-known/agent-card.json');
+    is(run_script('query', [ "${AB}online" ], $AB, $NOW, 'ada')->[9],
+       'http://127.0.0.1:9/.well-known/agent-card.json', 'query: a2a_url as registered');
+    is(run_script('list_agents', [ "${AB}agents", "${AB}online" ], $AB, $NOW, 0, 1)->[8],
+       'http://127.0.0.1:9/.well-known/agent-card.json', 'list: a2a_url as registered');
+    register($AB, 'ada', desc => 'bridges an A2A agent');
+    is(run_script('query', [ "${AB}online" ], $AB, $NOW, 'ada')->[9], '',
+       'query: re-registered without a2a_url, the old one is gone');
+}
 
 # --- goal_message ------------------------------------------------------------------
 
@@ -676,7 +688,7 @@ sub list_page {
     my $rep = run_script('list_agents', [ "${RB}agents", "${RB}online" ], $RB, $NOW, $off, $cnt);
     my $total = shift @$rep;
     my @names;
-    while (@$rep) { my @t = splice @$rep, 0, 7; push @names, $t[0] }
+    while (@$rep) { my @t = splice @$rep, 0, 8; push @names, $t[0] }
     return [ $total, @names ];
 }
 is_deeply(list_page(0, 100), [ 6, qw(anna carl lena sam rita xena) ],
@@ -688,8 +700,8 @@ is_deeply(list_page(0, 0), [6], 'list: count 0 gives the total only');
 register($RB, 'anna', desc => 'image image crop', now => 99_999);
 is_deeply(list_page(0, 1), [ 6, 'anna' ], 'list: re-registering keeps the position');
 is_deeply([ @{ run_script('list_agents', [ "${RB}agents", "${RB}online" ], $RB, $NOW, 1, 1) } ],
-          [ 6, 'carl', 'Thing Assistant', 'image scale crop', '[]', '2024-01-01-00-00-00', '1', '0' ],
-          'list: a row is name, type, desc, tags, created_at, online, protocol');
+          [ 6, 'carl', 'Thing Assistant', 'image scale crop', '[]', '2024-01-01-00-00-00', '1', '0', '' ],
+          'list: a row is name, type, desc, tags, created_at, online, protocol, a2a_url');
 is(err_code(run_script('list_agents', [ "${RB}agents", "${RB}online" ], $RB, $NOW, -1, 1)),
    'BADARG', 'list: negative offset: BADARG');
 

@@ -223,7 +223,7 @@ typedef struct {
 } iw_agents_t;
 
 /* the replies of query.lua and retrieve.lua: values per agent */
-#define IW_QUERY_TUPLE       9
+#define IW_QUERY_TUPLE       10
 #define IW_RETRIEVE_TUPLE    8
 
 int iw_reg_register(const iw_conf_t *conf);
