@@ -79,10 +79,11 @@ sub stop_children {
     }
 }
 
-# the agents are registered and online (/query_assistant)
+# the agents are registered and online (/query_assistant); when they are
+# not in time, their logs say why
 sub online {
     my ($ctx, $token, @names) = @_;
-    return IoaTest::Api::wait_until(sub {
+    my $ok = IoaTest::Api::wait_until(sub {
         my $ua = LWP::UserAgent->new(timeout => 5);
         my $res = $ua->post('http://127.0.0.1:' . $ctx->port . '/query_assistant',
             'Content-Type' => 'application/json',
@@ -91,6 +92,14 @@ sub online {
         my $d = eval { json()->decode($res->content) };
         $res->code == 200 && ref $d eq 'ARRAY' && !grep { !$_ || !$_->{online} } @$d;
     }, 15);
+    unless ($ok) {
+        for my $name (@names) {
+            open my $fh, '<', "$Scratch/agent-$name.log" or next;
+            local $/;
+            Test::More::diag("agent $name: " . <$fh>);
+        }
+    }
+    return $ok;
 }
 
 # node_steps($script, [@args], @steps): the steps through a t/node client,
