@@ -14,7 +14,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ioa_agent.h"
@@ -35,10 +34,7 @@ ioa_log(int level, const char *fmt, ...)
     int             saved, n;
     char            msg[IOA_LOG_MAX], line[IOA_LOG_MAX * 2], *p, *end;
     size_t          i;
-    time_t          sec;
     va_list         ap;
-    struct tm       tm;
-    struct timespec ts;
 
     if (level > ioa_log_level) {
         return;
@@ -55,18 +51,11 @@ ioa_log(int level, const char *fmt, ...)
         return;
     }
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    sec = ts.tv_sec;
-    gmtime_r(&sec, &tm);
-
     p = line;
     end = line + sizeof(line) - 8; /* room for "...\n" */
 
-    p += snprintf(p, end - p,
-                  "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s "
-                  "ioa-agent[%ld] %s: ",
-                  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                  tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+    p += ioa_time_iso(p, end - p, ioa_wall_ms());
+    p += snprintf(p, end - p, " %s ioa-agent[%ld] %s: ",
                   ioa_log_levels[level], (long) getpid(), ioa_log_agent);
 
     for (i = 0; msg[i] && p < end - 4; i++) {

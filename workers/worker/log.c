@@ -11,7 +11,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "iw.h"
@@ -22,20 +21,11 @@ iw_log(const char *level, const char *fmt, ...)
 {
     int         i, n, m;
     char        line[2048];
-    time_t      sec;
     va_list     ap;
-    struct tm   tm;
-    long long   now;
 
-    now = ioa_wall_ms();
-    sec = (time_t) (now / 1000);
-    gmtime_r(&sec, &tm);
-
-    n = snprintf(line, sizeof(line),
-                 "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ ioa-worker[%d] %s: ",
-                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                 tm.tm_min, tm.tm_sec, (int) (now % 1000), (int) getpid(),
-                 level);
+    n = ioa_time_iso(line, sizeof(line), ioa_wall_ms());
+    n += snprintf(line + n, sizeof(line) - (size_t) n, " ioa-worker[%d] %s: ",
+                  (int) getpid(), level);
 
     va_start(ap, fmt);
     m = vsnprintf(line + n, sizeof(line) - (size_t) n - 1, fmt, ap);
