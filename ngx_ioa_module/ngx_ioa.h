@@ -37,8 +37,9 @@
  *   ngx_ioa_mcp.c            the hub as an MCP server (ioa_mcp): tools and
  *                            resources answered by subrequests to the
  *                            REST endpoints;
- *   ngx_ioa_a2a.c            the hub as an A2A agent (ioa_a2a): agent
- *                            card, tasks that are goals, streamed;
+ *   ngx_ioa_a2a*.c           the hub as an A2A agent (ioa_a2a): JSON-RPC
+ *                            and operations, tasks that are goals (streams,
+ *                            waits), the agent card;
  *   ngx_ioa_call.c           a facade's in-memory call of an endpoint;
  *   ngx_ioa_jsonrpc.c        JSON-RPC 2.0 messages of the facades.
  *
@@ -474,6 +475,8 @@ void ngx_ioa_room_exit_process(ngx_cycle_t *cycle);
 
 /* ngx_ioa_retention.c */
 void ngx_ioa_retention_tick(void);
+void ngx_ioa_client_follower(ngx_ioa_client_t *cl, ngx_http_request_t *r,
+    ngx_ioa_transport_t *t, void *data, ngx_str_t *stream);
 ngx_int_t ngx_ioa_client_attach(ngx_ioa_client_t *cl);
 void ngx_ioa_client_detach(ngx_ioa_client_t *cl);
 void ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len);
@@ -581,6 +584,8 @@ ngx_int_t ngx_ioa_send_retry(ngx_http_request_t *r, ngx_uint_t status,
 ngx_int_t ngx_ioa_send_answer(ngx_http_request_t *r, ngx_uint_t status,
     ngx_msec_t retry, ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_ioa_error_t *err);
+ngx_int_t ngx_ioa_send_not_allowed(ngx_http_request_t *r, const char *allow,
     ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_send_jbuf(ngx_http_request_t *r, ngx_uint_t status,
     ngx_ioa_jbuf_t *b);
@@ -720,6 +725,8 @@ ngx_int_t ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who);
 void ngx_ioa_goal_ensure_group(void);
 ngx_int_t ngx_ioa_goal_id_valid(ngx_str_t *id);
+ngx_int_t ngx_ioa_goal_feed_name(ngx_pool_t *pool, ngx_str_t *id,
+    ngx_str_t *name);
 
 /* ngx_ioa_metrics_fleet.c: /metrics' goals and goal workers */
 typedef struct ngx_ioa_fleet_s  ngx_ioa_fleet_t;

@@ -626,35 +626,22 @@ ngx_ioa_launch_queued(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_goal_wait(ngx_http_request_t *r, ngx_ioa_goal_ctx_t *g)
 {
-    u_char               *p;
+    ngx_str_t             feed;
     ngx_ioa_goal_wait_t  *w;
     ngx_pool_cleanup_t   *cln;
 
     w = ngx_pcalloc(r->pool, sizeof(ngx_ioa_goal_wait_t));
-    if (w == NULL) {
+    if (w == NULL
+        || ngx_ioa_goal_feed_name(r->pool, &g->goal_id, &feed) != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
     w->request = r;
     w->goal_id = g->goal_id;
 
-    w->client.kind = NGX_IOA_CLIENT_FOLLOWER;
-    w->client.transport = &ngx_ioa_goal_wait_transport;
-    w->client.data = w;
-    w->client.pool = r->pool;
-    w->client.log = r->connection->log;
-    w->client.lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
-    w->client.echo = 1;
-    ngx_queue_init(&w->client.links);
-
-    p = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + g->goal_id.len);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    w->client.follow.data = p;
-    w->client.follow.len = ngx_sprintf(p, "goal-%V", &g->goal_id) - p;
-    w->client.name = w->client.follow;
+    ngx_ioa_client_follower(&w->client, r, &ngx_ioa_goal_wait_transport, w,
+                            &feed);
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
@@ -1060,14 +1047,27 @@ ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id)
 {
     ngx_str_t  name;
 
-    name.data = ngx_pnalloc(r->pool, sizeof("goal-") - 1 + id->len);
-    if (name.data == NULL) {
+    if (ngx_ioa_goal_feed_name(r->pool, id, &name) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    name.len = ngx_sprintf(name.data, "goal-%V", id) - name.data;
-
     return ngx_ioa_inbox_handler(r, &name, NGX_IOA_CLIENT_FOLLOWER);
+}
+
+
+/* the stream a goal's followers read: "goal-<id>", the room of its feed */
+
+ngx_int_t
+ngx_ioa_goal_feed_name(ngx_pool_t *pool, ngx_str_t *id, ngx_str_t *name)
+{
+    name->data = ngx_pnalloc(pool, sizeof("goal-") - 1 + id->len);
+    if (name->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    name->len = ngx_sprintf(name->data, "goal-%V", id) - name->data;
+
+    return NGX_OK;
 }
 
 

@@ -1423,21 +1423,11 @@ ngx_ioa_mcp_transcript(ngx_http_request_t *r, ngx_ioa_mcp_t *m,
 static ngx_int_t
 ngx_ioa_mcp_not_allowed(ngx_http_request_t *r)
 {
-    ngx_ioa_error_t   err;
-    ngx_table_elt_t  *h;
-
-    h = ngx_list_push(&r->headers_out.headers);
-    if (h == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    h->hash = 1;
-    ngx_str_set(&h->key, "Allow");
-    ngx_str_set(&h->value, "POST");
+    ngx_ioa_error_t  err;
 
     ngx_ioa_error_set(&err, "method_not_allowed", NULL,
                       "the MCP endpoint takes POST only: this server opens "
                       "no stream of its own and keeps no session to end");
 
-    return ngx_ioa_send_error(r, NGX_HTTP_NOT_ALLOWED, &err);
+    return ngx_ioa_send_not_allowed(r, "POST", &err);
 }

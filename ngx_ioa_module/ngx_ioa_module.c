@@ -623,32 +623,17 @@ ngx_ioa_method(ngx_http_request_t *r, ngx_uint_t methods)
 static ngx_int_t
 ngx_ioa_not_allowed(ngx_http_request_t *r, ngx_uint_t methods)
 {
-    ngx_ioa_error_t   err;
-    ngx_table_elt_t  *h;
-
-    h = ngx_list_push(&r->headers_out.headers);
-    if (h == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    h->hash = 1;
-    ngx_str_set(&h->key, "Allow");
-
-    if (methods == (NGX_IOA_GET|NGX_IOA_POST)) {
-        ngx_str_set(&h->value, "GET, POST");
-
-    } else if (methods == NGX_IOA_GET) {
-        ngx_str_set(&h->value, "GET");
-
-    } else {
-        ngx_str_set(&h->value, "POST");
-    }
+    ngx_ioa_error_t  err;
 
     ngx_ioa_error_set(&err, "method_not_allowed", NULL,
                       "method %V is not allowed on \"%V\"", &r->method_name,
                       &r->uri);
 
-    return ngx_ioa_send_error(r, NGX_HTTP_NOT_ALLOWED, &err);
+    return ngx_ioa_send_not_allowed(r,
+                                    methods == (NGX_IOA_GET|NGX_IOA_POST)
+                                    ? "GET, POST"
+                                    : methods == NGX_IOA_GET ? "GET" : "POST",
+                                    &err);
 }
 
 

@@ -382,6 +382,28 @@ ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status, ngx_str_t *json)
 }
 
 
+/* 405 with "Allow: <allow>" and err, e.g. "GET, POST" */
+
+ngx_int_t
+ngx_ioa_send_not_allowed(ngx_http_request_t *r, const char *allow,
+    ngx_ioa_error_t *err)
+{
+    ngx_table_elt_t  *h;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "Allow");
+    h->value.data = (u_char *) allow;
+    h->value.len = ngx_strlen(allow);
+
+    return ngx_ioa_send_error(r, NGX_HTTP_NOT_ALLOWED, err);
+}
+
+
 ngx_int_t
 ngx_ioa_send_error(ngx_http_request_t *r, ngx_uint_t status,
     ngx_ioa_error_t *err)

@@ -258,6 +258,29 @@ ngx_ioa_client_series(ngx_ioa_client_t *cl)
 }
 
 
+/*
+ * A follower of one stream (a goal's feed, "goal-<id>") read inside request
+ * r by transport t: what every follower is before it attaches.  It reads
+ * from the stream's beginning unless cl->since is set after this.
+ */
+
+void
+ngx_ioa_client_follower(ngx_ioa_client_t *cl, ngx_http_request_t *r,
+    ngx_ioa_transport_t *t, void *data, ngx_str_t *stream)
+{
+    cl->kind = NGX_IOA_CLIENT_FOLLOWER;
+    cl->transport = t;
+    cl->data = data;
+    cl->pool = r->pool;
+    cl->log = r->connection->log;
+    cl->lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    cl->echo = 1;
+    cl->name = *stream;
+    cl->follow = *stream;
+    ngx_queue_init(&cl->links);
+}
+
+
 ngx_int_t
 ngx_ioa_client_attach(ngx_ioa_client_t *cl)
 {

@@ -407,16 +407,8 @@ ngx_ioa_sse_follow(ngx_http_request_t *r, ngx_str_t *stream,
      * (the REST context's cleanup holds its own pointer) */
     ngx_http_set_ctx(r, sse, ngx_http_ioa_module);
 
-    sse->client.kind = NGX_IOA_CLIENT_FOLLOWER;
-    sse->client.transport = &ngx_ioa_sse_transport;
-    sse->client.data = sse;
-    sse->client.pool = r->pool;
-    sse->client.log = r->connection->log;
-    sse->client.lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
-    sse->client.echo = 1;
-    sse->client.name = *stream;
-    sse->client.follow = *stream;
-    ngx_queue_init(&sse->client.links);
+    ngx_ioa_client_follower(&sse->client, r, &ngx_ioa_sse_transport, sse,
+                            stream);
 
     if (since) {
         sse->client.since = *since;
