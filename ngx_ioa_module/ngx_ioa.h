@@ -41,6 +41,8 @@
  *                            and operations, tasks that are goals (streams,
  *                            waits), the agent card;
  *   ngx_ioa_call.c           a facade's in-memory call of an endpoint;
+ *   ngx_ioa_wait.c           a request that waits on a stream (a goal's
+ *                            feed) and answers once;
  *   ngx_ioa_jsonrpc.c        JSON-RPC 2.0 messages of the facades.
  *
  * A "client" is anything that receives room traffic: a WebSocket agent, an
@@ -810,6 +812,27 @@ void ngx_ioa_jsonrpc_error(ngx_http_request_t *r, ngx_str_t *id,
 void ngx_ioa_jsonrpc_refuse(ngx_http_request_t *r, ngx_str_t *id,
     ngx_uint_t status, ngx_int_t code, const char *message);
 ngx_int_t ngx_ioa_jsonrpc_accepted(ngx_http_request_t *r);
+
+
+/* ngx_ioa_wait.c: a request that waits on a stream and answers once */
+typedef struct ngx_ioa_wait_s  ngx_ioa_wait_t;
+
+struct ngx_ioa_wait_s {
+    ngx_ioa_client_t          client;        /* must be first */
+    ngx_http_request_t       *request;
+    /* an entry; the owner stops the wait before it answers */
+    ngx_int_t               (*message)(ngx_ioa_wait_t *w, ngx_ioa_msg_t *m);
+    /* the hub closed the follower (why), or the timeout passed (NULL) */
+    void                    (*closed)(ngx_ioa_wait_t *w, const char *why);
+    void                     *data;
+    ngx_event_t               timer;
+    unsigned                  attached:1;
+    unsigned                  done:1;
+};
+
+ngx_int_t ngx_ioa_wait_start(ngx_ioa_wait_t *w, ngx_http_request_t *r,
+    ngx_str_t *stream, ngx_ioa_sid_t *since, ngx_msec_t timeout);
+void ngx_ioa_wait_stop(ngx_ioa_wait_t *w);
 
 
 /* ngx_ioa_sse.c */

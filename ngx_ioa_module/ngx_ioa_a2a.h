@@ -87,16 +87,6 @@ typedef struct {
 } ngx_ioa_a2a_task_t;
 
 
-/* a blocking send or a cancel, waiting as a follower of the goal's feed */
-typedef struct {
-    ngx_ioa_client_t          client;        /* must be first */
-    ngx_ioa_a2a_t            *a2a;
-    ngx_event_t               timer;
-    unsigned                  attached:1;
-    unsigned                  done:1;
-} ngx_ioa_a2a_wait_t;
-
-
 struct ngx_ioa_a2a_s {
     ngx_ioa_call_t            call;          /* must be first */
     ngx_ioa_a2a_conf_t       *conf;
@@ -116,7 +106,7 @@ struct ngx_ioa_a2a_s {
     ngx_str_t                 path;          /* the operation's endpoint */
     ngx_str_t                 body;
     ngx_ioa_a2a_task_t        task;
-    ngx_ioa_a2a_wait_t       *wait;
+    ngx_ioa_wait_t           *wait;          /* blocking send, cancel */
 };
 
 

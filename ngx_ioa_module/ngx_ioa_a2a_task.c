@@ -40,15 +40,9 @@ static ngx_int_t ngx_ioa_a2a_feed(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
     ngx_ioa_msg_t *m, ngx_str_t *events, ngx_uint_t *n);
 static ngx_int_t ngx_ioa_a2a_status_event(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
     ngx_str_t *message, ngx_str_t *out);
-static ngx_int_t ngx_ioa_a2a_wait_send(ngx_ioa_client_t *cl,
+static ngx_int_t ngx_ioa_a2a_wait_message(ngx_ioa_wait_t *w,
     ngx_ioa_msg_t *m);
-static ngx_int_t ngx_ioa_a2a_wait_text(ngx_ioa_client_t *cl, ngx_str_t *s);
-static void ngx_ioa_a2a_wait_close(ngx_ioa_client_t *cl, ngx_uint_t code,
-    const char *reason);
-static size_t ngx_ioa_a2a_wait_queued(ngx_ioa_client_t *cl);
-static void ngx_ioa_a2a_wait_timeout(ngx_event_t *ev);
-static void ngx_ioa_a2a_wait_end(ngx_ioa_a2a_wait_t *w);
-static void ngx_ioa_a2a_wait_cleanup(void *data);
+static void ngx_ioa_a2a_wait_closed(ngx_ioa_wait_t *w, const char *why);
 static void ngx_ioa_a2a_status_json(ngx_ioa_a2a_t *a, ngx_ioa_jbuf_t *b,
     ngx_str_t *message);
 static void ngx_ioa_a2a_message_json(ngx_ioa_a2a_t *a, ngx_ioa_jbuf_t *b,
@@ -58,16 +52,6 @@ static void ngx_ioa_a2a_text_part(ngx_ioa_a2a_t *a, ngx_ioa_jbuf_t *b,
 static void ngx_ioa_a2a_ids(ngx_ioa_a2a_t *a, ngx_ioa_jbuf_t *b,
     const char *task_key);
 static void ngx_ioa_a2a_time(ngx_ioa_jbuf_t *b, int64_t ms);
-
-
-static ngx_ioa_transport_t  ngx_ioa_a2a_wait_transport = {
-    ngx_ioa_a2a_wait_send,
-    ngx_ioa_a2a_wait_text,
-    ngx_ioa_a2a_wait_close,
-    NULL,
-    ngx_ioa_a2a_wait_queued,
-    NGX_IOA_VIA_HTTP
-};
 
 
 ngx_ioa_a2a_state_t  ngx_ioa_a2a_states[] = {
@@ -518,12 +502,13 @@ ngx_ioa_a2a_status_event(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
 ngx_int_t
 ngx_ioa_a2a_wait(ngx_http_request_t *r, ngx_ioa_a2a_t *a, ngx_msec_t timeout)
 {
-    ngx_str_t            feed;
-    ngx_ioa_a2a_wait_t  *w;
-    ngx_pool_cleanup_t  *cln;
+    ngx_str_t        feed;
+    ngx_ioa_wait_t  *w;
 
-    w = ngx_pcalloc(r->pool, sizeof(ngx_ioa_a2a_wait_t));
-    if (w == NULL) {
+    w = ngx_pcalloc(r->pool, sizeof(ngx_ioa_wait_t));
+    if (w == NULL
+        || ngx_ioa_goal_feed_name(r->pool, &a->goal_id, &feed) != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
@@ -532,190 +517,70 @@ ngx_ioa_a2a_wait(ngx_http_request_t *r, ngx_ioa_a2a_t *a, ngx_msec_t timeout)
         return NGX_ERROR;
     }
 
-    w->a2a = a;
     a->wait = w;
+    w->message = ngx_ioa_a2a_wait_message;
+    w->closed = ngx_ioa_a2a_wait_closed;
+    w->data = a;
 
-    if (ngx_ioa_goal_feed_name(r->pool, &a->goal_id, &feed) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    ngx_ioa_client_follower(&w->client, r, &ngx_ioa_a2a_wait_transport, w,
-                            &feed);
-
-    if (a->has_from) {
-        w->client.since = a->from;
-        w->client.has_since = 1;
-    }
-
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (cln == NULL) {
-        return NGX_ERROR;
-    }
-
-    cln->handler = ngx_ioa_a2a_wait_cleanup;
-    cln->data = w;
-
-    w->timer.handler = ngx_ioa_a2a_wait_timeout;
-    w->timer.data = w;
-    w->timer.log = r->connection->log;
-
-    if (timeout) {
-        ngx_add_timer(&w->timer, timeout);
-    }
-
-    if (ngx_ioa_client_attach(&w->client) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    w->attached = 1;
-
-    r->read_event_handler = ngx_http_test_reading;
-
-    return NGX_OK;
-}
-
-
-static size_t
-ngx_ioa_a2a_wait_queued(ngx_ioa_client_t *cl)
-{
-    return 0;
+    return ngx_ioa_wait_start(w, r, &feed, a->has_from ? &a->from : NULL,
+                              timeout);
 }
 
 
 static ngx_int_t
-ngx_ioa_a2a_wait_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
+ngx_ioa_a2a_wait_message(ngx_ioa_wait_t *w, ngx_ioa_msg_t *m)
 {
-    ngx_ioa_a2a_wait_t *w = cl->data;
+    ngx_ioa_a2a_t *a = w->data;
 
     ngx_str_t    events[3];
     ngx_int_t    rc;
     ngx_uint_t   n;
     ngx_pool_t  *pool;
 
-    if (w->done) {
-        return NGX_OK;
-    }
-
-    pool = ngx_create_pool(4096, cl->log);
+    pool = ngx_create_pool(4096, w->client.log);
     if (pool == NULL) {
         return NGX_OK;
     }
 
-    rc = ngx_ioa_a2a_feed(w->a2a, pool, m, events, &n);
+    rc = ngx_ioa_a2a_feed(a, pool, m, events, &n);
 
     ngx_destroy_pool(pool);
 
-    if (rc == NGX_OK
-        && w->a2a->task.state->rank < NGX_IOA_A2A_RANK_END
-        && !w->a2a->task.awaiting)
+    if (rc == NGX_OK && a->task.state->rank < NGX_IOA_A2A_RANK_END
+        && !a->task.awaiting)
     {
         return NGX_OK;
     }
 
-    ngx_ioa_a2a_wait_end(w);
+    /* the goal ended, or waits for its user: the task as it is */
+    ngx_ioa_wait_stop(w);
+    ngx_ioa_a2a_answer(w->request, a);
 
     return NGX_OK;
 }
 
 
-static ngx_int_t
-ngx_ioa_a2a_wait_text(ngx_ioa_client_t *cl, ngx_str_t *s)
-{
-    return NGX_OK;
-}
-
+/* the time is up (a cancel's wait): the task as it is; or the hub closed
+ * the follower: the client asks again */
 
 static void
-ngx_ioa_a2a_wait_close(ngx_ioa_client_t *cl, ngx_uint_t code,
-    const char *reason)
+ngx_ioa_a2a_wait_closed(ngx_ioa_wait_t *w, const char *why)
 {
-    ngx_ioa_a2a_wait_t *w = cl->data;
+    ngx_ioa_a2a_t *a = w->data;
 
     ngx_ioa_error_t  err;
 
-    if (w->done) {
+    if (why == NULL) {
+        ngx_ioa_a2a_answer(w->request, a);
         return;
-    }
-
-    w->done = 1;
-
-    if (w->attached) {
-        w->attached = 0;
-        ngx_ioa_client_detach(cl);
-    }
-
-    if (w->timer.timer_set) {
-        ngx_del_timer(&w->timer);
     }
 
     ngx_ioa_error_set(&err, "", NULL,
                       "waiting for task %V failed: %s; tasks/get or "
                       "tasks/resubscribe tells how it goes on",
-                      &w->a2a->goal_id, reason ? reason : "");
-    ngx_ioa_a2a_fail(w->a2a->request, w->a2a, NGX_HTTP_SERVICE_UNAVAILABLE,
+                      &a->goal_id, why);
+    ngx_ioa_a2a_fail(w->request, a, NGX_HTTP_SERVICE_UNAVAILABLE,
                      NGX_IOA_JSONRPC_INTERNAL, &err);
-}
-
-
-static void
-ngx_ioa_a2a_wait_timeout(ngx_event_t *ev)
-{
-    ngx_ioa_a2a_wait_t *w = ev->data;
-
-    ngx_connection_t  *c;
-
-    c = w->a2a->request->connection;
-
-    ngx_ioa_a2a_wait_end(w);
-
-    ngx_http_run_posted_requests(c);
-}
-
-
-/* the goal ended, or the wait is over: the task as it is */
-
-static void
-ngx_ioa_a2a_wait_end(ngx_ioa_a2a_wait_t *w)
-{
-    ngx_http_request_t  *r;
-
-    if (w->done) {
-        return;
-    }
-
-    w->done = 1;
-
-    if (w->attached) {
-        w->attached = 0;
-        ngx_ioa_client_detach(&w->client);
-    }
-
-    if (w->timer.timer_set) {
-        ngx_del_timer(&w->timer);
-    }
-
-    r = w->a2a->request;
-    r->read_event_handler = ngx_http_block_reading;
-
-    ngx_ioa_a2a_answer(r, w->a2a);
-}
-
-
-static void
-ngx_ioa_a2a_wait_cleanup(void *data)
-{
-    ngx_ioa_a2a_wait_t *w = data;
-
-    w->done = 1;
-
-    if (w->attached) {
-        w->attached = 0;
-        ngx_ioa_client_detach(&w->client);
-    }
-
-    if (w->timer.timer_set) {
-        ngx_del_timer(&w->timer);
-    }
 }
 
 

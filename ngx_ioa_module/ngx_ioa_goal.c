@@ -37,11 +37,8 @@
 
 
 typedef struct {
-    ngx_ioa_client_t          client;     /* must be first: a follower */
-    ngx_http_request_t       *request;
+    ngx_ioa_wait_t            wait;       /* must be first */
     ngx_str_t                 goal_id;
-    unsigned                  attached:1;
-    unsigned                  done:1;
 } ngx_ioa_goal_wait_t;
 
 
@@ -85,13 +82,9 @@ static void ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_launch_queued(ngx_http_request_t *r, redisReply *reply);
 static ngx_int_t ngx_ioa_goal_wait(ngx_http_request_t *r,
     ngx_ioa_goal_ctx_t *g);
-static ngx_int_t ngx_ioa_goal_wait_send(ngx_ioa_client_t *cl,
+static ngx_int_t ngx_ioa_goal_wait_message(ngx_ioa_wait_t *wait,
     ngx_ioa_msg_t *m);
-static ngx_int_t ngx_ioa_goal_wait_text(ngx_ioa_client_t *cl, ngx_str_t *s);
-static void ngx_ioa_goal_wait_close(ngx_ioa_client_t *cl, ngx_uint_t code,
-    const char *reason);
-static void ngx_ioa_goal_wait_cleanup(void *data);
-static size_t ngx_ioa_goal_wait_queued(ngx_ioa_client_t *cl);
+static void ngx_ioa_goal_wait_closed(ngx_ioa_wait_t *wait, const char *why);
 static void ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_goal_cancel_done(ngx_http_request_t *r,
     redisReply *reply);
@@ -111,16 +104,6 @@ static ngx_int_t ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id,
     const char *suffix, ngx_str_t *key);
 static void ngx_ioa_goal_index(ngx_str_t *id, const char *state,
     int64_t created, ngx_str_t *goal, ngx_str_t *person);
-
-
-static ngx_ioa_transport_t  ngx_ioa_goal_wait_transport = {
-    ngx_ioa_goal_wait_send,
-    ngx_ioa_goal_wait_text,
-    ngx_ioa_goal_wait_close,
-    NULL,
-    ngx_ioa_goal_wait_queued,
-    NGX_IOA_VIA_HTTP
-};
 
 
 /* the fields of the meta HASH a client may read, in answer order, and
@@ -628,7 +611,6 @@ ngx_ioa_goal_wait(ngx_http_request_t *r, ngx_ioa_goal_ctx_t *g)
 {
     ngx_str_t             feed;
     ngx_ioa_goal_wait_t  *w;
-    ngx_pool_cleanup_t   *cln;
 
     w = ngx_pcalloc(r->pool, sizeof(ngx_ioa_goal_wait_t));
     if (w == NULL
@@ -637,46 +619,19 @@ ngx_ioa_goal_wait(ngx_http_request_t *r, ngx_ioa_goal_ctx_t *g)
         return NGX_ERROR;
     }
 
-    w->request = r;
     w->goal_id = g->goal_id;
+    w->wait.message = ngx_ioa_goal_wait_message;
+    w->wait.closed = ngx_ioa_goal_wait_closed;
+    w->wait.data = w;
 
-    ngx_ioa_client_follower(&w->client, r, &ngx_ioa_goal_wait_transport, w,
-                            &feed);
-
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (cln == NULL) {
-        return NGX_ERROR;
-    }
-
-    cln->handler = ngx_ioa_goal_wait_cleanup;
-    cln->data = w;
-
-    if (ngx_ioa_client_attach(&w->client) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    w->attached = 1;
-
-    /* a client that goes away is noticed; its request cleanup detaches */
-    r->read_event_handler = ngx_http_test_reading;
-
-    return NGX_OK;
-}
-
-
-/* a waiter reads each message as it comes: nothing ever queues */
-
-static size_t
-ngx_ioa_goal_wait_queued(ngx_ioa_client_t *cl)
-{
-    return 0;
+    return ngx_ioa_wait_start(&w->wait, r, &feed, NULL, 0);
 }
 
 
 static ngx_int_t
-ngx_ioa_goal_wait_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
+ngx_ioa_goal_wait_message(ngx_ioa_wait_t *wait, ngx_ioa_msg_t *m)
 {
-    ngx_ioa_goal_wait_t *w = cl->data;
+    ngx_ioa_goal_wait_t *w = wait->data;
 
     yajl_val             ev, v;
     ngx_str_t            state, s;
@@ -685,11 +640,7 @@ ngx_ioa_goal_wait_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
     ngx_ioa_error_t      err;
     ngx_http_request_t  *r;
 
-    r = w->request;
-
-    if (w->done) {
-        return NGX_OK;
-    }
+    r = wait->request;
 
     ev = ngx_ioa_json_parse(r->pool, m->payload, m->payload_len, 64, &err);
 
@@ -710,7 +661,7 @@ ngx_ioa_goal_wait_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
         return NGX_OK;
     }
 
-    w->done = 1;
+    ngx_ioa_wait_stop(wait);
 
     if (ngx_ioa_jbuf_init(&b, r->pool, 256) != NGX_OK) {
         status = NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -763,13 +714,6 @@ ngx_ioa_goal_wait_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
 
 finish:
 
-    if (w->attached) {
-        w->attached = 0;
-        ngx_ioa_client_detach(cl);
-    }
-
-    r->read_event_handler = ngx_http_block_reading;
-
     ngx_ioa_finish(r, status == NGX_HTTP_INTERNAL_SERVER_ERROR
                       ? NGX_HTTP_INTERNAL_SERVER_ERROR
                       : ngx_ioa_send_jbuf(r, status, &b));
@@ -778,52 +722,19 @@ finish:
 }
 
 
-static ngx_int_t
-ngx_ioa_goal_wait_text(ngx_ioa_client_t *cl, ngx_str_t *s)
-{
-    return NGX_OK;
-}
-
-
 static void
-ngx_ioa_goal_wait_close(ngx_ioa_client_t *cl, ngx_uint_t code,
-    const char *reason)
+ngx_ioa_goal_wait_closed(ngx_ioa_wait_t *wait, const char *why)
 {
-    ngx_ioa_goal_wait_t *w = cl->data;
+    ngx_ioa_goal_wait_t *w = wait->data;
 
     ngx_ioa_error_t  err;
 
-    if (w->done) {
-        return;
-    }
-
-    w->done = 1;
-
-    if (w->attached) {
-        w->attached = 0;
-        ngx_ioa_client_detach(cl);
-    }
-
     ngx_ioa_error_set(&err, "internal_error", NULL,
                       "waiting for goal %V failed: %s", &w->goal_id,
-                      reason ? reason : "");
-    ngx_ioa_finish(w->request,
-                   ngx_ioa_send_error(w->request,
+                      why ? why : "");
+    ngx_ioa_finish(wait->request,
+                   ngx_ioa_send_error(wait->request,
                                       NGX_HTTP_INTERNAL_SERVER_ERROR, &err));
-}
-
-
-static void
-ngx_ioa_goal_wait_cleanup(void *data)
-{
-    ngx_ioa_goal_wait_t *w = data;
-
-    w->done = 1;
-
-    if (w->attached) {
-        w->attached = 0;
-        ngx_ioa_client_detach(&w->client);
-    }
 }
 
 
