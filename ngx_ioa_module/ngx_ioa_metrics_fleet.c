@@ -84,6 +84,16 @@ typedef struct {
 } ngx_ioa_fleet_family_t;
 
 
+/* a counter of one field per worker, 0 when a worker has none; several
+ * series of one family follow each other, the first with the help */
+typedef struct {
+    const char               *name;
+    const char               *help;      /* NULL: the family's next series */
+    const char               *field;
+    const char               *label;     /* another label, or NULL */
+} ngx_ioa_fleet_scalar_t;
+
+
 static void ngx_ioa_fleet_goals(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_fleet_workers(ngx_http_request_t *r);
 static void ngx_ioa_fleet_workers_read(ngx_http_request_t *r,
@@ -100,12 +110,42 @@ static u_char *ngx_ioa_fleet_workers_text(ngx_ioa_fleet_t *f, u_char *p,
     u_char *last);
 static u_char *ngx_ioa_fleet_family(ngx_ioa_fleet_t *f,
     ngx_ioa_fleet_family_t *fam, u_char *p, u_char *last);
+static u_char *ngx_ioa_fleet_scalar(ngx_ioa_fleet_t *f,
+    ngx_ioa_fleet_scalar_t *sc, u_char *p, u_char *last);
 
 
 /* the goal index's states (goal_index.lua) */
 static const char  *ngx_ioa_fleet_states[] = {
     "queued", "forming", "running", "cancelling", "concluded", "failed",
     "cancelled", NULL
+};
+
+
+/* the LLM's: calls, failures, requests, and tokens by type */
+static ngx_ioa_fleet_scalar_t  ngx_ioa_fleet_scalars[] = {
+
+    { "ioa_worker_llm_calls_total",
+      "Structured LLM calls the worker made (a team, a plan, a review, a "
+      "conclusion).",
+      "llm_calls", NULL },
+
+    { "ioa_worker_llm_failures_total",
+      "LLM calls that gave no usable answer (the built-in planner decided "
+      "instead).",
+      "llm_failures", NULL },
+
+    { "ioa_worker_llm_requests_total",
+      "HTTP requests to the LLM endpoint, retries included.",
+      "llm_requests", NULL },
+
+    { "ioa_worker_llm_tokens_total",
+      "Tokens the LLM endpoint reported, by type.",
+      "prompt_tokens", "type=\"prompt\"" },
+
+    { "ioa_worker_llm_tokens_total", NULL,
+      "completion_tokens", "type=\"completion\"" },
+
+    { NULL, NULL, NULL, NULL }
 };
 
 
@@ -442,6 +482,7 @@ ngx_ioa_fleet_workers_text(ngx_ioa_fleet_t *f, u_char *p, u_char *last)
     ngx_uint_t               i, up;
     ngx_ioa_fleet_worker_t  *w;
     ngx_ioa_fleet_family_t  *fam;
+    ngx_ioa_fleet_scalar_t  *sc;
 
     p = ngx_slprintf(p, last,
         "# HELP ioa_workers_known Goal workers with a heartbeat in the last "
@@ -529,77 +570,38 @@ ngx_ioa_fleet_workers_text(ngx_ioa_fleet_t *f, u_char *p, u_char *last)
         p = ngx_ioa_fleet_family(f, fam, p, last);
     }
 
-    /* the LLM's: calls, failures, requests, and tokens by type */
-
-    p = ngx_slprintf(p, last,
-        "# HELP ioa_worker_llm_calls_total Structured LLM calls the worker "
-        "made (a team, a plan, a review, a conclusion).\n"
-        "# TYPE ioa_worker_llm_calls_total counter\n");
-
-    for (i = 0; i < f->nworkers; i++) {
-        w = &f->workers[i];
-        v = ngx_ioa_fleet_field(w, "llm_calls");
-
-        p = ngx_slprintf(p, last, "ioa_worker_llm_calls_total{worker=\"");
-        p = ngx_ioa_fleet_escape(p, last, w->name.data, w->name.len);
-        p = ngx_slprintf(p, last, "\"} %L\n",
-                         v && ngx_ioa_fleet_number(v) >= 0
-                         ? ngx_ioa_fleet_number(v) : 0);
+    for (sc = ngx_ioa_fleet_scalars; sc->name; sc++) {
+        p = ngx_ioa_fleet_scalar(f, sc, p, last);
     }
 
-    p = ngx_slprintf(p, last,
-        "# HELP ioa_worker_llm_failures_total LLM calls that gave no usable "
-        "answer (the built-in planner decided instead).\n"
-        "# TYPE ioa_worker_llm_failures_total counter\n");
+    return p;
+}
 
-    for (i = 0; i < f->nworkers; i++) {
-        w = &f->workers[i];
-        v = ngx_ioa_fleet_field(w, "llm_failures");
 
-        p = ngx_slprintf(p, last, "ioa_worker_llm_failures_total{worker=\"");
-        p = ngx_ioa_fleet_escape(p, last, w->name.data, w->name.len);
-        p = ngx_slprintf(p, last, "\"} %L\n",
-                         v && ngx_ioa_fleet_number(v) >= 0
-                         ? ngx_ioa_fleet_number(v) : 0);
+/* one field of every worker's as a sample, 0 when it has none; a
+ * family's first series carries its HELP and TYPE */
+
+static u_char *
+ngx_ioa_fleet_scalar(ngx_ioa_fleet_t *f, ngx_ioa_fleet_scalar_t *sc,
+    u_char *p, u_char *last)
+{
+    int64_t                  n;
+    ngx_uint_t               i;
+    ngx_ioa_fleet_worker_t  *w;
+
+    if (sc->help) {
+        p = ngx_slprintf(p, last, "# HELP %s %s\n# TYPE %s counter\n",
+                         sc->name, sc->help, sc->name);
     }
 
-    p = ngx_slprintf(p, last,
-        "# HELP ioa_worker_llm_requests_total HTTP requests to the LLM "
-        "endpoint, retries included.\n"
-        "# TYPE ioa_worker_llm_requests_total counter\n");
-
     for (i = 0; i < f->nworkers; i++) {
         w = &f->workers[i];
-        v = ngx_ioa_fleet_field(w, "llm_requests");
+        n = ngx_ioa_fleet_number(ngx_ioa_fleet_field(w, sc->field));
 
-        p = ngx_slprintf(p, last, "ioa_worker_llm_requests_total{worker=\"");
+        p = ngx_slprintf(p, last, "%s{worker=\"", sc->name);
         p = ngx_ioa_fleet_escape(p, last, w->name.data, w->name.len);
-        p = ngx_slprintf(p, last, "\"} %L\n",
-                         v && ngx_ioa_fleet_number(v) >= 0
-                         ? ngx_ioa_fleet_number(v) : 0);
-    }
-
-    p = ngx_slprintf(p, last,
-        "# HELP ioa_worker_llm_tokens_total Tokens the LLM endpoint "
-        "reported, by type.\n"
-        "# TYPE ioa_worker_llm_tokens_total counter\n");
-
-    for (i = 0; i < f->nworkers; i++) {
-        w = &f->workers[i];
-
-        v = ngx_ioa_fleet_field(w, "prompt_tokens");
-        p = ngx_slprintf(p, last, "ioa_worker_llm_tokens_total{worker=\"");
-        p = ngx_ioa_fleet_escape(p, last, w->name.data, w->name.len);
-        p = ngx_slprintf(p, last, "\",type=\"prompt\"} %L\n",
-                         v && ngx_ioa_fleet_number(v) >= 0
-                         ? ngx_ioa_fleet_number(v) : 0);
-
-        v = ngx_ioa_fleet_field(w, "completion_tokens");
-        p = ngx_slprintf(p, last, "ioa_worker_llm_tokens_total{worker=\"");
-        p = ngx_ioa_fleet_escape(p, last, w->name.data, w->name.len);
-        p = ngx_slprintf(p, last, "\",type=\"completion\"} %L\n",
-                         v && ngx_ioa_fleet_number(v) >= 0
-                         ? ngx_ioa_fleet_number(v) : 0);
+        p = ngx_slprintf(p, last, "\"%s%s} %L\n", sc->label ? "," : "",
+                         sc->label ? sc->label : "", n >= 0 ? n : 0);
     }
 
     return p;

@@ -713,6 +713,21 @@ ngx_ioa_redis_load_reply(redisAsyncContext *ac, void *r, void *data)
         return;
     }
 
+    if (reply->type == REDIS_REPLY_ERROR
+        && (ngx_strncmp(reply->str, "LOADING", 7) == 0
+            || ngx_strncmp(reply->str, "BUSY", 4) == 0
+            || ngx_strncmp(reply->str, "MASTERDOWN", 10) == 0))
+    {
+        /* a Redis just restarted (reading its AOF) or busy: nothing is
+         * wrong with the script, and the first EVALSHA's NOSCRIPT loads
+         * it (ngx_ioa_redis_retry) once Redis answers */
+        ngx_log_error(NGX_LOG_WARN, rc->log, 0,
+                      "ioa redis: script #%ui not loaded yet (%*s), it is "
+                      "loaded when first used, redis: %V",
+                      i, (size_t) reply->len, reply->str, &rc->node->addr);
+        return;
+    }
+
     if (reply->type != REDIS_REPLY_STRING
         || reply->len != 40
         || ngx_strncmp(reply->str, ngx_ioa_script_sha[i], 40) != 0)

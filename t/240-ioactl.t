@@ -18,11 +18,11 @@ use IoaTest::Agent qw(register teamup envelope fresh_hub json);
 use IoaTest::Api;
 use IoaTest::Goals qw(worker stop_workers id_lt);
 use IoaTest::Instance;
+use IoaTest::Facade qw(key agent_proc online);
+use IoaTest::Proc qw(bg bg_wait bg_stop stop_children slurp lines_of wait_lines);
 use Cwd qw(abs_path);
-use File::Temp ();
 use FindBin;
 use IPC::Run ();
-use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 
 no_root_location();
@@ -30,23 +30,9 @@ log_level('info');
 
 our $Repo = abs_path("$FindBin::Bin/..");
 our $Ctl = "$Repo/scripts/ioactl";
-our $AgentBin = $ENV{IOA_AGENT_BIN} || "$Repo/workers/build/ioa-agent";
-our $Scratch = File::Temp::tempdir('ioactl-t-XXXXXX', TMPDIR => 1, CLEANUP => 1);
 
 # the HS256 key of the authentication block, made the operator's way
-system("$Repo/scripts/ioa-token", 'new-key', "$Scratch/jwt.key") == 0
-    or die "ioa-token new-key failed\n";
-$ENV{TEST_NGINX_IOACTL_KEY} = "$Scratch/jwt.key";
-
-our %Children;       # pid => what, stopped in END
-
-END {
-    local $?;
-    for my $pid (keys %Children) {
-        kill 'KILL', $pid;
-        waitpid $pid, 0;
-    }
-}
+$ENV{TEST_NGINX_IOACTL_KEY} = key();
 
 # ------------------------------------------------------------------ helpers
 
@@ -66,59 +52,8 @@ sub ctl {
     return ($? >> 8, $out, $err);
 }
 
-# ctl_bg($name, @args): ioactl in the background, its stdout and stderr in
-# files; returns { pid, out, err }
-sub ctl_bg {
-    my ($name, @args) = @_;
-    my %p = (out => "$Scratch/$name.out", err => "$Scratch/$name.err");
-    my $pid = fork // die "fork: $!\n";
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>', $p{out};
-        open STDERR, '>', $p{err};
-        exec $Ctl, @args or POSIX::_exit(127);
-    }
-    $Children{$pid} = "ioactl $name";
-    $p{pid} = $pid;
-    return \%p;
-}
-
-# waits for a background ioactl to exit (up to $secs); its exit status, or
-# undef if it is still running
-sub ctl_wait {
-    my ($p, $secs) = @_;
-    my $deadline = time + $secs;
-    while (time < $deadline) {
-        if (waitpid($p->{pid}, WNOHANG) == $p->{pid}) {
-            delete $Children{ $p->{pid} };
-            return $? >> 8;
-        }
-        sleep 0.05;
-    }
-    return undef;
-}
-
-sub ctl_stop {
-    my $p = shift;
-    kill 'TERM', $p->{pid};
-    waitpid $p->{pid}, 0;
-    delete $Children{ $p->{pid} };
-}
-
-sub slurp {
-    open my $fh, '<', $_[0] or return '';
-    local $/;
-    return <$fh> // '';
-}
-
-sub lines_of { grep { length } split /\n/, slurp($_[0]) }
-
-# the lines of $file once it has at least $n (or what it has after $secs)
-sub wait_lines {
-    my ($file, $n, $secs) = @_;
-    wait_until(sub { lines_of($file) >= $n }, $secs // 10);
-    return lines_of($file);
-}
+# ioactl in the background, its stdout and stderr in files
+sub ctl_bg { my ($name, @args) = @_; bg($name, $Ctl, @args) }
 
 # posts an envelope as $sender through the hub at $port; returns its id
 sub post {
@@ -136,39 +71,6 @@ sub log_ids {
 
 # the envelope ids at the start of tail's text lines
 sub ids_in { map { /^(\d+-\d+) / ? $1 : () } @_ }
-
-# ioa-agent as a child process: registers $name, runs @exec for each task
-sub agent_proc {
-    my ($ctx, $name, $desc, @exec) = @_;
-    my $log = "$Scratch/agent-$name.log";
-    my $pid = fork // die "fork: $!\n";
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>>', $log;
-        open STDERR, '>>', $log;
-        exec $AgentBin, '--hub', 'http://127.0.0.1:' . $ctx->port,
-             '--name', $name, '--desc', $desc, '--backoff-max', 1,
-             '--exec', @exec or POSIX::_exit(127);
-    }
-    $Children{$pid} = "agent $name";
-    return $pid;
-}
-
-sub stop_children {
-    for my $pid (keys %Children) {
-        kill 'TERM', $pid;
-        waitpid $pid, 0;
-        delete $Children{$pid};
-    }
-}
-
-sub online {
-    my ($ctx, @names) = @_;
-    return wait_until(sub {
-        my ($code, $d) = api($ctx, POST => '/query_assistant', { name => [@names] });
-        $code == 200 && !grep { !$_ || !$_->{online} } @$d;
-    }, 10);
-}
 
 run_tests();
 
@@ -231,7 +133,7 @@ GET /health_check
             type => 'Thing Assistant', desc => $spec->[1] });
     }
     my $poet = IoaTest::Agent->connect($ctx, 'Poet');
-    ok online($ctx, 'Poet'), 'Poet is online';
+    ok online($ctx, undef, 'Poet'), 'Poet is online';
 
     my ($rc, $out, $err) = ctl($ctx, 'agents');
     is $rc, 0, 'agents: exit 0';
@@ -362,7 +264,7 @@ GET /health_check
     @got = wait_lines($live->{out}, scalar @want);
     is_deeply [ids_in(@got)], \@want, 'live envelopes, in order';
     like $got[-1], qr/ Ann INFORM_TASK_PROGRESS: live 3$/, 'INFORM_TASK_PROGRESS by name';
-    ctl_stop($live);
+    bg_stop($live);
 
     # outages: the tail reconnects with its Last-Event-ID
     my $t = ctl_bg('tail4', @url, 'tail', $cid, '-n', 4);
@@ -389,7 +291,7 @@ GET /health_check
     is_deeply [ids_in(@got)], \@want, 'nothing more came before the last envelope';
     like $got[-1], qr/ Ann CONCLUSION: the end$/, 'CONCLUSION by name';
     like slurp($t->{err}), qr/feed lost .*; resuming/, 'the outage is reported on stderr';
-    ctl_stop($t);
+    bg_stop($t);
     $hub->stop;
 --- no_error_log
 [alert]
@@ -408,9 +310,9 @@ GET /health_check
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
-    agent_proc($ctx, 'Shouter', 'uppercases text, shouts words', 'tr', 'a-z', 'A-Z');
-    agent_proc($ctx, 'Sleeper', 'naps on the couch', 'sleep', '30');
-    ok online($ctx, 'Shouter', 'Sleeper'), 'the agents are online';
+    agent_proc($ctx, 'Shouter', 'uppercases text, shouts words', undef, 'tr', 'a-z', 'A-Z');
+    agent_proc($ctx, 'Sleeper', 'naps on the couch', undef, 'sleep', '30');
+    ok online($ctx, undef, 'Shouter', 'Sleeper'), 'the agents are online';
 
     my ($rc, $out, $err) = ctl($ctx, 'goal', 'launch', 'Shout the words hello world',
                                '--wait', { timeout => 60 });
@@ -443,7 +345,7 @@ GET /health_check
     ($rc, $out) = ctl($ctx, 'goal', 'cancel', $nap);
     is $rc, 0, 'cancel: exit 0';
     is $out, "goal $nap: cancelling\n", 'cancel: cancelling';
-    is ctl_wait($w, 20), 5, 'watch: exit 5 when the goal is cancelled';
+    is bg_wait($w, 20), 5, 'watch: exit 5 when the goal is cancelled';
     like slurp($w->{out}), qr/^== goal cancelled/m, 'watch: the last state';
 
     ($rc, $out, $err) = ctl($ctx, 'goal', 'cancel', $nap);
@@ -473,8 +375,8 @@ GET /health_check
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
-    agent_proc($ctx, 'Sleeper', 'naps on the couch', 'sleep', '3');
-    ok online($ctx, 'Sleeper'), 'Sleeper is online';
+    agent_proc($ctx, 'Sleeper', 'naps on the couch', undef, 'sleep', '3');
+    ok online($ctx, undef, 'Sleeper'), 'Sleeper is online';
     my %inst = (dir => $ctx->servroot . '/watch-hub', workers => 1, log_level => 'info',
                 http_config => 'ioa_redis 127.0.0.1:' . redis_port() . ';',
                 config => 'location / { ioa_api; }');
@@ -486,7 +388,7 @@ GET /health_check
     ok wait_until(sub { slurp($w->{out}) =~ /INFORM_TASK_PROGRESS/ }, 15), 'the nap is under way';
     $hub->stop;
     $hub = IoaTest::Instance->start(%inst, port => $port);
-    is ctl_wait($w, 30), 0, 'watch: exit 0 once concluded';
+    is bg_wait($w, 30), 0, 'watch: exit 0 once concluded';
     ($rc, my $whole) = ctl($ctx, 'goal', 'watch', $gid);
     is slurp($w->{out}), $whole, 'across the restart: the feed exactly, nothing twice';
     like slurp($w->{err}), qr/resuming|retrying/, 'the loss is reported on stderr';

@@ -19,12 +19,13 @@ use IoaTest::Agent qw(register teamup fresh_hub json);
 use IoaTest::Api;
 use IoaTest::Goals qw($COORD worker stop_workers worker_log names_in id_lt);
 use IoaTest::Instance;
+use IoaTest::Facade qw(online);
+use IoaTest::Proc qw(bg bg_wait bg_stop slurp lines_of wait_lines);
 use IoaTest::JWT;
 use Cwd qw(abs_path);
 use File::Temp ();
 use FindBin;
 use IPC::Run ();
-use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 
 no_root_location();
@@ -38,15 +39,6 @@ $ENV{TEST_NGINX_PYSDK_KEYS} = "$Scratch/keys";
 $ENV{PYTHONPATH} = "$Repo/clients/python";
 $ENV{PYTHONDONTWRITEBYTECODE} = 1;
 
-our %Children;       # pid => what, stopped in END
-
-END {
-    local $?;
-    for my $pid (keys %Children) {
-        kill 'KILL', $pid;
-        waitpid $pid, 0;
-    }
-}
 
 # ------------------------------------------------------------------ helpers
 
@@ -66,58 +58,8 @@ sub py {
     return ($? >> 8, $out, $err);
 }
 
-# py_bg($name, $file, @args): a Python program in the background, its
-# stdout and stderr in files; { pid, out, err }
-sub py_bg {
-    my ($name, $file, @args) = @_;
-    my %p = (out => "$Scratch/$name.out", err => "$Scratch/$name.err");
-    my $pid = fork // die "fork: $!\n";
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>', $p{out};
-        open STDERR, '>', $p{err};
-        exec $Py, $file, @args or POSIX::_exit(127);
-    }
-    $Children{$pid} = $name;
-    $p{pid} = $pid;
-    return \%p;
-}
-
-# its exit status once it exits within $secs, else undef
-sub py_wait {
-    my ($p, $secs) = @_;
-    my $deadline = time + $secs;
-    while (time < $deadline) {
-        if (waitpid($p->{pid}, WNOHANG) == $p->{pid}) {
-            delete $Children{ $p->{pid} };
-            return $? >> 8;
-        }
-        sleep 0.05;
-    }
-    return undef;
-}
-
-sub py_stop {
-    my $p = shift;
-    return unless $Children{ $p->{pid} };
-    kill 'TERM', $p->{pid};
-    waitpid $p->{pid}, 0;
-    delete $Children{ $p->{pid} };
-}
-
-sub slurp {
-    open my $fh, '<', $_[0] or return '';
-    local $/;
-    return <$fh> // '';
-}
-
-sub lines_of { grep { length } split /\n/, slurp($_[0]) }
-
-sub wait_lines {
-    my ($file, $n, $secs) = @_;
-    wait_until(sub { lines_of($file) >= $n }, $secs // 15);
-    return lines_of($file);
-}
+# a Python program in the background, its stdout and stderr in files
+sub py_bg { my ($name, $file, @args) = @_; bg($name, $Py, $file, @args) }
 
 sub post {
     my ($ctx, $sender, $cid, $content) = @_;
@@ -130,14 +72,6 @@ sub post {
 
 sub log_ids {
     return map { $_->[0] } @{ redis_cmd('XRANGE', "ioa:{room:$_[0]}:log", '-', '+') };
-}
-
-sub online {
-    my ($ctx, @names) = @_;
-    return wait_until(sub {
-        my ($code, $d) = api($ctx, POST => '/query_assistant', { name => [@names] });
-        $code == 200 && !grep { !$_ || !$_->{online} } @$d;
-    }, 15);
 }
 
 # waits for the goal to end; its record
@@ -241,7 +175,7 @@ GET /health_check
     push @{ $want{$one} }, post($ctx, 'Ann', $one, "after $_") for 1 .. 2;
     push @{ $want{$one} }, post($ctx, 'Ann', $one, 'the end');
     push @{ $want{$two} }, post($ctx, 'Cat', $two, 'the end');
-    is py_wait($f, 30), 0, 'the follower saw "the end" in both rooms' or diag slurp($f->{err});
+    is bg_wait($f, 30), 0, 'the follower saw "the end" in both rooms' or diag slurp($f->{err});
     @got = lines_of($f->{out});
     my $stats = json()->decode(pop @got);
     shift @got;
@@ -278,7 +212,7 @@ GET /health_check
     worker($ctx, 'w1');
     my $agent = py_bg('counter3', "$::Repo/t/lib/pysdk/counter.py",
                       'http://127.0.0.1:' . $ctx->port, 'Counter');
-    ok online($ctx, 'Counter'), 'the SDK agent is registered and online'
+    ok online($ctx, undef, 'Counter'), 'the SDK agent is registered and online'
         or diag slurp($agent->{err});
     my ($code, $doc) = api($ctx, POST => '/launch_goal',
         { goal => 'Count the words of "the quick brown fox"' });
@@ -296,7 +230,7 @@ GET /health_check
         'IoA\'s progress marker, as ioa-agent sends it';
     my (undef, $rec) = api($ctx, POST => '/query_assistant', { name => 'Counter' });
     is $rec->{record}{completed}, 1, 'the agent\'s record counts one completed task';
-    py_stop($agent);
+    bg_stop($agent);
     stop_workers();
 --- no_error_log
 [alert]
@@ -327,14 +261,14 @@ GET /health_check
     worker($ctx, 'w1');
     local $ENV{IOA_HUB} = 'http://127.0.0.1:' . $ctx->port;
     my $agent = py_bg('readme4', "$::Scratch/readme_agent.py");
-    ok online($ctx, 'Shouter'), 'the example agent is online' or diag slurp($agent->{err});
+    ok online($ctx, undef, 'Shouter'), 'the example agent is online' or diag slurp($agent->{err});
     my ($code, $doc) = api($ctx, POST => '/launch_goal',
         { goal => 'Shout the words "hello world"' });
     is $code, 202, 'launched';
     my $g = goal_end($ctx, $doc->{goal_id});
     is $g->{state}, 'concluded', 'the goal concluded';
     like $g->{conclusion}, qr/HELLO WORLD/, 'with the example agent\'s result';
-    py_stop($agent);
+    bg_stop($agent);
     stop_workers();
 --- no_error_log
 [alert]
@@ -355,7 +289,7 @@ GET /health_check
     worker($ctx, 'w1', turn_timeout => 60);
     my $agent = py_bg('talker5', "$::Repo/t/lib/pysdk/behave.py",
                       'http://127.0.0.1:' . $ctx->port, 'Talker', 'turn');
-    ok online($ctx, 'Talker'), 'the SDK agent is online' or diag slurp($agent->{err});
+    ok online($ctx, undef, 'Talker'), 'the SDK agent is online' or diag slurp($agent->{err});
     my (undef, $found) = api($ctx, POST => '/retrieve_assistant',
         { sender => 'x', capabilities => ['counts words'] });
     my ($me) = grep { $_->{name} eq 'Talker' } @{ $found // [] };
@@ -388,7 +322,7 @@ GET /health_check
     is $turn->{assigner}, $COORD, 'Task.assigner of the turn is the coordinator';
     is $turn->{desc}, $plan->{content}, 'Task.desc of the turn is the plan\'s text';
     unlike worker_log($ctx, 'w1'), qr/did not take the turn/, 'the worker did not give up waiting';
-    py_stop($agent);
+    bg_stop($agent);
     stop_workers();
 --- no_error_log
 [alert]
@@ -409,7 +343,7 @@ GET /health_check
     worker($ctx, 'w1', task_timeout => 120);
     my $agent = py_bg('sloth6', "$::Repo/t/lib/pysdk/behave.py",
                       'http://127.0.0.1:' . $ctx->port, 'Sloth', 'slow', 1);
-    ok online($ctx, 'Sloth'), 'the SDK agent is online' or diag slurp($agent->{err});
+    ok online($ctx, undef, 'Sloth'), 'the SDK agent is online' or diag slurp($agent->{err});
     my ($code, $doc) = api($ctx, POST => '/launch_goal',
         { goal => 'Count the words of "slow and steady"' });
     is $code, 202, 'launched';
@@ -432,7 +366,7 @@ GET /health_check
     }, 15), 'the agent\'s record counts a timed-out task';
     is $rec->{record}{completed}, 0, 'and no completed one';
     is $rec->{record}{failed}, 0, 'and no failed one';
-    py_stop($agent);
+    bg_stop($agent);
     stop_workers();
 --- no_error_log
 [alert]
@@ -453,7 +387,7 @@ GET /health_check
     worker($ctx, 'w1');
     my $agent = py_bg('raiser7', "$::Repo/t/lib/pysdk/behave.py",
                       'http://127.0.0.1:' . $ctx->port, 'Raiser', 'raise');
-    ok online($ctx, 'Raiser'), 'the SDK agent is online' or diag slurp($agent->{err});
+    ok online($ctx, undef, 'Raiser'), 'the SDK agent is online' or diag slurp($agent->{err});
     my ($code, $doc) = api($ctx, POST => '/launch_goal',
         { goal => 'Count the words of "this will break"' });
     is $code, 202, 'launched';
@@ -473,7 +407,7 @@ GET /health_check
     }, 15), 'the agent\'s record counts a failed task';
     is $rec->{record}{completed}, 0, 'and no completed one';
     like slurp($agent->{err}), qr/ValueError/, 'the SDK logged the failure';
-    py_stop($agent);
+    bg_stop($agent);
     stop_workers();
 --- no_error_log
 [alert]
@@ -494,7 +428,7 @@ GET /health_check
     worker($ctx, 'w1');
     my $agent = py_bg('sync8', "$::Repo/t/lib/pysdk/behave.py",
                       'http://127.0.0.1:' . $ctx->port, 'Counter', 'count');
-    ok online($ctx, 'Counter'), 'the SDK agent is online' or diag slurp($agent->{err});
+    ok online($ctx, undef, 'Counter'), 'the SDK agent is online' or diag slurp($agent->{err});
     my ($code, $doc) = api($ctx, POST => '/launch_goal',
         { goal => 'Count the words of "alpha beta", then count the words of "gamma delta epsilon"' });
     is $code, 202, 'launched';
@@ -523,7 +457,7 @@ GET /health_check
     my @got = grep { $_->{kind} eq 'task' } map { json()->decode($_) } lines_of($agent->{out});
     is_deeply [map { $_->{sync} ? 1 : 0 } @got], [1, 1], 'the handler saw Task.sync true twice';
     is_deeply [map { $_->{assigner} } @got], [$COORD, $COORD], 'assigned by the coordinator';
-    py_stop($agent);
+    bg_stop($agent);
     stop_workers();
 --- no_error_log
 [alert]
@@ -544,7 +478,7 @@ GET /health_check
     worker($ctx, 'w1', turn_timeout => 60);
     my $agent = py_bg('mumbler9', "$::Repo/t/lib/pysdk/behave.py",
                       'http://127.0.0.1:' . $ctx->port, 'Mumbler', 'turnfail');
-    ok online($ctx, 'Mumbler'), 'the SDK agent is online' or diag slurp($agent->{err});
+    ok online($ctx, undef, 'Mumbler'), 'the SDK agent is online' or diag slurp($agent->{err});
     my ($code, $doc) = api($ctx, POST => '/launch_goal',
         { goal => 'Count the words of "four five"' });
     is $code, 202, 'launched';
@@ -560,7 +494,7 @@ GET /health_check
         'marked as no reply, with the exception';
     is_deeply $t->{next_speaker}, [$COORD], 'addressed back to the coordinator';
     is $t->{reply_to}, $plan->{id}, 'reply_to names the plan';
-    py_stop($agent);
+    bg_stop($agent);
     stop_workers();
 --- no_error_log
 [alert]

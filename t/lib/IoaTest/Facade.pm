@@ -1,9 +1,11 @@
 package IoaTest::Facade;
 
-# What the tests of the protocol facades (t/270-mcp.t, t/280-a2a-server.t)
-# share: tokens from a key of their own, example agents run by ioa-agent,
-# waiting for them to be online, and a Node.js client of t/node driven by
-# a list of steps (the real SDKs pinned in t/node/package-lock.json).
+# What the tests of the hub's clients and facades (t/240-ioactl.t,
+# t/260-python-sdk.t, t/270-mcp.t, t/280-a2a-server.t) share: tokens from
+# a key of their own, example agents run by ioa-agent (IoaTest::Proc
+# children), waiting for them to be online, and a Node.js client of t/node
+# driven by a list of steps (the real SDKs pinned in
+# t/node/package-lock.json).
 
 use strict;
 use warnings;
@@ -11,28 +13,17 @@ use warnings;
 use Cwd qw(abs_path);
 use Exporter 'import';
 use File::Basename qw(dirname);
-use File::Temp ();
 use IPC::Run ();
 use LWP::UserAgent ();
-use POSIX ();
 
 use IoaTest::Agent qw(json);
 use IoaTest::Api ();
+use IoaTest::Proc qw(bg stop_children $Scratch);
 
 our @EXPORT_OK = qw(key token agent_proc stop_children online node_steps);
 
 our $Repo = abs_path(dirname(__FILE__) . '/../../..');
 our $AgentBin = $ENV{IOA_AGENT_BIN} || "$Repo/workers/build/ioa-agent";
-our $Scratch = File::Temp::tempdir('facade-t-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-our %Children;
-
-END {
-    local $?;
-    for my $pid (keys %Children) {
-        kill 'KILL', $pid;
-        waitpid $pid, 0;
-    }
-}
 
 # a fresh signing key, made once per test file: its path
 my $Key;
@@ -53,30 +44,14 @@ sub token {
     return $t;
 }
 
-# an example agent: ioa-agent running a program per task
+# an example agent: ioa-agent running a program per task, its log in
+# $Scratch/agent-<name>.log
 sub agent_proc {
     my ($ctx, $name, $desc, $token, @exec) = @_;
-    my $log = "$Scratch/agent-$name.log";
-    my $pid = fork // die "fork: $!\n";
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>>', $log;
-        open STDERR, '>>', $log;
-        exec $AgentBin, '--hub', 'http://127.0.0.1:' . $ctx->port,
-             '--name', $name, '--desc', $desc, '--backoff-max', 1,
-             ($token ? ('--token', $token) : ()), '--exec', @exec
-            or POSIX::_exit(127);
-    }
-    $Children{$pid} = "agent $name";
-    return $pid;
-}
-
-sub stop_children {
-    for my $pid (keys %Children) {
-        kill 'TERM', $pid;
-        waitpid $pid, 0;
-        delete $Children{$pid};
-    }
+    return bg("agent-$name", $AgentBin, '--hub', 'http://127.0.0.1:' . $ctx->port,
+              '--name', $name, '--desc', $desc, '--backoff-max', 1,
+              ($token ? ('--token', $token) : ()), '--exec', @exec,
+              { append => 1 })->{pid};
 }
 
 # the agents are registered and online (/query_assistant); when they are
