@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# bench/openloop-profile.sh -- where the time of an envelope goes, per
+# process, open loop against saturated (issue 16, point 1).
+#
+#   bash bench/openloop-profile.sh [RATES] [REPEATS] [SECONDS]
+#       RATES    offered posts/s, open loop (default "2500 10000 20000");
+#                "sat" is the saturated run (window 8), always added
+#       REPEATS  runs of each, interleaved (default 3)
+#       SECONDS  perf's window inside each run (default 5)
+#
+# Workload (a)'s shape: 100 rooms x 4 members, one publisher a room, 200 B,
+# echo on (every post reaches its 4 members).  For every run, perf stat
+# counts on each process, during a window inside the measured phase:
+# syscalls by kind (reads, writes, epoll_wait, the rest), context switches
+# (a process that sleeps and is woken: one per switch) and CPU time; each
+# figure is divided by the envelopes posted in that window (the bench's
+# published rate times the window).  The processes: the nginx worker (one,
+# as in BENCHMARKS.md), Redis, and the generator.  perf's tracepoints cost
+# a little on every syscall, so absolute CPU is a bit above an untraced
+# run's; the counts are exact.  Prints a table per process and the spread
+# (min-max over the repeats).
+
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RATES=${1:-"2500 10000 20000"}
+REPEATS=${2:-3}
+WINDOW=${3:-5}
+BENCH_NAME=profile
+RUN=$(mktemp -d /tmp/ioa-profile-XXXXXX)
+
+. "$REPO/bench/lib/common.sh"
+trap stop_all EXIT
+
+MODULE="$REPO/build/ngx_http_ioa_module.so"
+BENCH="$REPO/bench/build/ioa-bench"
+[[ -x $BENCH ]] || make -s -C "$REPO/bench" >&2
+[[ -f $MODULE ]] || { log "build the module first: make all"; exit 1; }
+command -v perf >/dev/null || { log "perf is needed (apt-get install linux-perf)"; exit 1; }
+
+EVENTS=raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_readv,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_sendto,syscalls:sys_enter_sendmsg,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,context-switches,task-clock
+
+start_hub "$RUN/hub" "$MODULE" ""
+
+# one run: MODE is "sat" or a rate; prints one line per process:
+#   mode process posts syscalls reads writes epoll_waits switches cpu_ms
+one_run() {
+    local mode=$1 k=$2 args rate_per json pid p out posts
+    if [[ $mode == sat ]]; then
+        args=(--saturate --window 8)
+    else
+        rate_per=$(( mode / 100 ))
+        args=(--rate "$rate_per")
+    fi
+    json="$RUN/bench-$mode-$k.json"
+    "$BENCH" --target ioa --url "http://127.0.0.1:$HUB_PORT" --quiet \
+        --rooms 100 --members 4 --size 200 --duration $((WINDOW + 2)) \
+        --warmup 2 --json "$json" "${args[@]}" >"$RUN/bench-$mode-$k.txt" 2>&1 &
+    local bench_pid=$!
+    # into the measured phase: setup, connect and warmup first
+    sleep 4
+    local perfs=()
+    for p in nginx:$HUB_WORKER redis:$HUB_REDIS_PID bench:$bench_pid; do
+        perf stat -x, -e "$EVENTS" -p "${p#*:}" -o "$RUN/perf-$mode-$k-${p%%:*}.csv" \
+            -- sleep "$WINDOW" &
+        perfs+=($!)
+    done
+    wait "${perfs[@]}" 2>/dev/null || true
+    wait "$bench_pid" || { log "ioa-bench failed:"; cat "$RUN/bench-$mode-$k.txt" >&2; exit 1; }
+    posts=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["publish_rate"])' "$json")
+    for p in nginx redis bench; do
+        /usr/bin/python3 - "$RUN/perf-$mode-$k-$p.csv" "$mode" "$p" "$posts" "$WINDOW" <<'PY'
+import sys
+path, mode, proc, rate, window = sys.argv[1:]
+n = {}
+for line in open(path):
+    f = line.strip().split(',')
+    if len(f) < 3 or not f[0].replace('.', '').isdigit():
+        continue
+    n[f[2]] = float(f[0])
+posts = float(rate) * float(window)
+reads = sum(n.get('syscalls:sys_enter_' + s, 0) for s in ('read', 'recvfrom', 'readv'))
+writes = sum(n.get('syscalls:sys_enter_' + s, 0) for s in ('write', 'writev', 'sendto', 'sendmsg'))
+waits = n.get('syscalls:sys_enter_epoll_wait', 0) + n.get('syscalls:sys_enter_epoll_pwait', 0)
+print(mode, proc, round(float(rate)), n.get('raw_syscalls:sys_enter', 0) / posts,
+      reads / posts, writes / posts, waits / posts,
+      n.get('context-switches', 0) / posts, n.get('task-clock', 0) * 1000 / posts)
+PY
+    done
+}
+
+MODES="$RATES sat"
+for k in $(seq 1 "$REPEATS"); do
+    for mode in $MODES; do
+        log "run $k: $mode"
+        one_run "$mode" "$k" >> "$RUN/rows"
+    done
+done
+
+/usr/bin/python3 - "$RUN/rows" "$MODES" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+modes = sys.argv[2].split()
+cols = ['syscalls', 'reads', 'writes', 'epoll_waits', 'ctx switches', 'CPU us']
+for proc in ('nginx', 'redis', 'bench'):
+    print(f'\n{proc}: per envelope posted (median of the runs, [min-max])\n')
+    print('| offered | posts/s | ' + ' | '.join(cols) + ' |')
+    print('|---' * (len(cols) + 2) + '|')
+    for m in modes:
+        rs = [r for r in rows if r[0] == m and r[1] == proc]
+        if not rs:
+            continue
+        cells = []
+        for i in range(3, 9):
+            v = sorted(float(r[i]) for r in rs)
+            med = v[len(v) // 2]
+            cells.append(f'{med:.2f} [{v[0]:.2f}-{v[-1]:.2f}]')
+        rate = sorted(int(r[2]) for r in rs)[len(rs) // 2]
+        print(f'| {"saturated" if m == "sat" else m} | {rate} | ' + ' | '.join(cells) + ' |')
+PY
