@@ -751,7 +751,6 @@ ngx_ioa_a2a_send(ngx_http_request_t *r, ngx_ioa_a2a_t *a, yajl_val params)
 
     /* the user's message, kept for the task's history */
     a->user = text;
-    a->user.len = text.len;
 
     if (ngx_ioa_jbuf_done(&b, &body) != NGX_OK) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
@@ -1053,31 +1052,19 @@ ngx_ioa_a2a_cancelled(ngx_http_request_t *r, void *data)
 void
 ngx_ioa_a2a_answer(ngx_http_request_t *r, ngx_ioa_a2a_t *a)
 {
-    ngx_uint_t       wrap;
-    ngx_ioa_jbuf_t   b;
+    ngx_ioa_jbuf_t  b;
 
     if (a->task.state == NULL) {
         ngx_ioa_a2a_endpoint(r, a);
         return;
     }
 
-    if (ngx_ioa_jbuf_init(&b, r->pool, 1024 + a->task.conclusion.len * 2)
+    if (ngx_ioa_a2a_task_result(a, r->pool,
+                                a->v10 && a->op == NGX_IOA_A2A_SEND, &b)
         != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
-    }
-
-    wrap = a->v10 && a->op == NGX_IOA_A2A_SEND;
-
-    if (wrap) {
-        ngx_ioa_jbuf_literal(&b, "{\"task\":");
-    }
-
-    ngx_ioa_a2a_task_json(a, &b);
-
-    if (wrap) {
-        ngx_ioa_jbuf_byte(&b, '}');
     }
 
     ngx_ioa_jsonrpc_result(r, &a->rpc_id, &b);

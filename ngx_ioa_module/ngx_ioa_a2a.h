@@ -19,7 +19,6 @@
 #define NGX_IOA_A2A_NO_PUSH               -32003
 #define NGX_IOA_A2A_UNSUPPORTED           -32004
 #define NGX_IOA_A2A_CONTENT_TYPE          -32005
-#define NGX_IOA_A2A_NO_EXTENDED_CARD      -32007
 #define NGX_IOA_A2A_VERSION               -32009
 
 /* how long a cancel waits for the goal to end */
@@ -121,7 +120,8 @@ ngx_int_t ngx_ioa_a2a_stream(ngx_http_request_t *r, ngx_ioa_a2a_t *a,
 ngx_int_t ngx_ioa_a2a_wait(ngx_http_request_t *r, ngx_ioa_a2a_t *a,
     ngx_msec_t timeout);
 ngx_ioa_a2a_state_t *ngx_ioa_a2a_state(ngx_str_t *ioa);
-void ngx_ioa_a2a_task_json(ngx_ioa_a2a_t *a, ngx_ioa_jbuf_t *b);
+ngx_int_t ngx_ioa_a2a_task_result(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
+    ngx_uint_t wrap, ngx_ioa_jbuf_t *b);
 
 /* ngx_ioa_a2a_card.c */
 void ngx_ioa_a2a_card(ngx_http_request_t *r, ngx_ioa_a2a_t *a);

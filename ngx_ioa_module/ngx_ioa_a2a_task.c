@@ -40,6 +40,7 @@ static ngx_int_t ngx_ioa_a2a_feed(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
     ngx_ioa_msg_t *m, ngx_str_t *events, ngx_uint_t *n);
 static ngx_int_t ngx_ioa_a2a_status_event(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
     ngx_str_t *message, ngx_str_t *out);
+static void ngx_ioa_a2a_task_json(ngx_ioa_a2a_t *a, ngx_ioa_jbuf_t *b);
 static ngx_int_t ngx_ioa_a2a_wait_message(ngx_ioa_wait_t *w,
     ngx_ioa_msg_t *m);
 static void ngx_ioa_a2a_wait_closed(ngx_ioa_wait_t *w, const char *why);
@@ -86,25 +87,11 @@ ngx_ioa_a2a_stream(ngx_http_request_t *r, ngx_ioa_a2a_t *a, ngx_uint_t follow)
     if (!a->has_since) {
         /* a resumed stream goes on where it was; a new one starts with
          * the task, 1.0 in a StreamResponse */
-        if (ngx_ioa_jbuf_init(&b, r->pool, 1024 + a->task.conclusion.len * 2)
-            != NGX_OK)
-        {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        if (a->v10) {
-            ngx_ioa_jbuf_literal(&b, "{\"task\":");
-        }
-
-        ngx_ioa_a2a_task_json(a, &b);
-
-        if (a->v10) {
-            ngx_ioa_jbuf_byte(&b, '}');
-        }
-
         first = ngx_palloc(r->pool, sizeof(ngx_str_t));
 
-        if (first == NULL || ngx_ioa_jbuf_done(&b, &task) != NGX_OK
+        if (first == NULL
+            || ngx_ioa_a2a_task_result(a, r->pool, a->v10, &b) != NGX_OK
+            || ngx_ioa_jbuf_done(&b, &task) != NGX_OK
             || ngx_ioa_jsonrpc_message(r->pool, &a->rpc_id, "result", &task,
                                        first)
                != NGX_OK)
@@ -602,9 +589,36 @@ ngx_ioa_a2a_state(ngx_str_t *ioa)
 }
 
 
+/* the task as an answer's result: the Task, or (wrap) 1.0's {"task": ...}
+ * of a SendMessageResponse or a StreamResponse */
+
+ngx_int_t
+ngx_ioa_a2a_task_result(ngx_ioa_a2a_t *a, ngx_pool_t *pool, ngx_uint_t wrap,
+    ngx_ioa_jbuf_t *b)
+{
+    if (ngx_ioa_jbuf_init(b, pool, 1024 + a->task.conclusion.len * 2)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (wrap) {
+        ngx_ioa_jbuf_literal(b, "{\"task\":");
+    }
+
+    ngx_ioa_a2a_task_json(a, b);
+
+    if (wrap) {
+        ngx_ioa_jbuf_byte(b, '}');
+    }
+
+    return b->failed ? NGX_ERROR : NGX_OK;
+}
+
+
 /* a Task: id, contextId, status, the conclusion as artifact, history */
 
-void
+static void
 ngx_ioa_a2a_task_json(ngx_ioa_a2a_t *a, ngx_ioa_jbuf_t *b)
 {
     ngx_int_t    n, i, from;
