@@ -21,8 +21,12 @@
  *                            MOVED/ASK;
  *   ngx_ioa_redis_cluster.c  Redis Cluster: setup detection, key slots,
  *                            the slot map and its refresh;
- *   ngx_ioa_room.c           rooms and routing: per-worker subscriptions,
- *                            catch-up from the room Stream, fan-out;
+ *   ngx_ioa_room.c           rooms and their per-worker subscriptions;
+ *   ngx_ioa_link.c           links: catch-up from the room Stream, then
+ *                            live fan-out, exactly once and in order;
+ *   ngx_ioa_client.c         clients: agents' rooms, resume, presence;
+ *   ngx_ioa_observer.c       the feed of every room, registry events;
+ *   ngx_ioa_post.c           an envelope from a client into its room;
  *   ngx_ioa_registry.c       /register, /retrieve_assistant, ... presence;
  *   ngx_ioa_index*.c         the discovery index: BM25 inside nginx, in a
  *                            shared memory zone that follows Redis;
@@ -306,7 +310,7 @@ struct ngx_ioa_client_s {
     u_char                    rooms_cursor[NGX_INT64_LEN];  /* "0": begin */
     ngx_queue_t               posts;         /* envelopes awaiting Redis */
 
-    /* frames that came before the rooms were loaded (ngx_ioa_room.c) */
+    /* frames that came before the rooms were loaded (ngx_ioa_client.c) */
     ngx_ioa_early_t          *early;
     ngx_ioa_early_t         **early_tail;
     size_t                    early_bytes;
@@ -468,57 +472,63 @@ size_t ngx_ioa_redis_unread(redisAsyncContext *ac);
 void ngx_ioa_redis_wrote(redisAsyncContext *ac);
 
 
-/* ngx_ioa_room.c */
+/* ngx_ioa_room.c: rooms and subscriptions */
 ngx_int_t ngx_ioa_room_init_process(ngx_cycle_t *cycle);
 void ngx_ioa_room_exit_process(ngx_cycle_t *cycle);
-
-/* the room code's periodic work: presence, idle rooms, retention */
-#define NGX_IOA_TICK  5000
-
-/* ngx_ioa_retention.c */
-void ngx_ioa_retention_tick(void);
-void ngx_ioa_client_follower(ngx_ioa_client_t *cl, ngx_http_request_t *r,
-    ngx_ioa_transport_t *t, void *data, ngx_str_t *stream);
-ngx_int_t ngx_ioa_client_attach(ngx_ioa_client_t *cl);
-void ngx_ioa_client_detach(ngx_ioa_client_t *cl);
-void ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len);
-ngx_ioa_redis_req_t *ngx_ioa_post_send(ngx_str_t *name,
-    ngx_ioa_envelope_t *env, ngx_ioa_redis_handler_pt handler, void *data);
-ngx_uint_t ngx_ioa_post_result(redisReply *reply, ngx_str_t *name,
-    ngx_str_t *comm_id, ngx_ioa_error_t *err, ngx_msec_t *retry);
 void ngx_ioa_room_on_sub_ready(ngx_ioa_redis_node_t *node);
 void ngx_ioa_room_on_sub_lost(ngx_ioa_redis_node_t *node);
 void ngx_ioa_room_on_sub_refused(ngx_ioa_redis_node_t *node, ngx_int_t slot);
 void ngx_ioa_room_on_map_changed(void);
 void ngx_ioa_room_on_cmd_ready(void);
-void ngx_ioa_room_on_message(ngx_str_t *channel, ngx_str_t *data,
-    ngx_uint_t pattern);
 void ngx_ioa_room_on_subscribed(ngx_ioa_redis_node_t *node,
     ngx_str_t *channel, ngx_uint_t pattern);
 void ngx_ioa_room_on_unsubscribed(ngx_ioa_redis_node_t *node,
     ngx_str_t *channel, ngx_uint_t pattern);
-ngx_int_t ngx_ioa_client_parse_resume(ngx_ioa_client_t *cl, ngx_str_t *vec,
-    ngx_ioa_error_t *err);
+
+/* the room code's periodic work: presence, idle rooms, retention */
+#define NGX_IOA_TICK  5000
+
+/* ngx_ioa_link.c: links, catch-up, fan-out, messages */
+void ngx_ioa_room_on_message(ngx_str_t *channel, ngx_str_t *data,
+    ngx_uint_t pattern);
 void ngx_ioa_msg_release(ngx_ioa_msg_t *m);
 ngx_int_t ngx_ioa_msg_sse(ngx_ioa_msg_t *m);
-ngx_int_t ngx_ioa_envelope_read(ngx_pool_t *pool, u_char *data, size_t len,
-    ngx_str_t *name, ngx_ioa_loc_conf_t *lcf, ngx_ioa_envelope_t *env,
+ngx_int_t ngx_ioa_parse_sid(u_char *p, size_t len, ngx_ioa_sid_t *sid);
+u_char *ngx_ioa_sid_print(u_char *p, ngx_ioa_sid_t *sid);
+
+/* ngx_ioa_client.c */
+void ngx_ioa_client_follower(ngx_ioa_client_t *cl, ngx_http_request_t *r,
+    ngx_ioa_transport_t *t, void *data, ngx_str_t *stream);
+ngx_int_t ngx_ioa_client_attach(ngx_ioa_client_t *cl);
+void ngx_ioa_client_detach(ngx_ioa_client_t *cl);
+ngx_int_t ngx_ioa_client_parse_resume(ngx_ioa_client_t *cl, ngx_str_t *vec,
     ngx_ioa_error_t *err);
 void ngx_ioa_client_error(ngx_ioa_client_t *cl, ngx_ioa_error_t *err,
     ngx_str_t *comm_id);
 u_char *ngx_ioa_client_position(ngx_ioa_client_t *cl, u_char *p,
     u_char *last);
+size_t ngx_ioa_client_position_len(ngx_ioa_client_t *cl);
+ngx_uint_t ngx_ioa_local_clients(void);
+
+/* ngx_ioa_post.c */
+void ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len);
+ngx_int_t ngx_ioa_envelope_read(ngx_pool_t *pool, u_char *data, size_t len,
+    ngx_str_t *name, ngx_ioa_loc_conf_t *lcf, ngx_ioa_envelope_t *env,
+    ngx_ioa_error_t *err);
+ngx_ioa_redis_req_t *ngx_ioa_post_send(ngx_str_t *name,
+    ngx_ioa_envelope_t *env, ngx_ioa_redis_handler_pt handler, void *data);
+ngx_uint_t ngx_ioa_post_result(redisReply *reply, ngx_str_t *name,
+    ngx_str_t *comm_id, ngx_ioa_error_t *err, ngx_msec_t *retry);
+
+/* ngx_ioa_retention.c */
+void ngx_ioa_retention_tick(void);
+
+/* ngx_ioa_position.c */
 ngx_int_t ngx_ioa_position_id(ngx_ioa_client_t *cl, ngx_ioa_position_t **posp,
     ngx_ioa_msg_t *m, ngx_str_t *id);
 ngx_int_t ngx_ioa_position_parse(ngx_pool_t *pool, ngx_str_t *id,
     ngx_str_t *key, ngx_str_t *version, ngx_str_t *delta);
 const char *ngx_ioa_position_retry_ttl(void);
-size_t ngx_ioa_client_position_len(ngx_ioa_client_t *cl);
-ngx_int_t ngx_ioa_parse_sid(u_char *p, size_t len, ngx_ioa_sid_t *sid);
-u_char *ngx_ioa_sid_print(u_char *p, ngx_ioa_sid_t *sid);
-ngx_str_t *ngx_ioa_room_key(ngx_pool_t *pool, ngx_str_t *comm_id,
-    const char *suffix, ngx_str_t *key);
-ngx_uint_t ngx_ioa_local_clients(void);
 
 
 /* ngx_ioa_ws.c */

@@ -14,7 +14,7 @@
  * P{room:goal-<id>}:log, with its channel P{room:goal-<id>}:ch: the worker
  * appends state changes and a copy of every envelope of the goal's room.
  * So following a goal is following a room, and the room machinery
- * (ngx_ioa_room.c) gives it the same guarantees for free: subscription,
+ * (ngx_ioa_link.c) gives it the same guarantees for free: subscription,
  * catch-up from the Stream, exact resume with Last-Event-ID, over HTTP/1.1
  * and HTTP/2.  A follower only ever reads, and nothing else can post there:
  * the feed has no members, so post.lua refuses every client.

@@ -69,7 +69,7 @@
  * three kinds alike; commands are appended to the connection's buffer and
  * hiredis only writes them.  A standalone Redis gets SUBSCRIBE (rooms) and
  * PSUBSCRIBE (the observer feed) as before; a Cluster gets SSUBSCRIBE on the
- * master that owns the room's slot.  Messages go to ngx_ioa_room.c; after a
+ * master that owns the room's slot.  Messages go to ngx_ioa_link.c; after a
  * pub/sub connection comes back, or a slot moves, the room code
  * resubscribes and every client catches up from the room Streams, so
  * traffic published meanwhile is not lost.

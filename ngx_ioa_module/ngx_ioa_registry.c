@@ -1498,9 +1498,9 @@ ngx_ioa_holder(void)
 
 /* this worker holds names online until now + ioa_presence_ttl, or lets
  * them go (presence.lua keeps an agent online while any other worker or
- * instance still holds it); the tick in ngx_ioa_room.c renews it for every
- * connected agent, so an instance that dies lets its agents expire instead
- * of leaving them online forever */
+ * instance still holds it); the tick (ngx_ioa_client.c's presence) renews
+ * it for every connected agent, so an instance that dies lets its agents
+ * expire instead of leaving them online forever */
 
 void
 ngx_ioa_presence_set(ngx_str_t *names, ngx_uint_t n, ngx_uint_t online)

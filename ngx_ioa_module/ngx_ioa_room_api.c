@@ -11,7 +11,7 @@
  * page, no live).  A console or `ioactl tail` that follows one room needs
  * both halves, live and exact across a reload or a hub restart.  A room's
  * log is a Stream like a goal's feed, so following it is the same follower
- * a goal's events use (ngx_ioa_room.c: catch-up from the Stream after
+ * a goal's events use (ngx_ioa_link.c: catch-up from the Stream after
  * Last-Event-ID, then live, no gap and no duplicate), under the room's own
  * read rule instead of a goal's owner rule.
  *

@@ -12,7 +12,7 @@
  *                                  the agent's rooms, as "data:" lines
  *   GET  /chatlist                 the observer feed as SSE
  *
- * An inbox is a client like a WebSocket agent (ngx_ioa_room.c), so catch-up,
+ * An inbox is a client like a WebSocket agent (ngx_ioa_client.c), so catch-up,
  * hold-back and resume are the same code.  What differs is the event id:
  * an SSE client can only hand back one string, Last-Event-ID, so each event
  * carries the agent's whole position, "<comm_id>:<id>,<comm_id>:<id>", which

@@ -660,7 +660,7 @@ ngx_ioa_ws_accept(ngx_http_request_t *r, ngx_str_t *key)
  *                 loaded only once it has been read, so it is exact
  *
  * The same resume request can come as the first frame instead (see
- * ngx_ioa_room.c), for clients that cannot set query arguments.
+ * ngx_ioa_client.c), for clients that cannot set query arguments.
  */
 
 static ngx_int_t

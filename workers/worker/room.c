@@ -13,7 +13,7 @@
  *
  * On a Redis Cluster the envelope goes out on the room's shard channel
  * (SPUBLISH), and also PUBLISHed while some hub has an observer: the hub
- * keeps those in P{reg}:observers (see ngx_ioa_room.c), which is counted
+ * keeps those in P{reg}:observers (see ngx_ioa_observer.c), which is counted
  * here at most every IW_ROOM_OBSERVERS_MS.
  *
  * Reading is XREAD on the room's Stream after an id: with block_ms 0 it

@@ -1,0 +1,302 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * Observers and the registry's events inside one nginx worker.
+ *
+ * An observer (IoA's frontend, the console) sees every room: the worker
+ * PSUBSCRIBEs the rooms' pattern while it has one (ngx_ioa_room.c keeps
+ * that subscription) and sends each envelope to every local observer,
+ * built once with "frontend_type":"message" as IoA's frontend expects.
+ *
+ * Observers PSUBSCRIBE a pattern, which shard channels never reach, and a
+ * plain PUBLISH on a Cluster is copied to every node: paying that for
+ * every envelope while nobody observes would undo what shard channels
+ * save.  So post.lua adds the PUBLISH copy ("sf") only while some nginx
+ * worker of some instance has an observer: such a worker keeps its holder
+ * id in <prefix>{reg}:observers, scored with an expiry it renews every
+ * tick, and every worker counts the live entries every tick
+ * (ngx_ioa_observed() says whether to ask for the copy).  An observer on
+ * another instance sees the feed at most a tick after it connected; the
+ * feed is a live view without resume, so that is all it can miss.
+ *
+ * The registry's event channel carries teamup events: the local members
+ * of a new room start reading it from its beginning, and observers see it
+ * as IoA's frontend does ("frontend_type":"teamup").
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+#include <ngx_http.h>
+
+#include "ngx_ioa.h"
+#include "ngx_ioa_room.h"
+#include "ngx_ioa_ws_frame.h"
+
+
+static void ngx_ioa_observers_mark(ngx_uint_t present);
+static void ngx_ioa_observers_count_reply(redisReply *reply, void *data);
+
+
+static ngx_queue_t         ngx_ioa_observers;
+static ngx_uint_t          ngx_ioa_nobservers;
+/* some worker of some instance has observers (on a Cluster) */
+static ngx_uint_t          ngx_ioa_feed_remote;
+
+
+ngx_int_t
+ngx_ioa_observer_init(ngx_cycle_t *cycle)
+{
+    ngx_queue_init(&ngx_ioa_observers);
+
+    return NGX_OK;
+}
+
+
+void
+ngx_ioa_observer_attach(ngx_ioa_client_t *cl)
+{
+    ngx_queue_insert_tail(&ngx_ioa_observers, &cl->agent_q);
+
+    if (ngx_ioa_nobservers++ == 0) {
+        ngx_ioa_room_feed_subscribe();
+        ngx_ioa_observers_mark(1);
+    }
+}
+
+
+void
+ngx_ioa_observer_detach(ngx_ioa_client_t *cl)
+{
+    ngx_queue_remove(&cl->agent_q);
+
+    if (--ngx_ioa_nobservers) {
+        return;
+    }
+
+    ngx_ioa_observers_mark(0);
+    ngx_ioa_room_feed_unsubscribe();
+}
+
+
+ngx_uint_t
+ngx_ioa_observers_local(void)
+{
+    return ngx_ioa_nobservers;
+}
+
+
+/* does anybody anywhere want the feed's copy of an envelope */
+
+ngx_uint_t
+ngx_ioa_observed(void)
+{
+    return ngx_ioa_nobservers || ngx_ioa_feed_remote;
+}
+
+
+void
+ngx_ioa_observers_tick(void)
+{
+    ngx_ioa_observers_mark(ngx_ioa_nobservers > 0);
+}
+
+
+/* an envelope from the pattern subscription: "<sid> <json>" taken apart */
+
+void
+ngx_ioa_observer_feed(ngx_str_t *comm_id, ngx_str_t *sid, ngx_str_t *json)
+{
+    ngx_queue_t       *q, *next;
+    ngx_ioa_msg_t     *m;
+    ngx_ioa_client_t  *cl;
+
+    if (ngx_queue_empty(&ngx_ioa_observers)) {
+        return;
+    }
+
+    m = ngx_ioa_msg_create(comm_id, sid, json, 1);
+    if (m == NULL) {
+        return;
+    }
+
+    m->refs++;
+
+    for (q = ngx_queue_head(&ngx_ioa_observers);
+         q != ngx_queue_sentinel(&ngx_ioa_observers);
+         q = next)
+    {
+        /* sending may close an observer, which unlinks it */
+        next = ngx_queue_next(q);
+        cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+        ngx_ioa_stat_add(NGX_IOA_STAT_DELIVERED + cl->transport->via, 1);
+        (void) cl->transport->send(cl, m);
+    }
+
+    ngx_ioa_msg_release(m);
+}
+
+
+/* a teamup event: {"comm_id":"...","agent_names":[...],"team_name":...} */
+
+void
+ngx_ioa_registry_event(ngx_str_t *data)
+{
+    size_t             i;
+    yajl_val           ev, id, names, v;
+    ngx_str_t          comm_id, name, s;
+    ngx_pool_t        *pool;
+    ngx_queue_t       *q, *next;
+    ngx_ioa_sid_t      zero;
+    ngx_ioa_agent_t   *a;
+    ngx_ioa_error_t    err;
+    ngx_ioa_client_t  *cl;
+
+    pool = ngx_create_pool(1024, ngx_cycle->log);
+    if (pool == NULL) {
+        return;
+    }
+
+    ev = ngx_ioa_json_parse(pool, data->data, data->len, 8, &err);
+
+    if (ev == NULL || !YAJL_IS_OBJECT(ev)) {
+        goto done;
+    }
+
+    id = ngx_ioa_json_get(ev, "comm_id");
+    names = ngx_ioa_json_get(ev, "agent_names");
+
+    if (id == NULL || !YAJL_IS_STRING(id)
+        || names == NULL || !YAJL_IS_ARRAY(names))
+    {
+        goto done;
+    }
+
+    if (ngx_ioa_json_string(id, &comm_id) != NGX_OK) {
+        goto done;
+    }
+
+    zero.ms = 0;
+    zero.seq = 0;
+
+    for (i = 0; i < names->u.array.len; i++) {
+        v = names->u.array.values[i];
+
+        if (ngx_ioa_json_string(v, &name) != NGX_OK) {
+            continue;
+        }
+
+        a = ngx_ioa_agent_get(&name, 0);
+        if (a == NULL) {
+            continue;
+        }
+
+        for (q = ngx_queue_head(&a->clients);
+             q != ngx_queue_sentinel(&a->clients);
+             q = next)
+        {
+            next = ngx_queue_next(q);
+            cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+
+            if (ngx_ioa_link(cl, &comm_id, &zero) != NGX_OK)
+            {
+                cl->transport->close(cl, NGX_IOA_WS_INTERNAL,
+                                     "out of memory");
+            }
+        }
+    }
+
+    if (ngx_queue_empty(&ngx_ioa_observers)) {
+        goto done;
+    }
+
+    /* {"frontend_type":"teamup", <the event's members>} */
+
+    s.len = sizeof("{\"frontend_type\":\"teamup\",") - 1 + data->len - 1;
+    s.data = ngx_pnalloc(pool, s.len);
+    if (s.data == NULL) {
+        goto done;
+    }
+
+    ngx_sprintf(s.data, "{\"frontend_type\":\"teamup\",%*s",
+                data->len - 1, data->data + 1);
+
+    for (q = ngx_queue_head(&ngx_ioa_observers);
+         q != ngx_queue_sentinel(&ngx_ioa_observers);
+         q = next)
+    {
+        next = ngx_queue_next(q);
+        cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+        (void) cl->transport->send_text(cl, &s);
+    }
+
+done:
+
+    ngx_destroy_pool(pool);
+}
+
+
+/* on a Cluster: this worker's observers in <prefix>{reg}:observers
+ * (present: renewed; not: removed), and whether any worker has some */
+
+static void
+ngx_ioa_observers_mark(ngx_uint_t present)
+{
+    u_char                key[NGX_IOA_KEY_MAX], ms[NGX_INT64_LEN];
+    const char           *argv[4];
+    size_t                argvlen[4];
+    ngx_str_t            *holder;
+    ngx_ioa_main_conf_t  *mcf;
+
+    if (!ngx_ioa_redis_cluster() || !ngx_ioa_redis_ready()) {
+        return;
+    }
+
+    mcf = ngx_ioa_main_conf();
+    holder = ngx_ioa_holder();
+
+    argv[1] = (const char *) key;
+    argvlen[1] = ngx_snprintf(key, sizeof(key), "%Vobservers", &mcf->reg_base)
+                 - key;
+
+    if (present) {
+        argv[0] = "ZADD";
+        argvlen[0] = 4;
+        argv[2] = (const char *) ms;
+        argvlen[2] = ngx_sprintf(ms, "%L", ngx_ioa_now_ms() + 3 * NGX_IOA_TICK)
+                     - ms;
+        argv[3] = (const char *) holder->data;
+        argvlen[3] = holder->len;
+
+        (void) ngx_ioa_redis_command(NULL, NULL, 4, argv, argvlen);
+
+    } else {
+        argv[0] = "ZREM";
+        argvlen[0] = 4;
+        argv[2] = (const char *) holder->data;
+        argvlen[2] = holder->len;
+
+        (void) ngx_ioa_redis_command(NULL, NULL, 3, argv, argvlen);
+    }
+
+    argv[0] = "ZCOUNT";
+    argvlen[0] = 6;
+    argv[2] = (const char *) ms;
+    argvlen[2] = ngx_sprintf(ms, "(%L", ngx_ioa_now_ms()) - ms;
+    argv[3] = "+inf";
+    argvlen[3] = 4;
+
+    (void) ngx_ioa_redis_command(ngx_ioa_observers_count_reply, NULL, 4, argv,
+                                 argvlen);
+}
+
+
+static void
+ngx_ioa_observers_count_reply(redisReply *reply, void *data)
+{
+    if (reply && reply->type == REDIS_REPLY_INTEGER) {
+        ngx_ioa_feed_remote = (reply->integer > 0);
+    }
+}
