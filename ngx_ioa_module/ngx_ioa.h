@@ -469,6 +469,7 @@ void ngx_ioa_redis_refresh(ngx_uint_t trouble);
 ngx_int_t ngx_ioa_redis_attach(redisAsyncContext *ac, ngx_log_t *log,
     ngx_event_handler_pt read);
 size_t ngx_ioa_redis_unread(redisAsyncContext *ac);
+ngx_uint_t ngx_ioa_redis_read_more(redisAsyncContext *ac);
 void ngx_ioa_redis_wrote(redisAsyncContext *ac);
 
 

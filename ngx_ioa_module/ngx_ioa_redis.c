@@ -1495,7 +1495,7 @@ ngx_ioa_redis_sub_read(ngx_event_t *ev)
             }
         }
 
-        if (ngx_ioa_redis_unread(ac) == 0) {
+        if (!ngx_ioa_redis_read_more(ac)) {
             return;
         }
     }

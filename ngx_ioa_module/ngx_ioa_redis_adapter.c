@@ -17,22 +17,28 @@
  *
  * Writes are not registered with epoll at first.  hiredis asks for a write
  * event after every command it buffers; on a connected context that request
- * posts the write handler on ngx_posted_next_events instead, so the commands
- * of a turn of the event loop leave together in one write() early in the
- * next turn, without two epoll_ctl() calls per batch.  The "next" queue,
- * rather than ngx_posted_events, because commands are also issued outside
- * the event loop (graceful shutdown closes idle connections from the
- * worker's cycle): nginx polls without blocking while that queue is not
- * empty, whereas an event posted there would wait for the next socket event
- * or timer.  Only when a write cannot finish (the socket buffer is full:
- * hiredis asks again from inside the write handler) or while connecting is
- * the socket watched for writability.
+ * posts the write handler on ngx_posted_events instead, which nginx runs
+ * after the I/O handlers and timers of the turn, so the commands of a turn
+ * of the event loop leave together in one write() at its end, without two
+ * epoll_ctl() calls per batch.  An envelope's EVALSHA thus leaves in the
+ * turn that read its frame: an agent posting one envelope at a time costs
+ * one epoll_wait() less per envelope than the "next" queue did.  Commands
+ * are also issued outside the event loop, when graceful shutdown closes
+ * idle connections from the worker's cycle; nginx 1.22 runs no posted event
+ * there, so while exiting the write goes on ngx_posted_next_events, which
+ * makes nginx poll without blocking.  Only when a write cannot finish (the
+ * socket buffer is full: hiredis asks again from inside the write handler)
+ * or while connecting is the socket watched for writability.
  *
  * Those 16 KiB reads are also why a read handler goes on reading while
- * the socket holds more (FIONREAD), up to NGX_IOA_REDIS_READS_PER_EVENT
- * reads: with one read per event a 1 MiB pub/sub message took 64 turns of
- * a loop that may be busy with a thousand clients, and Redis, whose output
- * buffer for the subscriber grew meanwhile, closed the connection.
+ * hiredis holds an incomplete reply and the socket holds more (FIONREAD),
+ * up to NGX_IOA_REDIS_READS_PER_EVENT reads: with one read per event a
+ * 1 MiB pub/sub message took 64 turns of a loop that may be busy with a
+ * thousand clients, and Redis, whose output buffer for the subscriber grew
+ * meanwhile, closed the connection.  When every reply read was complete
+ * the ioctl is skipped: that is the common case (one small reply, one
+ * envelope), and if more came meanwhile the level-triggered event reports
+ * it on the next turn.
  *
  * A pub/sub connection brings its own read handler (see ngx_ioa_redis.c:
  * it dispatches the replies itself); everything else is the same.
@@ -116,6 +122,27 @@ ngx_ioa_redis_unread(redisAsyncContext *ac)
 }
 
 
+/*
+ * Read again now: hiredis holds part of a reply (a large one arrives in
+ * 16 KiB reads) and the socket has more of it.  Complete replies only: the
+ * level-triggered read event says so if more arrives.
+ */
+
+ngx_uint_t
+ngx_ioa_redis_read_more(redisAsyncContext *ac)
+{
+    redisReader  *r;
+
+    r = ac->c.reader;
+
+    if (r == NULL || r->pos >= r->len) {
+        return 0;
+    }
+
+    return ngx_ioa_redis_unread(ac) > 0;
+}
+
+
 static void
 ngx_ioa_redis_read_handler(ngx_event_t *ev)
 {
@@ -138,7 +165,7 @@ ngx_ioa_redis_read_handler(ngx_event_t *ev)
 
         ngx_ioa_redis_reading = NULL;
 
-        if (ngx_ioa_redis_unread(ac) == 0) {
+        if (!ngx_ioa_redis_read_more(ac)) {
             return;
         }
     }
@@ -211,7 +238,8 @@ ngx_ioa_redis_add_write(void *data)
         /* at the end of this turn; see the comment on top */
 
         if (!c->write->posted) {
-            ngx_post_event(c->write, &ngx_posted_next_events);
+            ngx_post_event(c->write, ngx_exiting ? &ngx_posted_next_events
+                                                 : &ngx_posted_events);
         }
 
         return;
