@@ -429,6 +429,13 @@ def openloop_section(out, report, w):
          "replaces it)" if env.get("quick", "0") != "0" else "",
          num(median(sat_rates)),
          ", ".join(num(x) for x in sat_rates) or "no run", num(p80)))
+    if env.get("load"):
+        w("")
+        w("The machine's load average (1, 5, 15 min) when the section started: "
+          "%s; when it ended: %s. With 2 cores shared by the servers, Redis "
+          "and the generator, anything else running shows in every figure; "
+          "an isolated slow point beside fast neighbours is more likely that "
+          "than the server." % (env["load"], env.get("load_end", "?")))
     w("")
     w("Each cell: p99 in ms, median of the repeats [min-max], then the share "
       "of the expected deliveries that arrived (the lowest of the repeats): "
@@ -593,16 +600,24 @@ def openloop_section(out, report, w):
       "figure (medians): **%s**; %s" % (
           "not met" if not all_met else "not fully measured" if any_missing
           else "met", "; ".join(parts)))
-    # (iv) the chat-like and burst workloads of the main section
+    # (iv) the chat-like and burst workloads of the main section, against
+    # the report this one replaces
+    before = previous_p99(report)
     eg = []
     for key, what in (("e", "chat-like (e)"), ("g", "burst (g)")):
         d = load(os.path.join(out, "%s-ioa.json" % key))
-        eg.append("%s p99 %s ms%s" % (what, ms(d, "p99"), "" if failure(d) is None
-                                      else " (FAILED: %s)" % md_cell(failure(d), 80))
-                  if d else "%s: not run" % what)
+        if d is None:
+            eg.append("%s: not run in this run" % what)
+            continue
+        now, then = p99_ms(d), before.get(key)
+        eg.append("%s p99 %s ms%s%s" % (
+            what, fms(now),
+            ", %s ms in the report this one replaces (%.2fx)" % (fms(then), now / then)
+            if now and then else ", nothing to compare with",
+            "" if failure(d) is None else " (FAILED: %s)" % md_cell(failure(d), 80)))
     w("- (iv) the chat-like and burst workloads stay at least as good as "
-      "before: ioa's %s in this run (sections (e) and (g) above; the "
-      "comparison is with the previous BENCHMARKS.md)" % "; ".join(eg))
+      "before: ioa's %s (single runs of the main section, so compare with "
+      "care)" % "; ".join(eg))
     w("")
 
     # every run
@@ -638,6 +653,26 @@ def openloop_section(out, report, w):
                 w(cmd(out, "ol-%d-%s-1-%s" % (r, a, server)))
     w("```")
     w("")
+
+
+def previous_p99(report):
+    """ioa's p99 (ms) of workloads (e) and (g) in the report about to be
+    replaced: {"e": 9.57, "g": 195.04}, what is there of it"""
+    found, key = {}, None
+    try:
+        with open(report) as f:
+            for line in f:
+                if line.startswith("## ("):
+                    key = line[4]
+                elif key in ("e", "g") and line.startswith("| ioa |"):
+                    try:
+                        found[key] = float(line.split("|")[5])
+                    except (IndexError, ValueError):
+                        pass
+                    key = None
+    except OSError:
+        pass
+    return found
 
 
 def ol_row(w, offered, alabel, slabel, k, x):

@@ -369,6 +369,9 @@ OL_DRAIN="${BENCH_OPENLOOP_DRAIN:-15}"
 OL_SHAPE="--rooms 100 --members 4 --size 200"
 if section openloop; then
     rm -f "$OUT"/ol-* "$OUT"/openloop.*
+    # the machine's load when the section starts and ends: anything else
+    # running shares the two cores with the servers, Redis and the generator
+    OL_LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
     for k in $(seq 1 "$OL_REPEATS"); do
         # shellcheck disable=SC2086
         RUN_DURATION=$OL_DURATION RUN_WARMUP=$OL_WARMUP run "ol-sat-$k-ioa" \
@@ -415,6 +418,8 @@ PY
             done
         done
     done
+    printf 'load=%s\nload_end=%s\n' "$OL_LOAD0" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+        >> "$OUT/openloop.env"
 fi
 
 # ---------------------------------------------------------------- ceiling
