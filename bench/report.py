@@ -365,7 +365,10 @@ def ol_run(d):
             "lost": i.get("lost"), "dup": i.get("duplicated"),
             "reordered": i.get("reordered"), "drained": i.get("drained"),
             "behind": behind, "share": share, "cpu_us": cpu_us,
-            "gen_cpu": g.get("cpu_pct"), "errors": (d.get("errors") or {}).get("total"),
+            "gen_cpu": g.get("cpu_pct"),
+            "lag_ms": g["max_send_lag_us"] / 1000.0
+            if isinstance(g.get("max_send_lag_us"), (int, float)) else None,
+            "errors": (d.get("errors") or {}).get("total"),
             "why": why}
 
 
@@ -624,10 +627,15 @@ def openloop_section(out, report, w):
     w("<details><summary>Every run (p50 / p99 / p99.9 / max in ms, rates, "
       "integrity, nginx CPU per envelope)</summary>")
     w("")
+    w("Unsent: envelopes due that the generator could not send (the server "
+      "did not read). The generator's max send lag is how late it sent an "
+      "envelope after its due time (its own CPU, or a full socket): the "
+      "latency counts from the due time either way.")
+    w("")
     w("| offered | arrivals | server | repeat | p50 | p99 | p99.9 | max | "
       "published/s | delivered/s | lost / dup / reord | unsent | delivered "
-      "share | nginx us/env | generator CPU % |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "share | nginx us/env | generator CPU % | generator's max send lag ms |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for k, x in enumerate(sat):
         ol_row(w, "saturated", "-", "ioa", k + 1, x)
     for r in points:
@@ -677,16 +685,16 @@ def previous_p99(report):
 
 def ol_row(w, offered, alabel, slabel, k, x):
     if x is None:
-        w("| %s | %s | %s | %d | failed: no result | | | | | | | | | | |" % (
+        w("| %s | %s | %s | %d | failed: no result | | | | | | | | | | | |" % (
             offered, alabel, slabel, k))
         return
     w("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s "
-      "| %s | %s | %s |" % (
+      "| %s | %s | %s | %s |" % (
           offered, alabel, slabel, k, fms(x["p50"]), fms(x["p99"]),
           fms(x["p99_9"]), fms(x["max"]), num(x["published"]),
           num(x["delivered"]), x["lost"], x["dup"], x["reordered"],
           x["behind"], pct(x["share"]) + ("" if not x["why"] else " **FAILED**"),
-          fms(x["cpu_us"]), num(x["gen_cpu"])))
+          fms(x["cpu_us"]), num(x["gen_cpu"]), fms(x["lag_ms"])))
 
 
 def gnuplot(gp, png, expr):
