@@ -19,9 +19,10 @@
 #                   each (60); make fuzz-regress replays every committed
 #                   seed and crash input once
 #   make bench      install what is missing (nchan, gnuplot, valgrind), then
-#                   ioa against nchan and the Redis ceiling, the sweeps and
+#                   ioa against nchan and the Redis ceiling, open loop
+#                   against nchan (issue 16's targets), the sweeps and
 #                   plots, idle memory, goal latency, discovery (and under
-#                   load), callgrind: BENCHMARKS.md (bench/run.sh; about 20
+#                   load), callgrind: BENCHMARKS.md (bench/run.sh; about 45
 #                   minutes)
 #   make deps       only install the Debian packages
 #   make clean

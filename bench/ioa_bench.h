@@ -11,9 +11,9 @@
  *              connect (with source addresses round-robin when a source
  *              runs out of ports), the RFC 6455 handshake, frames parsed in
  *              place, masked frames out, one send() per socket per turn
- *   load.c     the workload: what a publisher sends and when (rate or
- *              window), what a subscriber checks on every envelope (loss,
- *              duplicates, order, latency)
+ *   load.c     the workload: what a publisher sends and when (rate, evenly
+ *              spaced or Poisson, or window), what a subscriber checks on
+ *              every envelope (loss, duplicates, order, latency)
  *   http.c     the small blocking HTTP/1.1 client of the setup (ioa's
  *              POST /register and POST /teamup), and the answer-head
  *              parser replay.c shares
@@ -23,7 +23,8 @@
  *              requests/s in all); e.g. discovery (bench/discovery-load.sh)
  *   hist.c     the latency histogram (log-linear, ~1% precision)
  *   report.c   /proc sampling of the server, the table, the JSON
- *   util.c     allocation, clocks, randomness, SHA-1 and base64
+ *   util.c     allocation, clocks, randomness (and the seeded streams of
+ *              Poisson arrivals), SHA-1 and base64
  *
  * One header: the program is small, and one place that lists every type
  * and every cross-file call is easier to read than seven.
@@ -69,6 +70,12 @@ typedef enum {
     IB_TARGET_NCHAN
 } ib_target_e;
 
+/* --arrivals: when rate mode's messages fall due */
+typedef enum {
+    IB_ARRIVALS_EVEN = 0,       /* every 1/rate, publishers spread out */
+    IB_ARRIVALS_POISSON         /* exponential gaps of mean 1/rate */
+} ib_arrivals_e;
+
 
 /* util.c */
 
@@ -82,6 +89,9 @@ uint64_t ib_now(void);                    /* CLOCK_MONOTONIC, ns */
 uint64_t ib_rand(void);                   /* xorshift64*, not for secrets */
 void     ib_rand_seed(void);
 void     ib_random_bytes(void *p, size_t n);     /* getrandom() */
+uint64_t ib_stream_next(uint64_t *state);       /* splitmix64 */
+uint64_t ib_stream_seed(uint64_t seed, uint64_t k);
+double   ib_stream_exp(uint64_t *state);        /* exponential, mean 1 */
 
 void   ib_sha1(const void *data, size_t len, unsigned char out[20]);
 size_t ib_base64(const unsigned char *in, size_t len, char *out);
@@ -186,6 +196,7 @@ typedef struct {
     uint32_t            inflight;       /* sent, echo (or ack) not back */
     uint64_t            next_ns;        /* rate: when the next one is due */
     uint64_t            offset_ns;      /* rate: its place in the period */
+    uint64_t            rng;            /* poisson: its gaps' stream */
     unsigned            queued:1;       /* on the refill list */
     unsigned            held:1;         /* its socket's output is full */
 } ib_pub_t;
@@ -203,6 +214,7 @@ void ib_load_start(uint64_t now);
 void ib_load_tick(uint64_t now);
 uint64_t ib_load_next_due(void);
 void ib_load_message(ib_conn_t *c, const char *p, size_t len, uint64_t now);
+uint64_t ib_load_behind(void);
 void ib_load_integrity(void);
 
 
@@ -234,6 +246,7 @@ void ib_replay_connect(void);
 void ib_replay_start(uint64_t now);
 void ib_replay_turn(uint64_t timeout_ns);
 uint64_t ib_replay_next_due(void);
+uint64_t ib_replay_behind(void);
 size_t ib_replay_inflight(void);
 int  ib_replay_done(void);
 void ib_replay_close(void);
@@ -281,6 +294,8 @@ typedef struct {
     long                publishers;
     long                size;
     double              rate;
+    ib_arrivals_e       arrivals;
+    uint64_t            seed;           /* --seed: the poisson streams */
     int                 saturate;
     long                window;
     double              duration;
@@ -352,6 +367,8 @@ typedef struct {
     uint64_t            lost;
     uint64_t            expected;
     uint64_t            max_lag_ns;     /* rate: sent after its due time */
+    uint64_t            behind;         /* rate: due by the end of the
+                                         * measured time, not sent */
     uint64_t            deferred;       /* messages that waited for a full
                                          * socket to drain */
     ib_hist_t           hist;

@@ -23,6 +23,23 @@
  *                  scheduled time, not the moment the bytes left, so a
  *                  server that stalls the generator (a full socket buffer)
  *                  is charged for the wait (no coordinated omission).
+ *     --arrivals poisson
+ *                  the gaps between a publisher's messages are exponential
+ *                  with mean 1/N instead: message k is due at due(k-1) +
+ *                  gap(k), the first at start + gap(1), so each publisher is
+ *                  a Poisson process of rate N and the P_total of them
+ *                  together one of rate P_total * N (bursts and lulls, as
+ *                  independent clients make them).  The gaps come from the
+ *                  publisher's own stream of --seed (util.c): the schedule
+ *                  is fixed before the run, the same for every server given
+ *                  the same seed.  A due time is always computed from the
+ *                  previous due time, never from when the previous message
+ *                  left or came back: the load stays open loop, and t is
+ *                  still the due time.
+ *                  Either way, what was due when the loop last looked in the
+ *                  measured time and could not be sent (a full socket, a
+ *                  closed connection, more than a turn's burst) is counted
+ *                  as "behind": sent + behind is what the schedule offered.
  *   --saturate     each publisher keeps --window messages in flight: a new
  *                  one leaves when the echo of an earlier one comes back to
  *                  the publisher's own connection (ioa), or to its member's
@@ -69,6 +86,8 @@ static int  ib_load_content_ok(const char *p, size_t len, uint32_t room,
 static int  ib_load_send(ib_pub_t *pub, uint64_t ts);
 static void ib_load_op(ib_conn_t *c, const char *p, size_t len);
 static void ib_load_refill(ib_pub_t *pub);
+static uint64_t ib_load_due(const ib_pub_t *pub, uint64_t seq,
+    uint64_t prev, uint64_t *rng);
 
 
 static char      **ib_room_head;     /* ioa: {"comm_id":"..",["type":N,] */
@@ -77,6 +96,7 @@ static uint32_t   *ib_refill;        /* publishers whose window opened */
 static size_t      ib_nrefill;
 static uint64_t    ib_rate_start;
 static uint64_t    ib_next_due;
+static uint64_t    ib_last_tick;     /* rate: when the schedule last ran */
 static double      ib_interval;      /* ns between two messages */
 
 
@@ -161,13 +181,38 @@ ib_load_start(uint64_t now)
 
         if (ib.saturate) {
             ib_load_refill(pub);
+            continue;
+        }
+
+        if (ib.arrivals == IB_ARRIVALS_POISSON) {
+            pub->rng = ib_stream_seed(ib.seed, i);
 
         } else {
             pub->offset_ns = (uint64_t) (ib_interval * (double) i
                                          / (double) ib.npubs);
-            pub->next_ns = now + pub->offset_ns;
         }
+
+        pub->next_ns = ib_load_due(pub, 0, now, &pub->rng);
     }
+}
+
+
+/*
+ * When message seq + 1 is due, prev being when message seq was (the start
+ * for the first).  Even: from the start, so rounding never accumulates.
+ * Poisson: one exponential gap after prev, from *rng (the publisher's
+ * stream, or a copy of it when ib_load_behind walks ahead).
+ */
+
+static uint64_t
+ib_load_due(const ib_pub_t *pub, uint64_t seq, uint64_t prev, uint64_t *rng)
+{
+    if (ib.arrivals == IB_ARRIVALS_POISSON) {
+        return prev + (uint64_t) (ib_interval * ib_stream_exp(rng) + 0.5);
+    }
+
+    return ib_rate_start + pub->offset_ns
+           + (uint64_t) (ib_interval * (double) seq);
 }
 
 
@@ -207,6 +252,8 @@ ib_load_tick(uint64_t now)
         return;
     }
 
+    ib_last_tick = now;
+
     if (now < ib_next_due) {
         return;
     }
@@ -244,8 +291,8 @@ ib_load_tick(uint64_t now)
                 ib.max_lag_ns = now - pub->next_ns;
             }
 
-            pub->next_ns = ib_rate_start + pub->offset_ns
-                           + (uint64_t) (ib_interval * (double) pub->seq);
+            pub->next_ns = ib_load_due(pub, pub->seq, pub->next_ns,
+                                       &pub->rng);
         }
 
         if (pub->next_ns < min) {
@@ -267,6 +314,45 @@ ib_load_next_due(void)
     }
 
     return ib_next_due;
+}
+
+
+/*
+ * Rate mode: the messages due by the last tick that it could not send,
+ * summed over the publishers.  Each one's schedule is walked from its next
+ * due time on a copy of its stream, so walking changes nothing; the walk
+ * is as long as the count (a few hundred thousand at worst, once a run).
+ */
+
+uint64_t
+ib_load_behind(void)
+{
+    size_t     i;
+    uint64_t   n, seq, due, rng;
+    ib_pub_t  *pub;
+
+    if (ib.saturate || !ib.publishing) {
+        return 0;
+    }
+
+    n = 0;
+
+    for (i = 0; i < ib.npubs; i++) {
+        pub = &ib.pubs[i];
+        seq = pub->seq;
+        due = pub->next_ns;
+        rng = pub->rng;
+
+        while (due <= ib_last_tick
+               && (ib.count < 0 || seq < (uint64_t) ib.count))
+        {
+            n++;
+            seq++;
+            due = ib_load_due(pub, seq, due, &rng);
+        }
+    }
+
+    return n;
 }
 
 

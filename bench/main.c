@@ -60,6 +60,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -102,6 +103,11 @@ ib_usage(FILE *f)
         "  --publishers P         publishing members per room (1)\n"
         "  --size BYTES           message size, padded (200)\n"
         "  --rate N               messages/s per publisher (10)\n"
+        "  --arrivals even|poisson  with --rate: evenly spaced (even), or\n"
+        "                         exponential gaps of mean 1/N (poisson)\n"
+        "  --seed N               poisson: the gaps' seed, the same seed the "
+        "same\n"
+        "                         arrival times (1)\n"
         "  --saturate             as fast as the echoes come back, with\n"
         "  --window W             at most W messages in flight per "
         "publisher (8)\n"
@@ -124,8 +130,9 @@ ib_usage(FILE *f)
         "  --connections N        keep-alive connections (4)\n"
         "                         closed loop: --window requests in flight "
         "on each (1);\n"
-        "                         --rate N: open loop, N requests/s in all;"
+        "                         --rate N: open loop, N requests/s in all"
         "\n"
+        "                         (--arrivals and --seed as for rooms);\n"
         "                         --count M: M requests, then the run ends\n"
         "  --tally NAME           count the answers by this header's value\n"
         "measurement and output\n"
@@ -340,7 +347,7 @@ ib_options(int argc, char **argv)
         O_RATE, O_SATURATE, O_WINDOW, O_DURATION, O_WARMUP, O_DRAIN, O_IDLE,
         O_ECHO, O_TYPE, O_PID, O_JSON, O_QUIET, O_PREFIX, O_CONC, O_CTIMEOUT,
         O_SOURCES, O_COUNT, O_ON_MEASURE, O_REPLAY, O_PATH, O_CONNECTIONS,
-        O_TALLY, O_HELP, O_VERSION
+        O_TALLY, O_ARRIVALS, O_SEED, O_HELP, O_VERSION
     };
     static const struct option  opts[] = {
         { "target", required_argument, NULL, O_TARGET },
@@ -371,6 +378,8 @@ ib_options(int argc, char **argv)
         { "path", required_argument, NULL, O_PATH },
         { "connections", required_argument, NULL, O_CONNECTIONS },
         { "tally", required_argument, NULL, O_TALLY },
+        { "arrivals", required_argument, NULL, O_ARRIVALS },
+        { "seed", required_argument, NULL, O_SEED },
         { "help", no_argument, NULL, O_HELP },
         { "version", no_argument, NULL, O_VERSION },
         { NULL, 0, NULL, 0 }
@@ -394,6 +403,8 @@ ib_options(int argc, char **argv)
     ib.count = -1;
     ib.path = "/retrieve_assistant";
     ib.connections = 4;
+    ib.arrivals = IB_ARRIVALS_EVEN;
+    ib.seed = 1;
     rate_set = 0;
     window_set = 0;
     rooms_set = 0;
@@ -554,6 +565,21 @@ ib_options(int argc, char **argv)
             ib.tally = optarg;
             break;
 
+        case O_ARRIVALS:
+            if (strcmp(optarg, "even") == 0) {
+                ib.arrivals = IB_ARRIVALS_EVEN;
+            } else if (strcmp(optarg, "poisson") == 0) {
+                ib.arrivals = IB_ARRIVALS_POISSON;
+            } else {
+                ib_die_usage("--arrivals is even or poisson, not \"%s\"",
+                             optarg);
+            }
+            break;
+
+        case O_SEED:
+            ib.seed = (uint64_t) ib_opt_long("seed", optarg, 0, LONG_MAX);
+            break;
+
         case O_HELP:
             ib_usage(stdout);
             exit(0);
@@ -570,6 +596,14 @@ ib_options(int argc, char **argv)
 
     if (optind < argc) {
         ib_die_usage("unexpected argument \"%s\"", argv[optind]);
+    }
+
+    if (ib.arrivals == IB_ARRIVALS_POISSON
+        && (ib.saturate || (ib.replay && !rate_set)))
+    {
+        ib_die_usage("--arrivals poisson is a schedule for --rate: a "
+                     "closed loop (--saturate, --replay without --rate) "
+                     "sends when answers come");
     }
 
     if (ib.replay) {
@@ -928,6 +962,7 @@ ib_run_load(void)
     ib_run_until(ib.measure_start + (uint64_t) (ib.duration * IB_NS),
                  "measure");
 
+    ib.behind = ib.replay ? ib_replay_behind() : ib_load_behind();
     ib.measure_end = ib_now();
     ib.measuring = 0;
     ib_proc_sample(1);

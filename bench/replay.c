@@ -19,7 +19,12 @@
  *                 --window in flight.  When none has room it waits, and its
  *                 latency still counts from its due time (no coordinated
  *                 omission); requests sent 1 ms or more after their time
- *                 are counted as late.
+ *                 are counted as late.  With --arrivals poisson the gaps
+ *                 between due times are exponential with mean 1/N, from
+ *                 one stream of --seed (util.c), each due time computed
+ *                 from the one before, never from an answer; what was due
+ *                 at the end of the measured time and not yet sent is
+ *                 "behind".
  *
  * --count M sends exactly M requests (every body once when M is the number
  * of lines) and the run ends when the last is answered.
@@ -93,6 +98,8 @@ static void ib_rconn_fill(ib_rconn_t *c, uint64_t now);
 static void ib_rconn_send(ib_rconn_t *c, uint64_t t);
 static void ib_rconn_flush(ib_rconn_t *c);
 static void ib_replay_tick(uint64_t now);
+static uint64_t ib_replay_due_after(uint64_t prev, uint64_t n,
+    uint64_t *rng);
 static void ib_replay_tally(const ib_http_head_t *h);
 
 
@@ -109,6 +116,10 @@ static size_t       ib_rp_next;
 
 static uint64_t     ib_rp_start;        /* open loop: request 0's time */
 static uint64_t     ib_rp_issued;       /* requests sent (or due, open) */
+static uint64_t     ib_rp_due;          /* open loop: the next one's time */
+static uint64_t     ib_rp_rng;          /* poisson: the gaps' stream */
+static uint64_t     ib_rp_last_tick;    /* open loop: last look at the
+                                         * schedule */
 static int          ib_rp_blocked;      /* open loop: due, no room */
 
 static uint64_t     ib_rp_ok;           /* 2xx answers, whole run */
@@ -331,6 +342,57 @@ ib_replay_start(uint64_t now)
 {
     ib.publishing = 1;
     ib_rp_start = now;
+    ib_rp_rng = ib_stream_seed(ib.seed, 0);
+    ib_rp_due = ib.arrivals == IB_ARRIVALS_POISSON
+                ? ib_replay_due_after(now, 0, &ib_rp_rng) : now;
+}
+
+
+/* open loop: when request n is due, prev being when request n - 1 was
+ * (even: from the start, so rounding never accumulates; poisson: one
+ * exponential gap after prev, from *rng) */
+
+static uint64_t
+ib_replay_due_after(uint64_t prev, uint64_t n, uint64_t *rng)
+{
+    double  gap;
+
+    if (ib.arrivals == IB_ARRIVALS_POISSON) {
+        gap = ib_stream_exp(rng) * 1e9 / ib.rate;
+        return prev + (uint64_t) (gap + 0.5);
+    }
+
+    return ib_rp_start + (uint64_t) ((double) n * 1e9 / ib.rate);
+}
+
+
+/* open loop: requests due by the last look at the schedule in the
+ * measured time and not sent (every connection full), walked on a copy
+ * of the stream */
+
+uint64_t
+ib_replay_behind(void)
+{
+    uint64_t  n, issued, due, rng;
+
+    if (ib.rate <= 0 || !ib.publishing) {
+        return 0;
+    }
+
+    n = 0;
+    issued = ib_rp_issued;
+    due = ib_rp_due;
+    rng = ib_rp_rng;
+
+    while (due <= ib_rp_last_tick
+           && (ib.count < 0 || issued < (uint64_t) ib.count))
+    {
+        n++;
+        issued++;
+        due = ib_replay_due_after(due, issued, &rng);
+    }
+
+    return n;
 }
 
 
@@ -385,11 +447,12 @@ ib_replay_tick(uint64_t now)
     uint64_t     due, lag;
     ib_rconn_t  *c;
 
+    ib_rp_last_tick = now;
+
     while (ib.publishing
            && (ib.count < 0 || ib_rp_issued < (uint64_t) ib.count))
     {
-        due = ib_rp_start + (uint64_t) ((double) ib_rp_issued * 1e9
-                                        / ib.rate);
+        due = ib_rp_due;
 
         if (due > now) {
             ib_rp_blocked = 0;
@@ -427,6 +490,7 @@ ib_replay_tick(uint64_t now)
         }
 
         ib_rconn_send(c, due);
+        ib_rp_due = ib_replay_due_after(due, ib_rp_issued, &ib_rp_rng);
     }
 
     ib_rp_blocked = 0;
@@ -449,9 +513,7 @@ ib_replay_next_due(void)
     }
 
     if (ib.rate > 0) {
-        return ib_rp_blocked ? UINT64_MAX
-                             : ib_rp_start + (uint64_t) ((double) ib_rp_issued
-                                                         * 1e9 / ib.rate);
+        return ib_rp_blocked ? UINT64_MAX : ib_rp_due;
     }
 
     for (i = 0; i < ib_rp_nconns; i++) {
@@ -765,6 +827,12 @@ ib_replay_report_table(FILE *f)
 
     if (ib.rate > 0) {
         fprintf(f, "open loop %g requests/s", ib.rate);
+
+        if (ib.arrivals == IB_ARRIVALS_POISSON) {
+            fprintf(f, ", poisson arrivals (seed %llu)",
+                    (unsigned long long) ib.seed);
+        }
+
     } else {
         fprintf(f, "closed loop");
     }
@@ -817,8 +885,9 @@ ib_replay_report_table(FILE *f)
 
     if (ib.rate > 0) {
         ib_fmt_ns(a, sizeof(a), ib.max_lag_ns);
-        fprintf(f, "  max send lag %s  late %llu", a,
-                (unsigned long long) ib.deferred);
+        fprintf(f, "  max send lag %s  late %llu  behind %llu", a,
+                (unsigned long long) ib.deferred,
+                (unsigned long long) ib.behind);
     }
 
     fprintf(f, "  connect %.3f s\n", ib.t_connect / 1e9);
@@ -844,9 +913,11 @@ ib_replay_report_json(FILE *f)
             "\"rate\":", ib_rp_nbodies, ib.connections, ib.window);
 
     if (ib.rate > 0) {
-        fprintf(f, "%g", ib.rate);
+        fprintf(f, "%g,\"arrivals\":\"%s\",\"seed\":%llu", ib.rate,
+                ib.arrivals == IB_ARRIVALS_POISSON ? "poisson" : "even",
+                (unsigned long long) ib.seed);
     } else {
-        fprintf(f, "null");
+        fprintf(f, "null,\"arrivals\":null,\"seed\":null");
     }
 
     fprintf(f, ",\"duration_s\":%g,\"warmup_s\":%g,\"drain_s\":%g,"
@@ -911,8 +982,10 @@ ib_replay_report_json(FILE *f)
     ib_report_server_json(f, 0);
 
     fprintf(f, ",\"generator\":{\"cpu_pct\":%.1f,\"rss_kb\":%ld,"
-            "\"max_send_lag_us\":%.1f,\"late\":%llu,\"connect_s\":%.3f}}\n",
+            "\"max_send_lag_us\":%.1f,\"late\":%llu,\"behind\":%llu,"
+            "\"connect_s\":%.3f}}\n",
             (ib.self_cpu_end - ib.self_cpu_start) / w * 100.0,
             ib.self_rss_kb, ib.max_lag_ns / 1e3,
-            (unsigned long long) ib.deferred, ib.t_connect / 1e9);
+            (unsigned long long) ib.deferred,
+            (unsigned long long) ib.behind, ib.t_connect / 1e9);
 }

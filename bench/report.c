@@ -344,6 +344,11 @@ ib_report_table(FILE *f)
             fprintf(f, "saturate (window %ld)", ib.window);
         } else {
             fprintf(f, "%g msg/s per publisher", ib.rate);
+
+            if (ib.arrivals == IB_ARRIVALS_POISSON) {
+                fprintf(f, ", poisson arrivals (seed %llu)",
+                        (unsigned long long) ib.seed);
+            }
         }
 
         if (ib.count >= 0) {
@@ -410,8 +415,9 @@ ib_report_table(FILE *f)
 
     if (ib_load_mode() && !ib.saturate) {
         ib_fmt_ns(a, sizeof(a), ib.max_lag_ns);
-        fprintf(f, "  max send lag %s  deferred %llu", a,
-                (unsigned long long) ib.deferred);
+        fprintf(f, "  max send lag %s  deferred %llu  behind %llu", a,
+                (unsigned long long) ib.deferred,
+                (unsigned long long) ib.behind);
     }
 
     fprintf(f, "  setup %.2f s  connect %.2f s\n", ib.t_setup / 1e9,
@@ -431,10 +437,14 @@ ib_report_json(FILE *f)
     ib_json_str(f, ib.url);
     fprintf(f, ",\"rooms\":%ld,\"members\":%ld,\"publishers\":%ld,"
             "\"size\":%ld,\"message_bytes\":%zu,\"mode\":\"%s\","
-            "\"rate\":%g,\"window\":%ld,\"duration_s\":%g,\"warmup_s\":%g,"
+            "\"rate\":%g,\"arrivals\":%s,\"seed\":%llu,\"window\":%ld,"
+            "\"duration_s\":%g,\"warmup_s\":%g,"
             "\"drain_s\":%g,\"idle\":%ld,\"echo\":%s,\"type\":",
             ib.rooms, ib.members, ib.publishers, ib.size, ib.msg_bytes,
             ib.saturate ? "saturate" : "rate", ib.saturate ? 0 : ib.rate,
+            ib.saturate ? "null" : ib.arrivals == IB_ARRIVALS_POISSON
+                                   ? "\"poisson\"" : "\"even\"",
+            (unsigned long long) ib.seed,
             ib.saturate ? ib.window : 0, ib.duration, ib.warmup, ib.drain,
             ib.idle, ib.target != IB_TARGET_IOA ? "null"
                                                 : ib.echo ? "true" : "false");
@@ -484,12 +494,13 @@ ib_report_json(FILE *f)
     ib_report_server_json(f, !ib_load_mode() && ib.idle);
 
     fprintf(f, ",\"generator\":{\"cpu_pct\":%.1f,\"rss_kb\":%ld,"
-            "\"max_send_lag_us\":%.1f,\"deferred\":%llu,"
+            "\"max_send_lag_us\":%.1f,\"deferred\":%llu,\"behind\":%llu,"
             "\"nchan_publish_replies\":%llu,\"setup_s\":%.3f,"
             "\"connect_s\":%.3f}}\n",
             (ib.self_cpu_end - ib.self_cpu_start) / w * 100.0,
             ib.self_rss_kb, ib.max_lag_ns / 1e3,
             (unsigned long long) ib.deferred,
+            (unsigned long long) ib.behind,
             (unsigned long long) ib.nchan_replies, ib.t_setup / 1e9,
             ib.t_connect / 1e9);
 }

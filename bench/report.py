@@ -10,14 +10,16 @@ the integrity check of every run, the sweeps (a table each, and a PNG that
 bench/plot.gp draws from the sweep-*.dat files written here), the
 instructions per envelope of bench/callgrind.sh, the sections of
 bench/idle.sh, goal.sh, discovery.sh, discovery-load.sh and the others when
-their JSON is there, and the
-exact commands.  A run that failed is shown as failed, never left out: a
+their JSON is there, the open-loop runs against nchan with issue 16's
+targets met or not (and a PNG of p99 against the offered rate that
+bench/openloop.gp draws from openloop.dat), and the exact commands.  A run that failed is shown as failed, never left out: a
 missing number is a finding.  Every section but the workloads' is optional:
 a file that is missing or unreadable leaves a line saying so, never a
 traceback.
 """
 
 import json
+import math
 import os
 import platform
 import subprocess
@@ -305,6 +307,412 @@ def plot(out, name, dat, xlab, xs, labels):
         sys.stderr.write("report.py: gnuplot: %s\n" % e)
         return None
     return png
+
+
+# ------------------------------------------------------------------------
+# Open loop against nchan: issue 16's targets (bench/run.sh, section
+# openloop: ol-sat-K-ioa.json, ol-RATE-ARRIVALS-K-SERVER.json, openloop.env)
+# ------------------------------------------------------------------------
+
+OL_ARRIVALS = [("even", "evenly spaced"), ("poisson", "Poisson")]
+
+
+def ol_env(out):
+    env = {}
+    try:
+        with open(os.path.join(out, "openloop.env")) as f:
+            for line in f:
+                k, _, v = line.strip().partition("=")
+                if k:
+                    env[k] = v
+    except OSError:
+        return None
+    return env
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
+
+
+def ol_run(d):
+    """One open-loop run's figures, or None when it left no JSON."""
+    if d is None:
+        return None
+    i = d.get("integrity") or {}
+    g = d.get("generator") or {}
+    p = d.get("params") or {}
+    behind = g.get("behind") or 0
+    members = p.get("members") or 4
+    offered = (i.get("expected") or 0) + members * behind
+    share = (i.get("received") or 0) / float(offered) if offered else None
+    nginx = [x.get("cpu_pct") for x in (d.get("server") or {}).get("processes", [])
+             if x.get("name") == "nginx" and x.get("cpu_pct") is not None]
+    cpu_us = None
+    if nginx and d.get("published"):
+        cpu_us = sum(nginx) / 100.0 * d.get("duration_s", 0) * 1e6 / d["published"]
+    why = failure(d)
+    if why is None and behind:
+        why = "%d envelopes due never sent (the server did not read them)" % behind
+    lat = d.get("latency_us") or {}
+    lat_ms = lambda k: lat[k] / 1000.0 if isinstance(lat.get(k), (int, float)) else None
+    return {"p50": lat_ms("p50"), "p99": lat_ms("p99"), "p99_9": lat_ms("p99_9"),
+            "max": lat_ms("max"),
+            "published": d.get("publish_rate"), "delivered": d.get("delivery_rate"),
+            "lost": i.get("lost"), "dup": i.get("duplicated"),
+            "reordered": i.get("reordered"), "drained": i.get("drained"),
+            "behind": behind, "share": share, "cpu_us": cpu_us,
+            "gen_cpu": g.get("cpu_pct"),
+            "lag_ms": g["max_send_lag_us"] / 1000.0
+            if isinstance(g.get("max_send_lag_us"), (int, float)) else None,
+            "errors": (d.get("errors") or {}).get("total"),
+            "why": why}
+
+
+def pct(share):
+    """a share as a percentage that never rounds a loss up to 100%"""
+    if share is None:
+        return "-"
+    if share >= 1.0:
+        return "100%"
+    return "%.2f%%" % (math.floor(share * 10000) / 100.0)
+
+
+def fms(v):
+    if v is None:
+        return "-"
+    return "%.2f" % v if v < 100 else "%.0f" % v
+
+
+def rate_label(r, p80):
+    return "{:,}".format(r) + (" (80% of saturated)" if r == p80 else "")
+
+
+def openloop_section(out, report, w):
+    w("## Open loop against nchan (issue 16's targets)")
+    w("")
+    env = ol_env(out)
+    if env is None:
+        w("Not run in this run (`BENCH_ONLY` without `openloop`).")
+        w("")
+        return
+    repeats = int(env.get("repeats") or 1)
+    rates = [int(r) for r in env.get("rates", "").split()]
+    p80 = int(env["p80"]) if env.get("p80") else None
+    points = sorted(set(rates + ([p80] if p80 else [])))
+    arrivals = [a for a in OL_ARRIVALS if a[0] in env.get("arrivals", "").split()]
+    sat = [ol_run(load(os.path.join(out, "ol-sat-%d-ioa.json" % k)))
+           for k in range(1, repeats + 1)]
+    sat_rates = [s["published"] for s in sat if s and s["published"]]
+    runs = {}
+    for r in points:
+        for a, _ in arrivals:
+            for server, _ in SERVERS:
+                runs[(r, a, server)] = [
+                    ol_run(load(os.path.join(out, "ol-%d-%s-%d-%s.json" % (r, a, k, server))))
+                    for k in range(1, repeats + 1)]
+
+    w("Workload (a)'s shape, open loop: 100 rooms x 4 members, one publisher "
+      "a room, 200 B, echo on; the offered rate is the total of the 100 "
+      "publishers (ioa-bench `--rate` is per publisher: a hundredth of it). "
+      "Arrivals evenly spaced, and Poisson (`--arrivals poisson`: exponential "
+      "gaps, `--seed k` in repeat k, so within a repeat every server gets the "
+      "same arrival times). Latency runs from each envelope's *due* time to "
+      "its receipt by each member, so a server that makes the generator wait "
+      "is charged for it. The three servers are interleaved at every point, "
+      "%d repeat%s, %s s measured after a %s s warmup each%s. ioa's saturated "
+      "capacity is measured first in the same section (window 8, as (a)): "
+      "%s posts/s (median of %s), so 80%% is **%s** posts/s."
+      % (repeats, "" if repeats == 1 else "s", env.get("duration"),
+         env.get("warmup"),
+         " (**quick mode**: short runs, one repeat; a full `make bench` "
+         "replaces it)" if env.get("quick", "0") != "0" else "",
+         num(median(sat_rates)),
+         ", ".join(num(x) for x in sat_rates) or "no run", num(p80)))
+    if env.get("load"):
+        w("")
+        w("The machine's load average (1, 5, 15 min) when the section started: "
+          "%s; when it ended: %s. With 2 cores shared by the servers, Redis "
+          "and the generator, anything else running shows in every figure; "
+          "an isolated slow point beside fast neighbours is more likely that "
+          "than the server." % (env["load"], env.get("load_end", "?")))
+    w("")
+    w("Each cell: p99 in ms, median of the repeats [min-max], then the share "
+      "of the expected deliveries that arrived (the lowest of the repeats): "
+      "every envelope the schedule offered up to the end of the measured "
+      "time, to each of its 4 members, by the end of the drain (up to %s s "
+      "after publishing stops); an envelope "
+      "the generator could not send because the server did not read counts "
+      "as not delivered. A run with errors, losses, duplicates or reordering "
+      "is marked **FAILED** and listed below the table." % env.get("drain", "5"))
+    w("")
+
+    failed = []
+    for a, alabel in arrivals:
+        w("### %s arrivals" % alabel.capitalize())
+        w("")
+        w("| offered posts/s | " + " | ".join(l for _, l in SERVERS) + " |")
+        w("|---|" + "---|" * len(SERVERS))
+        for r in points:
+            cells = []
+            for server, slabel in SERVERS:
+                rs = runs[(r, a, server)]
+                got = [x for x in rs if x]
+                if not got:
+                    cells.append("failed: no result (ol-%d-%s-1-%s.txt)" % (r, a, server))
+                    continue
+                p99s = [x["p99"] for x in got]
+                cell = "%s [%s-%s], %s" % (
+                    fms(median(p99s)), fms(min(x for x in p99s if x is not None) if any(p99s) else None),
+                    fms(max(x for x in p99s if x is not None) if any(p99s) else None),
+                    pct(min((x["share"] for x in got if x["share"] is not None), default=None)))
+                bad = [(k + 1, x["why"]) for k, x in enumerate(rs) if x is None or x["why"]]
+                if bad:
+                    cell += " **FAILED**"
+                    for k, why in bad:
+                        failed.append("%s, %s posts/s, %s, repeat %d: %s" % (
+                            slabel, "{:,}".format(r), alabel, k,
+                            md_cell(why or "no result", 160)))
+                cells.append(cell)
+            w("| %s | %s |" % (rate_label(r, p80), " | ".join(cells)))
+        w("")
+    for line in failed:
+        w("- failed: " + line)
+    if failed:
+        w("")
+
+    # the plot
+    dat = os.path.join(out, "openloop.dat")
+    with open(dat, "w") as f:
+        f.write("# x label, then per server (ioa nchan-redis nchan-mem) and "
+                "arrivals (even poisson): p99 median min max (ms), ok\n")
+        for r in points:
+            cols = [str(r), '"%s"' % rate_label(r, p80).replace(" (80% of saturated)", " (80%)")]
+            for server, _ in SERVERS:
+                for a in ("even", "poisson"):
+                    got = [x for x in runs.get((r, a, server), []) if x and x["p99"]]
+                    if not got:
+                        cols += ["NaN"] * 4
+                        continue
+                    p99s = [x["p99"] for x in got]
+                    ok = all(x and not x["why"] for x in runs[(r, a, server)])
+                    cols += ["%.3f" % median(p99s), "%.3f" % min(p99s),
+                             "%.3f" % max(p99s), "1" if ok else "0"]
+            f.write(" ".join(cols) + "\n")
+    png = os.path.join(out, "openloop-p99.png")
+    gp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "openloop.gp")
+    tics = "(%s)" % ", ".join('"%s" %d' % (
+        ("%gk" % round(r / 1000.0, 1)) + (" (80%%)" if r == p80 else ""), r)
+        for r in points)
+    drawn = gnuplot(gp, png, "data='%s'; out='%s'; title='p99 against the "
+                    "offered rate, open loop'; tics='%s'" % (dat, png, tics))
+    if drawn:
+        w("![p99 against the offered rate, open loop](%s)" % os.path.relpath(
+            png, os.path.dirname(os.path.abspath(report))))
+    else:
+        w("(no plot: gnuplot is missing or failed; the data is in openloop.dat)")
+    w("")
+
+    # nginx CPU per envelope, ioa
+    sat_cpu = median([x["cpu_us"] for x in sat if x])
+    w("ioa's nginx worker CPU per envelope posted, in us (utime + stime of "
+      "the worker over the measured time, from /proc, divided by the "
+      "envelopes posted in it; median [min-max]):")
+    w("")
+    w("| offered posts/s | " + " | ".join(l for _, l in arrivals) + " |")
+    w("|---|" + "---|" * len(arrivals))
+    for r in points:
+        cells = []
+        for a, _ in arrivals:
+            cs = [x["cpu_us"] for x in runs[(r, a, "ioa")] if x and x["cpu_us"] is not None]
+            cells.append("%s [%s-%s]" % (fms(median(cs)), fms(min(cs)), fms(max(cs)))
+                         if cs else "-")
+        w("| %s | %s |" % (rate_label(r, p80), " | ".join(cells)))
+    cs = [x["cpu_us"] for x in sat if x and x["cpu_us"] is not None]
+    w("")
+    w("Saturated (window 8, %s posts/s): %s us per envelope%s." % (
+        num(median(sat_rates)), fms(median(cs)),
+        " [%s-%s]" % (fms(min(cs)), fms(max(cs))) if cs else ""))
+    w("")
+
+    # the targets
+    w("Issue 16's targets, from the figures above:")
+    w("")
+    # (i)
+    within = [r for r in points if p80 and r <= p80]
+    bad = []
+    for r in within:
+        for a, alabel in arrivals:
+            for k, x in enumerate(runs[(r, a, "ioa")]):
+                if x is None or x["why"] or x["share"] is None or x["share"] < 1.0:
+                    bad.append("%s posts/s %s repeat %d: %s, %s delivered" % (
+                        "{:,}".format(r), alabel, k + 1,
+                        md_cell((x or {}).get("why") or "no result", 120),
+                        pct((x or {}).get("share"))))
+    if not within:
+        w("- (i) ioa delivers every envelope up to 80% of its saturated "
+          "capacity: **not measured** (no saturated run finished)")
+    else:
+        w("- (i) ioa delivers every envelope (lost 0, 100%% delivered) at every "
+          "offered rate up to 80%% of its saturated capacity (%s: %s posts/s, "
+          "%s arrivals, %d run%s each): **%s**%s" % (
+              "{:,}".format(p80), ", ".join("{:,}".format(r) for r in within),
+              " and ".join(l for _, l in arrivals), repeats,
+              "" if repeats == 1 else "s",
+              "not met" if bad else "met",
+              ": " + "; ".join(bad[:6]) + (" (and %d more)" % (len(bad) - 6)
+                                            if len(bad) > 6 else "")
+              if bad else " (every run: lost 0, duplicated 0, reordered 0, "
+              "nothing left unsent, no error)"))
+    # (ii)
+    parts, all_met, any_missing = [], True, False
+    for r in (5000, 10000, 20000):
+        for a, alabel in arrivals:
+            io = median([x["p99"] for x in runs.get((r, a, "ioa"), []) if x])
+            nm = median([x["p99"] for x in runs.get((r, a, "nchan-mem"), []) if x])
+            if io is None or nm is None:
+                parts.append("%s %s: not measured" % ("{:,}".format(r), alabel))
+                any_missing = True
+                continue
+            met = io <= 2 * nm
+            all_met = all_met and met
+            parts.append("%s %s: %s ms against 2 x %s = %s ms (%.1fx), %s" % (
+                "{:,}".format(r), alabel, fms(io), fms(nm), fms(2 * nm),
+                io / nm if nm else float("inf"), "met" if met else "**not met**"))
+    w("- (ii) ioa's p99 <= 2x nchan memory store's p99 at 5k, 10k and 20k "
+      "posts/s (medians): **%s**; %s" % (
+          "not met" if not all_met else "not fully measured" if any_missing
+          else "met", "; ".join(parts)))
+    # (iii)
+    parts, all_met, any_missing = [], True, False
+    for a, alabel in arrivals:
+        c10 = median([x["cpu_us"] for x in runs.get((10000, a, "ioa"), []) if x])
+        if c10 is None or not sat_cpu:
+            parts.append("%s: not measured" % alabel)
+            any_missing = True
+            continue
+        met = c10 <= 2 * sat_cpu
+        all_met = all_met and met
+        parts.append("%s: %s us against 2 x %s = %s us (%.1fx), %s" % (
+            alabel, fms(c10), fms(sat_cpu), fms(2 * sat_cpu), c10 / sat_cpu,
+            "met" if met else "**not met**"))
+    w("- (iii) nginx CPU per envelope at 10,000 posts/s <= 2x the saturated "
+      "figure (medians): **%s**; %s" % (
+          "not met" if not all_met else "not fully measured" if any_missing
+          else "met", "; ".join(parts)))
+    # (iv) the chat-like and burst workloads of the main section, against
+    # the report this one replaces
+    before = previous_p99(report)
+    eg = []
+    for key, what in (("e", "chat-like (e)"), ("g", "burst (g)")):
+        d = load(os.path.join(out, "%s-ioa.json" % key))
+        if d is None:
+            eg.append("%s: not run in this run" % what)
+            continue
+        now, then = p99_ms(d), before.get(key)
+        eg.append("%s p99 %s ms%s%s" % (
+            what, fms(now),
+            ", %s ms in the report this one replaces (%.2fx)" % (fms(then), now / then)
+            if now and then else ", nothing to compare with",
+            "" if failure(d) is None else " (FAILED: %s)" % md_cell(failure(d), 80)))
+    w("- (iv) the chat-like and burst workloads stay at least as good as "
+      "before: ioa's %s (single runs of the main section, so compare with "
+      "care)" % "; ".join(eg))
+    w("")
+
+    # every run
+    w("<details><summary>Every run (p50 / p99 / p99.9 / max in ms, rates, "
+      "integrity, nginx CPU per envelope)</summary>")
+    w("")
+    w("Unsent: envelopes due that the generator could not send (the server "
+      "did not read). The generator's max send lag is how late it sent an "
+      "envelope after its due time (its own CPU, or a full socket): the "
+      "latency counts from the due time either way.")
+    w("")
+    w("| offered | arrivals | server | repeat | p50 | p99 | p99.9 | max | "
+      "published/s | delivered/s | lost / dup / reord | unsent | delivered "
+      "share | nginx us/env | generator CPU % | generator's max send lag ms |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for k, x in enumerate(sat):
+        ol_row(w, "saturated", "-", "ioa", k + 1, x)
+    for r in points:
+        for a, alabel in arrivals:
+            for server, slabel in SERVERS:
+                for k, x in enumerate(runs[(r, a, server)]):
+                    ol_row(w, "{:,}".format(r), alabel, slabel, k + 1, x)
+    w("")
+    w("</details>")
+    w("")
+
+    # the commands
+    w("Commands (`BENCH_OPENLOOP_QUICK=1` for a quick look; "
+      "`BENCH_OPENLOOP_RATES`, `_ARRIVALS`, `_REPEATS`, `_DURATION`, "
+      "`_WARMUP` to change the points), and the runs of the first repeat:")
+    w("")
+    w("```")
+    w(env.get("command") or "BENCH_ONLY=openloop bash bench/run.sh")
+    w(cmd(out, "ol-sat-1-ioa"))
+    for r in points:
+        for a, _ in arrivals:
+            for server, _ in SERVERS:
+                w(cmd(out, "ol-%d-%s-1-%s" % (r, a, server)))
+    w("```")
+    w("")
+
+
+def previous_p99(report):
+    """ioa's p99 (ms) of workloads (e) and (g) in the report about to be
+    replaced: {"e": 9.57, "g": 195.04}, what is there of it"""
+    found, key = {}, None
+    try:
+        with open(report) as f:
+            for line in f:
+                if line.startswith("## ("):
+                    key = line[4]
+                elif key in ("e", "g") and line.startswith("| ioa |"):
+                    try:
+                        found[key] = float(line.split("|")[5])
+                    except (IndexError, ValueError):
+                        pass
+                    key = None
+    except OSError:
+        pass
+    return found
+
+
+def ol_row(w, offered, alabel, slabel, k, x):
+    if x is None:
+        w("| %s | %s | %s | %d | failed: no result | | | | | | | | | | | |" % (
+            offered, alabel, slabel, k))
+        return
+    w("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s "
+      "| %s | %s | %s | %s |" % (
+          offered, alabel, slabel, k, fms(x["p50"]), fms(x["p99"]),
+          fms(x["p99_9"]), fms(x["max"]), num(x["published"]),
+          num(x["delivered"]), x["lost"], x["dup"], x["reordered"],
+          x["behind"], pct(x["share"]) + ("" if not x["why"] else " **FAILED**"),
+          fms(x["cpu_us"]), num(x["gen_cpu"]), fms(x["lag_ms"])))
+
+
+def gnuplot(gp, png, expr):
+    """gnuplot -e EXPR GP -> png; False if it could not be drawn."""
+    try:
+        if os.path.exists(png):
+            os.unlink(png)
+        r = subprocess.run(["gnuplot", "-e", expr, gp], capture_output=True,
+                           text=True, timeout=60)
+        if r.returncode != 0 or not os.path.exists(png):
+            sys.stderr.write("report.py: gnuplot failed: %s\n" % r.stderr.strip())
+            if os.path.exists(png):
+                os.unlink(png)
+            return False
+    except (OSError, subprocess.SubprocessError) as e:
+        sys.stderr.write("report.py: gnuplot: %s\n" % e)
+        return False
+    return True
 
 
 def callgrind_section(out, w):
@@ -682,6 +1090,11 @@ def main():
     w("")
 
     latency_section(out, w)
+    try:
+        openloop_section(out, report, w)
+    except Exception as e:      # one section must not sink the report
+        w("(the open-loop runs could not be rendered: %s)" % e)
+        w("")
     sweep_section(out, report, w)
     extra_sections(out, w)
     callgrind_section(out, w)

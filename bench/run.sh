@@ -20,6 +20,8 @@
 #   bash bench/run.sh                 (what `make bench` runs)
 #   BENCH_DURATION=5 BENCH_SWEEPS=0 bash bench/run.sh
 #   BENCH_ONLY="sweeps" bash bench/run.sh      (one section, quickly)
+#   BENCH_ONLY=openloop bash bench/run.sh      (issue 16's targets, ~25 min)
+#   BENCH_ONLY=openloop BENCH_OPENLOOP_QUICK=1 bash bench/run.sh  (~5 min)
 #
 # Environment: BENCH_CLUSTER (1; 0: no ioa-on-a-Cluster column),
 # BENCH_DURATION (seconds per workload run, 10), BENCH_WORKERS
@@ -28,14 +30,18 @@
 # (BENCHMARKS.md), BENCH_SWEEPS (1; 0 skips the sweeps),
 # BENCH_SWEEP_DURATION (seconds per sweep point, 3), BENCH_CALLGRIND (1; 0
 # skips bench/callgrind.sh), BENCH_ONLY (the sections to run, of "main
-# ceiling latency sweeps extra callgrind"; all by default),
-# BENCH_LATENCY_RATES (messages/s per publisher of the latency curve), BENCH_BUFFER (messages
+# ceiling latency openloop sweeps extra callgrind"; all by default),
+# BENCH_LATENCY_RATES (messages/s per publisher of the latency curve),
+# BENCH_OPENLOOP_RATES, _ARRIVALS, _REPEATS, _DURATION, _WARMUP, _DRAIN and
+# _QUICK
+# (the open-loop section against issue 16's targets), BENCH_BUFFER (messages
 # each server keeps per room: ioa_room_log_maxlen and
 # nchan_message_buffer_length, 100).  Workloads are the performance issue's:
 # (a) 100 rooms x 4 members saturated with a small window, (b) the same at
 # half of (a)'s rate, (c) 10 rooms x 32 members saturated, (e) chat-like
-# traffic, (f) one busy room, (g) a burst into one room, plus the ceiling
-# and the latency curve against the offered rate.
+# traffic, (f) one busy room, (g) a burst into one room, plus the ceiling,
+# the latency curve against the offered rate, and the open-loop runs that
+# issue 16's targets are judged by (evenly spaced and Poisson arrivals).
 # A section's old results are removed before it runs, so the report never
 # shows a figure from an earlier run as this one's.
 
@@ -46,7 +52,7 @@ DURATION="${BENCH_DURATION:-10}"
 SWEEP_DURATION="${BENCH_SWEEP_DURATION:-3}"
 SWEEPS="${BENCH_SWEEPS:-1}"
 CALLGRIND="${BENCH_CALLGRIND:-1}"
-ONLY="${BENCH_ONLY:-main ceiling latency sweeps extra callgrind}"
+ONLY="${BENCH_ONLY:-main ceiling latency openloop sweeps extra callgrind}"
 BUFFER="${BENCH_BUFFER:-100}"
 WORKERS="${BENCH_WORKERS:-1}"
 OUT="${BENCH_OUT:-$REPO/bench/results}"
@@ -91,11 +97,11 @@ wait_port "$REDIS_PORT"
 # Three masters, no replicas, on loopback, for ioa's Cluster column: the same
 # module, configured with the three seeds (it detects the Cluster).  The
 # masters share the same two cores, so this shows what the Cluster's routing
-# costs, not what more machines would give.
+# costs, not what more machines would give.  Only the main section uses it.
 CLUSTER_PORTS=()
 CLUSTER_PIDS=()
 CLUSTER_SEEDS=""
-if [[ ${BENCH_CLUSTER:-1} != 0 ]]; then
+if [[ ${BENCH_CLUSTER:-1} != 0 ]] && section main; then
     for i in 1 2 3; do
         port=$(free_port)
         bus=$(free_port)
@@ -267,19 +273,20 @@ workers_of() {
 
 # run NAME SERVER PORT ARGS... -> $OUT/NAME.json (SERVER: ioa, nchan-redis,
 # nchan-mem; the target protocol follows from it).  RUN_DURATION overrides
-# BENCH_DURATION for one run.
+# BENCH_DURATION for one run, RUN_WARMUP the 1 s warmup.
 run() {
     local name=$1 server=$2 port=$3 target=ioa dur=${RUN_DURATION:-$DURATION}
+    local warm=${RUN_WARMUP:-1}
     shift 3
     [[ $server == nchan-* ]] && target=nchan
     rm -f "$OUT/$name.json"
     log "$name: ioa-bench --target $target $*"
     # shellcheck disable=SC2046
     "$BENCH" --target "$target" --url "http://127.0.0.1:$port" \
-        --duration "$dur" --warmup 1 $(workers_of "$server") \
+        --duration "$dur" --warmup "$warm" $(workers_of "$server") \
         --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 \
         || log "$name: ioa-bench exited $? (see $OUT/$name.txt)"
-    echo "bench/build/ioa-bench --target $target --url http://127.0.0.1:<port> --duration $dur --warmup 1 $*" \
+    echo "bench/build/ioa-bench --target $target --url http://127.0.0.1:<port> --duration $dur --warmup $warm $*" \
         > "$OUT/$name.cmd"
 }
 
@@ -331,6 +338,88 @@ if section latency; then
                 --quiet
         done
     done
+fi
+
+# ---------------------------------------------------------------- openloop
+# Issue 16's targets, open loop against nchan: workload (a)'s shape (100
+# rooms x 4 members, one publisher a room, 200 B) at offered total rates of
+# BENCH_OPENLOOP_RATES posts/s and at 80% of ioa's saturated capacity, each
+# with evenly spaced and with Poisson arrivals (ioa-bench --arrivals), the
+# three servers interleaved at every point, BENCH_OPENLOOP_REPEATS times
+# (repeat k uses --seed k: within a repeat every server gets the same
+# arrival times).  The capacity comes first, from saturated runs of the same
+# shape (window 8, as (a)) in this section: their median publish rate; the
+# same runs give the saturated nginx CPU per envelope that target (iii)
+# divides by.  Quick look: BENCH_OPENLOOP_QUICK=1 (3 s + 1 s warmup, one
+# repeat).  report.py renders the tables, the targets and the plot.
+OL_QUICK="${BENCH_OPENLOOP_QUICK:-0}"
+if [[ $OL_QUICK != 0 ]]; then
+    OL_DEFAULT_DURATION=3 OL_DEFAULT_WARMUP=1 OL_DEFAULT_REPEATS=1
+else
+    OL_DEFAULT_DURATION=10 OL_DEFAULT_WARMUP=2 OL_DEFAULT_REPEATS=3
+fi
+OL_RATES="${BENCH_OPENLOOP_RATES-2500 5000 10000 20000}"
+OL_ARRIVALS="${BENCH_OPENLOOP_ARRIVALS-even poisson}"
+OL_REPEATS="${BENCH_OPENLOOP_REPEATS:-$OL_DEFAULT_REPEATS}"
+OL_DURATION="${BENCH_OPENLOOP_DURATION:-$OL_DEFAULT_DURATION}"
+OL_WARMUP="${BENCH_OPENLOOP_WARMUP:-$OL_DEFAULT_WARMUP}"
+# long enough that what has not arrived is lost, not late: a server that
+# fell behind gets this long to catch up after publishing stops
+OL_DRAIN="${BENCH_OPENLOOP_DRAIN:-15}"
+OL_SHAPE="--rooms 100 --members 4 --size 200"
+if section openloop; then
+    rm -f "$OUT"/ol-* "$OUT"/openloop.*
+    # the machine's load when the section starts and ends: anything else
+    # running shares the two cores with the servers, Redis and the generator
+    OL_LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+    for k in $(seq 1 "$OL_REPEATS"); do
+        # shellcheck disable=SC2086
+        RUN_DURATION=$OL_DURATION RUN_WARMUP=$OL_WARMUP run "ol-sat-$k-ioa" \
+            ioa "$IOA_PORT" $OL_SHAPE --saturate --window 8 --quiet
+    done
+    # 80% of the median saturated publish rate, in whole posts/s
+    OL_P80=$(/usr/bin/python3 - "$OUT" "$OL_REPEATS" <<'PY'
+import json, os, sys
+out, n = sys.argv[1], int(sys.argv[2])
+rates = []
+for k in range(1, n + 1):
+    try:
+        d = json.load(open(os.path.join(out, "ol-sat-%d-ioa.json" % k)))
+        if d.get("publish_rate"):
+            rates.append(d["publish_rate"])
+    except (OSError, ValueError):
+        pass
+rates.sort()
+print(int(0.8 * rates[len(rates) // 2]) if rates else "")
+PY
+)
+    if [[ -z $OL_P80 ]]; then
+        log "openloop: no saturated ioa run finished: no 80% point"
+    fi
+    # how this section was asked for, for the report's commands
+    ol_cmd="$(env | grep -E '^BENCH_(OPENLOOP_[A-Z]+|WORKERS|BUFFER)=' | sort | tr '\n' ' ')"
+    printf 'rates=%s\np80=%s\narrivals=%s\nrepeats=%s\nduration=%s\nwarmup=%s\ndrain=%s\nquick=%s\ncommand=%s\n' \
+        "$OL_RATES" "$OL_P80" "$OL_ARRIVALS" "$OL_REPEATS" "$OL_DURATION" \
+        "$OL_WARMUP" "$OL_DRAIN" "$OL_QUICK" \
+        "${ol_cmd}BENCH_ONLY=openloop bash bench/run.sh" > "$OUT/openloop.env"
+    for k in $(seq 1 "$OL_REPEATS"); do
+        for total in $OL_RATES $OL_P80; do
+            # 100 publishers: each offers a hundredth of the total
+            per=$(/usr/bin/python3 -c 'import sys; print("%g" % (int(sys.argv[1]) / 100))' "$total")
+            for arrivals in $OL_ARRIVALS; do
+                for t in $SERVERS; do
+                    # shellcheck disable=SC2086
+                    RUN_DURATION=$OL_DURATION RUN_WARMUP=$OL_WARMUP \
+                        run "ol-$total-$arrivals-$k-${t%%:*}" "${t%%:*}" \
+                        "${t#*:}" $OL_SHAPE --rate "$per" \
+                        --arrivals "$arrivals" --seed "$k" \
+                        --drain "$OL_DRAIN" --quiet
+                done
+            done
+        done
+    done
+    printf 'load=%s\nload_end=%s\n' "$OL_LOAD0" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+        >> "$OUT/openloop.env"
 fi
 
 # ---------------------------------------------------------------- ceiling

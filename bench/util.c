@@ -5,17 +5,25 @@
  * the monotonic clock, randomness, and the SHA-1 + base64 the WebSocket
  * handshake needs.
  *
- * Randomness comes in two grades.  Handshake keys are read from
+ * Randomness comes in three grades.  Handshake keys are read from
  * getrandom(): RFC 6455 asks for a random nonce per connection.  Frame
  * masks come from xorshift64*: a mask exists to stop cache poisoning by
  * scripts in browsers, which is not a threat here, and a syscall per frame
- * would cost more than the frame.
+ * would cost more than the frame.  Poisson arrivals (--arrivals poisson)
+ * come from splitmix64 streams seeded by --seed, one stream per publisher:
+ * a run is reproducible, and the same seed gives every server the same
+ * arrival times whatever order the loop happens to send in (one shared
+ * stream would hand out its numbers in an order that depends on timing).
+ * splitmix64's output passes BigCrush and its 64-bit state fits in the
+ * publisher; streams seeded far apart on its 2^64 cycle do not meet in a
+ * run's few million draws.
  *
  * SHA-1 is written out rather than taken from OpenSSL so the generator
  * links against libc alone; it runs once per connection.
  */
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +161,53 @@ ib_rand(void)
     ib_rng_state = x;
 
     return x * 0x2545f4914f6cdd1dULL;
+}
+
+
+/* splitmix64 (Steele, Lea, Flood 2014): add the golden gamma, then mix */
+
+uint64_t
+ib_stream_next(uint64_t *state)
+{
+    uint64_t  z;
+
+    *state += 0x9e3779b97f4a7c15ULL;
+    z = *state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+
+    return z ^ (z >> 31);
+}
+
+
+/* stream k of seed: the state is itself mixed, so streams 0, 1, 2 of a
+ * seed start far apart on the cycle rather than one step apart */
+
+uint64_t
+ib_stream_seed(uint64_t seed, uint64_t k)
+{
+    uint64_t  s;
+
+    s = seed ^ (k * 0xd1342543de82ef95ULL);
+
+    return ib_stream_next(&s);
+}
+
+
+/*
+ * A gap of an exponential distribution with mean 1: -ln(u), u uniform in
+ * (0, 1] from the top 53 bits (never 0, so the log is finite: the longest
+ * gap is 36.7 means).
+ */
+
+double
+ib_stream_exp(uint64_t *state)
+{
+    double  u;
+
+    u = (double) ((ib_stream_next(state) >> 11) + 1) * 0x1.0p-53;
+
+    return -log(u);
 }
 
 

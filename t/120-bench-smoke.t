@@ -219,6 +219,7 @@ my $Pids = join ',', $Hub->pid, $Hub->worker_pids, $RedisPid;
     check_clean_run('rate 100/s', @r);
     my $doc = $r[1] || {};
     is $doc->{params}{mode}, 'rate', 'rate 100/s: the mode is recorded';
+    is $doc->{params}{arrivals}, 'even', 'rate 100/s: evenly spaced by default';
     is $doc->{params}{message_bytes}, 300, 'rate 100/s: messages are --size';
     my $rate = $doc->{publish_rate} // 0;
     ok $rate > 300 && $rate < 500, "rate 100/s: 4 publishers publish ~400/s "
@@ -226,6 +227,23 @@ my $Pids = join ',', $Hub->pid, $Hub->worker_pids, $RedisPid;
     my $fan = $doc->{published} ? $doc->{delivered} / $doc->{published} : 0;
     ok $fan > 3.5 && $fan < 4.5, "rate 100/s: each message reaches the 4 "
                                  . "members ($fan)";
+}
+
+# --arrivals poisson: exponential gaps from --seed, still open loop and
+# exact (every message reaches every member once, in order)
+{
+    my @r = bench('poisson', '--url', $Url, '--rooms', 4, '--members', 4,
+                  '--rate', 100, '--arrivals', 'poisson', '--seed', 42,
+                  '--duration', 2, '--warmup', 0.5, '--server-pid', $Pids);
+    check_clean_run('poisson 100/s', @r);
+    my $doc = $r[1] || {};
+    is $doc->{params}{arrivals}, 'poisson', 'poisson: the arrivals are recorded';
+    is $doc->{params}{seed}, 42, 'poisson: the seed is recorded';
+    is $doc->{generator}{behind}, 0, 'poisson: nothing left behind the schedule';
+    my $rate = $doc->{publish_rate} // 0;
+    ok $rate > 300 && $rate < 500, "poisson: 4 publishers publish ~400/s "
+                                   . "($rate)";
+    like $r[2], qr/poisson arrivals \(seed 42\)/, 'poisson: the table says so';
 }
 
 {
