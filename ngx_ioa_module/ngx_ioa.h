@@ -113,6 +113,7 @@ typedef struct {
     ngx_regex_t              *name_regex;
 
     ngx_uint_t                room_log_maxlen;
+    ngx_uint_t                linger_us;       /* ioa_linger, 0: off */
     ngx_msec_t                room_retention;  /* 0: rooms kept forever */
     ngx_msec_t                agent_retention; /* 0: agents kept forever */
     ngx_msec_t                presence_ttl;
@@ -521,6 +522,15 @@ ngx_ioa_redis_req_t *ngx_ioa_post_send(ngx_str_t *name,
 ngx_uint_t ngx_ioa_post_result(redisReply *reply, ngx_str_t *name,
     ngx_str_t *comm_id, ngx_ioa_error_t *err, ngx_msec_t *retry);
 
+/* ngx_ioa_linger.c */
+ngx_int_t ngx_ioa_linger_init(ngx_cycle_t *cycle);
+void ngx_ioa_linger_note(void);
+
+/* the longest ioa_linger: beyond it the wait costs more than it saves */
+#define NGX_IOA_LINGER_MAX  5000
+/* measured in BENCHMARKS.md ("Open loop against nchan") */
+#define NGX_IOA_LINGER_DEFAULT  0
+
 /* ngx_ioa_retention.c */
 void ngx_ioa_retention_tick(void);
 
@@ -700,7 +710,8 @@ typedef enum {
     NGX_IOA_STAT_OVERFLOWS = NGX_IOA_STAT_SENT_BYTES + NGX_IOA_VIA_N,
     NGX_IOA_STAT_RESUMES = NGX_IOA_STAT_OVERFLOWS + NGX_IOA_VIA_N,
     NGX_IOA_STAT_LIMITS = NGX_IOA_STAT_RESUMES + NGX_IOA_VIA_N,
-    NGX_IOA_STAT_N = NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_N
+    NGX_IOA_STAT_LINGERS = NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_N,
+    NGX_IOA_STAT_N
 } ngx_ioa_stat_e;
 
 typedef enum {

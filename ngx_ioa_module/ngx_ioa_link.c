@@ -635,6 +635,7 @@ ngx_ioa_room_on_message(ngx_str_t *channel, ngx_str_t *data,
     }
 
     ngx_ioa_room_entry_seen(room, json.len);
+    ngx_ioa_linger_note();
 
     m = ngx_ioa_msg_create(&comm_id, &sid, &json, 0);
     if (m == NULL) {

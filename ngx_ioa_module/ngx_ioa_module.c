@@ -59,6 +59,7 @@ static char *ngx_ioa_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_ioa_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_ioa_redis_password_file(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_ioa_linger(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_ioa_retention(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_ioa_discovery_zone(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -181,6 +182,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       ngx_conf_set_num_slot,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_ioa_main_conf_t, room_log_maxlen),
+      NULL },
+
+    { ngx_string("ioa_linger"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_ioa_linger,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, linger_us),
       NULL },
 
     { ngx_string("ioa_presence_ttl"),
@@ -746,6 +754,7 @@ ngx_ioa_create_main_conf(ngx_conf_t *cf)
     mcf->redis_timeout = NGX_CONF_UNSET_MSEC;
     mcf->redis_backoff_max = NGX_CONF_UNSET_MSEC;
     mcf->room_log_maxlen = NGX_CONF_UNSET_UINT;
+    mcf->linger_us = NGX_CONF_UNSET_UINT;
     mcf->room_retention = NGX_CONF_UNSET_MSEC;
     mcf->agent_retention = NGX_CONF_UNSET_MSEC;
     mcf->presence_ttl = NGX_CONF_UNSET_MSEC;
@@ -789,6 +798,7 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_msec_value(mcf->redis_timeout, 3000);
     ngx_conf_init_msec_value(mcf->redis_backoff_max, 5000);
     ngx_conf_init_uint_value(mcf->room_log_maxlen, 0);
+    ngx_conf_init_uint_value(mcf->linger_us, NGX_IOA_LINGER_DEFAULT);
     ngx_conf_init_msec_value(mcf->room_retention, 0);
     ngx_conf_init_msec_value(mcf->agent_retention, 0);
     ngx_conf_init_msec_value(mcf->presence_ttl, 30000);
@@ -1310,6 +1320,55 @@ ngx_ioa_discovery_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
 
 /* ioa_room_retention, ioa_agent_retention: off | a time of 1s or more */
+
+/* ioa_linger off | <n>us | <n>ms (see ngx_ioa_linger.c) */
+
+static char *
+ngx_ioa_linger(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_ioa_main_conf_t *mcf = conf;
+
+    size_t      len;
+    ngx_int_t   n, unit;
+    ngx_str_t  *value;
+
+    if (mcf->linger_us != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (value[1].len == 3 && ngx_strncmp(value[1].data, "off", 3) == 0) {
+        mcf->linger_us = 0;
+        return NGX_CONF_OK;
+    }
+
+    len = value[1].len;
+    unit = 0;
+
+    if (len > 2 && ngx_strncmp(value[1].data + len - 2, "us", 2) == 0) {
+        unit = 1;
+
+    } else if (len > 2 && ngx_strncmp(value[1].data + len - 2, "ms", 2) == 0)
+    {
+        unit = 1000;
+    }
+
+    n = unit ? ngx_atoi(value[1].data, len - 2) : NGX_ERROR;
+
+    if (n == NGX_ERROR || n * unit < 1 || n * unit > NGX_IOA_LINGER_MAX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"ioa_linger\" takes \"off\" or a time from "
+                           "1us to %dms, such as 200us, not \"%V\"",
+                           NGX_IOA_LINGER_MAX / 1000, &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    mcf->linger_us = n * unit;
+
+    return NGX_CONF_OK;
+}
+
 
 static char *
 ngx_ioa_retention(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)

@@ -216,6 +216,8 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
         ngx_queue_init(&cl->posts);
     }
 
+    ngx_ioa_linger_note();
+
     ngx_queue_insert_tail(&cl->posts, &post->q);
 
 done:

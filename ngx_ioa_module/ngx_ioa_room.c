@@ -97,7 +97,8 @@ ngx_ioa_room_init_process(ngx_cycle_t *cycle)
     if (ngx_ioa_link_init(cycle) != NGX_OK
         || ngx_ioa_client_init(cycle) != NGX_OK
         || ngx_ioa_observer_init(cycle) != NGX_OK
-        || ngx_ioa_post_init(cycle) != NGX_OK)
+        || ngx_ioa_post_init(cycle) != NGX_OK
+        || ngx_ioa_linger_init(cycle) != NGX_OK)
     {
         return NGX_ERROR;
     }

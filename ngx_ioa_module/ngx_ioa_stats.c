@@ -163,6 +163,11 @@ static const ngx_ioa_stats_family_t  ngx_ioa_stats_families[] = {
       "Requests refused by a limit the operator set.",
       NGX_IOA_LABELS_LIMIT, NGX_IOA_STAT_LIMITS, 0 },
 
+    { "ioa_lingers_total", "counter",
+      "Turns of the event loop after which a busy worker waited for more "
+      "traffic (ioa_linger), each at most the linger.",
+      NGX_IOA_LABELS_NONE, NGX_IOA_STAT_LINGERS, 0 },
+
     { "ioa_redis_reconnects_total", "counter",
       "Connections to a Redis node made again after one was lost or "
       "could not be made.",
