@@ -26,41 +26,18 @@ use warnings;
 
 use Cwd ();
 use File::Basename ();
-use File::Temp ();
 use IO::Socket::INET ();
 use JSON::PP ();
-use POSIX qw(WNOHANG);
 use Test::More;
 use Time::HiRes qw(sleep);
 
 use lib 't/lib';
 use IoaTest::Instance;
+use IoaTest::Proc qw(redis_child slurp $Scratch);
 
 my $Repo = Cwd::abs_path(File::Basename::dirname(__FILE__) . '/..');
 my $Bench = $ENV{IOA_BENCH_BIN} || "$Repo/bench/build/ioa-bench";
-my $Dir = File::Temp::tempdir('ioa-linger-XXXXXX', TMPDIR => 1,
-                              CLEANUP => 1);
-my %Children;
-
-sub free_port {
-    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                  LocalPort => 0, Proto => 'tcp') or die $!;
-    return $s->sockport;
-}
-
-sub slurp {
-    open my $fh, '<', $_[0] or return '';
-    local $/;
-    return scalar(<$fh>) // '';
-}
-
-END {
-    local $?;
-    for my $pid (keys %Children) {
-        kill 'TERM', $pid;
-        waitpid $pid, 0;
-    }
-}
+my $Dir = $Scratch;
 
 if (!$ENV{IOA_BENCH_BIN} && system("make -s -C $Repo/bench >/dev/null") != 0
     || !-x $Bench)
@@ -68,25 +45,9 @@ if (!$ENV{IOA_BENCH_BIN} && system("make -s -C $Repo/bench >/dev/null") != 0
     BAIL_OUT("make -C bench failed, or $Bench is not there");
 }
 
-my $Module = (split ' ', $ENV{TEST_NGINX_LOAD_MODULES} // '')[0]
-             || "$Repo/build/ngx_http_ioa_module.so";
-$ENV{TEST_NGINX_LOAD_MODULES} //= $Module;
+$ENV{TEST_NGINX_LOAD_MODULES} //= "$Repo/build/ngx_http_ioa_module.so";
 
-my $RedisPort = free_port();
-my $RedisPid = fork // die "fork: $!";
-if (!$RedisPid) {
-    open STDIN, '<', '/dev/null';
-    open STDOUT, '>', '/dev/null';
-    exec 'redis-server', '--port', $RedisPort, '--bind', '127.0.0.1',
-         '--daemonize', 'no', '--dir', $Dir, '--save', '', '--appendonly',
-         'no', '--logfile', "$Dir/redis.log";
-    exit 127;
-}
-$Children{$RedisPid} = 'redis';
-for (1 .. 100) {
-    last if IO::Socket::INET->new(PeerAddr => "127.0.0.1:$RedisPort");
-    sleep 0.05;
-}
+my $RedisPort = redis_child();
 
 sub hub {
     my ($name, $linger) = @_;

@@ -10,13 +10,14 @@ use warnings;
 
 use Exporter 'import';
 use File::Temp ();
+use IO::Socket::INET ();
 use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 
 use IoaTest::Api ();
 
 our @EXPORT_OK = qw(bg bg_wait bg_stop stop_children slurp lines_of wait_lines
-                    $Scratch %Children);
+                    redis_child $Scratch %Children);
 
 our $Scratch = File::Temp::tempdir('proc-t-XXXXXX', TMPDIR => 1, CLEANUP => 1);
 our %Children;       # pid => what, stopped in END
@@ -77,6 +78,31 @@ sub stop_children {
         waitpid $pid, 0;
         delete $Children{$pid};
     }
+}
+
+# redis_child(): a Redis of this file's own on a free loopback port, in the
+# foreground as our child (stopped in END); returns its port once it accepts
+sub redis_child {
+    my $probe = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
+                                      LocalPort => 0, Proto => 'tcp')
+        or die "IoaTest::Proc: no free port: $!\n";
+    my $port = $probe->sockport;
+    close $probe;
+    my $pid = fork // die "IoaTest::Proc: fork: $!\n";
+    if (!$pid) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>', '/dev/null';
+        exec 'redis-server', '--port', $port, '--bind', '127.0.0.1',
+             '--daemonize', 'no', '--dir', $Scratch, '--save', '',
+             '--appendonly', 'no', '--logfile', "$Scratch/redis-$port.log";
+        POSIX::_exit(127);
+    }
+    $Children{$pid} = 'redis';
+    for (1 .. 200) {
+        return $port if IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port");
+        sleep 0.05;
+    }
+    die "IoaTest::Proc: redis-server on $port did not start\n";
 }
 
 sub slurp {
