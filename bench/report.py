@@ -579,7 +579,7 @@ def openloop_section(out, report, w):
                 continue
             met = io <= 2 * nm
             all_met = all_met and met
-            parts.append("%s %s: %s ms against 2 x %s = %s ms (%.1fx), %s" % (
+            parts.append("%s %s: %s ms against 2 x %s = %s ms (%.2fx), %s" % (
                 "{:,}".format(r), alabel, fms(io), fms(nm), fms(2 * nm),
                 io / nm if nm else float("inf"), "met" if met else "**not met**"))
     w("- (ii) ioa's p99 <= 2x nchan memory store's p99 at 5k, 10k and 20k "
@@ -596,7 +596,7 @@ def openloop_section(out, report, w):
             continue
         met = c10 <= 2 * sat_cpu
         all_met = all_met and met
-        parts.append("%s: %s us against 2 x %s = %s us (%.1fx), %s" % (
+        parts.append("%s: %s us against 2 x %s = %s us (%.2fx), %s" % (
             alabel, fms(c10), fms(sat_cpu), fms(2 * sat_cpu), c10 / sat_cpu,
             "met" if met else "**not met**"))
     w("- (iii) nginx CPU per envelope at 10,000 posts/s <= 2x the saturated "

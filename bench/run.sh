@@ -21,7 +21,7 @@
 #   BENCH_DURATION=5 BENCH_SWEEPS=0 bash bench/run.sh
 #   BENCH_ONLY="sweeps" bash bench/run.sh      (one section, quickly)
 #   BENCH_ONLY=openloop bash bench/run.sh      (issue 16's targets, ~25 min)
-#   BENCH_ONLY=openloop BENCH_OPENLOOP_QUICK=1 bash bench/run.sh  (~5 min)
+#   BENCH_ONLY=openloop BENCH_OPENLOOP_QUICK=1 bash bench/run.sh  (~3 min)
 #
 # Environment: BENCH_CLUSTER (1; 0: no ioa-on-a-Cluster column),
 # BENCH_DURATION (seconds per workload run, 10), BENCH_WORKERS
