@@ -68,6 +68,8 @@ static void ngx_ioa_link_catchup_reply(redisReply *reply, void *data);
 static void ngx_ioa_link_live(ngx_ioa_link_t *lk);
 static ngx_int_t ngx_ioa_link_deliver(ngx_ioa_link_t *lk, ngx_ioa_msg_t *m);
 static ngx_int_t ngx_ioa_link_hold(ngx_ioa_link_t *lk, ngx_ioa_msg_t *m);
+static void ngx_ioa_link_check_gap(ngx_ioa_link_t *lk, redisReply *fields,
+    ngx_str_t *sid);
 
 
 /* links waiting for the command connection */
@@ -364,7 +366,8 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
             continue;
         }
 
-        /* post.lua writes "e" first; "h" (the chain hash) follows */
+        /* post.lua writes "e" first; "h" (the chain hash) and "p" (the
+         * previous entry's id) follow */
         f = e->element[1]->element[1];
 
         if (f->type != REDIS_REPLY_STRING) {
@@ -395,6 +398,14 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
             return;
         }
 
+        if (i == 0) {
+            ngx_ioa_link_check_gap(lk, e->element[1], &sid);
+
+            if (cl->closed) {
+                return;
+            }
+        }
+
         m = ngx_ioa_msg_create(&comm_id, &sid, &json, 0);
         if (m == NULL) {
             cl->transport->close(cl, NGX_IOA_WS_INTERNAL, "out of memory");
@@ -418,6 +429,58 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
     }
 
     ngx_ioa_link_live(lk);
+}
+
+
+/*
+ * The first entry a catch-up read returns, against where the link is: its
+ * "p" (the id of the entry before it, see post.lua) above the link's last
+ * id means the entries in between were in the room's log and are not any
+ * more (ioa_room_log_maxlen trimmed them before this link read them: a
+ * client away longer than the log lasts, or one whose catch-up could not
+ * keep up with a room that fast).  They cannot be delivered; the client is
+ * told which ones it missed instead of never learning of them.  Entries
+ * appended before post.lua stored "p", and streams other scripts append
+ * (a goal's feed), have no "p" and are not checked.
+ */
+
+static void
+ngx_ioa_link_check_gap(ngx_ioa_link_t *lk, redisReply *fields,
+    ngx_str_t *sid)
+{
+    size_t            j;
+    redisReply       *k, *v;
+    ngx_ioa_sid_t     prev;
+    ngx_ioa_error_t   err;
+
+    for (j = 2; j + 1 < fields->elements; j += 2) {
+        k = fields->element[j];
+        v = fields->element[j + 1];
+
+        if (k->type == REDIS_REPLY_STRING && k->len == 1 && k->str[0] == 'p'
+            && v->type == REDIS_REPLY_STRING)
+        {
+            break;
+        }
+    }
+
+    if (j + 1 >= fields->elements
+        || ngx_ioa_parse_sid((u_char *) v->str, v->len, &prev) != NGX_OK
+        || ngx_ioa_sid_cmp(&prev, &lk->last) <= 0)
+    {
+        return;
+    }
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_TRIMMED, 1);
+
+    ngx_ioa_error_set(&err, "log_trimmed", "comm_id",
+                      "room \"%V\" no longer holds the envelopes after "
+                      "%uL-%uL up to %*s: its log (ioa_room_log_maxlen) "
+                      "dropped them before this connection read them; "
+                      "delivery goes on from %V",
+                      &lk->room->sn.str, lk->last.ms, lk->last.seq,
+                      v->len, v->str, sid);
+    ngx_ioa_client_error(lk->client, &err, &lk->room->sn.str);
 }
 
 

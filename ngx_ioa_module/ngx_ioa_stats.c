@@ -163,6 +163,12 @@ static const ngx_ioa_stats_family_t  ngx_ioa_stats_families[] = {
       "Requests refused by a limit the operator set.",
       NGX_IOA_LABELS_LIMIT, NGX_IOA_STAT_LIMITS, 0 },
 
+    { "ioa_catchup_gaps_total", "counter",
+      "Catch-ups that found envelopes gone from a room's log "
+      "(ioa_room_log_maxlen) before they were read; the client was told "
+      "(log_trimmed).",
+      NGX_IOA_LABELS_NONE, NGX_IOA_STAT_TRIMMED, 0 },
+
     { "ioa_lingers_total", "counter",
       "Turns of the event loop after which a busy worker waited for more "
       "traffic (ioa_linger), each at most the linger.",

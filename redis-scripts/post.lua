@@ -68,6 +68,10 @@
 --     recompute the chain: keep its head elsewhere to compare.
 --   * Cost: about +4.5 us of Redis time per call (GET, SET, one SHA-1) on
 --     6-9 us before (ioa-ceiling --script post): +55%.
+--   * The previous id is also stored in the entry ("p"): a reader that
+--     catches up after id X and gets an entry whose "p" is above X knows
+--     that the entries between were trimmed (ioa_room_log_maxlen) before
+--     it read them, and says so (ngx_ioa_link.c) instead of a silent gap.
 --
 -- Floor control. IoA lets each client decide whether an envelope addresses
 -- it; the hub enforces it instead. The floor is the set of members whose
@@ -158,9 +162,9 @@ local id
 if ARGV[3] ~= '0' then
   -- "~" lets Redis trim whole stream nodes only: much cheaper than exact.
   id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-                  'e', ARGV[2], 'h', h)
+                  'e', ARGV[2], 'h', h, 'p', prev_id)
 else
-  id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2], 'h', h)
+  id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2], 'h', h, 'p', prev_id)
 end
 redis.call('SET', head_key, id .. ' ' .. h)
 local msg = id .. ' ' .. ARGV[2]
