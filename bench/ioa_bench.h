@@ -196,6 +196,8 @@ typedef struct {
     uint32_t            inflight;       /* sent, echo (or ack) not back */
     uint64_t            next_ns;        /* rate: when the next one is due */
     uint64_t            offset_ns;      /* rate: its place in the period */
+    uint64_t            base_seq;       /* rate: messages before the start
+                                           (the ready phase's) */
     uint64_t            rng;            /* poisson: its gaps' stream */
     unsigned            queued:1;       /* on the refill list */
     unsigned            held:1;         /* its socket's output is full */
@@ -210,6 +212,7 @@ typedef struct {
 size_t ib_agent_name(char *buf, size_t size, uint32_t room,
     uint32_t member);
 void ib_load_init(void);
+void ib_load_ready(uint64_t now);
 void ib_load_start(uint64_t now);
 void ib_load_tick(uint64_t now);
 uint64_t ib_load_next_due(void);

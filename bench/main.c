@@ -8,6 +8,8 @@
  *             a time; any failure ends the run (exit 1) with the first
  *             error, since a run with missing members would report losses
  *             that say nothing about the server
+ *   ready     one message from every publisher, until every member has
+ *             it (not with --count; load.c says why)
  *   warmup    publishing, nothing recorded
  *   measure   --duration seconds: counters and the histogram record, the
  *             server's /proc figures are read at both ends
@@ -75,6 +77,9 @@
 
 
 #define IB_ERRORS_SHOWN     5
+/* the longest the ready phase waits for its messages (see load.c) */
+#define IB_READY_MAX  30
+
 /* the longest a turn waits for events: phases and progress are checked
  * between turns */
 #define IB_TURN_MAX         (10 * 1000000ULL)
@@ -933,6 +938,22 @@ ib_run_load(void)
      * its own time does not make the rate schedule late */
     if (ib.warmup == 0) {
         ib_on_measure("start");
+    }
+
+    if (!ib.replay && ib.count < 0) {
+        ib_load_ready(ib_now());
+
+        end = ib_now() + (uint64_t) IB_READY_MAX * IB_NS;
+
+        while (!ib_all_in() && !ib_signalled && ib_now() < end) {
+            ib_turn(IB_TURN_MAX);
+        }
+
+        if (!ib_all_in()) {
+            ib_warn("ready: the first message of every publisher had not "
+                    "reached every member after %d s; starting anyway",
+                    IB_READY_MAX);
+        }
     }
 
     now = ib_now();
