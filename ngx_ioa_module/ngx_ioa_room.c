@@ -3013,6 +3013,10 @@ ngx_ioa_msg_release(ngx_ioa_msg_t *m)
         ngx_free(m->sse);
     }
 
+    if (m->wsz) {
+        ngx_ioa_ws_deflate_msg_free(m);
+    }
+
     ngx_free(m);
 }
 
