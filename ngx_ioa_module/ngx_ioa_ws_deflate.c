@@ -54,9 +54,11 @@
  * (ngx_ioa_ws_deflate_in_max), so a message of empty blocks cannot run on
  * forever.  At the end of the message the 00 00 ff ff that the sender
  * removed (7.2.1) is put back (7.2.2).  A sender may also end its data with
- * a final block (BFINAL set, as one of 7.2.3's examples does); then the
- * stream is restarted with what it had seen as its dictionary, so context
- * takeover goes on.
+ * a final block (BFINAL set, as one of 7.2.3's examples does): the DEFLATE
+ * stream is over there, and what follows in the message (the restored
+ * tail, at least) is not data, as for any DEFLATE decoder.  The next
+ * message then starts a new stream, which gets what the old one had seen as
+ * its dictionary, so context takeover goes on.
  */
 
 
@@ -808,14 +810,15 @@ ngx_ioa_ws_inflate(ngx_ioa_ws_deflate_t *d, u_char *in, size_t n,
         }
     }
 
-    if (n && ngx_ioa_ws_inflate_run(d, in, n, buf, len, cap, max, log, code,
-                                    reason)
-             != NGX_OK)
+    if (n && !d->ended
+        && ngx_ioa_ws_inflate_run(d, in, n, buf, len, cap, max, log, code,
+                                  reason)
+           != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    if (last) {
+    if (last && !d->ended) {
         return ngx_ioa_ws_inflate_run(d, ngx_ioa_ws_tail, 4, buf, len, cap,
                                       max, log, code, reason);
     }
@@ -897,14 +900,16 @@ ngx_ioa_ws_inflate_run(ngx_ioa_ws_deflate_t *d, u_char *in, size_t n,
             break;
 
         case Z_STREAM_END:
-            /* the sender ended its data with a final block */
+            /* the sender ended its data with a final block: the rest of
+             * the message is not read */
             if (ngx_ioa_ws_inflate_restart(d) != NGX_OK) {
                 *code = NGX_IOA_WS_INTERNAL;
                 *reason = "cannot restart inflate";
                 return NGX_ERROR;
             }
 
-            break;
+            d->ended = 1;
+            return NGX_OK;
 
         case Z_MEM_ERROR:
             *code = NGX_IOA_WS_INTERNAL;
@@ -928,10 +933,9 @@ ngx_ioa_ws_inflate_run(ngx_ioa_ws_deflate_t *d, u_char *in, size_t n,
 
 
 /*
- * After a final block the stream is over; what follows (the restored tail,
- * the next message) starts a new one.  Under context takeover the new one
- * may still refer to what the old one held, so it gets that as its
- * dictionary.
+ * After a final block the stream is over; the next message starts a new
+ * one.  Under context takeover that one may still refer to what the old one
+ * held, so it gets that as its dictionary.
  */
 
 static ngx_int_t
@@ -967,6 +971,7 @@ void
 ngx_ioa_ws_inflate_done(ngx_ioa_ws_deflate_t *d)
 {
     d->in = 0;
+    d->ended = 0;
 
     if (d->client_no_context && d->inflate) {
         (void) inflateEnd(d->inflate);

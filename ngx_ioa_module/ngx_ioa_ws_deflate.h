@@ -28,6 +28,8 @@ typedef struct {
     u_char                    server_bits;   /* our frames' window, 9-15 */
     u_char                    client_bits;   /* the client's, 9-15 */
     unsigned                  client_no_context:1;
+    unsigned                  ended:1;       /* the message's data ended
+                                                with a final block */
 } ngx_ioa_ws_deflate_t;
 
 
