@@ -266,6 +266,7 @@ __DATA__
 === TEST 1: negotiation: each offer is parsed, the first acceptable taken; windows and context takeover as offered
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_ws_deflate on;
 --- config
     location / { ioa_api; }
 --- ioa_scenario
@@ -348,6 +349,7 @@ __DATA__
 --- log_level: debug
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_ws_deflate on;
 --- config
     location = /metrics { ioa_metrics; }
     location / { ioa_api; }
@@ -419,6 +421,7 @@ __DATA__
 --- log_level: debug
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_ws_deflate on;
 --- config
     location / { ioa_api; }
 --- ioa_scenario
@@ -475,6 +478,7 @@ __DATA__
 === TEST 4: client context takeover: the inflate stream is kept from message to message; under client_no_context_takeover each message stands alone, and one that refers back is refused with 1007
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_ws_deflate on;
 --- config
     location / { ioa_api; }
 --- ioa_scenario
@@ -530,6 +534,7 @@ __DATA__
 === TEST 5: a compressed message in fragments (RSV1 on the first only), with a ping between them and UTF-8 split anywhere, arrives intact; RSV1 on a continuation frame is 1002
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_ws_deflate on;
 --- config
     location / { ioa_api; }
 --- ioa_scenario
@@ -572,6 +577,7 @@ __DATA__
 === TEST 6: RSV1 on a control frame is 1002, with deflate agreed or not; RSV1 without deflate and RSV2 with it are 1002; broken DEFLATE data and compressed bad UTF-8 are 1007
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_ws_deflate on;
 --- config
     location / { ioa_api; }
 --- ioa_scenario
@@ -613,6 +619,7 @@ __DATA__
 === TEST 7: a message that ends with a final DEFLATE block (BFINAL) is read, and the next one may still refer back into it
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_ws_deflate on;
 --- config
     location / { ioa_api; }
 --- ioa_scenario
@@ -643,6 +650,7 @@ __DATA__
 === TEST 8: decompression bombs: 2 MB and 100 MB of zeros in a few KB close with 1009 as the limit is passed, and the worker's peak memory does not follow the bomb
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_ws_deflate on;
 --- config
     location / { ioa_api; }
 --- ioa_scenario
@@ -696,6 +704,7 @@ __DATA__
 === TEST 9: ioa_max_message_size 64k: a compressed message inflating to exactly 64 KiB passes, one byte more is 1009; compressed bytes no such message could take are 1009 at the frame header; a plain one too big still gets too_big and the connection stays
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_ws_deflate on;
 --- config
     location / {
         ioa_api;
@@ -733,31 +742,33 @@ __DATA__
 
 
 
-=== TEST 10: ioa_ws_deflate off: no extension whatever is offered, RSV1 is 1002, and frames are exactly what they were without deflate; the directive follows server and location
+=== TEST 10: ioa_ws_deflate is off by default: no extension whatever is offered, RSV1 is 1002, and frames are exactly what they were without deflate; a location may turn it on
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
-    ioa_ws_deflate off;
     location /z/ { ioa_api; ioa_ws_deflate on; }
+    location /off/ { ioa_api; ioa_ws_deflate off; }
     location / { ioa_api; }
 --- ioa_scenario
     my $cid = room($ctx, qw(Alice Bob));
     my $bob = dz($ctx, 'Bob', 'permessage-deflate; client_max_window_bits');
-    ok !defined $bob->header('Sec-WebSocket-Extensions'), 'off: no extension for an offer';
+    ok !defined $bob->header('Sec-WebSocket-Extensions'), 'by default: no extension for an offer';
     my $alice = dz($ctx, 'Alice', undef, '?echo=0');
     my ($env) = envelopes($cid, 'Alice', 1, size => 2000, seed => 10);
     $alice->send_text($env);
     my $f = $bob->recv_frame(5);
     my $p = $f->{payload};
-    is $f->{rsv}, 0, 'off: the envelope plain';
-    like $p, qr/^\{"id":"\d+-\d+",/, 'off: the JSON text itself';
+    is $f->{rsv}, 0, 'the envelope plain';
+    like $p, qr/^\{"id":"\d+-\d+",/, 'the JSON text itself';
     is $bob->build_frame(opcode => 1, payload => $p, mask => 0),
-       "\x81\x7e" . pack('n', length $p) . $p, 'off: FIN, text, 16-bit length, payload';
+       "\x81\x7e" . pack('n', length $p) . $p, 'FIN, text, 16-bit length, payload';
     $bob->send_frame(opcode => 1, rsv => 4, payload => zmsg(deflater(), '{}'));
     expect_close($bob, 1002, qr/reserved bits set without a negotiated extension/,
-                 'off: RSV1');
+                 'RSV1 by default');
     my $z = $ctx->ws('/z/ws/Bob', headers => ['Sec-WebSocket-Extensions' => 'permessage-deflate']);
     is $z->header('Sec-WebSocket-Extensions'), $::Agreed, 'a location with ioa_ws_deflate on: agreed';
+    $z = $ctx->ws('/off/ws/Bob', headers => ['Sec-WebSocket-Extensions' => 'permessage-deflate']);
+    ok $z->ok && !defined $z->header('Sec-WebSocket-Extensions'), 'ioa_ws_deflate off: none';
 --- no_error_log
 [alert]
 [emerg]
