@@ -19,14 +19,15 @@
  * Reading: bytes go into one read buffer per worker and are decoded by
  * ngx_ioa_ws_frame.c at once, so between reads a connection keeps only an
  * incomplete frame header (at most 14 bytes); bytes a client pipelined
- * behind its handshake are kept aside until the first read.  A data frame's payload is copied into a message
- * buffer that is allocated at its final size when the frame header
- * arrives, after the size limit was checked, so an oversized message costs
- * nothing.  Fragments are appended and validated as UTF-8 as they arrive,
- * and control frames may come between them.  A compressed message
- * (permessage-deflate, ngx_ioa_ws_deflate.c) is inflated instead as its
- * frames arrive, into the same message buffer, which then grows in steps
- * up to the limit: its frame headers say nothing about its final size.
+ * behind its handshake are kept aside until the first read.  A data frame's
+ * payload is copied into a message buffer that is allocated at its final
+ * size when the frame header arrives, after the size limit was checked, so
+ * an oversized message costs nothing.  Fragments are appended and validated
+ * as UTF-8 as they arrive, and control frames may come between them.  A
+ * compressed message (permessage-deflate, ngx_ioa_ws_deflate.c) is inflated
+ * instead as its frames arrive, into the same message buffer, which then
+ * grows in steps up to the limit: its frame headers say nothing about its
+ * final size.
  *
  * Writing: outgoing frames are queued as references to shared, already
  * framed messages (a room broadcast is framed once per worker) or, for our
@@ -34,10 +35,11 @@
  * than writing, so everything queued during one event-loop turn leaves in
  * one writev; with TCP_NODELAY set this keeps latency low without sending a
  * packet per message.  A connection that agreed to permessage-deflate queues
- * the message's compressed frame instead, itself built once and shared.  Writes use c->send_chain, which is nginx's TLS-aware
- * output path, so wss works with nginx's own "listen ... ssl".  The queue is
- * bounded in bytes (ioa_send_queue_limit): a client that does not read is
- * closed with 1008 and resumes from the last id it saw.
+ * the message's compressed frame instead, itself built once and shared.
+ * Writes use c->send_chain, which is nginx's TLS-aware output path, so wss
+ * works with nginx's own "listen ... ssl".  The queue is bounded in bytes
+ * (ioa_send_queue_limit): a client that does not read is closed with 1008
+ * and resumes from the last id it saw.
  *
  * Closing: a close frame is answered with the same code (or 1000).  When the
  * server closes (protocol error, limit, shutdown with 1001), it sends its

@@ -138,6 +138,8 @@ typedef struct {
 
 static ngx_int_t ngx_ioa_ws_deflate_offer(u_char **pp, u_char *last,
     ngx_ioa_ws_offer_t *o);
+static ngx_int_t ngx_ioa_ws_deflate_accept(ngx_pool_t *pool,
+    ngx_ioa_ws_offer_t *o, ngx_ioa_ws_deflate_t *d, ngx_str_t *response);
 static ngx_int_t ngx_ioa_ws_deflate_param(ngx_ioa_ws_offer_t *o,
     ngx_str_t *name, ngx_str_t *value);
 static ngx_int_t ngx_ioa_ws_deflate_bits(ngx_str_t *value);
@@ -172,8 +174,7 @@ ngx_ioa_ws_deflate_negotiate(ngx_http_request_t *r, ngx_ioa_ws_deflate_t *d,
     ngx_str_t *response)
 {
     u_char              *p, *last;
-    ngx_int_t            rc;
-    ngx_uint_t           i, client_bits;
+    ngx_uint_t           i;
     ngx_list_part_t     *part;
     ngx_table_elt_t     *h;
     ngx_ioa_ws_offer_t   o;
@@ -207,19 +208,26 @@ ngx_ioa_ws_deflate_negotiate(ngx_http_request_t *r, ngx_ioa_ws_deflate_t *d,
         while (p < last) {
             ngx_memzero(&o, sizeof(ngx_ioa_ws_offer_t));
 
-            rc = ngx_ioa_ws_deflate_offer(&p, last, &o);
-
-            if (rc == NGX_OK) {
-                goto accept;
+            if (ngx_ioa_ws_deflate_offer(&p, last, &o) == NGX_OK) {
+                return ngx_ioa_ws_deflate_accept(r->pool, &o, d, response);
             }
         }
     }
+}
 
-accept:
+
+/* what was agreed, and the answer that says so */
+
+static ngx_int_t
+ngx_ioa_ws_deflate_accept(ngx_pool_t *pool, ngx_ioa_ws_offer_t *o,
+    ngx_ioa_ws_deflate_t *d, ngx_str_t *response)
+{
+    u_char      *p;
+    ngx_uint_t   client_bits;
 
     /* the longest answer: every parameter, two-digit windows */
 
-    response->data = ngx_pnalloc(r->pool,
+    response->data = ngx_pnalloc(pool,
                                  sizeof("permessage-deflate"
                                         "; server_no_context_takeover"
                                         "; client_no_context_takeover"
@@ -236,7 +244,7 @@ accept:
 
     ngx_memzero(d, sizeof(ngx_ioa_ws_deflate_t));
 
-    if (o.seen & NGX_IOA_WS_PARAM_CNC) {
+    if (o->seen & NGX_IOA_WS_PARAM_CNC) {
         d->client_no_context = 1;
         p = ngx_cpymem(p, "; client_no_context_takeover",
                        sizeof("; client_no_context_takeover") - 1);
@@ -244,9 +252,9 @@ accept:
 
     /* the window the client asked our frames to keep to, or our own */
 
-    if (o.server_bits) {
-        d->server_bits = (u_char) o.server_bits;
-        p = ngx_sprintf(p, "; server_max_window_bits=%ui", o.server_bits);
+    if (o->server_bits) {
+        d->server_bits = (u_char) o->server_bits;
+        p = ngx_sprintf(p, "; server_max_window_bits=%ui", o->server_bits);
 
     } else {
         d->server_bits = NGX_IOA_WS_DEFLATE_BITS_MAX;
@@ -261,11 +269,11 @@ accept:
 
     client_bits = 0;
 
-    if (o.client_bits == 1) {
+    if (o->client_bits == 1) {
         client_bits = NGX_IOA_WS_INFLATE_BITS;
 
-    } else if (o.client_bits > 8) {
-        client_bits = ngx_min(o.client_bits, NGX_IOA_WS_INFLATE_BITS);
+    } else if (o->client_bits > 8) {
+        client_bits = ngx_min(o->client_bits, NGX_IOA_WS_INFLATE_BITS);
     }
 
     if (client_bits) {
