@@ -952,7 +952,7 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_msec_value(conf->ping_interval, prev->ping_interval,
                               30000);
     /* permessage-deflate: off, as nginx's gzip.  It halves the bytes on
-     * the wire for about 2.8 times the worker's CPU per envelope and 12 KB
+     * the wire for about 2.8 times the worker's CPU per envelope and 11 KB
      * per connection that sends compressed (bench/deflate.sh, README's
      * directive reference): the links gain, the hub pays. */
     ngx_conf_merge_value(conf->ws_deflate, prev->ws_deflate, 0);

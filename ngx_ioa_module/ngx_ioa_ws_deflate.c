@@ -73,19 +73,20 @@
 
 /*
  * Messages shorter than this are sent plain.  Measured on IoA envelopes cut
- * short (bench/deflate.py, "small messages"): 64 bytes do not shrink at all,
- * 96 bytes save about 10%, 128 bytes 17%; below that a deflate call costs
- * more than the few bytes it saves.  A whole IoA envelope is never this
- * small: this is for minimal clients' chat.
+ * short (bench/deflate.sh, "short message"): 64 bytes do not shrink at all,
+ * 96 bytes lose 9%, 128 bytes 16%; below that a deflate call costs more
+ * than the few bytes it saves.  A whole IoA envelope is never this short
+ * (the hub's id, sender and timestamp alone take about 110 bytes): this is
+ * for minimal clients' chat.
  */
 #define NGX_IOA_WS_DEFLATE_MIN       128
 
 /*
- * zlib level 1.  Each message is compressed alone, so the ratio is about the
- * window a single message spans, and levels differ little: on 1-4 KB
- * envelopes level 1 leaves 48.9% of the bytes, level 6 (zlib's default)
- * 47.1%, for about 25% more CPU (bench/deflate.py, "zlib levels").  The
- * hub's scarce resource is its CPU per envelope.
+ * zlib level 1.  Each message is compressed alone, and on a message of a
+ * few KB the levels differ little: on 1-4 KB envelopes level 1 leaves 49.1%
+ * of the bytes, level 6 (zlib's default) 47.2% for about a quarter more
+ * CPU (bench/deflate.sh, "level, each message alone").  What deflate costs
+ * the hub is CPU per envelope, so the cheapest level.
  */
 #define NGX_IOA_WS_DEFLATE_LEVEL     1
 /* the fastest memLevel for small inputs; memory is per worker, not per
@@ -96,11 +97,12 @@
  * The client's window when it lets us choose.  The inflate stream of a
  * client with context takeover is kept between messages: about 7 KB of
  * zlib's state plus the window.  A 4 KiB window spans the previous 1-4 KB
- * envelope, which is where context takeover saves: it leaves 37.8% of the
- * bytes against 29.9% with a 32 KiB window and 46.5% with none, for 11 KB
- * kept per connection instead of 39 KB (bench/deflate.py, "client
- * windows").  Below 12 bits the window no longer spans an envelope and the
- * ratio is that of no context at all.
+ * envelope, which is where context takeover saves: it leaves 38.5% of the
+ * bytes against 30.8% with a 32 KiB window and 47.2% with none, for 11 KB
+ * kept per connection instead of 39 KB (bench/deflate.sh, "client window,
+ * context takeover", and the memory of a deflate connection).  With 10
+ * bits or fewer the window spans no envelope and the ratio is that of no
+ * context at all.
  */
 #define NGX_IOA_WS_INFLATE_BITS      12
 
