@@ -475,14 +475,14 @@ __DATA__
 
 
 
-=== TEST 4: client context takeover: the inflate stream is kept from message to message; under client_no_context_takeover each message stands alone, and one that refers back is refused with 1007
+=== TEST 4: client context takeover: the inflate stream is kept from message to message, in the window agreed; under client_no_context_takeover each message stands alone; a stream that breaks either is 1007
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_ws_deflate on;
 --- config
     location / { ioa_api; }
 --- ioa_scenario
-    my $cid = room($ctx, qw(Alice Bob Carol));
+    my $cid = room($ctx, qw(Alice Bob Carol Dave));
     my $bob = dz($ctx, 'Bob', undef);
     my $alice = dz($ctx, 'Alice', 'permessage-deflate; client_max_window_bits', '?echo=0');
     is $alice->header('Sec-WebSocket-Extensions'), "$::Agreed; client_max_window_bits=12",
@@ -505,6 +505,17 @@ __DATA__
     }
     cmp_ok $wire, '<', 0.1 * $raw,
         "messages 2-5 took $wire bytes for $raw: they refer back into the ones before";
+    # the hub keeps the window agreed, 4 KiB: a client that refers 6 KB back
+    # breaks the agreement and its stream
+    my $dave = dz($ctx, 'Dave', 'permessage-deflate; client_max_window_bits', '?echo=0');
+    my ($big) = envelopes($cid, 'Dave', 1, size => 6000, seed => 44);
+    my $wide = deflater(bits => 15);
+    $dave->send_frame(opcode => 1, rsv => 4, payload => zmsg($wide, $big));
+    is recv_env($bob)->{json}{content}, $::JSON->decode($big)->{content},
+        "Dave's 6 KB message arrives";
+    $dave->send_frame(opcode => 1, rsv => 4, payload => zmsg($wide, $big));
+    expect_close($dave, 1007, qr/invalid compressed data/,
+                 'the same again from a 32 KiB window, 6 KB back');
     # client_no_context_takeover: a fresh compressor per message
     my $carol = dz($ctx, 'Carol', 'permessage-deflate; client_no_context_takeover', '?echo=0');
     is $carol->header('Sec-WebSocket-Extensions'), "$::Agreed; client_no_context_takeover",
