@@ -13,6 +13,9 @@
  *                            (read loop, send queue, pings, close);
  *   ngx_ioa_ws_frame.c       RFC 6455 frame codec and UTF-8 validation,
  *                            free of I/O so it can be fuzzed alone;
+ *   ngx_ioa_ws_deflate.c     permessage-deflate (RFC 7692): negotiation,
+ *                            a broadcast's compressed frame built once and
+ *                            shared, bounded inflation;
  *   ngx_ioa_envelope.c       IoA AgentMessage parse/validate/normalise;
  *   ngx_ioa_json.c           JSON helpers for REST bodies and answers;
  *   ngx_ioa_redis_adapter.c  hiredis async <-> nginx event loop glue;
@@ -164,6 +167,7 @@ typedef struct {
     ngx_uint_t                max_message_given;  /* not the default */
     size_t                    send_queue_limit;
     ngx_msec_t                ping_interval;
+    ngx_flag_t                ws_deflate;     /* ioa_ws_deflate */
     ngx_uint_t                max_json_depth;
     ngx_uint_t                catchup_batch;
     ngx_flag_t                launch_goal_wait;  /* IoA's blocking answer */
@@ -209,6 +213,9 @@ typedef struct {
 } ngx_ioa_sid_t;
 
 
+/* a message's permessage-deflate frames (ngx_ioa_ws_deflate.c) */
+typedef struct ngx_ioa_msg_z_s  ngx_ioa_msg_z_t;
+
 /* One envelope as delivered: {"id":"<sid>",...}.  Framed once per transport
  * and shared by every recipient on this worker. */
 typedef struct {
@@ -222,6 +229,9 @@ typedef struct {
 
     u_char                   *ws;            /* frame header + payload */
     size_t                    ws_len;
+
+    ngx_ioa_msg_z_t          *wsz;           /* compressed frames, built
+                                                when a client needs one */
 
     u_char                   *sse;           /* "id: ...\ndata: ...\n\n" */
     size_t                    sse_len;
@@ -545,6 +555,11 @@ const char *ngx_ioa_position_retry_ttl(void);
 /* ngx_ioa_ws.c */
 ngx_int_t ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
     ngx_ioa_client_kind_e kind);
+
+/* ngx_ioa_ws_deflate.c (the rest is in ngx_ioa_ws_deflate.h): m->wsz,
+ * when the message goes; the worker's deflate streams, when it exits */
+void ngx_ioa_ws_deflate_msg_free(ngx_ioa_msg_t *m);
+void ngx_ioa_ws_deflate_exit_process(void);
 
 
 /* ngx_ioa_registry.c */

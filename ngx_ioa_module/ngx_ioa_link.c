@@ -42,7 +42,9 @@
  *
  * Messages are built once per worker (ngx_ioa_msg_t, reference counted):
  * the WebSocket frame header is written right in front of the JSON, so one
- * buffer is the frame every recipient's socket sends.
+ * buffer is the frame every recipient's socket sends; clients that agreed
+ * on permessage-deflate share one compressed frame, built the first time
+ * one of them needs it (ngx_ioa_ws_deflate.c).
  */
 
 
@@ -821,6 +823,10 @@ ngx_ioa_msg_release(ngx_ioa_msg_t *m)
 
     if (m->sse) {
         ngx_free(m->sse);
+    }
+
+    if (m->wsz) {
+        ngx_ioa_ws_deflate_msg_free(m);
     }
 
     ngx_free(m);

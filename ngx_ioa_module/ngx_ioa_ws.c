@@ -19,21 +19,27 @@
  * Reading: bytes go into one read buffer per worker and are decoded by
  * ngx_ioa_ws_frame.c at once, so between reads a connection keeps only an
  * incomplete frame header (at most 14 bytes); bytes a client pipelined
- * behind its handshake are kept aside until the first read.  A data frame's payload is copied into a message
- * buffer that is allocated at its final size when the frame header
- * arrives, after the size limit was checked, so an oversized message costs
- * nothing.  Fragments are appended and validated as UTF-8 as they arrive,
- * and control frames may come between them.
+ * behind its handshake are kept aside until the first read.  A data frame's
+ * payload is copied into a message buffer that is allocated at its final
+ * size when the frame header arrives, after the size limit was checked, so
+ * an oversized message costs nothing.  Fragments are appended and validated
+ * as UTF-8 as they arrive, and control frames may come between them.  A
+ * compressed message (permessage-deflate, ngx_ioa_ws_deflate.c) is inflated
+ * instead as its frames arrive, into the same message buffer, which then
+ * grows in steps up to the limit: its frame headers say nothing about its
+ * final size.
  *
  * Writing: outgoing frames are queued as references to shared, already
  * framed messages (a room broadcast is framed once per worker) or, for our
  * own small frames, as owned copies.  Queueing posts the write event rather
  * than writing, so everything queued during one event-loop turn leaves in
  * one writev; with TCP_NODELAY set this keeps latency low without sending a
- * packet per message.  Writes use c->send_chain, which is nginx's TLS-aware
- * output path, so wss works with nginx's own "listen ... ssl".  The queue is
- * bounded in bytes (ioa_send_queue_limit): a client that does not read is
- * closed with 1008 and resumes from the last id it saw.
+ * packet per message.  A connection that agreed to permessage-deflate queues
+ * the message's compressed frame instead, itself built once and shared.
+ * Writes use c->send_chain, which is nginx's TLS-aware output path, so wss
+ * works with nginx's own "listen ... ssl".  The queue is bounded in bytes
+ * (ioa_send_queue_limit): a client that does not read is closed with 1008
+ * and resumes from the last id it saw.
  *
  * Closing: a close frame is answered with the same code (or 1000).  When the
  * server closes (protocol error, limit, shutdown with 1001), it sends its
@@ -48,6 +54,7 @@
 
 #include "ngx_ioa.h"
 #include "ngx_ioa_ws_frame.h"
+#include "ngx_ioa_ws_deflate.h"
 
 
 #define NGX_IOA_WS_READ_BUF      16384
@@ -107,6 +114,8 @@ typedef struct {
 
     u_char                    ctl[125];
 
+    ngx_ioa_ws_deflate_t     *deflate;  /* permessage-deflate agreed */
+
     ngx_ioa_ws_out_t         *out;
     ngx_ioa_ws_out_t        **out_tail;
     ngx_ioa_ws_out_t         *free;
@@ -122,6 +131,7 @@ typedef struct {
     unsigned                  finalized:1;
     unsigned                  attached:1;
     unsigned                  detached:1;  /* the request is freed */
+    unsigned                  compressed:1;  /* the message being read */
 } ngx_ioa_ws_t;
 
 
@@ -129,6 +139,8 @@ static ngx_int_t ngx_ioa_ws_check(ngx_http_request_t *r, ngx_str_t *key,
     ngx_ioa_error_t *err, ngx_uint_t *status);
 static ngx_int_t ngx_ioa_ws_has_token(ngx_table_elt_t *h, const char *token);
 static ngx_int_t ngx_ioa_ws_accept(ngx_http_request_t *r, ngx_str_t *key);
+static ngx_int_t ngx_ioa_ws_extensions(ngx_http_request_t *r,
+    ngx_ioa_ws_t *ws);
 static ngx_int_t ngx_ioa_ws_options(ngx_http_request_t *r, ngx_ioa_ws_t *ws,
     ngx_ioa_error_t *err);
 static void ngx_ioa_ws_read_handler(ngx_event_t *rev);
@@ -136,6 +148,8 @@ static void ngx_ioa_ws_write_handler(ngx_event_t *wev);
 static ngx_int_t ngx_ioa_ws_process(ngx_ioa_ws_t *ws);
 static ngx_int_t ngx_ioa_ws_frame_start(ngx_ioa_ws_t *ws);
 static ngx_int_t ngx_ioa_ws_frame_done(ngx_ioa_ws_t *ws);
+static ngx_int_t ngx_ioa_ws_inflate_more(ngx_ioa_ws_t *ws, u_char *in,
+    size_t n, ngx_uint_t last);
 static ngx_int_t ngx_ioa_ws_control(ngx_ioa_ws_t *ws);
 static void ngx_ioa_ws_ping_handler(ngx_event_t *ev);
 static ngx_int_t ngx_ioa_ws_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m);
@@ -296,7 +310,9 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
     cln->handler = ngx_ioa_ws_cleanup;
     cln->data = ws;
 
-    if (ngx_ioa_ws_accept(r, &key) != NGX_OK) {
+    if (ngx_ioa_ws_accept(r, &key) != NGX_OK
+        || ngx_ioa_ws_extensions(r, ws) != NGX_OK)
+    {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
@@ -648,6 +664,53 @@ ngx_ioa_ws_accept(ngx_http_request_t *r, ngx_str_t *key)
 }
 
 
+/* Sec-WebSocket-Extensions: permessage-deflate, where ioa_ws_deflate is on
+ * and the client offers it; nothing otherwise */
+
+static ngx_int_t
+ngx_ioa_ws_extensions(ngx_http_request_t *r, ngx_ioa_ws_t *ws)
+{
+    ngx_int_t              rc;
+    ngx_str_t              value;
+    ngx_table_elt_t       *h;
+    ngx_ioa_ws_deflate_t   d;
+
+    if (!ws->client.lcf->ws_deflate) {
+        return NGX_OK;
+    }
+
+    rc = ngx_ioa_ws_deflate_negotiate(r, &d, &value);
+
+    if (rc == NGX_DECLINED) {
+        return NGX_OK;
+    }
+
+    if (rc != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    /* the connection's pool: the request's goes after the 101 */
+    ws->deflate = ngx_palloc(ws->connection->pool,
+                             sizeof(ngx_ioa_ws_deflate_t));
+    if (ws->deflate == NULL) {
+        return NGX_ERROR;
+    }
+
+    *ws->deflate = d;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "Sec-WebSocket-Extensions");
+    h->value = value;
+
+    return NGX_OK;
+}
+
+
 /*
  * Connection options, as query arguments:
  *
@@ -863,7 +926,8 @@ ngx_ioa_ws_process(ngx_ioa_ws_t *ws)
              * skipped, not refused (ngx_ioa_ws_frame_start) */
             rc = ngx_ioa_ws_frame_parse(ws->pos, ws->last,
                                         NGX_MAX_SIZE_T_VALUE / 2,
-                                        &ws->frame, &code, &reason);
+                                        ws->deflate != NULL, &ws->frame,
+                                        &code, &reason);
 
             if (rc == NGX_AGAIN) {
                 return NGX_OK;
@@ -892,6 +956,21 @@ ngx_ioa_ws_process(ngx_ioa_ws_t *ws)
 
         if (n && ws->skipping && ws->frame.opcode < NGX_IOA_WS_CLOSE) {
             /* the oversized message's bytes go by unread */
+            ws->pos += n;
+            ws->frame_got += n;
+
+        } else if (n && ws->compressed
+                   && ws->frame.opcode < NGX_IOA_WS_CLOSE)
+        {
+            /* unmasked where they are (the worker's read buffer: these
+             * bytes are not read again) and inflated into the message */
+
+            ngx_ioa_ws_unmask(ws->pos, n, ws->frame.mask, ws->frame_got);
+
+            if (ngx_ioa_ws_inflate_more(ws, ws->pos, n, 0) != NGX_OK) {
+                return NGX_ERROR;
+            }
+
             ws->pos += n;
             ws->frame_got += n;
 
@@ -976,10 +1055,34 @@ ngx_ioa_ws_frame_start(ngx_ioa_ws_t *ws)
         ws->msg_opcode = op;
         ws->msg_len = 0;
         ws->utf8 = 0;
+        ws->compressed = ws->frame.rsv1;
     }
 
     if (ws->skipping) {
         return NGX_OK;                  /* more of a skipped message */
+    }
+
+    if (ws->compressed) {
+        /*
+         * The inflater makes room as the message inflates.  Only its
+         * compressed size is known here; one that could not inflate to
+         * ioa_max_message_size or less is refused before it is read.  It
+         * cannot be read past as a plain one is: what it holds is known
+         * only by inflating it, so it ends the connection.
+         */
+
+        ws->deflate->in += ws->frame.payload_len;
+
+        if (ws->deflate->in
+            > ngx_ioa_ws_deflate_in_max(ws->client.lcf->max_message_size))
+        {
+            ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_TOO_BIG,
+                             "compressed message larger than "
+                             "ioa_max_message_size");
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
     }
 
     if (ws->frame.payload_len
@@ -1041,6 +1144,17 @@ ngx_ioa_ws_frame_done(ngx_ioa_ws_t *ws)
         return NGX_OK;
     }
 
+    if (ws->compressed) {
+        /* the sender's 00 00 ff ff, then the message is complete */
+
+        if (ngx_ioa_ws_inflate_more(ws, NULL, 0, 1) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        ws->compressed = 0;
+        ngx_ioa_ws_inflate_done(ws->deflate);
+    }
+
     if (ws->skipping) {
         /* the end of a message that was too big: the next one is new */
         ws->skipping = 0;
@@ -1073,6 +1187,41 @@ ngx_ioa_ws_frame_done(ngx_ioa_ws_t *ws)
     ws->msg_len = 0;
 
     return ws->finalized || ws->closing ? NGX_ERROR : NGX_OK;
+}
+
+
+/* inflates what came of a compressed message and checks it as UTF-8 */
+
+static ngx_int_t
+ngx_ioa_ws_inflate_more(ngx_ioa_ws_t *ws, u_char *in, size_t n,
+    ngx_uint_t last)
+{
+    size_t       from;
+    ngx_uint_t   code;
+    const char  *reason;
+
+    from = ws->msg_len;
+
+    if (ngx_ioa_ws_inflate(ws->deflate, in, n, last, &ws->msg, &ws->msg_len,
+                           &ws->msg_cap, ws->client.lcf->max_message_size,
+                           ws->connection->log, &code, &reason)
+        != NGX_OK)
+    {
+        ngx_ioa_ws_close(&ws->client, code, reason);
+        return NGX_ERROR;
+    }
+
+    if (ws->msg_opcode == NGX_IOA_WS_TEXT
+        && ngx_ioa_utf8_validate(ws->msg + from, ws->msg_len - from,
+                                 &ws->utf8)
+           != NGX_OK)
+    {
+        ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_BAD_DATA,
+                         "text message is not valid UTF-8");
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
 }
 
 
@@ -1181,13 +1330,25 @@ ngx_ioa_ws_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
 {
     ngx_ioa_ws_t *ws = cl->data;
 
+    size_t             len;
+    u_char            *frame;
     ngx_ioa_ws_out_t  *o;
 
     if (ws->closing || ws->finalized) {
         return NGX_ERROR;
     }
 
-    if (ws->out_bytes + m->ws_len > cl->lcf->send_queue_limit) {
+    /* either way a frame that lives as long as m, which o references */
+
+    if (ws->deflate) {
+        ngx_ioa_ws_deflate_frame(m, ws->deflate->server_bits, &frame, &len);
+
+    } else {
+        frame = m->ws;
+        len = m->ws_len;
+    }
+
+    if (ws->out_bytes + len > cl->lcf->send_queue_limit) {
         ngx_log_error(NGX_LOG_INFO, ws->connection->log, 0,
                       "ioa: agent \"%V\" reads too slowly, closing",
                       &cl->name);
@@ -1207,14 +1368,14 @@ ngx_ioa_ws_send(ngx_ioa_client_t *cl, ngx_ioa_msg_t *m)
 
     m->refs++;
     o->msg = m;
-    o->size = m->ws_len;
-    o->buf.start = m->ws;
-    o->buf.pos = m->ws;
-    o->buf.last = m->ws + m->ws_len;
+    o->size = len;
+    o->buf.start = frame;
+    o->buf.pos = frame;
+    o->buf.last = frame + len;
 
     *ws->out_tail = o;
     ws->out_tail = &o->next;
-    ws->out_bytes += m->ws_len;
+    ws->out_bytes += len;
 
     ngx_ioa_ws_schedule_write(ws);
 
@@ -1650,5 +1811,9 @@ ngx_ioa_ws_cleanup(void *data)
     if (ws->pending) {
         ngx_free(ws->pending);
         ws->pending = NULL;
+    }
+
+    if (ws->deflate) {
+        ngx_ioa_ws_deflate_cleanup(ws->deflate);
     }
 }

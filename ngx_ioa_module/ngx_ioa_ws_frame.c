@@ -7,9 +7,11 @@
  * Pure functions over byte ranges, with no I/O and no allocation, so that
  * the connection code in ngx_ioa_ws.c stays about buffers and events, and so
  * that this part can be fuzzed on its own.  Every rule a server must enforce
- * on a frame header is here: masking, RSV bits, known opcodes, control frames
- * short and unfragmented, minimal length encodings, and the size limit,
- * which is checked before the caller allocates anything for the payload.
+ * on a frame header is here: masking, RSV bits (RSV1 only on the first frame
+ * of a data message, and only with permessage-deflate), known opcodes,
+ * control frames short and unfragmented, minimal length encodings, and the
+ * size limit, which is checked before the caller allocates anything for the
+ * payload.
  */
 
 
@@ -21,7 +23,8 @@
 
 ngx_int_t
 ngx_ioa_ws_frame_parse(u_char *p, u_char *last, size_t max_size,
-    ngx_ioa_ws_frame_t *f, ngx_uint_t *code, const char **reason)
+    ngx_uint_t deflate, ngx_ioa_ws_frame_t *f, ngx_uint_t *code,
+    const char **reason)
 {
     size_t      need;
     uint64_t    len;
@@ -35,6 +38,7 @@ ngx_ioa_ws_frame_parse(u_char *p, u_char *last, size_t max_size,
     b1 = p[1];
 
     f->fin = (b0 & 0x80) ? 1 : 0;
+    f->rsv1 = (b0 & 0x40) ? 1 : 0;
     f->opcode = b0 & 0x0f;
     f->masked = (b1 & 0x80) ? 1 : 0;
 
@@ -43,9 +47,11 @@ ngx_ioa_ws_frame_parse(u_char *p, u_char *last, size_t max_size,
 
     *code = NGX_IOA_WS_PROTOCOL_ERROR;
 
-    /* no extension was negotiated, so every RSV bit must be zero */
-    if (b0 & 0x70) {
-        *reason = "reserved bits set without a negotiated extension";
+    /* RSV1 is permessage-deflate's, when it was agreed; no extension uses
+     * RSV2 or RSV3 */
+    if (b0 & (deflate ? 0x30 : 0x70)) {
+        *reason = deflate ? "RSV2 or RSV3 set: no extension uses them"
+                          : "reserved bits set without a negotiated extension";
         return NGX_ERROR;
     }
 
@@ -74,6 +80,18 @@ ngx_ioa_ws_frame_parse(u_char *p, u_char *last, size_t max_size,
 
     default:
         *reason = "unknown opcode";
+        return NGX_ERROR;
+    }
+
+    if (f->rsv1 && f->opcode >= NGX_IOA_WS_CLOSE) {
+        *reason = "RSV1 on a control frame: control frames are never "
+                  "compressed";
+        return NGX_ERROR;
+    }
+
+    if (f->rsv1 && f->opcode == NGX_IOA_WS_CONT) {
+        *reason = "RSV1 on a continuation frame: only a message's first "
+                  "frame says it is compressed";
         return NGX_ERROR;
     }
 

@@ -37,6 +37,7 @@ typedef struct {
     ngx_uint_t   header_len;
     unsigned     fin:1;
     unsigned     masked:1;
+    unsigned     rsv1:1;       /* permessage-deflate: compressed message */
 } ngx_ioa_ws_frame_t;
 
 
@@ -45,9 +46,13 @@ typedef struct {
  * are needed, NGX_OK with *f filled, or NGX_ERROR with *code and *reason
  * saying why the connection must be closed.  max_size bounds the payload
  * of a data frame; it is checked here, before anything is allocated.
+ * deflate: permessage-deflate was agreed, so RSV1 may mark the first frame
+ * of a data message as compressed (RFC 7692 6); it is a protocol error on
+ * control frames and continuation frames, and without deflate anywhere.
  */
 ngx_int_t ngx_ioa_ws_frame_parse(u_char *p, u_char *last, size_t max_size,
-    ngx_ioa_ws_frame_t *f, ngx_uint_t *code, const char **reason);
+    ngx_uint_t deflate, ngx_ioa_ws_frame_t *f, ngx_uint_t *code,
+    const char **reason);
 
 /* XORs len bytes with the mask, starting at payload offset "offset" */
 void ngx_ioa_ws_unmask(u_char *p, size_t len, u_char *mask, uint64_t offset);

@@ -92,10 +92,10 @@ sub redis_child {
     if (!$pid) {
         open STDIN, '<', '/dev/null';
         open STDOUT, '>', '/dev/null';
-        exec 'redis-server', '--port', $port, '--bind', '127.0.0.1',
+        exec('redis-server', '--port', $port, '--bind', '127.0.0.1',
              '--daemonize', 'no', '--dir', $Scratch, '--save', '',
-             '--appendonly', 'no', '--logfile', "$Scratch/redis-$port.log";
-        POSIX::_exit(127);
+             '--appendonly', 'no', '--logfile', "$Scratch/redis-$port.log")
+            or POSIX::_exit(127);
     }
     $Children{$pid} = 'redis';
     for (1 .. 200) {
