@@ -1090,3 +1090,84 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 17: a resume after envelopes the room's log no longer holds (ioa_room_log_maxlen) is told so with log_trimmed, naming the gap, and then gets every entry the log still holds, in order and once; a resume inside the log gets no such error; every entry stores the id before it ("p"), the chain's own
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_room_log_maxlen 100;
+    ioa_limit_rate off;
+    ioa_limit_room_rate off;
+--- config
+    location / { ioa_api; }
+    location = /metrics { ioa_metrics; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    register($ctx, qw(Alice Bob));
+    my $a = IoaTest::Agent->connect($ctx, 'Alice', '?echo=0');
+    my $cid = teamup($ctx, 'Alice', ['Bob']);
+
+    # the first envelope, which Bob saw before he went away
+    post_n($a, $cid, 'early', 1);
+    sleep 0.3;
+    my ($first) = stream_ids($cid);
+    ok $first, 'the first envelope is stored';
+
+    # 400 more: "MAXLEN ~ 100" drops whole Stream nodes, so the oldest go
+    post_n($a, $cid, 'later', 400);
+    my $deadline = time + 20;
+    sleep 0.1 while time < $deadline
+                    && !grep { $_->[1] =~ /"later 400"/ } xrange($cid);
+    my @kept = xrange($cid);
+    ok @kept < 401 && $kept[0][0] ne $first,
+        'the log dropped its oldest entries (' . scalar(@kept) . ' kept)';
+
+    # every entry names the one before it
+    my $r = redis_cmd('XRANGE', log_key($cid), '-', '+');
+    my $chained = 0;
+    for my $i (1 .. $#$r) {
+        my %f = @{ $r->[$i][1] };
+        $chained++ if ($f{p} // '') eq $r->[$i - 1][0];
+    }
+    is $chained, $#$r, 'each entry\'s "p" is the id of the entry before it';
+
+    # Bob resumes after the first envelope: what followed it up to the log's
+    # oldest entry is gone
+    my $b = IoaTest::Agent->connect($ctx, 'Bob', "?resume=$cid:$first");
+    ok $b->ok, 'Bob connected' or diag $b->error;
+    my $err = $b->recv(10);
+    is $err && $err->{op}, 'error', 'Bob first hears of the gap'
+        or diag $err && $err->{_raw};
+    is $err && $err->{code}, 'log_trimmed', 'log_trimmed';
+    is $err && $err->{comm_id}, $cid, 'for the room';
+    my %oldest = @{ $r->[0][1] };
+    like $err && $err->{message},
+        qr/no longer holds the envelopes after \Q$first\E up to \Q$oldest{p}\E: .*ioa_room_log_maxlen.*delivery goes on from \Q$r->[0][0]\E$/,
+        'the message names the gap and where delivery goes on'
+        or diag $err && $err->{message};
+
+    my @got = recv_envs($b, scalar(@kept), 20, 'Bob');
+    is_deeply ids(@got), [ map { $_->[0] } @kept ],
+        'then every entry the log holds, in order, once';
+    ok $b->quiet(0.5), 'and nothing else';
+
+    my $m = $ctx->http(GET => '/metrics')->content;
+    like $m, qr/^ioa_catchup_gaps_total 1$/m, 'ioa_catchup_gaps_total counts it';
+
+    # Bob again, resuming inside the log: no error
+    $b->close;
+    my $mid = $kept[10][0];
+    my $b2 = IoaTest::Agent->connect($ctx, 'Bob', "?resume=$cid:$mid");
+    my @rest = recv_envs($b2, scalar(@kept) - 11, 20, 'Bob again');
+    is_deeply ids(@rest), [ map { $_->[0] } @kept[11 .. $#kept] ],
+        'a resume inside the log: exactly the rest, no error';
+    like $ctx->http(GET => '/metrics')->content,
+        qr/^ioa_catchup_gaps_total 1$/m, 'no new gap counted';
+--- no_error_log
+[alert]
+[crit]
+[emerg]

@@ -803,8 +803,9 @@ my $env1 = '{"content":"hi","sender":"anna","comm_id":"c1","state":1,"type":4}';
 my $id1 = post($R1, 'anna', $env1);
 like($id1, qr/^\d+-\d+$/, 'post by a member returns the stream id');
 is_deeply($r->cmd('XRANGE', "${R1}log", '-', '+'),
-          [ [ $id1, [ 'e', $env1, 'h', sha1_hex(genesis('c1') . "\n0-0\n$env1") ] ] ],
-          'the envelope is in the log, e first, then h chaining it to the genesis value');
+          [ [ $id1, [ 'e', $env1, 'h', sha1_hex(genesis('c1') . "\n0-0\n$env1"),
+                      'p', '0-0' ] ] ],
+          'the envelope is in the log, e first, then h chaining it to the genesis value, then p, the id before it (none: 0-0)');
 is_deeply(next_message(), [ 'message', 'chan:c1', "$id1 $env1" ], 'and was published as "id json"');
 
 is(err_code(post($R1, 'sam', '{"content":"intruder"}')), 'NOTMEMBER', 'post by a non-member: NOTMEMBER');
@@ -815,6 +816,8 @@ my $id2 = post($R1, 'carl', '{"n":2}');
 is_deeply(next_message(), [ 'message', 'chan:c1', "$id2 {\"n\":2}" ],
           'nothing was published for refused posts (the next message is the next good post)');
 ok(cmp_ids($id1, $id2) < 0, 'ids increase');
+is({ @{ $r->cmd('XRANGE', "${R1}log", $id2, $id2)->[0][1] } }->{p}, $id1,
+   'the second entry\'s p is the first\'s id (a reader that finds p above its last id knows entries were trimmed)');
 
 my $R2 = room('c2');
 run_script('room_create', [ "${R2}meta", "${R2}members" ], 'c2', '', 'anna', $NOW, 'anna');
