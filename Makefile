@@ -143,6 +143,7 @@ bench-deps: deps
 bench: bench-deps $(MODULE) agent worker
 	$(MAKE) -s -C bench
 	$(MAKE) -s -C bench/ceiling
+	$(MAKE) -s -C bench/floor
 	bash bench/run.sh
 
 # The files that route envelopes and run goals, once more against a

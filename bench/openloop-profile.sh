@@ -19,6 +19,15 @@
 # a little on every syscall, so absolute CPU is a bit above an untraced
 # run's; the counts are exact.  Prints a table per process and the spread
 # (min-max over the repeats).
+#
+# Every run of the hub is followed by the same run of bench/build/ioa-floor
+# (bench/floor/ioa-floor.c): a bare TCP relay with no framing, no parsing
+# and no Redis, driven by its own generator at the same rate, the same
+# rooms and the same record size, and profiled the same way.  Its table
+# ("relay") is the kernel's share of a fan-out hub's cost on this machine:
+# the reads, the member writes and the wakes any design pays, so the ratio
+# of open loop to saturated can be read against what the kernel alone
+# allows.
 
 set -euo pipefail
 
@@ -34,7 +43,9 @@ trap stop_all EXIT
 
 MODULE="$REPO/build/ngx_http_ioa_module.so"
 BENCH="$REPO/bench/build/ioa-bench"
+FLOOR="$REPO/bench/build/ioa-floor"
 [[ -x $BENCH ]] || make -s -C "$REPO/bench" >&2
+[[ -x $FLOOR ]] || make -s -C "$REPO/bench/floor" >&2
 [[ -f $MODULE ]] || { log "build the module first: make all"; exit 1; }
 command -v perf >/dev/null || { log "perf is needed (apt-get install linux-perf)"; exit 1; }
 
@@ -68,7 +79,43 @@ one_run() {
     wait "${perfs[@]}" 2>/dev/null || true
     wait "$bench_pid" || { log "ioa-bench failed:"; cat "$RUN/bench-$mode-$k.txt" >&2; exit 1; }
     posts=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["publish_rate"])' "$json")
-    for p in nginx redis bench; do
+    perf_rows "$mode" "$k" "$posts" nginx redis bench
+}
+
+# the same run against the bare relay: its generator connects at once, so
+# its measured phase starts after the 2 s warmup; perf from 3 s on
+one_floor_run() {
+    local mode=$1 k=$2 args json posts relay
+    if [[ $mode == sat ]]; then
+        args=(--saturate --window 8)
+    else
+        args=(--rate "$mode")
+    fi
+    json="$RUN/floor-$mode-$k.json"
+    rm -f "$RUN/floor.pid"
+    "$FLOOR" --rooms 100 --members 4 --size 200 --duration $((WINDOW + 2)) \
+        --warmup 2 --pidfile "$RUN/floor.pid" --json "$json" "${args[@]}" \
+        >"$RUN/floor-$mode-$k.txt" 2>&1 &
+    local floor_pid=$!
+    sleep 3
+    relay=$(cat "$RUN/floor.pid")
+    local perfs=()
+    for p in relay:$relay; do
+        perf stat -x, -e "$EVENTS" -p "${p#*:}" -o "$RUN/perf-$mode-$k-${p%%:*}.csv" \
+            -- sleep "$WINDOW" &
+        perfs+=($!)
+    done
+    wait "${perfs[@]}" 2>/dev/null || true
+    wait "$floor_pid" || { log "ioa-floor failed:"; cat "$RUN/floor-$mode-$k.txt" >&2; exit 1; }
+    posts=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["publish_rate"])' "$json")
+    perf_rows "$mode" "$k" "$posts" relay
+}
+
+# the rows of one run: MODE K POSTS_PER_S PROCESS...
+perf_rows() {
+    local mode=$1 k=$2 posts=$3 p
+    shift 3
+    for p in "$@"; do
         /usr/bin/python3 - "$RUN/perf-$mode-$k-$p.csv" "$mode" "$p" "$posts" "$WINDOW" <<'PY'
 import sys
 path, mode, proc, rate, window = sys.argv[1:]
@@ -94,6 +141,8 @@ for k in $(seq 1 "$REPEATS"); do
     for mode in $MODES; do
         log "run $k: $mode"
         one_run "$mode" "$k" >> "$RUN/rows"
+        log "run $k: $mode, the bare relay"
+        one_floor_run "$mode" "$k" >> "$RUN/rows"
     done
 done
 
@@ -102,7 +151,7 @@ import sys
 rows = [l.split() for l in open(sys.argv[1])]
 modes = sys.argv[2].split()
 cols = ['syscalls', 'reads', 'writes', 'epoll_waits', 'ctx switches', 'CPU us']
-for proc in ('nginx', 'redis', 'bench'):
+for proc in ('nginx', 'redis', 'bench', 'relay'):
     print(f'\n{proc}: per envelope posted (median of the runs, [min-max])\n')
     print('| offered | posts/s | ' + ' | '.join(cols) + ' |')
     print('|---' * (len(cols) + 2) + '|')
@@ -117,4 +166,18 @@ for proc in ('nginx', 'redis', 'bench'):
             cells.append(f'{med:.2f} [{v[0]:.2f}-{v[-1]:.2f}]')
         rate = sorted(int(r[2]) for r in rs)[len(rs) // 2]
         print(f'| {"saturated" if m == "sat" else m} | {rate} | ' + ' | '.join(cells) + ' |')
+
+def cpu(proc, m):
+    v = sorted(float(r[8]) for r in rows if r[0] == m and r[1] == proc)
+    return v[len(v) // 2] if v else None
+
+print('\nCPU per envelope open loop against saturated (medians): ioa\'s nginx worker, the bare relay\n')
+print('| offered | nginx us | nginx / saturated | relay us | relay / saturated | nginx - relay us |')
+print('|---|---|---|---|---|---|')
+ns, rs_ = cpu('nginx', 'sat'), cpu('relay', 'sat')
+for m in modes:
+    n, r = cpu('nginx', m), cpu('relay', m)
+    if None in (n, r, ns, rs_):
+        continue
+    print(f'| {"saturated" if m == "sat" else m} | {n:.2f} | {n / ns:.2f}x | {r:.2f} | {r / rs_:.2f}x | {n - r:.2f} |')
 PY

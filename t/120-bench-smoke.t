@@ -693,6 +693,34 @@ if (system("make -s -C $Repo/bench/ceiling >/dev/null") == 0) {
     fail('make -C bench/ceiling');
 }
 
+# ------------------------------------------------------------ ioa-floor
+
+# the bare relay of the open-loop profile: every record of the measured
+# phase back at every member, at a rate and saturated, with its CPU read;
+# and a usage error is one
+if (system("make -s -C $Repo/bench/floor >/dev/null") == 0) {
+    my $bin = "$Repo/bench/build/ioa-floor";
+    for my $mode (['--rate', 2000], ['--saturate']) {
+        my $what = "ioa-floor @$mode";
+        my $json = "$Dir/floor.json";
+        unlink $json;
+        my $text = `$bin --rooms 10 --members 4 --size 200 --duration 1 --warmup 0.2 --pidfile $Dir/floor.pid --json $json @$mode 2>&1`;
+        is $? >> 8, 0, "$what: exit 0" or diag $text;
+        my $doc = eval { JSON::PP::decode_json(slurp($json)) };
+        ok $doc && $doc->{publish_rate} > 0, "$what: records posted";
+        is $doc && $doc->{lost}, 0, "$what: none lost";
+        is $doc && $doc->{delivered}, $doc && 4 * int($doc->{publish_rate} + 0.5),
+            "$what: each record of the phase at each of 4 members";
+        ok $doc && $doc->{relay_cpu_us_per_post} > 0, "$what: the relay's CPU read";
+        like slurp("$Dir/floor.pid"), qr/^\d+$/, "$what: the relay's pid written";
+    }
+    my $text = `$bin --rate 10 --saturate 2>&1`;
+    is $? >> 8, 2, 'ioa-floor: --rate and --saturate together is a usage error';
+    like $text, qr/one of --rate or --saturate/, 'ioa-floor: the error says why';
+} else {
+    fail('make -C bench/floor');
+}
+
 $Hub->stop;
 stop_child($RedisPid);
 
