@@ -53,6 +53,18 @@ EVENTS=raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_recvfro
 
 start_hub "$RUN/hub" "$MODULE" ""
 
+# perf stat on each NAME:PID for the window, all at once: MODE K NAME:PID...
+perf_window() {
+    local mode=$1 k=$2 p perfs=()
+    shift 2
+    for p in "$@"; do
+        perf stat -x, -e "$EVENTS" -p "${p#*:}" -o "$RUN/perf-$mode-$k-${p%%:*}.csv" \
+            -- sleep "$WINDOW" &
+        perfs+=($!)
+    done
+    wait "${perfs[@]}" 2>/dev/null || true
+}
+
 # one run: MODE is "sat" or a rate; prints one line per process:
 #   mode process posts syscalls reads writes epoll_waits switches cpu_ms
 one_run() {
@@ -70,13 +82,7 @@ one_run() {
     local bench_pid=$!
     # into the measured phase: setup, connect and warmup first
     sleep 4
-    local perfs=()
-    for p in nginx:$HUB_WORKER redis:$HUB_REDIS_PID bench:$bench_pid; do
-        perf stat -x, -e "$EVENTS" -p "${p#*:}" -o "$RUN/perf-$mode-$k-${p%%:*}.csv" \
-            -- sleep "$WINDOW" &
-        perfs+=($!)
-    done
-    wait "${perfs[@]}" 2>/dev/null || true
+    perf_window "$mode" "$k" nginx:$HUB_WORKER redis:$HUB_REDIS_PID bench:$bench_pid
     wait "$bench_pid" || { log "ioa-bench failed:"; cat "$RUN/bench-$mode-$k.txt" >&2; exit 1; }
     posts=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["publish_rate"])' "$json")
     perf_rows "$mode" "$k" "$posts" nginx redis bench
@@ -99,13 +105,7 @@ one_floor_run() {
     local floor_pid=$!
     sleep 3
     relay=$(cat "$RUN/floor.pid")
-    local perfs=()
-    for p in relay:$relay; do
-        perf stat -x, -e "$EVENTS" -p "${p#*:}" -o "$RUN/perf-$mode-$k-${p%%:*}.csv" \
-            -- sleep "$WINDOW" &
-        perfs+=($!)
-    done
-    wait "${perfs[@]}" 2>/dev/null || true
+    perf_window "$mode" "$k" relay:$relay
     wait "$floor_pid" || { log "ioa-floor failed:"; cat "$RUN/floor-$mode-$k.txt" >&2; exit 1; }
     posts=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["publish_rate"])' "$json")
     perf_rows "$mode" "$k" "$posts" relay
