@@ -606,6 +606,8 @@ char *ngx_ioa_auth_merge(ngx_conf_t *cf, ngx_ioa_loc_conf_t *prev,
     ngx_ioa_loc_conf_t *conf);
 ngx_int_t ngx_ioa_auth_check(ngx_http_request_t *r, ngx_uint_t scope,
     ngx_str_t *name, ngx_ioa_identity_t **idp);
+ngx_int_t ngx_ioa_auth_jwt(ngx_pool_t *pool, ngx_ioa_loc_conf_t *lcf,
+    ngx_str_t *token, ngx_ioa_identity_t *id, ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_auth_allows(ngx_ioa_identity_t *id, ngx_uint_t scope,
     ngx_str_t *name, ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_auth_room(ngx_ioa_identity_t *id, ngx_str_t *comm_id,
