@@ -263,6 +263,8 @@ ngx_ioa_auth_merge(ngx_conf_t *cf, ngx_ioa_loc_conf_t *prev,
     ngx_conf_merge_uint_value(conf->auth, prev->auth, NGX_CONF_UNSET_UINT);
     ngx_conf_merge_ptr_value(conf->jwt_keys, prev->jwt_keys, NULL);
     ngx_conf_merge_sec_value(conf->auth_leeway, prev->auth_leeway, 30);
+    ngx_conf_merge_sec_value(conf->auth_expiry_warning,
+                             prev->auth_expiry_warning, 60);
 
     if (conf->auth_identity == NULL) {
         conf->auth_identity = prev->auth_identity;
@@ -496,7 +498,9 @@ ngx_ioa_auth_token(ngx_http_request_t *r, ngx_str_t *token)
 
 /*
  * Verifies a JWT into id: NGX_OK, NGX_DECLINED with the reason in err, or
- * NGX_ERROR.  Memory comes from pool, so a check need not be a request's.
+ * NGX_ERROR.  The handshake and a connection's in-band refresh
+ * (ngx_ioa_expiry.c) both come here, so a refresh is checked exactly as a
+ * new connection would be.
  */
 
 ngx_int_t
