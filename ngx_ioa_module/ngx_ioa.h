@@ -13,6 +13,8 @@
  *                            (read loop, send queue, pings, close);
  *   ngx_ioa_ws_frame.c       RFC 6455 frame codec and UTF-8 validation,
  *                            free of I/O so it can be fuzzed alone;
+ *   ngx_ioa_expiry.c         token expiry on open connections: the
+ *                            warning, the close, in-band refresh;
  *   ngx_ioa_ws_deflate.c     permessage-deflate (RFC 7692): negotiation,
  *                            a broadcast's compressed frame built once and
  *                            shared, bounded inflation;
@@ -176,6 +178,7 @@ typedef struct {
     ngx_uint_t                auth;           /* NGX_IOA_AUTH_* */
     ngx_array_t              *jwt_keys;       /* ngx_ioa_jwt_key_t */
     time_t                    auth_leeway;
+    time_t                    auth_expiry_warning;  /* 0: none */
     ngx_http_complex_value_t *auth_identity;  /* ioa_auth request */
     ngx_http_complex_value_t *auth_scopes;
 
@@ -241,6 +244,7 @@ typedef struct {
 
 
 typedef struct ngx_ioa_client_s  ngx_ioa_client_t;
+typedef struct ngx_ioa_expiry_s  ngx_ioa_expiry_t;
 typedef struct ngx_ioa_redis_node_s  ngx_ioa_redis_node_t;
 typedef struct ngx_ioa_room_s    ngx_ioa_room_t;
 typedef struct ngx_ioa_link_s    ngx_ioa_link_t;
@@ -315,6 +319,12 @@ struct ngx_ioa_client_s {
     ngx_uint_t                closed:1;
     ngx_uint_t                catchup_paused:1; /* a link waits for room */
     ngx_uint_t                rooms_first:1; /* loading, the first time */
+    ngx_uint_t                expired:1;     /* its token is over: frames
+                                                are refused, the close
+                                                waits for posts in flight */
+
+    ngx_ioa_expiry_t         *expiry;        /* NULL: the token never
+                                                expires (ngx_ioa_expiry.c) */
 
     void                     *rooms_req;     /* pending agent_rooms.lua */
     ngx_ioa_sid_t             rooms_start;   /* the first load's "now" */
@@ -554,7 +564,15 @@ const char *ngx_ioa_position_retry_ttl(void);
 
 /* ngx_ioa_ws.c */
 ngx_int_t ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
-    ngx_ioa_client_kind_e kind);
+    ngx_ioa_client_kind_e kind, ngx_ioa_identity_t *id);
+
+/* ngx_ioa_expiry.c: a connection's token expiry */
+ngx_int_t ngx_ioa_expiry_start(ngx_ioa_client_t *cl, ngx_ioa_identity_t *id);
+void ngx_ioa_expiry_stop(ngx_ioa_client_t *cl);
+void ngx_ioa_expiry_posted(ngx_ioa_client_t *cl);
+void ngx_ioa_expiry_refresh(ngx_ioa_client_t *cl, yajl_val doc,
+    ngx_pool_t *pool);
+void ngx_ioa_expiry_frame(ngx_ioa_client_t *cl, u_char *data, size_t len);
 
 /* ngx_ioa_ws_deflate.c (the rest is in ngx_ioa_ws_deflate.h): m->wsz,
  * when the message goes; the worker's deflate streams, when it exits */
@@ -606,6 +624,8 @@ char *ngx_ioa_auth_merge(ngx_conf_t *cf, ngx_ioa_loc_conf_t *prev,
     ngx_ioa_loc_conf_t *conf);
 ngx_int_t ngx_ioa_auth_check(ngx_http_request_t *r, ngx_uint_t scope,
     ngx_str_t *name, ngx_ioa_identity_t **idp);
+ngx_int_t ngx_ioa_auth_jwt(ngx_pool_t *pool, ngx_ioa_loc_conf_t *lcf,
+    ngx_str_t *token, ngx_ioa_identity_t *id, ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_auth_allows(ngx_ioa_identity_t *id, ngx_uint_t scope,
     ngx_str_t *name, ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_auth_room(ngx_ioa_identity_t *id, ngx_str_t *comm_id,
@@ -727,6 +747,11 @@ typedef enum {
     NGX_IOA_STAT_LIMITS = NGX_IOA_STAT_RESUMES + NGX_IOA_VIA_N,
     NGX_IOA_STAT_LINGERS = NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_N,
     NGX_IOA_STAT_TRIMMED,
+    /* + via */
+    NGX_IOA_STAT_TOKEN_EXPIRIES,
+    NGX_IOA_STAT_TOKEN_REFRESHES = NGX_IOA_STAT_TOKEN_EXPIRIES
+                                   + NGX_IOA_VIA_N,
+    NGX_IOA_STAT_TOKEN_REFRESHES_REFUSED,
     NGX_IOA_STAT_N
 } ngx_ioa_stat_e;
 
@@ -885,7 +910,7 @@ typedef void (*ngx_ioa_sse_closing_pt)(ngx_ioa_sse_t *sse,
 ngx_int_t ngx_ioa_agent_post_handler(ngx_http_request_t *r,
     ngx_str_t *name);
 ngx_int_t ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
-    ngx_ioa_client_kind_e kind);
+    ngx_ioa_client_kind_e kind, ngx_ioa_identity_t *id);
 ngx_int_t ngx_ioa_sse_follow(ngx_http_request_t *r, ngx_str_t *stream,
     ngx_ioa_sid_t *since, ngx_ioa_sse_rewrite_pt rewrite,
     ngx_ioa_sse_closing_pt closing, void *data, ngx_str_t *first);

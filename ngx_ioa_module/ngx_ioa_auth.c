@@ -72,13 +72,10 @@ struct ngx_ioa_jwt_key_s {
 
 
 static ngx_int_t ngx_ioa_auth_token(ngx_http_request_t *r, ngx_str_t *token);
-static ngx_int_t ngx_ioa_auth_jwt(ngx_http_request_t *r,
-    ngx_ioa_loc_conf_t *lcf, ngx_str_t *token, ngx_ioa_identity_t *id,
-    ngx_ioa_error_t *err);
 static ngx_int_t ngx_ioa_auth_request(ngx_http_request_t *r,
     ngx_ioa_loc_conf_t *lcf, ngx_ioa_identity_t *id, ngx_ioa_error_t *err);
-static yajl_val ngx_ioa_auth_part(ngx_http_request_t *r, u_char *p,
-    size_t len, ngx_str_t *raw);
+static yajl_val ngx_ioa_auth_part(ngx_pool_t *pool, u_char *p, size_t len,
+    ngx_str_t *raw);
 static ngx_int_t ngx_ioa_auth_verify(ngx_ioa_jwt_key_t *key, u_char *data,
     size_t len, ngx_str_t *sig);
 static ngx_int_t ngx_ioa_auth_time(yajl_val v, int64_t *t);
@@ -266,6 +263,8 @@ ngx_ioa_auth_merge(ngx_conf_t *cf, ngx_ioa_loc_conf_t *prev,
     ngx_conf_merge_uint_value(conf->auth, prev->auth, NGX_CONF_UNSET_UINT);
     ngx_conf_merge_ptr_value(conf->jwt_keys, prev->jwt_keys, NULL);
     ngx_conf_merge_sec_value(conf->auth_leeway, prev->auth_leeway, 30);
+    ngx_conf_merge_sec_value(conf->auth_expiry_warning,
+                             prev->auth_expiry_warning, 60);
 
     if (conf->auth_identity == NULL) {
         conf->auth_identity = prev->auth_identity;
@@ -359,7 +358,7 @@ ngx_ioa_auth_check(ngx_http_request_t *r, ngx_uint_t scope, ngx_str_t *name,
             return ngx_ioa_auth_unauthorized(r, &err, 1);
         }
 
-        rc = ngx_ioa_auth_jwt(r, lcf, &token, id, &err);
+        rc = ngx_ioa_auth_jwt(r->pool, lcf, &token, id, &err);
 
         if (rc == NGX_ERROR) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -497,9 +496,16 @@ ngx_ioa_auth_token(ngx_http_request_t *r, ngx_str_t *token)
 }
 
 
-static ngx_int_t
-ngx_ioa_auth_jwt(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
-    ngx_str_t *token, ngx_ioa_identity_t *id, ngx_ioa_error_t *err)
+/*
+ * Verifies a JWT into id: NGX_OK, NGX_DECLINED with the reason in err, or
+ * NGX_ERROR.  The handshake and a connection's in-band refresh
+ * (ngx_ioa_expiry.c) both come here, so a refresh is checked exactly as a
+ * new connection would be.
+ */
+
+ngx_int_t
+ngx_ioa_auth_jwt(ngx_pool_t *pool, ngx_ioa_loc_conf_t *lcf, ngx_str_t *token,
+    ngx_ioa_identity_t *id, ngx_ioa_error_t *err)
 {
     u_char             *dot1, *dot2, *end;
     int64_t             exp, nbf;
@@ -542,7 +548,7 @@ ngx_ioa_auth_jwt(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
         return NGX_DECLINED;
     }
 
-    header = ngx_ioa_auth_part(r, token->data, dot1 - token->data, &raw);
+    header = ngx_ioa_auth_part(pool, token->data, dot1 - token->data, &raw);
 
     if (header && ngx_ioa_auth_unique_keys(header) != NGX_OK) {
         ngx_ioa_error_set(err, "unauthorized", NULL,
@@ -590,7 +596,7 @@ ngx_ioa_auth_jwt(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
     s.data = dot2 + 1;
     s.len = end - s.data;
 
-    sig.data = ngx_pnalloc(r->pool, ngx_base64_decoded_length(s.len) + 1);
+    sig.data = ngx_pnalloc(pool, ngx_base64_decoded_length(s.len) + 1);
     if (sig.data == NULL || ngx_decode_base64url(&sig, &s) != NGX_OK) {
         ngx_ioa_error_set(err, "unauthorized", NULL,
                           "the token's signature is not base64url");
@@ -616,7 +622,7 @@ ngx_ioa_auth_jwt(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
         return NGX_DECLINED;
     }
 
-    claims = ngx_ioa_auth_part(r, dot1 + 1, dot2 - dot1 - 1, &raw);
+    claims = ngx_ioa_auth_part(pool, dot1 + 1, dot2 - dot1 - 1, &raw);
     if (claims == NULL) {
         ngx_ioa_error_set(err, "unauthorized", NULL,
                           "the token's claims are not a JSON object");
@@ -682,7 +688,7 @@ ngx_ioa_auth_jwt(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
     v = ngx_ioa_json_get(claims, "scope");
 
     if (v && ngx_ioa_json_string(v, &s) == NGX_OK) {
-        return ngx_ioa_auth_scopes(r->pool, id, &s);
+        return ngx_ioa_auth_scopes(pool, id, &s);
     }
 
     v = ngx_ioa_json_get(claims, "scopes");
@@ -690,7 +696,7 @@ ngx_ioa_auth_jwt(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
     if (v && YAJL_IS_ARRAY(v)) {
         for (i = 0; i < v->u.array.len; i++) {
             if (ngx_ioa_json_string(v->u.array.values[i], &s) == NGX_OK
-                && ngx_ioa_auth_scope(r->pool, id, s.data, s.len) != NGX_OK)
+                && ngx_ioa_auth_scope(pool, id, s.data, s.len) != NGX_OK)
             {
                 return NGX_ERROR;
             }
@@ -813,8 +819,7 @@ ngx_ioa_auth_unique_keys(yajl_val obj)
 /* one base64url part of the token, decoded and parsed as a JSON object */
 
 static yajl_val
-ngx_ioa_auth_part(ngx_http_request_t *r, u_char *p, size_t len,
-    ngx_str_t *raw)
+ngx_ioa_auth_part(ngx_pool_t *pool, u_char *p, size_t len, ngx_str_t *raw)
 {
     yajl_val         doc;
     ngx_str_t        src;
@@ -823,12 +828,12 @@ ngx_ioa_auth_part(ngx_http_request_t *r, u_char *p, size_t len,
     src.data = p;
     src.len = len;
 
-    raw->data = ngx_pnalloc(r->pool, ngx_base64_decoded_length(len) + 1);
+    raw->data = ngx_pnalloc(pool, ngx_base64_decoded_length(len) + 1);
     if (raw->data == NULL || ngx_decode_base64url(raw, &src) != NGX_OK) {
         return NULL;
     }
 
-    doc = ngx_ioa_json_parse(r->pool, raw->data, raw->len, 8, &err);
+    doc = ngx_ioa_json_parse(pool, raw->data, raw->len, 8, &err);
 
     return (doc && YAJL_IS_OBJECT(doc)) ? doc : NULL;
 }

@@ -204,6 +204,8 @@ ngx_ioa_client_detach(ngx_ioa_client_t *cl)
     cl->closed = 1;
     ngx_ioa_nclients--;
 
+    ngx_ioa_expiry_stop(cl);
+
     ngx_ioa_stat_add(NGX_IOA_STAT_CONNECTIONS + ngx_ioa_client_series(cl), -1);
 
     if (cl->rooms_req) {
@@ -691,6 +693,9 @@ ngx_ioa_client_position(ngx_ioa_client_t *cl, u_char *p, u_char *last)
  * ones, so that room answers "resume_too_late" instead; a client that cannot
  * put resume= in its URL connects with wait_resume=1, and its rooms are not
  * loaded before its first frame has been read.
+ *
+ * {"op":"token","token":"<JWT>"} is a fresh token for the connection
+ * (ngx_ioa_expiry.c).
  */
 
 void
@@ -709,9 +714,11 @@ ngx_ioa_client_control(ngx_ioa_client_t *cl, ngx_ioa_envelope_t *env,
     /* clang cannot see that the room loop below always sets it */
     lk = NULL;
 
-    if (env->op.len != 6 || ngx_strncmp(env->op.data, "resume", 6) != 0) {
+    if (!(env->op.len == 6 && ngx_strncmp(env->op.data, "resume", 6) == 0)
+        && !(env->op.len == 5 && ngx_strncmp(env->op.data, "token", 5) == 0))
+    {
         ngx_ioa_error_set(&err, "unknown_op", "op",
-                          "unknown control op \"%V\"; known: resume",
+                          "unknown control op \"%V\"; known: resume, token",
                           &env->op);
         ngx_ioa_client_error(cl, &err, NULL);
         return;
@@ -721,6 +728,12 @@ ngx_ioa_client_control(ngx_ioa_client_t *cl, ngx_ioa_envelope_t *env,
                              cl->lcf->max_json_depth, &err);
     if (doc == NULL) {
         ngx_ioa_client_error(cl, &err, NULL);
+        return;
+    }
+
+    if (env->op.len == 5) {
+        /* a fresh token for the connection (ngx_ioa_expiry.c) */
+        ngx_ioa_expiry_refresh(cl, doc, pool);
         return;
     }
 

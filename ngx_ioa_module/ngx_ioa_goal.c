@@ -64,6 +64,7 @@ typedef struct {
 typedef struct {
     ngx_str_t                 goal_id;    /* the request URI's bytes */
     ngx_str_t                 owner;      /* see ngx_ioa_goal_owner() */
+    ngx_ioa_identity_t       *who;        /* its token's expiry counts */
 } ngx_ioa_goal_req_t;
 
 
@@ -98,7 +99,8 @@ static ngx_int_t ngx_ioa_goal_not_yours(ngx_http_request_t *r,
     ngx_str_t *id);
 static void ngx_ioa_goal_events_owner(ngx_http_request_t *r,
     redisReply *reply);
-static ngx_int_t ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id);
+static ngx_int_t ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who);
 static ngx_int_t ngx_ioa_goal_bad_id(ngx_http_request_t *r);
 static ngx_int_t ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id,
     const char *suffix, ngx_str_t *key);
@@ -889,7 +891,7 @@ ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
     }
 
     if (gr->owner.len == 0) {
-        return ngx_ioa_goal_follow(r, id);
+        return ngx_ioa_goal_follow(r, id, who);
     }
 
     /* only its launcher follows a goal: who that is, first */
@@ -947,14 +949,15 @@ ngx_ioa_goal_events_owner(ngx_http_request_t *r, redisReply *reply)
      * REST context's cleanup holds its own pointer) */
     ngx_http_set_ctx(r, NULL, ngx_http_ioa_module);
 
-    ngx_ioa_finish(r, ngx_ioa_goal_follow(r, &gr->goal_id));
+    ngx_ioa_finish(r, ngx_ioa_goal_follow(r, &gr->goal_id, gr->who));
 }
 
 
 /* the goal's feed, "goal-<id>", as an SSE stream */
 
 static ngx_int_t
-ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id)
+ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_ioa_identity_t *who)
 {
     ngx_str_t  name;
 
@@ -962,7 +965,7 @@ ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    return ngx_ioa_inbox_handler(r, &name, NGX_IOA_CLIENT_FOLLOWER);
+    return ngx_ioa_inbox_handler(r, &name, NGX_IOA_CLIENT_FOLLOWER, who);
 }
 
 
@@ -1013,6 +1016,7 @@ ngx_ioa_goal_req(ngx_http_request_t *r, ngx_str_t *id,
     /* id is the router's local variable (its bytes are the request's URI):
      * the reply comes long after it is gone, so it is kept here */
     gr->goal_id = *id;
+    gr->who = who;
     ngx_ioa_goal_owner(who, &gr->owner);
     ngx_ioa_rest_set_data(r, gr);
 

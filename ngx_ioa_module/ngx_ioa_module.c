@@ -345,6 +345,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       offsetof(ngx_ioa_loc_conf_t, auth_leeway),
       NULL },
 
+    { ngx_string("ioa_auth_expiry_warning"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_sec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, auth_expiry_warning),
+      NULL },
+
     { ngx_string("ioa_auth_identity"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_set_complex_value_slot,
@@ -462,20 +469,21 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
 
     if (ngx_ioa_path_arg(&rest, "/ws/", NULL, &arg) == NGX_OK) {
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_MEMBER, &arg,
-                      ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_AGENT));
+                      ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_AGENT, id));
     }
 
     if (ngx_ioa_path_is("/chatlist_ws")) {
         arg.len = 0;
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_OBSERVER, NULL,
-                      ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_OBSERVER));
+                      ngx_ioa_ws_handler(r, &arg, NGX_IOA_CLIENT_OBSERVER,
+                                         id));
     }
 
     if (ngx_ioa_path_is("/chatlist")) {
         arg.len = 0;
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_OBSERVER, NULL,
                       ngx_ioa_inbox_handler(r, &arg,
-                                            NGX_IOA_CLIENT_OBSERVER));
+                                            NGX_IOA_CLIENT_OBSERVER, id));
     }
 
     if (ngx_ioa_path_arg(&rest, "/agents/", "/messages", &arg) == NGX_OK) {
@@ -485,7 +493,8 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
 
     if (ngx_ioa_path_arg(&rest, "/agents/", "/inbox", &arg) == NGX_OK) {
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_MEMBER, &arg,
-                      ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_AGENT));
+                      ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_AGENT,
+                                            id));
     }
 
     /* one room, for readers who need not be members: scope checked with
@@ -928,6 +937,7 @@ ngx_ioa_create_loc_conf(ngx_conf_t *cf)
     lcf->auth = NGX_CONF_UNSET_UINT;
     lcf->jwt_keys = NGX_CONF_UNSET_PTR;
     lcf->auth_leeway = NGX_CONF_UNSET;
+    lcf->auth_expiry_warning = NGX_CONF_UNSET;
 
     return lcf;
 }

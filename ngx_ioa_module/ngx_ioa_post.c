@@ -136,6 +136,15 @@ ngx_ioa_client_post(ngx_ioa_client_t *cl, u_char *data, size_t len)
      * call: the command sent to Redis is a copy.
      */
 
+    if (cl->expired) {
+        /* its token is over; the close waits only for posts in flight */
+        ngx_ioa_error_set(&err, "token_expired", NULL,
+                          "the connection's token expired: nothing more is "
+                          "accepted on it; reconnect with a fresh token");
+        ngx_ioa_client_error(cl, &err, NULL);
+        return;
+    }
+
     pool = ngx_ioa_post_pool;
 
     rc = ngx_ioa_envelope_read(pool, data, len, &cl->name, cl->lcf, &env,
@@ -463,6 +472,7 @@ ngx_ioa_post_reply(redisReply *reply, void *data)
         ngx_ioa_stat_refused(&err.code);
         ngx_ioa_client_error(cl, &err, &post->comm_id);
         ngx_free(post);
+        ngx_ioa_expiry_posted(cl);
         return;
     }
 
@@ -478,4 +488,7 @@ ngx_ioa_post_reply(redisReply *reply, void *data)
     }
 
     ngx_free(post);
+
+    /* a connection whose token expired was waiting for this answer */
+    ngx_ioa_expiry_posted(cl);
 }

@@ -61,6 +61,7 @@ typedef struct {
     int64_t                   checked;
     int64_t                   unchained;
     ngx_uint_t                scoped;     /* may read without membership */
+    ngx_ioa_identity_t       *who;        /* its token's expiry counts */
 } ngx_ioa_room_api_t;
 
 
@@ -124,6 +125,7 @@ ngx_ioa_room_api_start(ngx_http_request_t *r, ngx_str_t *comm_id,
      * long as the request */
     ra->what = what;
     ra->comm_id = *comm_id;
+    ra->who = who;
     ra->scoped = (ngx_ioa_auth_room(who, comm_id, &err) == NGX_OK);
 
     if (ngx_ioa_room_api_key(r, comm_id, ":members", &ra->key) != NGX_OK) {
@@ -210,7 +212,8 @@ ngx_ioa_room_api_allowed(ngx_http_request_t *r, redisReply *reply)
     ngx_http_set_ctx(r, NULL, ngx_http_ioa_module);
 
     ngx_ioa_finish(r, ngx_ioa_inbox_handler(r, &ra->comm_id,
-                                            NGX_IOA_CLIENT_FOLLOWER));
+                                            NGX_IOA_CLIENT_FOLLOWER,
+                                            ra->who));
 }
 
 

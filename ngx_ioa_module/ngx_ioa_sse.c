@@ -20,6 +20,10 @@
  * Redis instead, "~<cursor>.<version>+<changes>" (ngx_ioa_position.c),
  * which is read back before the stream starts.
  *
+ * With "ioa_auth jwt" a stream ends when its token expires, after a warning
+ * event (ngx_ioa_expiry.c): an SSE client cannot send a fresh token, so it
+ * reconnects with one and with Last-Event-ID, losing nothing.
+ *
  * Output goes through nginx's filter chain (chunked on HTTP/1.1, DATA
  * frames on HTTP/2) with a flush per event-loop turn.  Every event is an
  * owned heap buffer freed once nginx has written it, and the bytes waiting
@@ -67,6 +71,7 @@ struct ngx_ioa_sse_s {
     ngx_ioa_sse_rewrite_pt    rewrite;   /* a facade's follower */
     ngx_ioa_sse_closing_pt    closing;
     void                     *rewrite_data;
+    ngx_ioa_identity_t       *who;       /* its token's expiry counts */
     unsigned                  attached:1;
 };
 
@@ -258,7 +263,7 @@ ngx_ioa_http_post_reply(redisReply *reply, void *data)
 
 ngx_int_t
 ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
-    ngx_ioa_client_kind_e kind)
+    ngx_ioa_client_kind_e kind, ngx_ioa_identity_t *id)
 {
     ngx_int_t             rc;
     ngx_str_t             v;
@@ -287,6 +292,7 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
 
     sse->request = r;
     sse->out_tail = &sse->out;
+    sse->who = id;
 
     ngx_http_set_ctx(r, sse, ngx_http_ioa_module);
 
@@ -683,6 +689,12 @@ ngx_ioa_sse_start(ngx_ioa_sse_t *sse)
     }
 
     sse->attached = 1;
+
+    /* a token's "exp" ends the stream (ngx_ioa_expiry.c) */
+    if (ngx_ioa_expiry_start(&sse->client, sse->who) != NGX_OK) {
+        ngx_ioa_sse_finalize(sse, NGX_ERROR);
+        return NGX_DONE;
+    }
 
     if (ngx_ioa_sse_streams.next == NULL) {
         ngx_queue_init(&ngx_ioa_sse_streams);

@@ -169,6 +169,21 @@ static const ngx_ioa_stats_family_t  ngx_ioa_stats_families[] = {
       "(log_trimmed).",
       NGX_IOA_LABELS_NONE, NGX_IOA_STAT_TRIMMED, 0 },
 
+    { "ioa_token_expiries_total", "counter",
+      "Connections closed because their token expired (ioa_auth jwt): "
+      "1008 on a WebSocket, the close event on an SSE stream.",
+      NGX_IOA_LABELS_VIA, NGX_IOA_STAT_TOKEN_EXPIRIES, V(WEBSOCKET) | V(SSE) },
+
+    { "ioa_token_refreshes_total", "counter",
+      "Fresh tokens a WebSocket sent in-band ({\"op\":\"token\"}) that "
+      "moved its expiry.",
+      NGX_IOA_LABELS_NONE, NGX_IOA_STAT_TOKEN_REFRESHES, 0 },
+
+    { "ioa_token_refreshes_refused_total", "counter",
+      "In-band tokens refused (token_invalid, token_sub_mismatch); the "
+      "connection kept its expiry.",
+      NGX_IOA_LABELS_NONE, NGX_IOA_STAT_TOKEN_REFRESHES_REFUSED, 0 },
+
     { "ioa_lingers_total", "counter",
       "Turns of the event loop after which a busy worker waited for more "
       "traffic (ioa_linger), each at most the linger.",

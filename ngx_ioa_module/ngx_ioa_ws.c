@@ -42,9 +42,12 @@
  * and resumes from the last id it saw.
  *
  * Closing: a close frame is answered with the same code (or 1000).  When the
- * server closes (protocol error, limit, shutdown with 1001), it sends its
- * close frame, shuts down the write side and waits briefly for the peer's
- * close or EOF, so the close frame is not destroyed by a reset.
+ * server closes (protocol error, limit, shutdown with 1001, the token's
+ * expiry with 1008: ngx_ioa_expiry.c), it sends its close frame, shuts down
+ * the write side and waits briefly for the peer's close or EOF, so the close
+ * frame is not destroyed by a reset.  A close for a slow reader, a limit or
+ * a shutdown drops what is still queued (the client resumes by id); an
+ * expiry's close goes out behind it.
  */
 
 
@@ -184,7 +187,7 @@ static ngx_ioa_transport_t  ngx_ioa_ws_transport = {
 
 ngx_int_t
 ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
-    ngx_ioa_client_kind_e kind)
+    ngx_ioa_client_kind_e kind, ngx_ioa_identity_t *id)
 {
     size_t                     n;
     ngx_int_t                  rc;
@@ -370,6 +373,13 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
         }
 
         ws->attached = 1;
+
+        /* a token's "exp" ends the connection (ngx_ioa_expiry.c) */
+        if (ngx_ioa_expiry_start(&ws->client, id) != NGX_OK) {
+            ngx_ioa_ws_close(&ws->client, NGX_IOA_WS_INTERNAL,
+                             "out of memory");
+            return NGX_DONE;
+        }
     }
 
     return NGX_DONE;
@@ -1174,6 +1184,10 @@ ngx_ioa_ws_frame_done(ngx_ioa_ws_t *ws)
 
     if (ws->client.kind == NGX_IOA_CLIENT_AGENT) {
         ngx_ioa_client_post(&ws->client, ws->msg, ws->msg_len);
+
+    } else if (ws->client.expiry) {
+        /* an observer sends nothing but fresh tokens */
+        ngx_ioa_expiry_frame(&ws->client, ws->msg, ws->msg_len);
     }
 
     /* keep a small buffer for the next message, give big ones back */
@@ -1476,7 +1490,12 @@ ngx_ioa_ws_close(ngx_ioa_client_t *cl, ngx_uint_t code, const char *reason)
         ngx_ioa_client_detach(cl);
     }
 
-    if (code == NGX_IOA_WS_POLICY || code == NGX_IOA_WS_TOO_BIG
+    /* a connection whose token expired keeps its queue: what the hub
+     * accepted and sent before the end reaches the client before the close
+     * frame (bounded by ioa_send_queue_limit like any queue) */
+
+    if ((code == NGX_IOA_WS_POLICY && !cl->expired)
+        || code == NGX_IOA_WS_TOO_BIG
         || code == NGX_IOA_WS_INTERNAL || code == NGX_IOA_WS_GOING_AWAY)
     {
         while (ws->out) {
