@@ -151,8 +151,15 @@ deb-deps:
 
 deb: deb-deps
 	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src/ioa
-	git ls-files -z --cached --others --exclude-standard \
-	  | tar --null -T - --ignore-failed-read -c | tar -x -C $(DEB_DIR)/src/ioa
+	@# a git checkout: its files, new ones too, not what .gitignore names;
+	@# else (a tarball) everything but build products
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	    git ls-files -z --cached --others --exclude-standard; \
+	else \
+	    find . \( -path ./build -o -path ./workers/build -o -path ./.git \
+	        -o -path ./t/node/node_modules -o -name '*.o' \) \
+	        -prune -o \( -type f -o -type l \) -print0; \
+	fi | tar --null -T - --ignore-failed-read -c | tar -x -C $(DEB_DIR)/src/ioa
 	cd $(DEB_DIR)/src/ioa && dpkg-buildpackage -us -uc -b \
 	    > $(DEB_DIR)/build.log 2>&1 || { tail -40 $(DEB_DIR)/build.log; exit 1; }
 	mv $(DEB_DIR)/src/*.deb $(DEB_DIR)/src/*.changes $(DEB_DIR)/src/*.buildinfo \

@@ -314,8 +314,8 @@ like $out, qr/Counter/, 'Counter took part';
 note sprintf 'goal: %.1f s', time - $t0;
 like slurp("$dir/ioa-worker\@.service-$inst.log"), qr/started as/,
     'the worker ran as the unit starts it' or diag slurp("$dir/ioa-worker\@.service-$inst.log");
-my $ps = `ps -o user= -p $wpid`;
-like $ps, qr/^\s*ioa\s*$/, 'as the ioa user';
+my ($uid) = slurp("/proc/$wpid/status") =~ /^Uid:\s+(\d+)/m;
+is $uid, scalar getpwnam('ioa'), 'as the ioa user';
 ok kill(0, $wpid), 'and is still running';
 
 # 6. stop everything, then purge
