@@ -139,10 +139,9 @@ $(NODE_DEPS): t/node/package.json t/node/package-lock.json
 # files (tracked, and new ones not ignored) in build/deb/src, so neither
 # the checkout nor its parent directory gets build products; the .debs,
 # their -dbgsym and the .changes end in build/deb/.  lintian then checks
-# them: an error or a warning fails the target (debian/*.lintian-overrides
-# say why what is left is right).
+# them: an error or a warning fails the target.
 DEB_DIR          := $(BUILD)/deb
-DEB_BUILD_PACKAGES := debhelper dpkg-dev fakeroot lintian systemd adduser \
+DEB_BUILD_PACKAGES := debhelper dpkg-dev fakeroot lintian help2man systemd adduser \
     nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
     libcurl4-openssl-dev libssl-dev zlib1g-dev make gcc
 
