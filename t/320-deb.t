@@ -165,6 +165,12 @@ for my $unit ('ioa-worker@.service', 'ioa-agent@.service') {
     my $v = `systemd-analyze verify --man=$man /lib/systemd/system/$unit 2>&1`;
     is $? >> 8, 0, "systemd-analyze verify $unit" or diag $v;
     is $v, '', "$unit: no complaint" or diag $v;
+    # systemd's own measure of the sandbox (0 = locked down, 10 = none);
+    # the units score 1.2 (worker) and 1.8 (agent, no ProcSubset= as its
+    # program may need /proc); --threshold counts in tenths
+    $v = `systemd-analyze security --offline=yes --threshold=20 /lib/systemd/system/$unit 2>&1`;
+    is $? >> 8, 0, "$unit: exposure under 2 by systemd-analyze security"
+        or diag $v =~ /(Overall exposure.*)/;
 }
 ok -f '/etc/default/ioa', 'the default file is /etc/default/ioa';
 ok -d '/etc/ioa', '/etc/ioa for the instances\' settings';
@@ -312,7 +318,10 @@ $out = `timeout 60 /usr/bin/ioactl goal launch 'Count the words in "agents that 
 is $? >> 8, 0, 'ioactl goal launch --wait: the goal concluded' or diag $out,
     slurp("$dir/ioa-worker\@.service-$inst.log");
 like $out, qr/== goal concluded/, 'its feed says so';
-like $out, qr/Counter/, 'Counter took part';
+like $out, qr/ Counter INFORM_TASK_RESULT: .*\(completed\)/,
+    'Counter ran its task (the unit\'s --exec /usr/bin/wc -w)';
+like $out, qr/^1 of 1 part done\.\n.*\n\s+Counter: \d+$/m,
+    'and the conclusion carries wc\'s count';
 note sprintf 'goal: %.1f s', time - $t0;
 like slurp("$dir/ioa-worker\@.service-$inst.log"), qr/started as/,
     'the worker ran as the unit starts it' or diag slurp("$dir/ioa-worker\@.service-$inst.log");
