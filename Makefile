@@ -24,6 +24,9 @@
 #                   plots, idle memory, goal latency, discovery (and under
 #                   load), callgrind: BENCHMARKS.md (bench/run.sh; about 45
 #                   minutes)
+#   make deb        the Debian packages libnginx-mod-http-ioa and ioa
+#                   (debian/, dpkg-buildpackage on a copy of the tree),
+#                   checked by lintian, into build/deb/
 #   make deps       only install the Debian packages
 #   make clean
 
@@ -49,10 +52,12 @@ MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
 .PHONY: all deps node-deps run stop test test-cluster test-asan asan-workers clean \
-        agent worker terms llama bench bench-deps fuzz fuzz-ci fuzz-regress \
-        fuzz-build fuzz-deps
+        module agent worker terms llama bench bench-deps fuzz fuzz-ci fuzz-regress \
+        fuzz-build fuzz-deps deb deb-deps
 
 all: $(MODULE) agent worker $(TERMS)
+
+module: $(MODULE)
 
 terms: $(TERMS)
 
@@ -81,10 +86,16 @@ deps:
 # Debian's nginx-dev ships configure and headers but no top-level Makefile
 # target for modules, so configure into our build directory and build only
 # the modules there.  Nothing is written into /usr/share/nginx/src.
+# NGX_CC_OPT / NGX_LD_OPT: the package build (debian/rules) passes
+# Debian's hardening flags here.
+NGX_CC_OPT ?= -g -O2
+NGX_LD_OPT ?=
+
 $(MODULE): $(MODULE_SRCS)
 	@mkdir -p $(BUILD)
 	cd $(NGX_SRC) && bash -c '. ./conf_flags; ./configure \
-	    --with-cc-opt="-g -O2 -fPIC -Wall -Werror" --with-ld-opt="-fPIC" \
+	    --with-cc-opt="$(NGX_CC_OPT) -fPIC -Wall -Werror" \
+	    --with-ld-opt="$(NGX_LD_OPT) -fPIC" \
 	    "$${NGX_CONF_FLAGS[@]}" --add-dynamic-module=$(REPO) \
 	    --builddir=$(BUILD)/nginx' > $(BUILD)/configure.log 2>&1 \
 	  || { cat $(BUILD)/configure.log; exit 1; }
@@ -123,6 +134,39 @@ $(NODE_DEPS): t/node/package.json t/node/package-lock.json
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends nodejs npm; }
 	cd t/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+# Debian packages (debian/): dpkg-buildpackage on a copy of the tree's
+# files (tracked, and new ones not ignored) in build/deb/src, so neither
+# the checkout nor its parent directory gets build products; the .debs,
+# their -dbgsym and the .changes end in build/deb/.  lintian then checks
+# them: an error or a warning fails the target.
+DEB_DIR          := $(BUILD)/deb
+DEB_BUILD_PACKAGES := debhelper dpkg-dev fakeroot lintian help2man systemd adduser \
+    nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
+    libcurl4-openssl-dev libssl-dev zlib1g-dev make gcc
+
+deb-deps:
+	$(call install-missing,$(DEB_BUILD_PACKAGES))
+
+deb: deb-deps
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src/ioa
+	@# a git checkout: its files, new ones too, not what .gitignore names;
+	@# else (a tarball) everything but build products
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	    git ls-files -z --cached --others --exclude-standard; \
+	else \
+	    find . \( -path ./build -o -path ./workers/build -o -path ./.git \
+	        -o -path ./t/node/node_modules -o -name '*.o' \) \
+	        -prune -o \( -type f -o -type l \) -print0; \
+	fi | tar --null -T - --ignore-failed-read -c | tar -x -C $(DEB_DIR)/src/ioa
+	cd $(DEB_DIR)/src/ioa && dpkg-buildpackage -us -uc -b \
+	    > $(DEB_DIR)/build.log 2>&1 || { tail -40 $(DEB_DIR)/build.log; exit 1; }
+	mv $(DEB_DIR)/src/*.deb $(DEB_DIR)/src/*.changes $(DEB_DIR)/src/*.buildinfo \
+	    $(DEB_DIR)/
+	@mv $(DEB_DIR)/src/*.ddeb $(DEB_DIR)/ 2>/dev/null || true
+	rm -rf $(DEB_DIR)/src
+	lintian --fail-on error,warning --info $(DEB_DIR)/*.changes
+	@ls -1 $(DEB_DIR)/*.deb
 
 # llama-server for the LLM tests (t/100 TEST 14): built once from the
 # llama.cpp source in the node-llama-cpp npm package, cached outside the
