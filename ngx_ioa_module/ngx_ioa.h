@@ -542,6 +542,12 @@ void ngx_ioa_linger_note(void);
 #define NGX_IOA_LINGER_DEFAULT  0
 
 /* ngx_ioa_retention.c */
+/* the longest retention a room may ask for at /teamup without
+ * ioa_room_retention (ten years: Redis' scores and ms stay exact) */
+#define NGX_IOA_ROOM_RETENTION_MAX_S  (3650 * 86400)
+/* how long an expired room is known as one (its tombstone) */
+#define NGX_IOA_ROOM_TOMBSTONE        (7 * 86400 * 1000)
+
 void ngx_ioa_retention_tick(void);
 
 /* ngx_ioa_position.c */

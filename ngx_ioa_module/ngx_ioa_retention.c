@@ -2,29 +2,46 @@
 /*
  * Copyright (C) ioa authors
  *
- * Retention: a room whose last envelope is older than ioa_room_retention
- * is removed, its log, members, floor and chain with it, and so are its
- * entries in the members' room sets and in the room index; an agent not
+ * Retention: a room whose last envelope is older than its retention is
+ * removed, its log, members, floor and chain with it, and so are its
+ * entries in the members' room sets and in the room indexes; an agent not
  * seen (registered, connected) for ioa_agent_retention leaves the registry
  * (agent_forget.lua says what goes).  Without them Redis grows by every
  * envelope ever posted and every agent that ever registered.
  *
+ * A room's retention is ioa_room_retention, or its own, asked for at
+ * /teamup ("retention_s", kept in its meta as retention_ms), whichever is
+ * shorter: a room may ask for less than the operator allows, never for
+ * more.  Two indexes, both in the {reg} slot, find the rooms that may be
+ * due without reading every room:
+ *
+ *   <reg>roomlist  every room, scored by its last activity (teamup, then
+ *                  the sweep's "live" answers): due at now - retention;
+ *   <reg>roomdue   the rooms with a retention of their own, scored by
+ *                  when they are due (last activity + their retention),
+ *                  so a room of 1 s is found without listing every room
+ *                  older than 1 s.
+ *
  * One nginx worker of the whole deployment sweeps at a time.  At every
  * tick of the room code (NGX_IOA_TICK) a worker that is not sweeping asks
- * for the lease, SET <reg>sweep <holder> NX PX <tick>; the one that gets it
- * sweeps, one step at a time:
+ * for the lease, SET <reg>sweep <holder> NX PX <tick>, also with both
+ * retentions off, since a room may have one of its own; the one that gets
+ * it sweeps, one step at a time:
  *
- *   LIST     ZRANGEBYSCORE <reg>roomlist -inf <now - retention>
- *            LIMIT 0 NGX_IOA_SWEEP_BATCH: the rooms that may be due
+ *   LIST     ZRANGEBYSCORE <reg>roomlist -inf <now - ioa_room_retention>
+ *            (with ioa_room_retention only), then <reg>roomdue -inf <now>,
+ *            LIMIT 0 NGX_IOA_SWEEP_BATCH each: the rooms that may be due
  *   EXPIRE   room_expire.lua on each room's own keys (its slot on a
- *            Cluster), which answers from the room's log:
- *              "live" <last>   the room spoke since: ZADD XX <last> moves
- *                              it in the index, so it is looked at again
- *                              only a retention after its last envelope;
- *              "expired" m...  its keys are gone;
+ *            Cluster), which answers from the room's log and meta:
+ *              "live" <last> [<due>]  the room spoke since: ZADD XX
+ *                              moves it in roomlist (<last>) and roomdue
+ *                              (<due>), so it is looked at again only a
+ *                              retention after its last envelope;
+ *              "expired" m...  its keys are gone, a tombstone
+ *                              says when (for NGX_IOA_ROOM_TOMBSTONE);
  *              "gone"          nothing left of it;
  *   FORGET   room_forget.lua for "expired" and "gone": out of each
- *            member's room set and out of the index (the {reg} slot).
+ *            member's room set and out of both indexes (the {reg} slot).
  *
  * Agents go the same way, after the rooms, from <reg>seen (name -> when
  * last seen): LIST the names due, then agent_forget.lua for each, which
@@ -32,16 +49,19 @@
  * <reg>seen), and removes the others; all of it in the {reg} slot.
  *
  * A full batch is followed by the next one at once, up to
- * NGX_IOA_SWEEP_BATCHES a tick for each kind; then the next tick, with a
- * new lease, goes on.  So a sweep costs Redis a few small commands per room, one at a time,
- * and UNLINK frees long logs in the background: Redis is never held long.
- * The index's score starts as the room's creation (teamup), which is also
- * the right first guess of when it may be due.
+ * NGX_IOA_SWEEP_BATCHES a tick for each index; then the next tick, with a
+ * new lease, goes on.  So a sweep costs Redis a few small commands per
+ * room, one at a time, and UNLINK frees long logs in the background: Redis
+ * is never held long.  A deployment without any retention pays a SET NX
+ * per nginx worker and tick, and one ZRANGEBYSCORE of an empty roomdue per
+ * tick.  The indexes' scores start at the room's creation (teamup), which
+ * is also the right first guess of when it may be due.
  *
  * Every step can be repeated: a reply lost with its connection leaves the
- * room in the index, and a later sweep finds it again.  The age is measured
- * against this host's clock, the log's ids against Redis': a skew of
- * seconds matters nothing to retentions of hours or days.
+ * room in the indexes, and a later sweep finds it again.  The age is
+ * measured against this host's clock, the log's ids against Redis': a skew
+ * of seconds matters nothing to retentions of hours or days, and makes a
+ * retention of seconds (tests) a second or so longer or shorter.
  *
  * Clients still connected to a room that expires keep their link to it;
  * what they post then is refused with unknown_room, as in a room that
@@ -64,18 +84,26 @@
 #define NGX_IOA_SWEEP_KEY_MAX   320
 
 
+typedef enum {
+    NGX_IOA_SWEEP_ROOMS = 0,        /* <reg>roomlist: ioa_room_retention */
+    NGX_IOA_SWEEP_DUE,              /* <reg>roomdue: their own retention */
+    NGX_IOA_SWEEP_AGENTS            /* <reg>seen: ioa_agent_retention */
+} ngx_ioa_sweep_phase_e;
+
+
 typedef struct {
-    ngx_uint_t          busy;       /* a step is in flight */
-    ngx_uint_t          agents;     /* 0: rooms are swept, 1: agents */
-    ngx_uint_t          batches;    /* LISTs made this tick */
-    ngx_str_t          *ids;        /* the current LIST's rooms */
-    ngx_uint_t          nids;
-    ngx_uint_t          next;       /* the room being swept */
-    ngx_uint_t          full;       /* the LIST filled its batch */
+    ngx_uint_t             busy;    /* a step is in flight */
+    ngx_ioa_sweep_phase_e  phase;
+    ngx_uint_t             batches; /* LISTs made this phase */
+    ngx_str_t             *ids;     /* the current LIST's rooms */
+    ngx_uint_t             nids;
+    ngx_uint_t             next;    /* the room being swept */
+    ngx_uint_t             full;    /* the LIST filled its batch */
 } ngx_ioa_sweep_t;
 
 
 static void ngx_ioa_sweep_leased(redisReply *reply, void *data);
+static void ngx_ioa_sweep_phase(ngx_ioa_sweep_phase_e phase);
 static void ngx_ioa_sweep_list(void);
 static void ngx_ioa_sweep_listed(redisReply *reply, void *data);
 static void ngx_ioa_sweep_next(void);
@@ -89,7 +117,12 @@ static void ngx_ioa_sweep_done(void);
 static ngx_ioa_sweep_t  ngx_ioa_sweep;
 
 
-/* the room code's tick: take the lease and sweep, if retention is on */
+/*
+ * The room code's tick: take the lease and sweep.  Also with both
+ * retentions off, since a room may have one of its own (a SET NX per
+ * worker and tick, and one ZRANGEBYSCORE of the due index per tick in the
+ * deployment).
+ */
 
 void
 ngx_ioa_retention_tick(void)
@@ -102,9 +135,7 @@ ngx_ioa_retention_tick(void)
 
     mcf = ngx_ioa_main_conf();
 
-    if ((mcf->room_retention == 0 && mcf->agent_retention == 0)
-        || ngx_ioa_sweep.busy || !ngx_ioa_redis_ready())
-    {
+    if (ngx_ioa_sweep.busy || !ngx_ioa_redis_ready()) {
         return;
     }
 
@@ -143,8 +174,16 @@ ngx_ioa_sweep_leased(redisReply *reply, void *data)
         return;
     }
 
+    ngx_ioa_sweep_phase(ngx_ioa_main_conf()->room_retention
+                        ? NGX_IOA_SWEEP_ROOMS : NGX_IOA_SWEEP_DUE);
+}
+
+
+static void
+ngx_ioa_sweep_phase(ngx_ioa_sweep_phase_e phase)
+{
+    ngx_ioa_sweep.phase = phase;
     ngx_ioa_sweep.batches = 0;
-    ngx_ioa_sweep.agents = (ngx_ioa_main_conf()->room_retention == 0);
     ngx_ioa_sweep_list();
 }
 
@@ -154,26 +193,43 @@ ngx_ioa_sweep_list(void)
 {
     u_char                key[NGX_IOA_SWEEP_KEY_MAX], max[NGX_INT64_LEN];
     size_t                argvlen[7];
-    const char           *argv[7];
+    int64_t               age;
+    const char           *argv[7], *index;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
+
+    /* roomdue is scored by when each room is due, the others by when it
+     * was last active */
+
+    switch (ngx_ioa_sweep.phase) {
+
+    case NGX_IOA_SWEEP_ROOMS:
+        index = "roomlist";
+        age = mcf->room_retention;
+        break;
+
+    case NGX_IOA_SWEEP_DUE:
+        index = "roomdue";
+        age = 0;
+        break;
+
+    default: /* NGX_IOA_SWEEP_AGENTS */
+        index = "seen";
+        age = mcf->agent_retention;
+        break;
+    }
 
     argv[0] = "ZRANGEBYSCORE";
     argvlen[0] = sizeof("ZRANGEBYSCORE") - 1;
     argv[1] = (const char *) key;
     argvlen[1] = ngx_snprintf(key, sizeof(key), "%V%s", &mcf->reg_base,
-                              ngx_ioa_sweep.agents ? "seen" : "roomlist")
+                              index)
                  - key;
     argv[2] = "-inf";
     argvlen[2] = 4;
     argv[3] = (const char *) max;
-    argvlen[3] = ngx_sprintf(max, "%L",
-                             ngx_ioa_now_ms()
-                             - (int64_t) (ngx_ioa_sweep.agents
-                                          ? mcf->agent_retention
-                                          : mcf->room_retention))
-                 - max;
+    argvlen[3] = ngx_sprintf(max, "%L", ngx_ioa_now_ms() - age) - max;
     argv[4] = "LIMIT";
     argvlen[4] = 5;
     argv[5] = "0";
@@ -234,8 +290,8 @@ ngx_ioa_sweep_listed(redisReply *reply, void *data)
         e = reply->element[i];
 
         if (e->type != REDIS_REPLY_STRING || e->len == 0
-            || e->len > (ngx_ioa_sweep.agents ? NGX_IOA_NAME_MAX_BYTES
-                                              : NGX_IOA_COMM_ID_MAX))
+            || e->len > (ngx_ioa_sweep.phase == NGX_IOA_SWEEP_AGENTS
+                         ? NGX_IOA_NAME_MAX_BYTES : NGX_IOA_COMM_ID_MAX))
         {
             continue;
         }
@@ -259,15 +315,16 @@ ngx_ioa_sweep_listed(redisReply *reply, void *data)
 static void
 ngx_ioa_sweep_next(void)
 {
-    u_char               *p, keys[5][NGX_IOA_SWEEP_KEY_MAX];
+    u_char               *p, keys[6][NGX_IOA_SWEEP_KEY_MAX];
     u_char                now[NGX_INT64_LEN], keep[NGX_INT64_LEN];
-    size_t                argvlen[7];
+    u_char                tomb[NGX_INT64_LEN];
+    size_t                argvlen[9];
     ngx_str_t            *id;
     ngx_uint_t            i;
-    const char           *argv[7];
+    const char           *argv[9];
     ngx_ioa_main_conf_t  *mcf;
     static const char    *names[] = { "meta", "members", "log", "floor",
-                                      "chain" };
+                                      "chain", "expired" };
 
     mcf = ngx_ioa_main_conf();
 
@@ -278,25 +335,27 @@ ngx_ioa_sweep_next(void)
 
     id = &ngx_ioa_sweep.ids[ngx_ioa_sweep.next];
 
-    if (ngx_ioa_sweep.agents) {
+    if (ngx_ioa_sweep.phase == NGX_IOA_SWEEP_AGENTS) {
         ngx_ioa_sweep_agent(id);
         return;
     }
 
-    for (i = 0; i < 5; i++) {
+    for (i = 0; i < 6; i++) {
         p = ngx_snprintf(keys[i], NGX_IOA_SWEEP_KEY_MAX, "%V{room:%V}:%s",
                          &mcf->redis_prefix, id, names[i]);
         argv[i] = (const char *) keys[i];
         argvlen[i] = p - keys[i];
     }
 
-    argv[5] = (const char *) now;
-    argvlen[5] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[6] = (const char *) keep;
-    argvlen[6] = ngx_sprintf(keep, "%M", mcf->room_retention) - keep;
+    argv[6] = (const char *) now;
+    argvlen[6] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[7] = (const char *) keep;
+    argvlen[7] = ngx_sprintf(keep, "%M", mcf->room_retention) - keep;
+    argv[8] = (const char *) tomb;
+    argvlen[8] = ngx_sprintf(tomb, "%d", NGX_IOA_ROOM_TOMBSTONE) - tomb;
 
     if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_ROOM_EXPIRE,
-                             ngx_ioa_sweep_expired, NULL, 5, 7, argv, argvlen)
+                             ngx_ioa_sweep_expired, NULL, 6, 9, argv, argvlen)
         == NULL)
     {
         ngx_ioa_sweep_done();
@@ -308,6 +367,7 @@ static void
 ngx_ioa_sweep_expired(redisReply *reply, void *data)
 {
     u_char                key[NGX_IOA_SWEEP_KEY_MAX];
+    u_char                due[NGX_IOA_SWEEP_KEY_MAX];
     size_t               *argvlen, n, zlen[5];
     ngx_str_t            *id;
     ngx_uint_t            i;
@@ -331,20 +391,27 @@ ngx_ioa_sweep_expired(redisReply *reply, void *data)
 
     if (e->len == 4 && ngx_strncmp(e->str, "live", 4) == 0) {
 
-        /* seen again a retention after its last envelope */
+        /* seen again a retention after its last envelope: in roomlist
+         * scored by that envelope, in roomdue (a room with its own) by
+         * when it is due then; XX, so a room forgotten meanwhile is not
+         * put back */
 
-        if (reply->elements == 2
-            && reply->element[1]->type == REDIS_REPLY_STRING)
-        {
+        for (i = 1; i < reply->elements && i < 3; i++) {
+            if (reply->element[i]->type != REDIS_REPLY_STRING) {
+                break;
+            }
+
             zadd[0] = "ZADD";
             zlen[0] = 4;
             zadd[1] = (const char *) key;
-            zlen[1] = ngx_snprintf(key, sizeof(key), "%Vroomlist",
-                                   &mcf->reg_base) - key;
+            zlen[1] = ngx_snprintf(key, sizeof(key), "%V%s",
+                                   &mcf->reg_base,
+                                   i == 1 ? "roomlist" : "roomdue")
+                      - key;
             zadd[2] = "XX";
             zlen[2] = 2;
-            zadd[3] = reply->element[1]->str;
-            zlen[3] = reply->element[1]->len;
+            zadd[3] = reply->element[i]->str;
+            zlen[3] = reply->element[i]->len;
             zadd[4] = (const char *) id->data;
             zlen[4] = id->len;
 
@@ -358,7 +425,7 @@ ngx_ioa_sweep_expired(redisReply *reply, void *data)
 
     /* "expired" with its members, or "gone": out of the registry */
 
-    n = 3 + reply->elements - 1;
+    n = 4 + reply->elements - 1;
 
     argv = ngx_alloc(n * sizeof(char *), ngx_cycle->log);
     argvlen = ngx_alloc(n * sizeof(size_t), ngx_cycle->log);
@@ -373,19 +440,22 @@ ngx_ioa_sweep_expired(redisReply *reply, void *data)
     argv[0] = (const char *) key;
     argvlen[0] = ngx_snprintf(key, sizeof(key), "%Vroomlist", &mcf->reg_base)
                  - key;
-    argv[1] = (const char *) mcf->reg_base.data;
-    argvlen[1] = mcf->reg_base.len;
-    argv[2] = (const char *) id->data;
-    argvlen[2] = id->len;
+    argv[1] = (const char *) due;
+    argvlen[1] = ngx_snprintf(due, sizeof(due), "%Vroomdue", &mcf->reg_base)
+                 - due;
+    argv[2] = (const char *) mcf->reg_base.data;
+    argvlen[2] = mcf->reg_base.len;
+    argv[3] = (const char *) id->data;
+    argvlen[3] = id->len;
 
     for (i = 1; i < reply->elements; i++) {
         e = reply->element[i];
-        argv[2 + i] = e->type == REDIS_REPLY_STRING ? e->str : "";
-        argvlen[2 + i] = e->type == REDIS_REPLY_STRING ? e->len : 0;
+        argv[3 + i] = e->type == REDIS_REPLY_STRING ? e->str : "";
+        argvlen[3 + i] = e->type == REDIS_REPLY_STRING ? e->len : 0;
     }
 
     if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_ROOM_FORGET,
-                             ngx_ioa_sweep_forgotten, NULL, 1, (int) n, argv,
+                             ngx_ioa_sweep_forgotten, NULL, 2, (int) n, argv,
                              argvlen)
         == NULL)
     {
@@ -498,14 +568,20 @@ ngx_ioa_sweep_done(void)
         return;
     }
 
-    /* the rooms are done for this tick: the agents' turn */
+    /* this kind is done for this tick: the next one's turn */
 
-    if (!ngx_ioa_sweep.agents && ngx_ioa_main_conf()->agent_retention) {
-        ngx_ioa_sweep.agents = 1;
-        ngx_ioa_sweep.batches = 0;
-        ngx_ioa_sweep_list();
+    if (ngx_ioa_sweep.phase == NGX_IOA_SWEEP_ROOMS) {
+        ngx_ioa_sweep_phase(NGX_IOA_SWEEP_DUE);
+        return;
+    }
+
+    if (ngx_ioa_sweep.phase == NGX_IOA_SWEEP_DUE
+        && ngx_ioa_main_conf()->agent_retention)
+    {
+        ngx_ioa_sweep_phase(NGX_IOA_SWEEP_AGENTS);
         return;
     }
 
     ngx_ioa_sweep.busy = 0;
 }
+

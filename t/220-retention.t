@@ -154,3 +154,102 @@ GET /health_check
 --- must_die
 --- error_log
 "ioa_room_retention" takes "off" or a time of at least 1s, such as "7d", not "500ms"
+
+
+
+=== TEST 3: a room's own retention (/teamup "retention_s": 1) with ioa_room_retention off: the silent room leaves Redis, the room sets, both indexes, and leaves a tombstone; a room without one and a room that keeps talking stay; the answer names the retention only where one applies
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_limit_rate off;
+    ioa_limit_room_rate off;
+    ioa_limit_teamup_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    register($ctx, 'Alice', 'Bob', 'Carol');
+    my ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'], retention_s => 1 });
+    is $code, 200, 'teamup with retention_s 1: 200';
+    is $d->{retention_s}, 1, '... and the answer says so';
+    my $short = $d->{comm_id};
+    is redis_cmd('HGET', "ioa:{room:$short}:meta", 'retention_ms'), 1000, 'its meta holds retention_ms';
+    ok defined redis_cmd('ZSCORE', 'ioa:{reg}:roomdue', $short), 'it is in the due index';
+    ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Carol'] });
+    is_deeply [ sort keys %$d ], [qw(agent_names comm_id team_name)],
+        'without a retention anywhere: IoA\'s three fields only';
+    my $kept = $d->{comm_id};
+    ok !defined redis_cmd('ZSCORE', 'ioa:{reg}:roomdue', $kept), '... and not in the due index';
+    ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Bob', agent_names => ['Carol'], retention_s => 1 });
+    my $busy = $d->{comm_id};
+    my $bob = IoaTest::Agent->connect($ctx, 'Bob');
+    sleep 0.3;
+    $bob->post(envelope(comm_id => $short, content => 'once'));
+    my ($m) = $bob->recv_until(sub { ($_->{content} // '') eq 'once' }, 5);
+    ok $m, 'one envelope in the short room';
+    my $t0 = time;
+    my ($gone, $n);
+    while (time < $t0 + 16) {
+        $bob->post(envelope(comm_id => $busy, content => 'tick'));
+        $n++ if $bob->recv_until(sub { ($_->{content} // '') eq 'tick' }, 5);
+        if (!room_keys($short)) { $gone = time - $t0; last }
+        sleep 0.3;
+    }
+    ok $gone, sprintf 'the short room is gone from Redis, every key (after %.1f s)', $gone // -1;
+    is scalar(room_keys($kept)), 2, 'the room without a retention is all there';
+    is scalar(room_keys($busy)), 4, 'the room that keeps talking is all there';
+    is scalar @{ redis_cmd('XRANGE', "ioa:{room:$busy}:log", '-', '+') }, $n, '... with every envelope';
+    is_deeply rooms_of('Alice'), [$kept], "Alice's room set no longer lists it";
+    ok !defined redis_cmd('ZSCORE', 'ioa:{reg}:roomlist', $short), 'out of the room index';
+    ok !defined redis_cmd('ZSCORE', 'ioa:{reg}:roomdue', $short), 'out of the due index';
+    my $due = redis_cmd('ZSCORE', 'ioa:{reg}:roomdue', $busy);
+    ok defined $due && $due > $t0 * 1000, 'the busy room is due a retention after its last envelope';
+    my $at = redis_cmd('GET', "ioa:{room:$short}:expired");
+    ok $at && abs($at / 1000 - $t0 - $gone) < 8, 'its tombstone says when it expired';
+    my $ttl = redis_cmd('PTTL', "ioa:{room:$short}:expired");
+    ok $ttl > 6 * 86400_000 && $ttl <= 7 * 86400_000, 'and is gone itself in a week';
+    $bob->close;
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 4: with ioa_room_retention 1h, a room may ask for less (and expires by it) but not for more: 400 naming the limit; a room without its own gets the deployment's and stays
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_room_retention 1h;
+    ioa_limit_teamup_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    register($ctx, 'Alice', 'Bob');
+    my ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'], retention_s => 3601 });
+    is "$code $d->{code} $d->{field}", '400 invalid_request retention_s', 'asking for more than ioa_room_retention: 400';
+    like $d->{message}, qr/from 1 to 3600 .*ioa_room_retention/, '... naming the limit';
+    for my $bad (0, -1, 1.5, '60', 'x') {
+        ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'], retention_s => $bad });
+        is "$code $d->{field}", '400 retention_s', "retention_s $bad: 400";
+    }
+    is redis_cmd('ZCARD', 'ioa:{reg}:roomlist'), 0, 'none of them made a room';
+    ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
+    is $d->{retention_s}, 3600, 'without one: the deployment\'s, in the answer';
+    my $long = $d->{comm_id};
+    ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'], retention_s => 2, team_name => undef });
+    is "$code $d->{retention_s}", '200 2', 'asking for less: 200 with it';
+    my $short = $d->{comm_id};
+    ok wait_until(sub { !room_keys($short) }, 16), 'the short room expires';
+    is scalar(room_keys($long)), 2, 'the other stays';
+    is redis_cmd('ZCARD', 'ioa:{reg}:roomdue'), 0, 'the due index is empty';
+    is_deeply rooms_of('Bob'), [$long], "Bob's room set lists the one left";
+--- no_error_log
+[alert]
+[crit]
+[emerg]
