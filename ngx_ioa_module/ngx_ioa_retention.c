@@ -63,15 +63,24 @@
  * of seconds matters nothing to retentions of hours or days, and makes a
  * retention of seconds (tests) a second or so longer or shorter.
  *
+ * An expired room leaves a tombstone, {room:<id>}:expired (the ms it
+ * expired at), for NGX_IOA_ROOM_TOMBSTONE: a client that resumes into it
+ * (resume=, a resume frame, Last-Event-ID), reads its events or its
+ * record is told room_expired, naming it and when, instead of a silence
+ * or the unknown_room of a room that never was.  The tombstone is read
+ * only where a room was found missing; a post, whose script would have to
+ * name it as one more key on every post, still gets unknown_room.
+ *
  * Clients still connected to a room that expires keep their link to it;
  * what they post then is refused with unknown_room, as in a room that
- * never existed.
+ * never existed, and a resume frame for it delivers nothing.
  */
 
 
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_event.h>
+#include <ngx_http.h>
 
 #include "ngx_ioa.h"
 
@@ -585,3 +594,252 @@ ngx_ioa_sweep_done(void)
     ngx_ioa_sweep.busy = 0;
 }
 
+
+/*
+ * What an expired room leaves: its tombstone, <prefix>{room:<id>}:expired,
+ * the ms it expired at, for NGX_IOA_ROOM_TOMBSTONE.  It is read only where
+ * a room was found missing, never on the way of a post.
+ */
+
+static ngx_int_t
+ngx_ioa_gone_key(ngx_pool_t *pool, ngx_str_t *comm_id, ngx_str_t *key)
+{
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    key->data = ngx_pnalloc(pool, mcf->redis_prefix.len + comm_id->len
+                                  + sizeof("{room:}:expired") - 1);
+    if (key->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    key->len = ngx_sprintf(key->data, "%V{room:%V}:expired",
+                           &mcf->redis_prefix, comm_id)
+               - key->data;
+
+    return NGX_OK;
+}
+
+
+/* room_expired from a tombstone's GET; NGX_DECLINED: there is none */
+
+static ngx_int_t
+ngx_ioa_gone_error(redisReply *reply, ngx_str_t *comm_id, const char *field,
+    ngx_ioa_error_t *err)
+{
+    int64_t   ms;
+    ngx_tm_t  tm;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_STRING
+        || ngx_ioa_json_int((u_char *) reply->str, reply->len, &ms) != NGX_OK
+        || ms < 0)
+    {
+        return NGX_DECLINED;
+    }
+
+    ngx_gmtime((time_t) (ms / 1000), &tm);
+
+    ngx_ioa_error_set(err, "room_expired", field,
+                      "room \"%V\" expired at %4d-%02d-%02dT%02d:%02d:%02dZ "
+                      "(%L): nothing was said in it for its retention, and "
+                      "its log and members were removed",
+                      comm_id, tm.ngx_tm_year, tm.ngx_tm_mon, tm.ngx_tm_mday,
+                      tm.ngx_tm_hour, tm.ngx_tm_min, tm.ngx_tm_sec, ms);
+
+    return NGX_OK;
+}
+
+
+/*
+ * A request found no room comm_id: 404 room_expired if it expired, else
+ * 404 unknown_room as before.  The request's REST data becomes the
+ * comm_id; the caller returns and the reply finishes the request.
+ */
+
+static void ngx_ioa_room_gone_reply(ngx_http_request_t *r,
+    redisReply *reply);
+
+
+ngx_int_t
+ngx_ioa_room_gone(ngx_http_request_t *r, ngx_str_t *comm_id)
+{
+    size_t       argvlen[2];
+    ngx_str_t   *id, key;
+    const char  *argv[2];
+
+    id = ngx_palloc(r->pool, sizeof(ngx_str_t));
+    if (id == NULL || ngx_ioa_gone_key(r->pool, comm_id, &key) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    *id = *comm_id;
+    ngx_ioa_rest_set_data(r, id);
+
+    argv[0] = "GET";
+    argvlen[0] = 3;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+
+    return ngx_ioa_rest_command(r, ngx_ioa_room_gone_reply, 2, argv,
+                                argvlen);
+}
+
+
+static void
+ngx_ioa_room_gone_reply(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_str_t        *id;
+    ngx_ioa_error_t   err;
+
+    id = ngx_ioa_rest_get_data(r);
+
+    /* Redis away now: what it would have said without the tombstone */
+
+    if (ngx_ioa_gone_error(reply, id, "comm_id", &err) != NGX_OK) {
+        ngx_ioa_error_set(&err, "unknown_room", "comm_id",
+                          "there is no room \"%V\"", id);
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+}
+
+
+/*
+ * A client named a room it is not in (resume=, Last-Event-ID, a resume
+ * frame): an error frame room_expired if it expired; else not_member
+ * where the client was told so before (member), nothing otherwise.  One
+ * GET at a time per client, at most NGX_IOA_GONE_MAX waiting: a client
+ * that names more is not told about those.
+ */
+
+#define NGX_IOA_GONE_MAX  256
+
+
+struct ngx_ioa_gone_s {
+    ngx_ioa_gone_t     *next;
+    ngx_uint_t          member;
+    ngx_str_t           comm_id;
+    u_char              data[1];
+};
+
+
+static void ngx_ioa_client_gone_ask(ngx_ioa_client_t *cl);
+static void ngx_ioa_client_gone_reply(redisReply *reply, void *data);
+
+
+void
+ngx_ioa_client_gone(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
+    ngx_uint_t member)
+{
+    ngx_ioa_gone_t  *g;
+
+    if (cl->closed || cl->ngone >= NGX_IOA_GONE_MAX
+        || comm_id->len == 0 || comm_id->len > NGX_IOA_COMM_ID_MAX)
+    {
+        return;
+    }
+
+    g = ngx_alloc(offsetof(ngx_ioa_gone_t, data) + comm_id->len, cl->log);
+    if (g == NULL) {
+        return;
+    }
+
+    g->next = NULL;
+    g->member = member;
+    g->comm_id.data = g->data;
+    g->comm_id.len = comm_id->len;
+    ngx_memcpy(g->data, comm_id->data, comm_id->len);
+
+    if (cl->gone == NULL) {
+        cl->gone_tail = &cl->gone;
+    }
+
+    *cl->gone_tail = g;
+    cl->gone_tail = &g->next;
+    cl->ngone++;
+
+    if (cl->gone_req == NULL) {
+        ngx_ioa_client_gone_ask(cl);
+    }
+}
+
+
+static void
+ngx_ioa_client_gone_ask(ngx_ioa_client_t *cl)
+{
+    u_char       buf[NGX_IOA_SWEEP_KEY_MAX];
+    size_t       argvlen[2];
+    ngx_str_t    key;
+    const char  *argv[2];
+
+    key.data = buf;
+    key.len = ngx_snprintf(buf, sizeof(buf), "%V{room:%V}:expired",
+                           &ngx_ioa_main_conf()->redis_prefix,
+                           &cl->gone->comm_id)
+              - buf;
+
+    argv[0] = "GET";
+    argvlen[0] = 3;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+
+    cl->gone_req = ngx_ioa_redis_command(ngx_ioa_client_gone_reply, cl, 2,
+                                         argv, argvlen);
+
+    if (cl->gone_req == NULL) {
+        ngx_ioa_client_gone_free(cl);       /* Redis away: not told */
+    }
+}
+
+
+static void
+ngx_ioa_client_gone_reply(redisReply *reply, void *data)
+{
+    ngx_ioa_client_t *cl = data;
+
+    ngx_ioa_gone_t   *g;
+    ngx_ioa_error_t   err;
+
+    cl->gone_req = NULL;
+
+    g = cl->gone;
+    cl->gone = g->next;
+    cl->ngone--;
+
+    if (ngx_ioa_gone_error(reply, &g->comm_id, "comm_id", &err) == NGX_OK) {
+        ngx_ioa_client_error(cl, &err, &g->comm_id);
+
+    } else if (g->member) {
+        ngx_ioa_error_set(&err, "not_member", "rooms",
+                          "\"%V\" is not a member of room \"%V\"",
+                          &cl->name, &g->comm_id);
+        ngx_ioa_client_error(cl, &err, &g->comm_id);
+    }
+
+    ngx_free(g);
+
+    if (cl->gone && !cl->closed) {
+        ngx_ioa_client_gone_ask(cl);
+    }
+}
+
+
+void
+ngx_ioa_client_gone_free(ngx_ioa_client_t *cl)
+{
+    ngx_ioa_gone_t  *g;
+
+    if (cl->gone_req) {
+        ngx_ioa_redis_cancel(cl->gone_req);
+        cl->gone_req = NULL;
+    }
+
+    while (cl->gone) {
+        g = cl->gone;
+        cl->gone = g->next;
+        ngx_free(g);
+    }
+
+    cl->ngone = 0;
+}

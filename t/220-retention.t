@@ -16,6 +16,7 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(register teamup envelope fresh_hub json);
 use IoaTest::Api;
+use IoaTest::SSE;
 use Time::HiRes qw(sleep time);
 
 no_root_location();
@@ -211,6 +212,86 @@ GET /health_check
     my $ttl = redis_cmd('PTTL', "ioa:{room:$short}:expired");
     ok $ttl > 6 * 86400_000 && $ttl <= 7 * 86400_000, 'and is gone itself in a week';
     $bob->close;
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 3b: resuming into the expired room gets room_expired naming it and when, over a WebSocket (resume=, a resume frame) and SSE (Last-Event-ID), and from /rooms/{id}/events and /fetch_chat_record; a room that never existed gets what it got before; a post into it is still unknown_room
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_limit_teamup_rate off;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    register($ctx, 'Alice', 'Bob');
+    my ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'], retention_s => 1 });
+    my $cid = $d->{comm_id};
+    my $kept = teamup($ctx, 'Alice', ['Bob']);
+    my $never = 'f' x 32;
+    my $a = IoaTest::Agent->connect($ctx, 'Alice');
+    sleep 0.3;
+    $a->post(envelope(comm_id => $cid, content => 'before'));
+    my ($m) = $a->recv_until(sub { ($_->{content} // '') eq 'before' }, 5);
+    my $id = $m && $m->{id};
+    ok $id, 'an envelope in the room';
+    $a->close;
+    ok wait_until(sub { !room_keys($cid) }, 16), 'the room expired';
+    my $expired = qr/room_expired/;
+
+    my $ws = IoaTest::Agent->connect($ctx, 'Alice', "?resume=$cid:$id,$kept:0-1");
+    my ($e) = $ws->recv_until(sub { ($_->{op} // '') eq 'error' }, 5);
+    is $e && $e->{code}, 'room_expired', 'WebSocket resume=: room_expired';
+    is $e && $e->{comm_id}, $cid, '... naming the room';
+    like $e && $e->{message}, qr/expired at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/, '... and when';
+    $ws->close;
+
+    $ws = IoaTest::Agent->connect($ctx, 'Alice', '?wait_resume=1');
+    $ws->post(json()->encode({ op => 'resume', rooms => { $cid => $id, $kept => '0-1' } }));
+    ($e) = $ws->recv_until(sub { ($_->{op} // '') eq 'error' }, 5);
+    is "@{[ $e && $e->{code} ]} @{[ $e && $e->{comm_id} ]}", "room_expired $cid", 'a first resume frame: the same';
+    $ws->close;
+
+    $ws = IoaTest::Agent->connect($ctx, 'Alice');
+    sleep 0.5;
+    $ws->post(json()->encode({ op => 'resume', rooms => { $cid => $id } }));
+    ($e) = $ws->recv_until(sub { ($_->{op} // '') eq 'error' }, 5);
+    is $e && $e->{code}, 'room_expired', 'a resume frame once the rooms are loaded: the same';
+    $ws->post(json()->encode({ op => 'resume', rooms => { $never => '0-1' } }));
+    ($e) = $ws->recv_until(sub { ($_->{op} // '') eq 'error' }, 5);
+    is "@{[ $e && $e->{code} ]}", 'not_member', '... and for a room that never existed, not_member as before';
+    $ws->close;
+
+    $ws = IoaTest::Agent->connect($ctx, 'Alice', "?resume=$never:0-1");
+    ok $ws->quiet(1), 'resume= a room that never existed: nothing, as before'
+        or diag explain $ws->noise;
+    $ws->close;
+
+    my $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, '/agents/Alice/inbox',
+                                    headers => ['Last-Event-ID' => "$cid:$id"]);
+    my ($ev) = $sse->data_events(1, 5);
+    is $ev && $ev->{event}, 'ioa', 'SSE Last-Event-ID: an ioa event';
+    my $ed = $ev && eval { json()->decode($ev->{data}) };
+    is "@{[ $ed && $ed->{code} ]} @{[ $ed && $ed->{comm_id} ]}", "room_expired $cid", '... room_expired naming the room';
+    $sse->close;
+
+    my $res = $ctx->http(GET => "/rooms/$cid/events", headers => ['Last-Event-ID' => $id]);
+    is $res->code, 404, "/rooms/{id}/events: 404";
+    like $res->content, qr/"code":"room_expired"/, '... room_expired';
+    $res = $ctx->http(GET => "/rooms/$never/events");
+    like $res->code . ' ' . $res->content, qr/^404 .*"code":"unknown_room"/, '... unknown_room for one that never existed';
+    ($code, $d) = api($ctx, POST => '/fetch_chat_record', { comm_id => $cid, after => $id });
+    is "$code $d->{code}", '404 room_expired', '/fetch_chat_record: 404 room_expired';
+    ($code, $d) = api($ctx, POST => '/fetch_chat_record', { comm_id => $never });
+    is "$code $d->{code}", '404 unknown_room', '... unknown_room for one that never existed';
+    ($code, $d) = api($ctx, POST => '/agents/Alice/messages', { comm_id => $cid, content => 'late' });
+    is "$code $d->{code}", '404 unknown_room', 'a post into it: unknown_room (post.lua reads no tombstone)';
 --- no_error_log
 [alert]
 [crit]
