@@ -92,6 +92,9 @@
 
 #define NGX_IOA_SWEEP_KEY_MAX   320
 
+/* rooms a client named that wait to be looked up as expired */
+#define NGX_IOA_GONE_MAX        256
+
 
 typedef enum {
     NGX_IOA_SWEEP_ROOMS = 0,        /* <reg>roomlist: ioa_room_retention */
@@ -111,6 +114,14 @@ typedef struct {
 } ngx_ioa_sweep_t;
 
 
+struct ngx_ioa_gone_s {
+    ngx_ioa_gone_t        *next;
+    ngx_uint_t             member;  /* not_member unless it expired */
+    ngx_str_t              comm_id;
+    u_char                 data[1];
+};
+
+
 static void ngx_ioa_sweep_leased(redisReply *reply, void *data);
 static void ngx_ioa_sweep_phase(ngx_ioa_sweep_phase_e phase);
 static void ngx_ioa_sweep_list(void);
@@ -121,6 +132,14 @@ static void ngx_ioa_sweep_forgotten(redisReply *reply, void *data);
 static void ngx_ioa_sweep_agent(ngx_str_t *name);
 static void ngx_ioa_sweep_agent_done(redisReply *reply, void *data);
 static void ngx_ioa_sweep_done(void);
+static ngx_int_t ngx_ioa_gone_key(ngx_pool_t *pool, ngx_str_t *comm_id,
+    ngx_str_t *key);
+static ngx_int_t ngx_ioa_gone_error(redisReply *reply, ngx_str_t *comm_id,
+    const char *field, ngx_ioa_error_t *err);
+static void ngx_ioa_room_gone_reply(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_client_gone_ask(ngx_ioa_client_t *cl);
+static void ngx_ioa_client_gone_reply(redisReply *reply, void *data);
 
 
 static ngx_ioa_sweep_t  ngx_ioa_sweep;
@@ -657,10 +676,6 @@ ngx_ioa_gone_error(redisReply *reply, ngx_str_t *comm_id, const char *field,
  * comm_id; the caller returns and the reply finishes the request.
  */
 
-static void ngx_ioa_room_gone_reply(ngx_http_request_t *r,
-    redisReply *reply);
-
-
 ngx_int_t
 ngx_ioa_room_gone(ngx_http_request_t *r, ngx_str_t *comm_id)
 {
@@ -694,7 +709,7 @@ ngx_ioa_room_gone_reply(ngx_http_request_t *r, redisReply *reply)
 
     id = ngx_ioa_rest_get_data(r);
 
-    /* Redis away now: what it would have said without the tombstone */
+    /* no tombstone (or Redis away now): unknown_room, as before */
 
     if (ngx_ioa_gone_error(reply, id, "comm_id", &err) != NGX_OK) {
         ngx_ioa_error_set(&err, "unknown_room", "comm_id",
@@ -710,33 +725,30 @@ ngx_ioa_room_gone_reply(ngx_http_request_t *r, redisReply *reply)
  * frame): an error frame room_expired if it expired; else not_member
  * where the client was told so before (member), nothing otherwise.  One
  * GET at a time per client, at most NGX_IOA_GONE_MAX waiting: a client
- * that names more is not told about those.
+ * that names more gets for those what it got before.
  */
-
-#define NGX_IOA_GONE_MAX  256
-
-
-struct ngx_ioa_gone_s {
-    ngx_ioa_gone_t     *next;
-    ngx_uint_t          member;
-    ngx_str_t           comm_id;
-    u_char              data[1];
-};
-
-
-static void ngx_ioa_client_gone_ask(ngx_ioa_client_t *cl);
-static void ngx_ioa_client_gone_reply(redisReply *reply, void *data);
-
 
 void
 ngx_ioa_client_gone(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
     ngx_uint_t member)
 {
-    ngx_ioa_gone_t  *g;
+    ngx_ioa_gone_t   *g;
+    ngx_ioa_error_t   err;
 
-    if (cl->closed || cl->ngone >= NGX_IOA_GONE_MAX
+    if (cl->closed) {
+        return;
+    }
+
+    if (cl->ngone >= NGX_IOA_GONE_MAX
         || comm_id->len == 0 || comm_id->len > NGX_IOA_COMM_ID_MAX)
     {
+        if (member) {
+            ngx_ioa_error_set(&err, "not_member", "rooms",
+                              "\"%V\" is not a member of room \"%V\"",
+                              &cl->name, comm_id);
+            ngx_ioa_client_error(cl, &err, comm_id);
+        }
+
         return;
     }
 
