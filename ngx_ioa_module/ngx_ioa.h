@@ -285,6 +285,7 @@ typedef struct {
 
 
 typedef struct ngx_ioa_early_s  ngx_ioa_early_t;
+typedef struct ngx_ioa_gone_s   ngx_ioa_gone_t;
 
 struct ngx_ioa_early_s {
     ngx_ioa_early_t          *next;
@@ -336,12 +337,19 @@ struct ngx_ioa_client_s {
     ngx_ioa_early_t         **early_tail;
     size_t                    early_bytes;
     ngx_queue_t               wait_q;        /* waiting for Redis */
+
+    /* rooms it named that it is not in: expired? (ngx_ioa_retention.c) */
+    ngx_ioa_gone_t           *gone;
+    ngx_ioa_gone_t          **gone_tail;
+    ngx_uint_t                ngone;
+    void                     *gone_req;
 };
 
 
 typedef struct {
     ngx_str_t                 comm_id;
     ngx_ioa_sid_t             sid;
+    ngx_uint_t                linked;        /* the room load found it */
 } ngx_ioa_resume_t;
 
 
@@ -552,7 +560,18 @@ void ngx_ioa_linger_note(void);
 #define NGX_IOA_LINGER_DEFAULT  0
 
 /* ngx_ioa_retention.c */
+/* the longest retention a room may ask for at /teamup without
+ * ioa_room_retention (ten years: Redis' scores and ms stay exact) */
+#define NGX_IOA_ROOM_RETENTION_MAX_S  (3650 * 86400)
+/* how long an expired room is known as one (its tombstone): a client
+ * away for longer gets unknown_room instead of room_expired */
+#define NGX_IOA_ROOM_TOMBSTONE        (7 * 86400 * 1000)
+
 void ngx_ioa_retention_tick(void);
+ngx_int_t ngx_ioa_room_gone(ngx_http_request_t *r, ngx_str_t *comm_id);
+void ngx_ioa_client_gone(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
+    ngx_uint_t member);
+void ngx_ioa_client_gone_free(ngx_ioa_client_t *cl);
 
 /* ngx_ioa_position.c */
 ngx_int_t ngx_ioa_position_id(ngx_ioa_client_t *cl, ngx_ioa_position_t **posp,

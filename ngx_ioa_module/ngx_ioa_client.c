@@ -14,7 +14,9 @@
  * Where an agent's rooms start: on the first load, at the moment it
  * connected, or where it says it stopped (resume= in the URL, a resume
  * frame, Last-Event-ID), room by room; a room found on a later load (a
- * teamup event that was missed) from its beginning.  A client connecting
+ * teamup event that was missed) from its beginning; a room it resumes
+ * and is not in is looked up as an expired room (ngx_ioa_retention.c), and
+ * if it is one the client gets room_expired.  A client connecting
  * with wait_resume=1 has its rooms loaded only after its first frame, so
  * that frame can be the resume.  Envelopes an agent sends before its rooms
  * are loaded are held, bounded like its send queue, and posted in order
@@ -212,6 +214,8 @@ ngx_ioa_client_detach(ngx_ioa_client_t *cl)
         ngx_ioa_redis_cancel(cl->rooms_req);
         cl->rooms_req = NULL;
     }
+
+    ngx_ioa_client_gone_free(cl);
 
     if (cl->posts.next) {
         while (!ngx_queue_empty(&cl->posts)) {
@@ -468,6 +472,7 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
                                        comm_id.len) == 0)
                     {
                         after = &res[j].sid;
+                        res[j].linked = 1;
                         break;
                     }
                 }
@@ -494,6 +499,19 @@ ngx_ioa_client_rooms_reply(redisReply *reply, void *data)
 
     if (first && cl->transport->positioned) {
         cl->transport->positioned(cl);
+    }
+
+    /* a room the client resumes that it is not in: if it expired, it is
+     * told so (a room that never was stays unmentioned, as before) */
+
+    if (first && cl->resume) {
+        res = cl->resume->elts;
+
+        for (j = 0; j < cl->resume->nelts; j++) {
+            if (!res[j].linked) {
+                ngx_ioa_client_gone(cl, &res[j].comm_id, 0);
+            }
+        }
     }
 
     if (first) {
@@ -804,6 +822,7 @@ ngx_ioa_client_control(ngx_ioa_client_t *cl, ngx_ioa_envelope_t *env,
 
             res->comm_id.len = comm_id.len;
             res->sid = sid;
+            res->linked = 0;
             continue;
         }
 
@@ -822,10 +841,8 @@ ngx_ioa_client_control(ngx_ioa_client_t *cl, ngx_ioa_envelope_t *env,
         }
 
         if (q == ngx_queue_sentinel(&cl->links)) {
-            ngx_ioa_error_set(&err, "not_member", "rooms",
-                              "\"%V\" is not a member of room \"%V\"",
-                              &cl->name, &comm_id);
-            ngx_ioa_client_error(cl, &err, &comm_id);
+            /* room_expired if it expired, else not_member */
+            ngx_ioa_client_gone(cl, &comm_id, 1);
             continue;
         }
 
@@ -902,6 +919,7 @@ ngx_ioa_client_parse_resume(ngx_ioa_client_t *cl, ngx_str_t *vec,
             return NGX_ERROR;
         }
 
+        res->linked = 0;
         res->comm_id.len = colon - item;
         res->comm_id.data = ngx_pnalloc(cl->pool, res->comm_id.len);
         if (res->comm_id.data == NULL) {

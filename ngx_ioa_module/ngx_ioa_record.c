@@ -554,10 +554,11 @@ ngx_ioa_record_checked(ngx_http_request_t *r, redisReply *reply)
 
     if (reply->element[0]->str[0] != '1') {
         if (!rec->all) {
-            ngx_ioa_error_set(&err, "unknown_room", "comm_id",
-                              "there is no room \"%V\"", id);
-            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
-                                                 &err));
+            /* unknown_room, or room_expired (ngx_ioa_retention.c) */
+            if (ngx_ioa_room_gone(r, id) != NGX_OK) {
+                ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+            }
+
             return;
         }
 

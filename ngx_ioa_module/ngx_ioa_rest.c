@@ -46,6 +46,7 @@ typedef struct {
     ngx_uint_t                has_team_name;
     ngx_str_t                 creator;
     ngx_array_t               members;     /* of ngx_str_t */
+    ngx_msec_t                retention;   /* its own, 0: none */
 } ngx_ioa_teamup_t;
 
 
@@ -62,6 +63,8 @@ static void ngx_ioa_teamup_room_done(ngx_http_request_t *r,
     redisReply *reply);
 static void ngx_ioa_teamup_published(ngx_http_request_t *r,
     redisReply *reply);
+static ngx_int_t ngx_ioa_teamup_retention(ngx_ioa_teamup_t *t, yajl_val v,
+    ngx_ioa_error_t *err);
 static ngx_int_t ngx_ioa_teamup_event(ngx_http_request_t *r,
     ngx_ioa_teamup_t *t, ngx_uint_t event, ngx_str_t *out);
 
@@ -700,7 +703,8 @@ ngx_ioa_health_done(ngx_http_request_t *r, redisReply *reply)
 
 
 /*
- * POST /teamup {"sender":..,"agent_names":[..],"team_name":..}
+ * POST /teamup {"sender":..,"agent_names":[..],"team_name":..}, and ours:
+ * "retention_s" (the room's own retention, see ngx_ioa_retention.c)
  *
  * Three steps: record the room in every member's room set (refused as a
  * whole if any name is unknown: IoA drops unknown names silently, which
@@ -785,6 +789,13 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
         }
 
         t->has_team_name = 1;
+    }
+
+    if (ngx_ioa_teamup_retention(t, ngx_ioa_json_get(doc, "retention_s"),
+                                 &err)
+        != NGX_OK)
+    {
+        goto invalid;
     }
 
     /* members: agent_names then the sender, without duplicates, in IoA's
@@ -913,6 +924,49 @@ invalid:
 }
 
 
+/*
+ * "retention_s": how long the room is kept after its last envelope, in
+ * seconds.  A room may ask for less than ioa_room_retention, never for
+ * more: the operator's limit bounds what Redis holds, so a longer one is
+ * refused (naming the limit) rather than cut silently, which would leave
+ * the caller believing in a retention it does not have.
+ */
+
+static ngx_int_t
+ngx_ioa_teamup_retention(ngx_ioa_teamup_t *t, yajl_val v,
+    ngx_ioa_error_t *err)
+{
+    int64_t               s;
+    ngx_msec_t            max;
+    ngx_ioa_main_conf_t  *mcf;
+
+    if (v == NULL || YAJL_IS_NULL(v)) {
+        return NGX_OK;
+    }
+
+    mcf = ngx_ioa_main_conf();
+
+    max = mcf->room_retention ? mcf->room_retention / 1000
+                              : NGX_IOA_ROOM_RETENTION_MAX_S;
+
+    s = YAJL_IS_INTEGER(v) ? YAJL_GET_INTEGER(v) : 0;
+
+    if (s < 1 || (uint64_t) s > max) {
+        ngx_ioa_error_set(err, "invalid_request", "retention_s",
+                          "\"retention_s\" must be an integer from 1 to %M "
+                          "(seconds)%s, or null", max,
+                          mcf->room_retention ? ": ioa_room_retention allows "
+                                                "no more"
+                                              : "");
+        return NGX_ERROR;
+    }
+
+    t->retention = (ngx_msec_t) s * 1000;
+
+    return NGX_OK;
+}
+
+
 static void
 ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
 {
@@ -924,7 +978,7 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
     ngx_ioa_rest_ctx_t   *ctx;
     const char          **argv;
     size_t               *argvlen;
-    u_char                now[NGX_INT64_LEN];
+    u_char                now[NGX_INT64_LEN], keep[NGX_INT64_LEN];
     ngx_ioa_main_conf_t  *mcf;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
@@ -963,8 +1017,8 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
 
     n = t->members.nelts;
 
-    argv = ngx_palloc(r->pool, (n + 6) * sizeof(char *));
-    argvlen = ngx_palloc(r->pool, (n + 6) * sizeof(size_t));
+    argv = ngx_palloc(r->pool, (n + 7) * sizeof(char *));
+    argvlen = ngx_palloc(r->pool, (n + 7) * sizeof(size_t));
 
     meta.len = mcf->redis_prefix.len + sizeof("{room:}:members") - 1
                + t->comm_id.len;
@@ -995,6 +1049,9 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
     argvlen[4] = t->creator.len;
     argv[5] = (const char *) now;
     argvlen[5] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[6] = (const char *) keep;
+    argvlen[6] = t->retention ? ngx_sprintf(keep, "%M", t->retention) - keep
+                              : 0;
 
     if (argv[3] == NULL) {
         argv[3] = "";
@@ -1003,12 +1060,12 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
     m = t->members.elts;
 
     for (i = 0; i < n; i++) {
-        argv[i + 6] = (const char *) m[i].data;
-        argvlen[i + 6] = m[i].len;
+        argv[i + 7] = (const char *) m[i].data;
+        argvlen[i + 7] = m[i].len;
     }
 
     if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_CREATE,
-                            ngx_ioa_teamup_room_done, 2, n + 6, argv, argvlen)
+                            ngx_ioa_teamup_room_done, 2, n + 7, argv, argvlen)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -1019,7 +1076,8 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
 {
-    u_char                now[NGX_INT64_LEN];
+    u_char                now[NGX_INT64_LEN], due[NGX_INT64_LEN];
+    int64_t               ms;
     ngx_str_t             code, text, event, index;
     const char           *argv[4];
     size_t                argvlen[4];
@@ -1036,8 +1094,10 @@ ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    /* the room index, for /fetch_chat_record without a comm_id; not
-     * waited for, the event below is on the same connection after it */
+    /* the room index, for /fetch_chat_record without a comm_id and the
+     * retention sweep, and for a room with a retention of its own the due
+     * index (ngx_ioa_retention.c); not waited for, the event below is on
+     * the same connection after them */
 
     index.data = ngx_pnalloc(r->pool, mcf->reg_base.len + sizeof("roomlist"));
     if (index.data == NULL) {
@@ -1048,16 +1108,29 @@ ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
     index.len = ngx_sprintf(index.data, "%Vroomlist", &mcf->reg_base)
                 - index.data;
 
+    ms = ngx_ioa_now_ms();
+
     argv[0] = "ZADD";
     argvlen[0] = 4;
     argv[1] = (const char *) index.data;
     argvlen[1] = index.len;
     argv[2] = (const char *) now;
-    argvlen[2] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argvlen[2] = ngx_sprintf(now, "%L", ms) - now;
     argv[3] = (const char *) t->comm_id.data;
     argvlen[3] = t->comm_id.len;
 
     (void) ngx_ioa_redis_command(NULL, NULL, 4, argv, argvlen);
+
+    if (t->retention) {
+        index.len = ngx_sprintf(index.data, "%Vroomdue", &mcf->reg_base)
+                    - index.data;
+        argvlen[1] = index.len;
+        argv[2] = (const char *) due;
+        argvlen[2] = ngx_sprintf(due, "%L", ms + (int64_t) t->retention)
+                     - due;
+
+        (void) ngx_ioa_redis_command(NULL, NULL, 4, argv, argvlen);
+    }
 
     if (ngx_ioa_teamup_event(r, t, 1, &event) != NGX_OK) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
@@ -1110,9 +1183,12 @@ static ngx_int_t
 ngx_ioa_teamup_event(ngx_http_request_t *r, ngx_ioa_teamup_t *t,
     ngx_uint_t event, ngx_str_t *out)
 {
-    ngx_uint_t       i;
-    ngx_str_t       *m;
-    ngx_ioa_jbuf_t   b;
+    ngx_uint_t            i;
+    ngx_str_t            *m;
+    ngx_ioa_jbuf_t        b;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
 
     if (ngx_ioa_jbuf_init(&b, r->pool, 256) != NGX_OK) {
         return NGX_ERROR;
@@ -1144,6 +1220,14 @@ ngx_ioa_teamup_event(ngx_http_request_t *r, ngx_ioa_teamup_t *t,
     if (event) {
         ngx_ioa_jbuf_literal(&b, ",\"sender\":");
         ngx_ioa_jbuf_str(&b, &t->creator);
+
+    } else if (t->retention || mcf->room_retention) {
+        /* ours, where a retention applies: the room's own, or else the
+         * deployment's (IoA's three fields alone where none does) */
+        ngx_ioa_jbuf_literal(&b, ",\"retention_s\":");
+        ngx_ioa_jbuf_int(&b, (int64_t) (t->retention ? t->retention
+                                                    : mcf->room_retention)
+                             / 1000);
     }
 
     ngx_ioa_jbuf_byte(&b, '}');

@@ -2,29 +2,46 @@
 /*
  * Copyright (C) ioa authors
  *
- * Retention: a room whose last envelope is older than ioa_room_retention
- * is removed, its log, members, floor and chain with it, and so are its
- * entries in the members' room sets and in the room index; an agent not
+ * Retention: a room whose last envelope is older than its retention is
+ * removed, its log, members, floor and chain with it, and so are its
+ * entries in the members' room sets and in the room indexes; an agent not
  * seen (registered, connected) for ioa_agent_retention leaves the registry
  * (agent_forget.lua says what goes).  Without them Redis grows by every
  * envelope ever posted and every agent that ever registered.
  *
+ * A room's retention is ioa_room_retention, or its own, asked for at
+ * /teamup ("retention_s", kept in its meta as retention_ms), whichever is
+ * shorter: a room may ask for less than the operator allows, never for
+ * more.  Two indexes, both in the {reg} slot, find the rooms that may be
+ * due without reading every room:
+ *
+ *   <reg>roomlist  every room, scored by its last activity (teamup, then
+ *                  the sweep's "live" answers): due at now - retention;
+ *   <reg>roomdue   the rooms with a retention of their own, scored by
+ *                  when they are due (last activity + their retention),
+ *                  so a room of 1 s is found without listing every room
+ *                  older than 1 s.
+ *
  * One nginx worker of the whole deployment sweeps at a time.  At every
  * tick of the room code (NGX_IOA_TICK) a worker that is not sweeping asks
- * for the lease, SET <reg>sweep <holder> NX PX <tick>; the one that gets it
- * sweeps, one step at a time:
+ * for the lease, SET <reg>sweep <holder> NX PX <tick>, also with both
+ * retentions off, since a room may have one of its own; the one that gets
+ * it sweeps, one step at a time:
  *
- *   LIST     ZRANGEBYSCORE <reg>roomlist -inf <now - retention>
- *            LIMIT 0 NGX_IOA_SWEEP_BATCH: the rooms that may be due
+ *   LIST     ZRANGEBYSCORE <reg>roomlist -inf <now - ioa_room_retention>
+ *            (with ioa_room_retention only), then <reg>roomdue -inf <now>,
+ *            LIMIT 0 NGX_IOA_SWEEP_BATCH each: the rooms that may be due
  *   EXPIRE   room_expire.lua on each room's own keys (its slot on a
- *            Cluster), which answers from the room's log:
- *              "live" <last>   the room spoke since: ZADD XX <last> moves
- *                              it in the index, so it is looked at again
- *                              only a retention after its last envelope;
- *              "expired" m...  its keys are gone;
+ *            Cluster), which answers from the room's log and meta:
+ *              "live" <last> [<due>]  the room spoke since: ZADD XX
+ *                              moves it in roomlist (<last>) and roomdue
+ *                              (<due>), so it is looked at again only a
+ *                              retention after its last envelope;
+ *              "expired" m...  its keys are gone, a tombstone
+ *                              says when (for NGX_IOA_ROOM_TOMBSTONE);
  *              "gone"          nothing left of it;
  *   FORGET   room_forget.lua for "expired" and "gone": out of each
- *            member's room set and out of the index (the {reg} slot).
+ *            member's room set and out of both indexes (the {reg} slot).
  *
  * Agents go the same way, after the rooms, from <reg>seen (name -> when
  * last seen): LIST the names due, then agent_forget.lua for each, which
@@ -32,26 +49,38 @@
  * <reg>seen), and removes the others; all of it in the {reg} slot.
  *
  * A full batch is followed by the next one at once, up to
- * NGX_IOA_SWEEP_BATCHES a tick for each kind; then the next tick, with a
- * new lease, goes on.  So a sweep costs Redis a few small commands per room, one at a time,
- * and UNLINK frees long logs in the background: Redis is never held long.
- * The index's score starts as the room's creation (teamup), which is also
- * the right first guess of when it may be due.
+ * NGX_IOA_SWEEP_BATCHES a tick for each index; then the next tick, with a
+ * new lease, goes on.  So a sweep costs Redis a few small commands per
+ * room, one at a time, and UNLINK frees long logs in the background: Redis
+ * is never held long.  A deployment without any retention pays a SET NX
+ * per nginx worker and tick, and one ZRANGEBYSCORE of an empty roomdue per
+ * tick.  The indexes' scores start at the room's creation (teamup), which
+ * is also the right first guess of when it may be due.
  *
  * Every step can be repeated: a reply lost with its connection leaves the
- * room in the index, and a later sweep finds it again.  The age is measured
- * against this host's clock, the log's ids against Redis': a skew of
- * seconds matters nothing to retentions of hours or days.
+ * room in the indexes, and a later sweep finds it again.  The age is
+ * measured against this host's clock, the log's ids against Redis': a skew
+ * of seconds matters nothing to retentions of hours or days, and makes a
+ * retention of seconds (tests) a second or so longer or shorter.
+ *
+ * An expired room leaves a tombstone, {room:<id>}:expired (the ms it
+ * expired at), for NGX_IOA_ROOM_TOMBSTONE: a client that resumes into it
+ * (resume=, a resume frame, Last-Event-ID), reads its events or its
+ * record is told room_expired, naming it and when, instead of a silence
+ * or the unknown_room of a room that never was.  The tombstone is read
+ * only where a room was found missing; a post, whose script would have to
+ * name it as one more key on every post, still gets unknown_room.
  *
  * Clients still connected to a room that expires keep their link to it;
  * what they post then is refused with unknown_room, as in a room that
- * never existed.
+ * never existed, and a resume frame for it delivers nothing.
  */
 
 
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_event.h>
+#include <ngx_http.h>
 
 #include "ngx_ioa.h"
 
@@ -63,19 +92,38 @@
 
 #define NGX_IOA_SWEEP_KEY_MAX   320
 
+/* rooms a client named that wait to be looked up as expired */
+#define NGX_IOA_GONE_MAX        256
+
+
+typedef enum {
+    NGX_IOA_SWEEP_ROOMS = 0,        /* <reg>roomlist: ioa_room_retention */
+    NGX_IOA_SWEEP_DUE,              /* <reg>roomdue: their own retention */
+    NGX_IOA_SWEEP_AGENTS            /* <reg>seen: ioa_agent_retention */
+} ngx_ioa_sweep_phase_e;
+
 
 typedef struct {
-    ngx_uint_t          busy;       /* a step is in flight */
-    ngx_uint_t          agents;     /* 0: rooms are swept, 1: agents */
-    ngx_uint_t          batches;    /* LISTs made this tick */
-    ngx_str_t          *ids;        /* the current LIST's rooms */
-    ngx_uint_t          nids;
-    ngx_uint_t          next;       /* the room being swept */
-    ngx_uint_t          full;       /* the LIST filled its batch */
+    ngx_uint_t             busy;    /* a step is in flight */
+    ngx_ioa_sweep_phase_e  phase;
+    ngx_uint_t             batches; /* LISTs made this phase */
+    ngx_str_t             *ids;     /* the current LIST's rooms */
+    ngx_uint_t             nids;
+    ngx_uint_t             next;    /* the room being swept */
+    ngx_uint_t             full;    /* the LIST filled its batch */
 } ngx_ioa_sweep_t;
 
 
+struct ngx_ioa_gone_s {
+    ngx_ioa_gone_t        *next;
+    ngx_uint_t             member;  /* not_member unless it expired */
+    ngx_str_t              comm_id;
+    u_char                 data[1];
+};
+
+
 static void ngx_ioa_sweep_leased(redisReply *reply, void *data);
+static void ngx_ioa_sweep_phase(ngx_ioa_sweep_phase_e phase);
 static void ngx_ioa_sweep_list(void);
 static void ngx_ioa_sweep_listed(redisReply *reply, void *data);
 static void ngx_ioa_sweep_next(void);
@@ -84,12 +132,25 @@ static void ngx_ioa_sweep_forgotten(redisReply *reply, void *data);
 static void ngx_ioa_sweep_agent(ngx_str_t *name);
 static void ngx_ioa_sweep_agent_done(redisReply *reply, void *data);
 static void ngx_ioa_sweep_done(void);
+static ngx_int_t ngx_ioa_gone_key(ngx_pool_t *pool, ngx_str_t *comm_id,
+    ngx_str_t *key);
+static ngx_int_t ngx_ioa_gone_error(redisReply *reply, ngx_str_t *comm_id,
+    const char *field, ngx_ioa_error_t *err);
+static void ngx_ioa_room_gone_reply(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_client_gone_ask(ngx_ioa_client_t *cl);
+static void ngx_ioa_client_gone_reply(redisReply *reply, void *data);
 
 
 static ngx_ioa_sweep_t  ngx_ioa_sweep;
 
 
-/* the room code's tick: take the lease and sweep, if retention is on */
+/*
+ * The room code's tick: take the lease and sweep.  Also with both
+ * retentions off, since a room may have one of its own (a SET NX per
+ * worker and tick, and one ZRANGEBYSCORE of the due index per tick in the
+ * deployment).
+ */
 
 void
 ngx_ioa_retention_tick(void)
@@ -102,9 +163,7 @@ ngx_ioa_retention_tick(void)
 
     mcf = ngx_ioa_main_conf();
 
-    if ((mcf->room_retention == 0 && mcf->agent_retention == 0)
-        || ngx_ioa_sweep.busy || !ngx_ioa_redis_ready())
-    {
+    if (ngx_ioa_sweep.busy || !ngx_ioa_redis_ready()) {
         return;
     }
 
@@ -143,8 +202,16 @@ ngx_ioa_sweep_leased(redisReply *reply, void *data)
         return;
     }
 
+    ngx_ioa_sweep_phase(ngx_ioa_main_conf()->room_retention
+                        ? NGX_IOA_SWEEP_ROOMS : NGX_IOA_SWEEP_DUE);
+}
+
+
+static void
+ngx_ioa_sweep_phase(ngx_ioa_sweep_phase_e phase)
+{
+    ngx_ioa_sweep.phase = phase;
     ngx_ioa_sweep.batches = 0;
-    ngx_ioa_sweep.agents = (ngx_ioa_main_conf()->room_retention == 0);
     ngx_ioa_sweep_list();
 }
 
@@ -154,26 +221,43 @@ ngx_ioa_sweep_list(void)
 {
     u_char                key[NGX_IOA_SWEEP_KEY_MAX], max[NGX_INT64_LEN];
     size_t                argvlen[7];
-    const char           *argv[7];
+    int64_t               age;
+    const char           *argv[7], *index;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
+
+    /* roomdue is scored by when each room is due, the others by when it
+     * was last active */
+
+    switch (ngx_ioa_sweep.phase) {
+
+    case NGX_IOA_SWEEP_ROOMS:
+        index = "roomlist";
+        age = mcf->room_retention;
+        break;
+
+    case NGX_IOA_SWEEP_DUE:
+        index = "roomdue";
+        age = 0;
+        break;
+
+    default: /* NGX_IOA_SWEEP_AGENTS */
+        index = "seen";
+        age = mcf->agent_retention;
+        break;
+    }
 
     argv[0] = "ZRANGEBYSCORE";
     argvlen[0] = sizeof("ZRANGEBYSCORE") - 1;
     argv[1] = (const char *) key;
     argvlen[1] = ngx_snprintf(key, sizeof(key), "%V%s", &mcf->reg_base,
-                              ngx_ioa_sweep.agents ? "seen" : "roomlist")
+                              index)
                  - key;
     argv[2] = "-inf";
     argvlen[2] = 4;
     argv[3] = (const char *) max;
-    argvlen[3] = ngx_sprintf(max, "%L",
-                             ngx_ioa_now_ms()
-                             - (int64_t) (ngx_ioa_sweep.agents
-                                          ? mcf->agent_retention
-                                          : mcf->room_retention))
-                 - max;
+    argvlen[3] = ngx_sprintf(max, "%L", ngx_ioa_now_ms() - age) - max;
     argv[4] = "LIMIT";
     argvlen[4] = 5;
     argv[5] = "0";
@@ -234,8 +318,8 @@ ngx_ioa_sweep_listed(redisReply *reply, void *data)
         e = reply->element[i];
 
         if (e->type != REDIS_REPLY_STRING || e->len == 0
-            || e->len > (ngx_ioa_sweep.agents ? NGX_IOA_NAME_MAX_BYTES
-                                              : NGX_IOA_COMM_ID_MAX))
+            || e->len > (ngx_ioa_sweep.phase == NGX_IOA_SWEEP_AGENTS
+                         ? NGX_IOA_NAME_MAX_BYTES : NGX_IOA_COMM_ID_MAX))
         {
             continue;
         }
@@ -259,15 +343,16 @@ ngx_ioa_sweep_listed(redisReply *reply, void *data)
 static void
 ngx_ioa_sweep_next(void)
 {
-    u_char               *p, keys[5][NGX_IOA_SWEEP_KEY_MAX];
+    u_char               *p, keys[6][NGX_IOA_SWEEP_KEY_MAX];
     u_char                now[NGX_INT64_LEN], keep[NGX_INT64_LEN];
-    size_t                argvlen[7];
+    u_char                tomb[NGX_INT64_LEN];
+    size_t                argvlen[9];
     ngx_str_t            *id;
     ngx_uint_t            i;
-    const char           *argv[7];
+    const char           *argv[9];
     ngx_ioa_main_conf_t  *mcf;
     static const char    *names[] = { "meta", "members", "log", "floor",
-                                      "chain" };
+                                      "chain", "expired" };
 
     mcf = ngx_ioa_main_conf();
 
@@ -278,25 +363,27 @@ ngx_ioa_sweep_next(void)
 
     id = &ngx_ioa_sweep.ids[ngx_ioa_sweep.next];
 
-    if (ngx_ioa_sweep.agents) {
+    if (ngx_ioa_sweep.phase == NGX_IOA_SWEEP_AGENTS) {
         ngx_ioa_sweep_agent(id);
         return;
     }
 
-    for (i = 0; i < 5; i++) {
+    for (i = 0; i < 6; i++) {
         p = ngx_snprintf(keys[i], NGX_IOA_SWEEP_KEY_MAX, "%V{room:%V}:%s",
                          &mcf->redis_prefix, id, names[i]);
         argv[i] = (const char *) keys[i];
         argvlen[i] = p - keys[i];
     }
 
-    argv[5] = (const char *) now;
-    argvlen[5] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[6] = (const char *) keep;
-    argvlen[6] = ngx_sprintf(keep, "%M", mcf->room_retention) - keep;
+    argv[6] = (const char *) now;
+    argvlen[6] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[7] = (const char *) keep;
+    argvlen[7] = ngx_sprintf(keep, "%M", mcf->room_retention) - keep;
+    argv[8] = (const char *) tomb;
+    argvlen[8] = ngx_sprintf(tomb, "%d", NGX_IOA_ROOM_TOMBSTONE) - tomb;
 
     if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_ROOM_EXPIRE,
-                             ngx_ioa_sweep_expired, NULL, 5, 7, argv, argvlen)
+                             ngx_ioa_sweep_expired, NULL, 6, 9, argv, argvlen)
         == NULL)
     {
         ngx_ioa_sweep_done();
@@ -308,6 +395,7 @@ static void
 ngx_ioa_sweep_expired(redisReply *reply, void *data)
 {
     u_char                key[NGX_IOA_SWEEP_KEY_MAX];
+    u_char                due[NGX_IOA_SWEEP_KEY_MAX];
     size_t               *argvlen, n, zlen[5];
     ngx_str_t            *id;
     ngx_uint_t            i;
@@ -331,20 +419,27 @@ ngx_ioa_sweep_expired(redisReply *reply, void *data)
 
     if (e->len == 4 && ngx_strncmp(e->str, "live", 4) == 0) {
 
-        /* seen again a retention after its last envelope */
+        /* seen again a retention after its last envelope: in roomlist
+         * scored by that envelope, in roomdue (a room with its own) by
+         * when it is due then; XX, so a room forgotten meanwhile is not
+         * put back */
 
-        if (reply->elements == 2
-            && reply->element[1]->type == REDIS_REPLY_STRING)
-        {
+        for (i = 1; i < reply->elements && i < 3; i++) {
+            if (reply->element[i]->type != REDIS_REPLY_STRING) {
+                break;
+            }
+
             zadd[0] = "ZADD";
             zlen[0] = 4;
             zadd[1] = (const char *) key;
-            zlen[1] = ngx_snprintf(key, sizeof(key), "%Vroomlist",
-                                   &mcf->reg_base) - key;
+            zlen[1] = ngx_snprintf(key, sizeof(key), "%V%s",
+                                   &mcf->reg_base,
+                                   i == 1 ? "roomlist" : "roomdue")
+                      - key;
             zadd[2] = "XX";
             zlen[2] = 2;
-            zadd[3] = reply->element[1]->str;
-            zlen[3] = reply->element[1]->len;
+            zadd[3] = reply->element[i]->str;
+            zlen[3] = reply->element[i]->len;
             zadd[4] = (const char *) id->data;
             zlen[4] = id->len;
 
@@ -358,7 +453,7 @@ ngx_ioa_sweep_expired(redisReply *reply, void *data)
 
     /* "expired" with its members, or "gone": out of the registry */
 
-    n = 3 + reply->elements - 1;
+    n = 4 + reply->elements - 1;
 
     argv = ngx_alloc(n * sizeof(char *), ngx_cycle->log);
     argvlen = ngx_alloc(n * sizeof(size_t), ngx_cycle->log);
@@ -373,19 +468,22 @@ ngx_ioa_sweep_expired(redisReply *reply, void *data)
     argv[0] = (const char *) key;
     argvlen[0] = ngx_snprintf(key, sizeof(key), "%Vroomlist", &mcf->reg_base)
                  - key;
-    argv[1] = (const char *) mcf->reg_base.data;
-    argvlen[1] = mcf->reg_base.len;
-    argv[2] = (const char *) id->data;
-    argvlen[2] = id->len;
+    argv[1] = (const char *) due;
+    argvlen[1] = ngx_snprintf(due, sizeof(due), "%Vroomdue", &mcf->reg_base)
+                 - due;
+    argv[2] = (const char *) mcf->reg_base.data;
+    argvlen[2] = mcf->reg_base.len;
+    argv[3] = (const char *) id->data;
+    argvlen[3] = id->len;
 
     for (i = 1; i < reply->elements; i++) {
         e = reply->element[i];
-        argv[2 + i] = e->type == REDIS_REPLY_STRING ? e->str : "";
-        argvlen[2 + i] = e->type == REDIS_REPLY_STRING ? e->len : 0;
+        argv[3 + i] = e->type == REDIS_REPLY_STRING ? e->str : "";
+        argvlen[3 + i] = e->type == REDIS_REPLY_STRING ? e->len : 0;
     }
 
     if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_ROOM_FORGET,
-                             ngx_ioa_sweep_forgotten, NULL, 1, (int) n, argv,
+                             ngx_ioa_sweep_forgotten, NULL, 2, (int) n, argv,
                              argvlen)
         == NULL)
     {
@@ -498,14 +596,262 @@ ngx_ioa_sweep_done(void)
         return;
     }
 
-    /* the rooms are done for this tick: the agents' turn */
+    /* this kind is done for this tick: the next one's turn */
 
-    if (!ngx_ioa_sweep.agents && ngx_ioa_main_conf()->agent_retention) {
-        ngx_ioa_sweep.agents = 1;
-        ngx_ioa_sweep.batches = 0;
-        ngx_ioa_sweep_list();
+    if (ngx_ioa_sweep.phase == NGX_IOA_SWEEP_ROOMS) {
+        ngx_ioa_sweep_phase(NGX_IOA_SWEEP_DUE);
+        return;
+    }
+
+    if (ngx_ioa_sweep.phase == NGX_IOA_SWEEP_DUE
+        && ngx_ioa_main_conf()->agent_retention)
+    {
+        ngx_ioa_sweep_phase(NGX_IOA_SWEEP_AGENTS);
         return;
     }
 
     ngx_ioa_sweep.busy = 0;
+}
+
+
+/*
+ * What an expired room leaves: its tombstone, <prefix>{room:<id>}:expired,
+ * the ms it expired at, for NGX_IOA_ROOM_TOMBSTONE.  It is read only where
+ * a room was found missing, never on the way of a post.
+ */
+
+static ngx_int_t
+ngx_ioa_gone_key(ngx_pool_t *pool, ngx_str_t *comm_id, ngx_str_t *key)
+{
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    key->data = ngx_pnalloc(pool, mcf->redis_prefix.len + comm_id->len
+                                  + sizeof("{room:}:expired") - 1);
+    if (key->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    key->len = ngx_sprintf(key->data, "%V{room:%V}:expired",
+                           &mcf->redis_prefix, comm_id)
+               - key->data;
+
+    return NGX_OK;
+}
+
+
+/* room_expired from a tombstone's GET; NGX_DECLINED: there is none */
+
+static ngx_int_t
+ngx_ioa_gone_error(redisReply *reply, ngx_str_t *comm_id, const char *field,
+    ngx_ioa_error_t *err)
+{
+    int64_t   ms;
+    ngx_tm_t  tm;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_STRING
+        || ngx_ioa_json_int((u_char *) reply->str, reply->len, &ms) != NGX_OK
+        || ms < 0)
+    {
+        return NGX_DECLINED;
+    }
+
+    ngx_gmtime((time_t) (ms / 1000), &tm);
+
+    ngx_ioa_error_set(err, "room_expired", field,
+                      "room \"%V\" expired at %4d-%02d-%02dT%02d:%02d:%02dZ "
+                      "(%L): nothing was said in it for its retention, and "
+                      "its log and members were removed",
+                      comm_id, tm.ngx_tm_year, tm.ngx_tm_mon, tm.ngx_tm_mday,
+                      tm.ngx_tm_hour, tm.ngx_tm_min, tm.ngx_tm_sec, ms);
+
+    return NGX_OK;
+}
+
+
+/*
+ * A request found no room comm_id: 404 room_expired if it expired, else
+ * 404 unknown_room as before.  The request's REST data becomes the
+ * comm_id; the caller returns and the reply finishes the request.
+ */
+
+ngx_int_t
+ngx_ioa_room_gone(ngx_http_request_t *r, ngx_str_t *comm_id)
+{
+    size_t       argvlen[2];
+    ngx_str_t   *id, key;
+    const char  *argv[2];
+
+    id = ngx_palloc(r->pool, sizeof(ngx_str_t));
+    if (id == NULL || ngx_ioa_gone_key(r->pool, comm_id, &key) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    *id = *comm_id;
+    ngx_ioa_rest_set_data(r, id);
+
+    argv[0] = "GET";
+    argvlen[0] = 3;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+
+    return ngx_ioa_rest_command(r, ngx_ioa_room_gone_reply, 2, argv,
+                                argvlen);
+}
+
+
+static void
+ngx_ioa_room_gone_reply(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_str_t        *id;
+    ngx_ioa_error_t   err;
+
+    id = ngx_ioa_rest_get_data(r);
+
+    /* no tombstone (or Redis away now): unknown_room, as before */
+
+    if (ngx_ioa_gone_error(reply, id, "comm_id", &err) != NGX_OK) {
+        ngx_ioa_error_set(&err, "unknown_room", "comm_id",
+                          "there is no room \"%V\"", id);
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+}
+
+
+/*
+ * A client named a room it is not in (resume=, Last-Event-ID, a resume
+ * frame): an error frame room_expired if it expired; else not_member
+ * where the client was told so before (member), nothing otherwise.  One
+ * GET at a time per client, at most NGX_IOA_GONE_MAX waiting: a client
+ * that names more gets for those what it got before.
+ */
+
+void
+ngx_ioa_client_gone(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
+    ngx_uint_t member)
+{
+    ngx_ioa_gone_t   *g;
+    ngx_ioa_error_t   err;
+
+    if (cl->closed) {
+        return;
+    }
+
+    if (cl->ngone >= NGX_IOA_GONE_MAX
+        || comm_id->len == 0 || comm_id->len > NGX_IOA_COMM_ID_MAX)
+    {
+        if (member) {
+            ngx_ioa_error_set(&err, "not_member", "rooms",
+                              "\"%V\" is not a member of room \"%V\"",
+                              &cl->name, comm_id);
+            ngx_ioa_client_error(cl, &err, comm_id);
+        }
+
+        return;
+    }
+
+    g = ngx_alloc(offsetof(ngx_ioa_gone_t, data) + comm_id->len, cl->log);
+    if (g == NULL) {
+        return;
+    }
+
+    g->next = NULL;
+    g->member = member;
+    g->comm_id.data = g->data;
+    g->comm_id.len = comm_id->len;
+    ngx_memcpy(g->data, comm_id->data, comm_id->len);
+
+    if (cl->gone == NULL) {
+        cl->gone_tail = &cl->gone;
+    }
+
+    *cl->gone_tail = g;
+    cl->gone_tail = &g->next;
+    cl->ngone++;
+
+    if (cl->gone_req == NULL) {
+        ngx_ioa_client_gone_ask(cl);
+    }
+}
+
+
+static void
+ngx_ioa_client_gone_ask(ngx_ioa_client_t *cl)
+{
+    u_char       buf[NGX_IOA_SWEEP_KEY_MAX];
+    size_t       argvlen[2];
+    ngx_str_t    key;
+    const char  *argv[2];
+
+    key.data = buf;
+    key.len = ngx_snprintf(buf, sizeof(buf), "%V{room:%V}:expired",
+                           &ngx_ioa_main_conf()->redis_prefix,
+                           &cl->gone->comm_id)
+              - buf;
+
+    argv[0] = "GET";
+    argvlen[0] = 3;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+
+    cl->gone_req = ngx_ioa_redis_command(ngx_ioa_client_gone_reply, cl, 2,
+                                         argv, argvlen);
+
+    if (cl->gone_req == NULL) {
+        ngx_ioa_client_gone_free(cl);       /* Redis away: not told */
+    }
+}
+
+
+static void
+ngx_ioa_client_gone_reply(redisReply *reply, void *data)
+{
+    ngx_ioa_client_t *cl = data;
+
+    ngx_ioa_gone_t   *g;
+    ngx_ioa_error_t   err;
+
+    cl->gone_req = NULL;
+
+    g = cl->gone;
+    cl->gone = g->next;
+    cl->ngone--;
+
+    if (ngx_ioa_gone_error(reply, &g->comm_id, "comm_id", &err) == NGX_OK) {
+        ngx_ioa_client_error(cl, &err, &g->comm_id);
+
+    } else if (g->member) {
+        ngx_ioa_error_set(&err, "not_member", "rooms",
+                          "\"%V\" is not a member of room \"%V\"",
+                          &cl->name, &g->comm_id);
+        ngx_ioa_client_error(cl, &err, &g->comm_id);
+    }
+
+    ngx_free(g);
+
+    if (cl->gone && !cl->closed) {
+        ngx_ioa_client_gone_ask(cl);
+    }
+}
+
+
+void
+ngx_ioa_client_gone_free(ngx_ioa_client_t *cl)
+{
+    ngx_ioa_gone_t  *g;
+
+    if (cl->gone_req) {
+        ngx_ioa_redis_cancel(cl->gone_req);
+        cl->gone_req = NULL;
+    }
+
+    while (cl->gone) {
+        g = cl->gone;
+        cl->gone = g->next;
+        ngx_free(g);
+    }
+
+    cl->ngone = 0;
 }

@@ -21,7 +21,9 @@
  * caller with the scope (a room exists while it has members, see
  * room_create.lua), SISMEMBER for one without it, whose 0 answers 403
  * whether or not the room exists, so a caller without the scope learns
- * nothing about rooms it is not in (as /fetch_chat_record).  A goal's feed
+ * nothing about rooms it is not in (as /fetch_chat_record).  A missing room
+ * is 404 room_expired if its tombstone says it expired (ngx_ioa_retention.c),
+ * else unknown_room.  A goal's feed
  * ("goal-<id>") has no members set: it is not a room here, and its own
  * endpoint applies its owner rule.
  *
@@ -176,10 +178,11 @@ ngx_ioa_room_api_allowed(ngx_http_request_t *r, redisReply *reply)
 
     if (reply->integer == 0) {
         if (ra->scoped) {
-            ngx_ioa_error_set(&err, "unknown_room", "comm_id",
-                              "there is no room \"%V\"", &ra->comm_id);
-            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
-                                                 &err));
+            /* unknown_room, or room_expired (ngx_ioa_retention.c) */
+            if (ngx_ioa_room_gone(r, &ra->comm_id) != NGX_OK) {
+                ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+            }
+
             return;
         }
 

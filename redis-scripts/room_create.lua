@@ -6,26 +6,36 @@
 -- ARGV[2]  team_name       "" when the team has no name
 -- ARGV[3]  creator         the agent that asked for the teamup
 -- ARGV[4]  now_ms          stored as created_at
--- ARGV[5..] members        at least one; the caller includes the creator if
+-- ARGV[5]  retention_ms    the room's own retention (/teamup "retention_s"),
+--                          stored as retention_ms; "" for none (the
+--                          deployment's ioa_room_retention applies)
+-- ARGV[6..] members        at least one; the caller includes the creator if
 --                          it is to be a member (IoA: agent_names + [sender])
 --
 -- Returns  "OK"
 -- Errors   ROOMEXISTS  the room's meta already exists (nothing changed)
---          BADARG      empty comm_id, now_ms not a number, no member
+--          BADARG      empty comm_id, now_ms not a number, retention_ms
+--                      neither "" nor a number above 0, no member
 --
 -- The members set is what post.lua checks, and its existence is what makes a
 -- room exist for post.lua, hence at least one member. The log stream is
 -- created by the first post. Why one script: meta and members appear
--- together, and the existence check cannot race a second create.
+-- together (with the room's own retention, so the sweep never sees a room
+-- without the retention it was made with), and the existence check cannot
+-- race a second create.
 
 local comm_id, team_name, creator, now_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local keep = ARGV[5]
 if comm_id == nil or comm_id == '' then
   return redis.error_reply('BADARG comm_id is empty')
 end
 if not tonumber(now_ms) then
   return redis.error_reply('BADARG now_ms is not a number')
 end
-if #ARGV < 5 then
+if keep ~= nil and keep ~= '' and not ((tonumber(keep) or 0) > 0) then
+  return redis.error_reply('BADARG retention_ms is neither "" nor above 0')
+end
+if #ARGV < 6 then
   return redis.error_reply('BADARG a room needs at least one member')
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -34,8 +44,11 @@ end
 
 redis.call('HSET', KEYS[1], 'comm_id', comm_id, 'team_name', team_name,
            'creator', creator, 'created_at', now_ms)
+if keep ~= '' then
+  redis.call('HSET', KEYS[1], 'retention_ms', keep)
+end
 -- SADD in slices: Lua's unpack() has a hard limit of a few thousand values.
-for i = 5, #ARGV, 1000 do
+for i = 6, #ARGV, 1000 do
   redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 return 'OK'

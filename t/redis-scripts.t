@@ -779,12 +779,12 @@ $r->cmd('SREM', "${RB}rooms:$_", 'c2') for qw(anna carl);
 sub room { my $id = shift; return "hub:{room:$id}:" }
 my $R1 = room('c1');
 
-is(run_script('room_create', [ "${R1}meta", "${R1}members" ], 'c1', 'Imaging', 'anna', $NOW,
+is(run_script('room_create', [ "${R1}meta", "${R1}members" ], 'c1', 'Imaging', 'anna', $NOW, '',
               qw(anna carl)), 'OK', 'room_create');
-is(err_code(run_script('room_create', [ "${R1}meta", "${R1}members" ], 'c1', 'x', 'sam', $NOW, 'sam')),
+is(err_code(run_script('room_create', [ "${R1}meta", "${R1}members" ], 'c1', 'x', 'sam', $NOW, '', 'sam')),
    'ROOMEXISTS', 'room_create twice: ROOMEXISTS');
 is_deeply([ sort @{ $r->cmd('SMEMBERS', "${R1}members") } ], [qw(anna carl)], 'second create changed nothing');
-is(err_code(run_script('room_create', [ room('c0') . 'meta', room('c0') . 'members' ], 'c0', '', 'a', $NOW)),
+is(err_code(run_script('room_create', [ room('c0') . 'meta', room('c0') . 'members' ], 'c0', '', 'a', $NOW, '')),
    'BADARG', 'room_create without members: BADARG');
 
 my $sub = Resp->connect($port);
@@ -820,7 +820,7 @@ is({ @{ $r->cmd('XRANGE', "${R1}log", $id2, $id2)->[0][1] } }->{p}, $id1,
    'the second entry\'s p is the first\'s id (a reader that finds p above its last id knows entries were trimmed)');
 
 my $R2 = room('c2');
-run_script('room_create', [ "${R2}meta", "${R2}members" ], 'c2', '', 'anna', $NOW, 'anna');
+run_script('room_create', [ "${R2}meta", "${R2}members" ], 'c2', '', 'anna', $NOW, '', 'anna');
 my $last;
 $last = post($R2, 'anna', qq({"i":$_}), 10, 'chan:c2') for 1 .. 60;
 my $len = $r->cmd('XLEN', "${R2}log");
@@ -828,7 +828,7 @@ ok($len >= 10 && $len < 20, "maxlen 10 trims the log approximately (XLEN $len)")
 is($r->cmd('XREVRANGE', "${R2}log", '+', '-', 'COUNT', 1)->[0][0], $last, 'trimming keeps the newest');
 
 my $R3 = room('c3');
-run_script('room_create', [ "${R3}meta", "${R3}members" ], 'c3', 'Paging', 'rita', $NOW + 7,
+run_script('room_create', [ "${R3}meta", "${R3}members" ], 'c3', 'Paging', 'rita', $NOW + 7, '',
            qw(rita anna carl));
 my @ids = map { post($R3, 'rita', qq({"i":$_}), '0', 'chan:c3') } 1 .. 25;
 is($r->cmd('XLEN', "${R3}log"), 25, 'maxlen 0 keeps everything');
@@ -868,7 +868,7 @@ is_deeply(record($R1, '', 1)->[5], [ $id1, $env1 ], 'start "" is the beginning t
 # --- floor control (post.lua with KEYS[3] floor, KEYS[4] meta, ARGV[5] type) ------
 
 my $RF = room('f1');
-run_script('room_create', [ "${RF}meta", "${RF}members" ], 'f1', 'Floor', 'chair', $NOW,
+run_script('room_create', [ "${RF}meta", "${RF}members" ], 'f1', 'Floor', 'chair', $NOW, '',
            qw(chair ann bob cat));
 is_deeply($sub->cmd('SUBSCRIBE', 'chan:f1'), [ 'subscribe', 'chan:f1', 2 ],
           'subscribed to the floor room channel');
@@ -1049,7 +1049,7 @@ sub chain_entries {
 
 {
     my $RC = room('ch1');
-    run_script('room_create', [ "${RC}meta", "${RC}members" ], 'ch1', '', 'ann', $NOW, 'ann');
+    run_script('room_create', [ "${RC}meta", "${RC}members" ], 'ch1', '', 'ann', $NOW, '', 'ann');
     my @id = map { post($RC, 'ann', qq({"i":$_}), '0', 'chan:ch1') } 1 .. 8;
     my @e = chain_entries($RC);
     is($e[0][1]{h}, sha1_hex(genesis('ch1') . qq(\n0-0\n{"i":1})),
@@ -1075,7 +1075,7 @@ sub chain_entries {
 
     # an unchained entry after the chain started (a hub without the chain)
     my $RD = room('ch2');
-    run_script('room_create', [ "${RD}meta", "${RD}members" ], 'ch2', '', 'ann', $NOW, 'ann');
+    run_script('room_create', [ "${RD}meta", "${RD}members" ], 'ch2', '', 'ann', $NOW, '', 'ann');
     post($RD, 'ann', '{"i":1}', '0', 'chan:ch2');
     my $bare = $r->cmd('XADD', "${RD}log", '*', 'e', '{"i":2}');
     is_deeply([ (verify_all($RD))[0 .. 2] ], [ 'broken', $bare, 'missing hash' ],
@@ -1083,7 +1083,7 @@ sub chain_entries {
 
     # a room from before the chain: unchained entries, then the chain from genesis
     my $RL = room('ch3');
-    run_script('room_create', [ "${RL}meta", "${RL}members" ], 'ch3', '', 'ann', $NOW, 'ann');
+    run_script('room_create', [ "${RL}meta", "${RL}members" ], 'ch3', '', 'ann', $NOW, '', 'ann');
     $r->cmd('XADD', "${RL}log", '*', 'e', qq({"old":$_})) for 1 .. 4;
     is_deeply([ verify_all($RL) ], [ 'ok', ($r->cmd('XREVRANGE', "${RL}log", '+', '-', 'COUNT', 1))->[0][0], '', 0, 4 ],
               'verify.lua: only pre-chain entries: ok, 4 unchained');
@@ -1203,7 +1203,7 @@ sub chain_entries {
     my $R = room('ex1');
     my @keys = map { "$R$_" } qw(meta members log floor chain);
     my $t0 = 1_700_000_000_000;
-    run_script('room_create', [ "${R}meta", "${R}members" ], 'ex1', '', 'anna', $t0, qw(anna carl));
+    run_script('room_create', [ "${R}meta", "${R}members" ], 'ex1', '', 'anna', $t0, '', qw(anna carl));
     is_deeply(run_script('room_expire', \@keys, $t0 + 500, 1000), [ 'live', $t0 ],
               'room_expire: a room without envelopes is dated by its creation');
     my ($what, @members) = @{ run_script('room_expire', \@keys, $t0 + 1000, 1000) };
@@ -1212,12 +1212,16 @@ sub chain_entries {
     is($r->cmd('EXISTS', @keys), 0, 'every key of the room is gone');
     is_deeply(run_script('room_expire', \@keys, $t0 + 9000, 1000), ['gone'], 'again: gone');
 
-    run_script('room_create', [ "${R}meta", "${R}members" ], 'ex1', '', 'anna', $t0, 'anna');
+    run_script('room_create', [ "${R}meta", "${R}members" ], 'ex1', '', 'anna', $t0, '', 'anna');
     $r->cmd('XADD', "${R}log", ($t0 + 5000) . '-0', 'e', '{}');
     is_deeply(run_script('room_expire', \@keys, $t0 + 5500, 1000), [ 'live', $t0 + 5000 ],
               'a room that spoke is dated by its last envelope');
     is(err_code(run_script('room_expire', \@keys, 'soon', 1000)), 'BADARG', 'a bad now: BADARG');
-    is(err_code(run_script('room_expire', \@keys, $t0, 0)), 'BADARG', 'a retention of 0: BADARG');
+    is(err_code(run_script('room_expire', \@keys, $t0, -1)), 'BADARG', 'a retention below 0: BADARG');
+    is_deeply(run_script('room_expire', \@keys, $t0 + 9_000_000, 0), ['live'],
+              'the deployment\'s retention off and none of its own: kept');
+    is(err_code(run_script('room_expire', [ @keys, "${R}expired" ], $t0, 1000)), 'BADARG',
+       'a tombstone without its time: BADARG');
 
     my $B = 'hub:{reg}:';
     $r->cmd('SADD', "${B}rooms:anna", 'ex1', 'other');
@@ -1230,6 +1234,47 @@ sub chain_entries {
     is(run_script('room_forget', [ "${B}roomlist" ], $B, 'ex1', 'anna', 'carl'), 0,
        'run again: nothing to do');
     is(err_code(run_script('room_forget', [ 'x' ], $B, 'ex1')), 'BADARG', 'keys not from B: BADARG');
+    is(err_code(run_script('room_forget', [ "${B}roomlist", 'x' ], $B, 'ex1')), 'BADARG',
+       'a due index not from B: BADARG');
+}
+
+# --- a room's own retention (/teamup "retention_s"), the due index, the tombstone -
+
+{
+    my $R = room('ex2');
+    my @keys = map { "$R$_" } qw(meta members log floor chain expired);
+    my $t0 = 1_700_000_000_000;
+    is(err_code(run_script('room_create', [ "${R}meta", "${R}members" ], 'ex2', '', 'anna', $t0, '0', 'anna')),
+       'BADARG', 'room_create: a retention of 0: BADARG');
+    is(err_code(run_script('room_create', [ "${R}meta", "${R}members" ], 'ex2', '', 'anna', $t0, 'soon', 'anna')),
+       'BADARG', '... or not a number: BADARG');
+    is(run_script('room_create', [ "${R}meta", "${R}members" ], 'ex2', '', 'anna', $t0, '2000', qw(anna carl)),
+       'OK', 'room_create with a retention of its own');
+    is($r->cmd('HGET', "${R}meta", 'retention_ms'), '2000', '... kept in its meta as retention_ms');
+    is_deeply(run_script('room_expire', \@keys, $t0 + 1000, 0, 86_400_000), [ 'live', $t0, $t0 + 2000 ],
+              'room_expire: its own retention applies with the deployment\'s off, and says when it is due');
+    is_deeply(run_script('room_expire', \@keys, $t0 + 1000, 1500, 86_400_000), [ 'live', $t0, $t0 + 1500 ],
+              'a shorter deployment retention wins over its own');
+    $r->cmd('XADD', "${R}log", ($t0 + 1800) . '-0', 'e', '{}');
+    is_deeply(run_script('room_expire', \@keys, $t0 + 2500, 60_000, 86_400_000),
+              [ 'live', $t0 + 1800, $t0 + 3800 ], 'a room that spoke is due its retention after its last envelope');
+    my ($what, @members) = @{ run_script('room_expire', \@keys, $t0 + 3800, 60_000, 86_400_000) };
+    is_deeply([ $what, sort @members ], [ 'expired', 'anna', 'carl' ],
+              '... and expires then, though the deployment\'s retention is longer');
+    is($r->cmd('EXISTS', @keys[0 .. 4]), 0, 'every key of the room is gone');
+    is($r->cmd('GET', "${R}expired"), $t0 + 3800, 'the tombstone says when it expired');
+    my $ttl = $r->cmd('PTTL', "${R}expired");
+    ok($ttl > 86_000_000 && $ttl <= 86_400_000, "... and expires itself ($ttl ms)");
+    is_deeply(run_script('room_expire', \@keys, $t0 + 9000, 1000, 86_400_000), ['gone'],
+              'again: gone (the tombstone is no room)');
+
+    my $B = 'hub:{reg}:';
+    $r->cmd('SADD', "${B}rooms:anna", 'ex2');
+    $r->cmd('ZADD', "${B}roomlist", $t0, 'ex2');
+    $r->cmd('ZADD', "${B}roomdue", $t0 + 2000, 'ex2');
+    is(run_script('room_forget', [ "${B}roomlist", "${B}roomdue" ], $B, 'ex2', 'anna'), 1,
+       'room_forget with the due index');
+    is($r->cmd('EXISTS', "${B}roomlist", "${B}roomdue"), 0, 'out of both indexes');
 }
 
 done_testing();

@@ -426,6 +426,7 @@ iw_reg_room(const iw_conf_t *conf, const char *comm_id,
     iw_args_add(&a, team_name ? team_name : "");
     iw_args_add(&a, conf->name);
     iw_args_addf(&a, "%lld", now);
+    iw_args_add(&a, "");                /* ioa_room_retention applies */
 
     for (i = 0; i < n; i++) {
         iw_args_add(&a, members[i]);
