@@ -9,9 +9,10 @@
  * The rates and the connection counts are kept in one shared memory zone
  * (ioa_limit_zone), so every worker of an nginx instance sees the same
  * counters: a red-black tree of entries keyed by kind and name ("a" an
- * agent's posts, "t" its teamups, "r" a room), each with a leaky bucket (the excess of requests over
- * the rate, in thousandths of a request, as nginx's limit_req keeps it) and
- * a connection count, and an LRU queue.  Idle entries (no connection, the
+ * agent's posts, "t" its teamups, "r" a room), each with a leaky bucket
+ * (the excess of requests over the rate, in thousandths of a request, as
+ * nginx's limit_req keeps it), a connection count and, with fleet scope, a
+ * lease; and an LRU queue.  Idle entries (no connection, the
  * bucket drained) are dropped as new ones come; if the zone is still full,
  * the least recently used idle entry goes.  When nothing can be dropped the
  * request is refused (fail closed), with its own error.
