@@ -394,7 +394,41 @@ GET /health_check
 
 
 
-=== TEST 8: ioa_limit_scope: a bad value fails nginx -t naming the directive
+=== TEST 8: fleet scope: ioa_limit_teamup_rate holds across instances too
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_limit_scope fleet;
+    ioa_limit_teamup_rate 1r/m burst=8;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- ioa_scenario
+    my $b = start_b($ctx, "ioa_limit_scope fleet;\nioa_limit_teamup_rate 1r/m burst=8;\n");
+    register($ctx, 'Alice', 'Bob');
+    my %made = (A => 0, B => 0);
+    for my $i (1 .. 10) {
+        for my $x ([A => $ctx->port], [B => $b->port]) {
+            my ($code) = api($ctx, POST => '/teamup',
+                             { sender => 'Alice', agent_names => ['Bob'] }, port => $x->[1]);
+            $made{ $x->[0] }++ if $code == 200;
+        }
+    }
+    my $made = $made{A} + $made{B};
+    diag "teamups: A $made{A}, B $made{B} of 10 each";
+    # per instance it would be 8 + 8; the fleet: 8, + 2 x N x slice (1)
+    ok $made >= 8 && $made <= 8 + 4, "the fleet made its burst of 8 rooms ($made), not 16";
+    ok redis_cmd('EXISTS', 'ioa:{lim:t:Alice}'), "the maker's bucket is ioa:{lim:t:<agent>}";
+    $b->stop;
+--- no_error_log
+[alert]
+fleet-wide limit's lease got no answer
+
+
+
+=== TEST 9: ioa_limit_scope: a bad value fails nginx -t naming the directive
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_scope fleet slice=0;
