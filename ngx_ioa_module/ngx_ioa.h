@@ -130,6 +130,9 @@ typedef struct {
     ngx_ioa_limit_rate_t      room_rate;      /* per room */
     ngx_ioa_limit_rate_t      teamup_rate;    /* per agent, /teamup */
     ngx_uint_t                limit_conn;     /* per agent, 0: none */
+    ngx_flag_t                limit_fleet;    /* ioa_limit_scope fleet */
+    ngx_msec_t                limit_slice;    /* fleet: a lease's worth */
+    ngx_msec_t                limit_lease;    /* fleet: a lease's life */
     ngx_uint_t                max_room_members;
     ngx_uint_t                max_agent_rooms;   /* 0: no limit */
     ngx_uint_t                max_agents;
@@ -452,6 +455,7 @@ typedef enum {
     NGX_IOA_SCRIPT_GOAL_INDEX,
     NGX_IOA_SCRIPT_GOAL_LIST,
     NGX_IOA_SCRIPT_WORKER_LIST,
+    NGX_IOA_SCRIPT_LIMIT_LEASE,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -627,6 +631,8 @@ ngx_int_t ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status,
 char *ngx_ioa_limit_rate_slot(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_ioa_limit_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf);
+char *ngx_ioa_limit_scope_slot(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 ngx_int_t ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry,
     ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id,
@@ -750,6 +756,14 @@ typedef enum {
     NGX_IOA_LIMIT_N
 } ngx_ioa_limit_e;
 
+/* what became of the fleet's leases (ioa_limit_scope fleet) */
+typedef enum {
+    NGX_IOA_LEASE_ASKED = 0,     /* limit_lease.lua sent */
+    NGX_IOA_LEASE_GRANTED,       /* it gave at least one request */
+    NGX_IOA_LEASE_REFUSED,       /* the fleet's bucket was empty */
+    NGX_IOA_LEASE_FAILED         /* no answer: the instance's own limit */
+} ngx_ioa_lease_e;
+
 /* counters with fixed labels; "+ via" and "+ limit" pick the series */
 typedef enum {
     NGX_IOA_STAT_DISCOVERY_INDEX = 0,
@@ -771,6 +785,9 @@ typedef enum {
     NGX_IOA_STAT_TOKEN_REFRESHES = NGX_IOA_STAT_TOKEN_EXPIRIES
                                    + NGX_IOA_VIA_N,
     NGX_IOA_STAT_TOKEN_REFRESHES_REFUSED,
+    /* + ngx_ioa_lease_e */
+    NGX_IOA_STAT_LEASES,
+    NGX_IOA_STAT_LIMIT_FALLBACKS = NGX_IOA_STAT_LEASES + 4,
     NGX_IOA_STAT_N
 } ngx_ioa_stat_e;
 

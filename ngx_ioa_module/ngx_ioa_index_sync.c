@@ -288,8 +288,15 @@ ngx_ioa_ixs_epoch(void)
         return;
     }
 
-    ngx_memzero(rnd, sizeof(rnd));
-    (void) getrandom(rnd, sizeof(rnd), GRND_NONBLOCK);
+    if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t) sizeof(rnd)) {
+        /* no entropy yet (early boot): an epoch only has to differ from
+         * the one before it, which this process' pid and the time do */
+        uint32_t  pid = (uint32_t) ngx_pid, ms = (uint32_t) ngx_current_msec;
+
+        ngx_memcpy(rnd, &pid, sizeof(pid));
+        ngx_memcpy(rnd + sizeof(pid), &ms, sizeof(ms));
+    }
+
     ngx_hex_dump(epoch, rnd, sizeof(rnd));
 
     argv[0] = "SET";

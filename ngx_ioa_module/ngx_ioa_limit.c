@@ -9,17 +9,67 @@
  * The rates and the connection counts are kept in one shared memory zone
  * (ioa_limit_zone), so every worker of an nginx instance sees the same
  * counters: a red-black tree of entries keyed by kind and name ("a" an
- * agent's posts, "t" its teamups, "r" a room), each with a leaky bucket (the excess of requests over
- * the rate, in thousandths of a request, as nginx's limit_req keeps it) and
- * a connection count, and an LRU queue.  Idle entries (no connection, the
+ * agent's posts, "t" its teamups, "r" a room), each with a leaky bucket
+ * (the excess of requests over the rate, in thousandths of a request, as
+ * nginx's limit_req keeps it), a connection count and, with fleet scope, a
+ * lease; and an LRU queue.  Idle entries (no connection, the
  * bucket drained) are dropped as new ones come; if the zone is still full,
  * the least recently used idle entry goes.  When nothing can be dropped the
  * request is refused (fail closed), with its own error.
  *
- * The counters are per nginx instance: N instances let an agent post N
- * times the rate, if it connects to all of them.  A limit that must hold
- * across instances belongs in Redis, at the price of a round trip per
- * envelope; this one costs a lock and a tree lookup.
+ * By default (ioa_limit_scope instance) the counters are per nginx
+ * instance: N instances let an agent post N times the rate, if it connects
+ * to all of them; a check costs a lock and a tree lookup.
+ *
+ * Fleet scope.  With ioa_limit_scope fleet, ioa_limit_rate,
+ * ioa_limit_room_rate and ioa_limit_teamup_rate hold across every instance
+ * on the same Redis.  One bucket per agent (room) lives in Redis, a token
+ * bucket refilled by Redis' clock (limit_lease.lua, key
+ * <p>{lim:<kind>:<name>}: its own hash tag, so one slot on a Cluster);
+ * asking it for every envelope would be a round trip per envelope, so an
+ * instance leases a slice of it instead, keeps what it was granted in its
+ * entry here (tokens), and spends it under the zone's lock like the local
+ * bucket.  The local bucket is still charged: one instance's traffic is
+ * part of the fleet's, so it never refuses what the fleet would allow, and
+ * it is what stands when Redis does not answer.  Per entry:
+ *
+ *   spend    tokens > 0: one is spent.  Otherwise, unless Redis said the
+ *            bucket is empty (refused, until its retry), one is spent
+ *            ahead of the lease, down to -slice, and repaid from the next
+ *            grant.  So the first post of an agent, or one made while a
+ *            lease is in flight, is neither held back nor refused: a post
+ *            is decided in the turn it arrives (no queue of posts per
+ *            agent across workers), and the debt keeps the long-run count
+ *            exact.  A slice ahead already: refused (rate_limited, retry
+ *            in a request's time) until the lease answers.
+ *   ask      when tokens fall to half the last lease and none is in
+ *            flight: size + debt, where size starts at 0 (only the debt),
+ *            doubles each time a lease is used up while it is live, up to
+ *            slice (ioa_limit_scope's slice=, the rate's worth of that
+ *            time, at least 1, at most the burst), and halves when one
+ *            lapses unspent.  An agent that posts now and then asks for
+ *            one at a time and hoards nothing; a busy one asks once per
+ *            slice.  One worker asks for the whole instance (asked).
+ *   lapse    tokens not spent within lease= (default 1 s) of their grant
+ *            are dropped, not returned: an idle instance holds no budget
+ *            for longer than that, at the price of under-using it.
+ *
+ * Bound: over any window T the fleet admits at most burst + rate x T (what
+ * Redis grants) plus, per instance, the tokens it held when the window
+ * began and its debt when it ends: at most 2 x N x slice over what one
+ * instance alone would admit, for N instances (t/175-limits-fleet.t).
+ * Since leases are whole requests and lapse, the fleet under-admits rather
+ * than over: an agent below the rate could be refused only while others'
+ * leases hold what its instance needed, at most N x slice.
+ *
+ * Redis away.  A lease not answered (no connection, an error, the command
+ * timed out) or unanswered for NGX_IOA_LIMIT_PATIENCE: the entry falls
+ * back to the instance's own bucket for NGX_IOA_LIMIT_FALLBACK, then asks
+ * again; one log line per worker when that starts and one when leases come
+ * back, and ioa_limit_fallbacks_total counts the posts so decided.  So a
+ * fleet without Redis gets per-instance limits: never unlimited, never
+ * everything refused.  ioa_limit_conn stays per instance: a connection is
+ * held, not spent, and a lease cannot follow it to its end.
  *
  * What a client sees: a post over the limit is not stored and gets the error
  * rate_limited (HTTP 429 with Retry-After, or a WebSocket error frame with
@@ -42,6 +92,19 @@ typedef struct {
     ngx_msec_t               last;        /* when excess was computed */
     ngx_uint_t               excess;      /* thousandths of a request */
     ngx_uint_t               conns;
+    /* ioa_limit_scope fleet: the lease from Redis */
+    ngx_int_t                tokens;      /* leased, unspent; < 0: spent
+                                             ahead of the lease */
+    ngx_uint_t               size;        /* the next lease, 0 .. slice */
+    ngx_msec_t               lease_end;   /* unspent tokens lapse then */
+    ngx_msec_t               asked;       /* a lease in flight since */
+    ngx_msec_t               refused;     /* the fleet's bucket is empty
+                                             until then */
+    ngx_msec_t               fallback;    /* Redis away: the instance's
+                                             own bucket until then */
+    unsigned                 asking:1;
+    unsigned                 is_refused:1;
+    unsigned                 in_fallback:1;
     u_short                  len;
     u_char                   kind;
     u_char                   data[1];
@@ -61,6 +124,23 @@ typedef struct {
 } ngx_ioa_limit_ctx_t;
 
 
+/* a lease asked for: what its answer updates */
+typedef struct {
+    ngx_uint_t               want;
+    size_t                   len;
+    u_char                   kind;
+    u_char                   data[1];
+} ngx_ioa_limit_ask_t;
+
+
+/* a lease unanswered for this long: Redis is slow or away */
+#define NGX_IOA_LIMIT_PATIENCE   1000
+/* how long an entry keeps to its instance's own bucket once Redis failed */
+#define NGX_IOA_LIMIT_FALLBACK   1000
+
+#define NGX_IOA_LIMIT_KEY_MAX    512
+
+
 static ngx_int_t ngx_ioa_limit_init_zone(ngx_shm_zone_t *zone, void *data);
 static ngx_ioa_limit_node_t *ngx_ioa_limit_get(ngx_ioa_limit_ctx_t *ctx,
     u_char kind, ngx_str_t *name, ngx_uint_t create);
@@ -71,6 +151,17 @@ static void ngx_ioa_limit_rbtree_insert(ngx_rbtree_node_t *temp,
 static ngx_int_t ngx_ioa_limit_bucket(ngx_ioa_limit_node_t *ln,
     ngx_ioa_limit_rate_t *rate, ngx_msec_t now, ngx_msec_t *retry);
 static void ngx_ioa_limit_conn_cleanup(void *data);
+static ngx_int_t ngx_ioa_limit_fleet(ngx_ioa_limit_node_t *ln,
+    ngx_ioa_limit_rate_t *rate, ngx_msec_t now, ngx_msec_t *retry,
+    ngx_uint_t *want);
+static void ngx_ioa_limit_ask(u_char kind, ngx_str_t *name,
+    ngx_ioa_limit_rate_t *rate, ngx_uint_t want);
+static void ngx_ioa_limit_failed(u_char kind, ngx_str_t *name);
+static void ngx_ioa_limit_leased(redisReply *reply, void *data);
+
+
+/* this worker said that leases fail: said once, until they work again */
+static ngx_uint_t  ngx_ioa_limit_fleet_down;
 
 
 /* ioa_limit_rate 50r/s [burst=100] | off, and the same for rooms */
@@ -154,6 +245,81 @@ ngx_ioa_limit_rate_slot(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/*
+ * ioa_limit_scope instance | fleet [slice=100ms] [lease=1s]: one directive
+ * for the three rates, since where a limit is counted is a property of the
+ * deployment (one instance or many), not of a single rate; the rates keep
+ * their own syntax, and a fleet's slice is a time (the rate's worth of it)
+ * so it fits an agent's 50r/s and a room's 500r/s alike.
+ */
+
+char *
+ngx_ioa_limit_scope_slot(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_ioa_main_conf_t *mcf = conf;
+
+    ngx_str_t   *value, v;
+    ngx_msec_t   ms;
+    ngx_uint_t   i;
+
+    if (mcf->limit_fleet != NGX_CONF_UNSET) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "instance") == 0) {
+        if (cf->args->nelts != 2) {
+            return "takes no slice or lease with \"instance\"";
+        }
+
+        mcf->limit_fleet = 0;
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strcmp(value[1].data, "fleet") != 0) {
+        return "must be \"instance\" or \"fleet\"";
+    }
+
+    mcf->limit_fleet = 1;
+
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "slice=", 6) == 0) {
+            v.data = value[i].data + 6;
+            v.len = value[i].len - 6;
+
+            ms = ngx_parse_time(&v, 0);
+            if (ms == (ngx_msec_t) NGX_ERROR || ms == 0 || ms > 60000) {
+                return "has an invalid slice: a time from 1ms to 60s";
+            }
+
+            mcf->limit_slice = ms;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "lease=", 6) == 0) {
+            v.data = value[i].data + 6;
+            v.len = value[i].len - 6;
+
+            ms = ngx_parse_time(&v, 0);
+            if (ms == (ngx_msec_t) NGX_ERROR || ms < 100 || ms > 60000) {
+                return "has an invalid lease: a time from 100ms to 60s";
+            }
+
+            mcf->limit_lease = ms;
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
 /* ioa_limit_zone size: created even when not given, so defaults apply */
 
 char *
@@ -180,6 +346,13 @@ ngx_ioa_limit_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf)
     }
 
     ngx_conf_init_uint_value(mcf->limit_conn, 16);
+
+    /* a tenth of a second's worth: a lease per slice costs Redis ten
+     * small scripts a second per busy agent, and lets each instance be at
+     * most that far ahead of the fleet */
+    ngx_conf_init_value(mcf->limit_fleet, 0);
+    ngx_conf_init_msec_value(mcf->limit_slice, 100);
+    ngx_conf_init_msec_value(mcf->limit_lease, 1000);
 
     if (mcf->limit_zone_size == NGX_CONF_UNSET_SIZE) {
         mcf->limit_zone_size = 10 * 1024 * 1024;
@@ -266,16 +439,17 @@ ngx_ioa_limit_init_zone(ngx_shm_zone_t *zone, void *data)
 /*
  * One post by agent name into room comm_id: NGX_OK, or NGX_DECLINED with err
  * (rate_limited, naming which limit and when to retry) and *retry in ms.
- * Both buckets are charged only if both allow the post.
+ * Both buckets are charged only if both allow the post, and so are both
+ * leases with fleet scope.
  */
 
 ngx_int_t
 ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
     ngx_ioa_error_t *err)
 {
-    ngx_int_t              rc;
+    ngx_int_t              rc, rc_a;
     ngx_msec_t             now, wait;
-    ngx_uint_t             excess_a, excess_r;
+    ngx_uint_t             excess_a, excess_r, fallbacks, want_a, want_r;
     ngx_ioa_limit_ctx_t   *ctx;
     ngx_ioa_limit_node_t  *a, *room;
     ngx_ioa_main_conf_t   *mcf;
@@ -319,10 +493,17 @@ ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
     excess_r = room ? room->excess : 0;
 
     rc = NGX_OK;
+    rc_a = NGX_OK;
     wait = 0;
+    want_a = 0;
+    want_r = 0;
+    fallbacks = 0;
 
-    if (a && ngx_ioa_limit_bucket(a, &mcf->limit_rate, now, &wait)
-             != NGX_OK)
+    if (a && (ngx_ioa_limit_bucket(a, &mcf->limit_rate, now, &wait) != NGX_OK
+              || (mcf->limit_fleet
+                  && (rc_a = ngx_ioa_limit_fleet(a, &mcf->limit_rate, now,
+                                                 &wait, &want_a))
+                     == NGX_DECLINED)))
     {
         rc = NGX_DECLINED;
         ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_RATE, 1);
@@ -331,9 +512,13 @@ ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
                           "allows; the envelope was not stored, send it "
                           "again in %M ms", name, wait);
 
-    } else if (room && ngx_ioa_limit_bucket(room, &mcf->room_rate, now,
-                                            &wait)
-                       != NGX_OK)
+    } else if (room
+               && (ngx_ioa_limit_bucket(room, &mcf->room_rate, now, &wait)
+                   != NGX_OK
+                   || (mcf->limit_fleet
+                       && (rc = ngx_ioa_limit_fleet(room, &mcf->room_rate,
+                                                    now, &wait, &want_r))
+                          == NGX_DECLINED)))
     {
         rc = NGX_DECLINED;
         ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_ROOM_RATE, 1);
@@ -341,6 +526,14 @@ ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
                           "room \"%V\" takes envelopes faster than "
                           "ioa_limit_room_rate allows; the envelope was not "
                           "stored, send it again in %M ms", comm_id, wait);
+
+        if (a && rc_a == NGX_OK && mcf->limit_fleet) {
+            a->tokens++;            /* the agent's request back */
+        }
+
+    } else {
+        fallbacks = (rc_a == NGX_DONE) + (rc == NGX_DONE);
+        rc = NGX_OK;
     }
 
     if (rc != NGX_OK) {
@@ -356,6 +549,18 @@ ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
 
     ngx_shmtx_unlock(&ctx->shpool->mutex);
 
+    if (fallbacks) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMIT_FALLBACKS, 1);
+    }
+
+    if (want_a) {
+        ngx_ioa_limit_ask('a', name, &mcf->limit_rate, want_a);
+    }
+
+    if (want_r) {
+        ngx_ioa_limit_ask('r', comm_id, &mcf->room_rate, want_r);
+    }
+
     *retry = wait;
 
     return rc;
@@ -369,6 +574,7 @@ ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
 {
     ngx_int_t              rc;
     ngx_msec_t             wait;
+    ngx_uint_t             excess, want;
     ngx_ioa_limit_ctx_t   *ctx;
     ngx_ioa_limit_node_t  *t;
     ngx_ioa_main_conf_t   *mcf;
@@ -381,17 +587,41 @@ ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
 
     ctx = mcf->limit_zone->data;
     wait = 1000;
+    want = 0;
 
     ngx_shmtx_lock(&ctx->shpool->mutex);
 
     t = ngx_ioa_limit_get(ctx, 't', name, 1);
 
-    rc = (t == NULL)
-         ? NGX_DECLINED
-         : ngx_ioa_limit_bucket(t, &mcf->teamup_rate, ngx_current_msec,
-                                &wait);
+    if (t == NULL) {
+        rc = NGX_DECLINED;
+
+    } else {
+        excess = t->excess;
+
+        rc = ngx_ioa_limit_bucket(t, &mcf->teamup_rate, ngx_current_msec,
+                                  &wait);
+
+        if (rc == NGX_OK && mcf->limit_fleet) {
+            rc = ngx_ioa_limit_fleet(t, &mcf->teamup_rate, ngx_current_msec,
+                                     &wait, &want);
+
+            if (rc == NGX_DECLINED) {
+                t->excess = excess;
+            }
+        }
+    }
 
     ngx_shmtx_unlock(&ctx->shpool->mutex);
+
+    if (want) {
+        ngx_ioa_limit_ask('t', name, &mcf->teamup_rate, want);
+    }
+
+    if (rc == NGX_DONE) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMIT_FALLBACKS, 1);
+        rc = NGX_OK;
+    }
 
     if (rc != NGX_OK) {
         ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS
@@ -444,6 +674,259 @@ ngx_ioa_limit_bucket(ngx_ioa_limit_node_t *ln, ngx_ioa_limit_rate_t *rate,
     ln->last = now;
 
     return NGX_OK;
+}
+
+
+/*
+ * The fleet's check of one entry, with the lock held (see the comment at
+ * the top): NGX_OK, a request spent from the lease or ahead of it;
+ * NGX_DECLINED, the fleet's bucket is empty (*retry); NGX_DONE, Redis is
+ * away and the instance's own bucket decides alone.  *want: requests to
+ * ask Redis for once the lock is let go, 0 for none.
+ */
+
+static ngx_int_t
+ngx_ioa_limit_fleet(ngx_ioa_limit_node_t *ln, ngx_ioa_limit_rate_t *rate,
+    ngx_msec_t now, ngx_msec_t *retry, ngx_uint_t *want)
+{
+    ngx_int_t             slice;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    /* the rate's worth of the slice, in whole requests */
+    slice = (ngx_int_t) (rate->rate * mcf->limit_slice / 1000000);
+    slice = ngx_max(1, ngx_min(slice, (ngx_int_t) rate->burst));
+
+    if (ln->in_fallback) {
+        if ((ngx_msec_int_t) (ln->fallback - now) > 0) {
+            return NGX_DONE;
+        }
+
+        ln->in_fallback = 0;
+    }
+
+    if (ln->asking && now - ln->asked > NGX_IOA_LIMIT_PATIENCE) {
+
+        if (now - ln->asked <= mcf->redis_timeout + NGX_IOA_LIMIT_PATIENCE) {
+            /* Redis is slow: its timeout will say if it is away */
+            return NGX_DONE;
+        }
+
+        /* never answered: the worker that asked is gone */
+        ln->asking = 0;
+    }
+
+    if (ln->tokens > 0 && (ngx_msec_int_t) (now - ln->lease_end) >= 0) {
+        /* lapsed unspent: given up, and the next lease is smaller */
+        ln->tokens = 0;
+        ln->size /= 2;
+    }
+
+    if (ln->tokens > 0) {
+        ln->tokens--;
+
+    } else if (ln->is_refused && (ngx_msec_int_t) (ln->refused - now) > 0) {
+        *retry = ln->refused - now;
+        return NGX_DECLINED;
+
+    } else if (ln->tokens > -slice) {
+        /* ahead of the lease: repaid from the next grant */
+        ln->is_refused = 0;
+        ln->tokens--;
+
+    } else {
+        /* a slice ahead already: the lease in flight decides, or one is
+         * asked for the debt */
+        *retry = 1000 * 1000 / rate->rate + 1;
+
+        if (!ln->asking) {
+            ln->asking = 1;
+            ln->asked = now;
+            *want = ln->size + (ngx_uint_t) -ln->tokens;
+        }
+
+        return NGX_DECLINED;
+    }
+
+    if (!ln->asking && ln->tokens <= (ngx_int_t) (ln->size / 2)) {
+
+        if ((ngx_msec_int_t) (ln->lease_end - now) > 0) {
+            /* the last lease was spent while it was live: a busy agent */
+            ln->size = ngx_min((ngx_uint_t) slice, ngx_max(1, 2 * ln->size));
+        }
+
+        *want = ln->size + (ln->tokens < 0 ? -ln->tokens : 0);
+
+        if (*want) {
+            ln->asking = 1;
+            ln->asked = now;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* limit_lease.lua for want requests of (kind, name)'s fleet bucket */
+
+static void
+ngx_ioa_limit_ask(u_char kind, ngx_str_t *name, ngx_ioa_limit_rate_t *rate,
+    ngx_uint_t want)
+{
+    u_char                key[NGX_IOA_LIMIT_KEY_MAX], r[NGX_INT_T_LEN];
+    u_char                b[NGX_INT_T_LEN], w[NGX_INT_T_LEN];
+    size_t                argvlen[4];
+    const char           *argv[4];
+    ngx_ioa_limit_ask_t  *ask;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_LEASES + NGX_IOA_LEASE_ASKED, 1);
+
+    if (mcf->redis_prefix.len + name->len + sizeof("{lim:x:}")
+        > NGX_IOA_LIMIT_KEY_MAX)
+    {
+        ngx_ioa_limit_failed(kind, name);
+        return;
+    }
+
+    ask = ngx_alloc(offsetof(ngx_ioa_limit_ask_t, data) + name->len,
+                    ngx_cycle->log);
+    if (ask == NULL) {
+        ngx_ioa_limit_failed(kind, name);
+        return;
+    }
+
+    ask->want = want;
+    ask->kind = kind;
+    ask->len = name->len;
+    ngx_memcpy(ask->data, name->data, name->len);
+
+    argv[0] = (const char *) key;
+    argvlen[0] = ngx_sprintf(key, "%V{lim:%c:%V}", &mcf->redis_prefix,
+                             kind, name)
+                 - key;
+    argv[1] = (const char *) r;
+    argvlen[1] = ngx_sprintf(r, "%ui", rate->rate) - r;
+    argv[2] = (const char *) b;
+    argvlen[2] = ngx_sprintf(b, "%ui", rate->burst) - b;
+    argv[3] = (const char *) w;
+    argvlen[3] = ngx_sprintf(w, "%ui", want) - w;
+
+    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_LIMIT_LEASE, ngx_ioa_limit_leased,
+                             ask, 1, 4, argv, argvlen)
+        == NULL)
+    {
+        ngx_free(ask);
+        ngx_ioa_limit_failed(kind, name);
+    }
+}
+
+
+static void
+ngx_ioa_limit_leased(redisReply *reply, void *data)
+{
+    ngx_ioa_limit_ask_t *ask = data;
+
+    ngx_int_t              granted, retry;
+    ngx_str_t              name;
+    ngx_msec_t             now;
+    ngx_ioa_limit_ctx_t   *ctx;
+    ngx_ioa_limit_node_t  *ln;
+    ngx_ioa_main_conf_t   *mcf;
+
+    name.len = ask->len;
+    name.data = ask->data;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != 2
+        || reply->element[0]->type != REDIS_REPLY_INTEGER
+        || reply->element[1]->type != REDIS_REPLY_INTEGER)
+    {
+        ngx_ioa_redis_log_refusal(reply, "a fleet-wide limit's lease");
+        ngx_ioa_limit_failed(ask->kind, &name);
+        ngx_free(ask);
+        return;
+    }
+
+    granted = (ngx_int_t) reply->element[0]->integer;
+    retry = (ngx_int_t) reply->element[1]->integer;
+
+    mcf = ngx_ioa_main_conf();
+    ctx = mcf->limit_zone->data;
+    now = ngx_current_msec;
+
+    ngx_shmtx_lock(&ctx->shpool->mutex);
+
+    ln = ngx_ioa_limit_get(ctx, ask->kind, &name, 0);
+
+    if (ln) {
+        ln->asking = 0;
+        ln->tokens += granted;
+        ln->lease_end = now + mcf->limit_lease;
+
+        if ((ngx_uint_t) granted < ask->want && retry > 0) {
+            ln->is_refused = 1;
+            ln->refused = now + retry;
+        }
+    }
+
+    ngx_shmtx_unlock(&ctx->shpool->mutex);
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_LEASES
+                     + (granted ? NGX_IOA_LEASE_GRANTED
+                                : NGX_IOA_LEASE_REFUSED), 1);
+
+    if (ngx_ioa_limit_fleet_down) {
+        ngx_ioa_limit_fleet_down = 0;
+        ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
+                      "ioa: fleet-wide limits hold again (Redis answers "
+                      "leases)");
+    }
+
+    ngx_free(ask);
+}
+
+
+/* no lease: the entry keeps to the instance's own bucket for a while */
+
+static void
+ngx_ioa_limit_failed(u_char kind, ngx_str_t *name)
+{
+    ngx_ioa_limit_ctx_t   *ctx;
+    ngx_ioa_limit_node_t  *ln;
+    ngx_ioa_main_conf_t   *mcf;
+
+    mcf = ngx_ioa_main_conf();
+    ctx = mcf->limit_zone->data;
+
+    ngx_shmtx_lock(&ctx->shpool->mutex);
+
+    ln = ngx_ioa_limit_get(ctx, kind, name, 0);
+
+    if (ln) {
+        /* what was spent ahead is forgiven: Redis may have lost the
+         * bucket, and the instance's own one counted those requests */
+        ln->asking = 0;
+        ln->tokens = 0;
+        ln->size = 0;
+        ln->in_fallback = 1;
+        ln->fallback = ngx_current_msec + NGX_IOA_LIMIT_FALLBACK;
+    }
+
+    ngx_shmtx_unlock(&ctx->shpool->mutex);
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_LEASES + NGX_IOA_LEASE_FAILED, 1);
+
+    if (!ngx_ioa_limit_fleet_down) {
+        ngx_ioa_limit_fleet_down = 1;
+        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                      "ioa: a fleet-wide limit's lease got no answer from "
+                      "Redis; this instance's own limits apply until one "
+                      "does (ioa_limit_scope fleet)");
+    }
 }
 
 
@@ -629,6 +1112,15 @@ ngx_ioa_limit_get(ngx_ioa_limit_ctx_t *ctx, u_char kind, ngx_str_t *name,
     ln->excess = 0;
     ln->conns = 0;
     ln->last = ngx_current_msec;
+    ln->tokens = 0;
+    ln->size = 0;
+    ln->lease_end = 0;
+    ln->asked = 0;
+    ln->refused = 0;
+    ln->fallback = 0;
+    ln->asking = 0;
+    ln->is_refused = 0;
+    ln->in_fallback = 0;
 
     ngx_rbtree_insert(&ctx->sh->rbtree, &ln->node);
     ngx_queue_insert_head(&ctx->sh->lru, &ln->lru);

@@ -226,6 +226,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       offsetof(ngx_ioa_main_conf_t, room_rate),
       NULL },
 
+    { ngx_string("ioa_limit_scope"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE123,
+      ngx_ioa_limit_scope_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("ioa_limit_conn"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_num_slot,
@@ -777,6 +784,9 @@ ngx_ioa_create_main_conf(ngx_conf_t *cf)
     mcf->limit_zone_size = NGX_CONF_UNSET_SIZE;
     mcf->index_zone_size = NGX_CONF_UNSET_SIZE;
     mcf->limit_conn = NGX_CONF_UNSET_UINT;
+    mcf->limit_fleet = NGX_CONF_UNSET;
+    mcf->limit_slice = NGX_CONF_UNSET_MSEC;
+    mcf->limit_lease = NGX_CONF_UNSET_MSEC;
     mcf->max_room_members = NGX_CONF_UNSET_UINT;
     mcf->max_agent_rooms = NGX_CONF_UNSET_UINT;
     mcf->max_agents = NGX_CONF_UNSET_UINT;

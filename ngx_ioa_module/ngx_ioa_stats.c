@@ -83,6 +83,7 @@ typedef enum {
     NGX_IOA_LABELS_VIA,          /* transport */
     NGX_IOA_LABELS_VIA_KIND,     /* transport and kind */
     NGX_IOA_LABELS_LIMIT,        /* limit */
+    NGX_IOA_LABELS_LEASE,        /* result */
     NGX_IOA_LABELS_KEYED         /* run time labels, from the key table */
 } ngx_ioa_labels_e;
 
@@ -163,6 +164,18 @@ static const ngx_ioa_stats_family_t  ngx_ioa_stats_families[] = {
       "Requests refused by a limit the operator set.",
       NGX_IOA_LABELS_LIMIT, NGX_IOA_STAT_LIMITS, 0 },
 
+    { "ioa_limit_leases_total", "counter",
+      "Slices of fleet-wide rate limits asked of Redis (ioa_limit_scope "
+      "fleet), and what came of them: granted (some of it), refused (the "
+      "fleet's bucket was empty), failed (no answer: this instance's own "
+      "limits apply for a while).",
+      NGX_IOA_LABELS_LEASE, NGX_IOA_STAT_LEASES, 0 },
+
+    { "ioa_limit_fallbacks_total", "counter",
+      "Requests decided by this instance's own rate limits alone because "
+      "Redis did not answer a fleet-wide limit's lease.",
+      NGX_IOA_LABELS_NONE, NGX_IOA_STAT_LIMIT_FALLBACKS, 0 },
+
     { "ioa_catchup_gaps_total", "counter",
       "Catch-ups that found envelopes gone from a room's log "
       "(ioa_room_log_maxlen) before they were read; the client was told "
@@ -220,6 +233,11 @@ static const char  *ngx_ioa_stats_kind[] = { "agent", "observer",
 static const char  *ngx_ioa_stats_limit[] = {
     "rate", "room_rate", "teamup_rate", "conn", "zone", "room_members",
     "agent_rooms", "agents"
+};
+
+/* ngx_ioa_lease_e */
+static const char  *ngx_ioa_stats_lease[] = {
+    "asked", "granted", "refused", "failed"
 };
 
 
@@ -565,6 +583,13 @@ ngx_ioa_stats_family(u_char *p, u_char *last,
         for (i = 0; i < NGX_IOA_LIMIT_N; i++) {
             p = ngx_slprintf(p, last, "%s{limit=\"%s\"} %uA\n",
                              f->name, ngx_ioa_stats_limit[i], c[i]);
+        }
+        break;
+
+    case NGX_IOA_LABELS_LEASE:
+        for (i = 0; i < 4; i++) {
+            p = ngx_slprintf(p, last, "%s{result=\"%s\"} %uA\n",
+                             f->name, ngx_ioa_stats_lease[i], c[i]);
         }
         break;
 

@@ -86,7 +86,7 @@ my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
                  room_create post room_record presence verify goal_message goal_cancel agent_rooms
                  position_save position_load room_expire room_forget agent_forget
-                 goal_index goal_list worker_list)) {
+                 goal_index goal_list worker_list limit_lease)) {
     my $file = "$scripts/$name.lua";
     ok(-f $file, "$name.lua exists") or next;
     my $src = slurp($file);
@@ -1275,6 +1275,34 @@ sub chain_entries {
     is(run_script('room_forget', [ "${B}roomlist", "${B}roomdue" ], $B, 'ex2', 'anna'), 1,
        'room_forget with the due index');
     is($r->cmd('EXISTS', "${B}roomlist", "${B}roomdue"), 0, 'out of both indexes');
+}
+
+# --- limit_lease: a slice of a fleet-wide token bucket ------------------------------
+
+{
+    my $K = 'hub:{lim:a:anna}';
+    # 10 requests a second (10000 thousandths), burst 5
+    is_deeply(run_script('limit_lease', [$K], 10000, 5, 3), [ 3, 0 ],
+              'limit_lease: a new bucket is full: 3 of 3 granted');
+    my $l = run_script('limit_lease', [$K], 10000, 5, 3);
+    ok($l->[0] == 2 && $l->[1] > 50 && $l->[1] <= 100,
+       "... then what it holds, 2, and at most 100 ms until one more (@$l)");
+    $l = run_script('limit_lease', [$K], 10000, 5, 1);
+    ok($l->[0] == 0 && $l->[1] > 0 && $l->[1] <= 100,
+       "empty: nothing granted, retry within 100 ms (@$l)");
+    my $pttl = $r->cmd('PTTL', $K);
+    ok($pttl > 1000 && $pttl <= 1500, "the key expires once the bucket is full again, plus a second ($pttl ms)");
+    sleep 0.25;
+    is(run_script('limit_lease', [$K], 10000, 5, 5)->[0], 2,
+       'refilled at the rate by Redis\' clock: 2 after 250 ms');
+    $r->cmd('DEL', $K);
+    is(run_script('limit_lease', [$K], 10000, 5, 100)->[0], 5, 'never more than the burst');
+    is(err_code(run_script('limit_lease', [$K], 0, 5, 1)), 'BADARG', 'a rate of 0: BADARG');
+    is(err_code(run_script('limit_lease', [$K], 10000, 5, 0)), 'BADARG', 'want 0: BADARG');
+    $r->cmd('SET', $K, 'x');
+    like(${ run_script('limit_lease', [$K], 10000, 5, 1) }, qr/^WRONGTYPE/,
+         'a key of another type: an error, the hub falls back to its own limit');
+    $r->cmd('DEL', $K);
 }
 
 done_testing();
