@@ -788,6 +788,8 @@ typedef enum {
     /* + ngx_ioa_lease_e */
     NGX_IOA_STAT_LEASES,
     NGX_IOA_STAT_LIMIT_FALLBACKS = NGX_IOA_STAT_LEASES + 4,
+    NGX_IOA_STAT_AGENTS_DELETED,
+    NGX_IOA_STAT_ROOMS_DELETED,
     NGX_IOA_STAT_N
 } ngx_ioa_stat_e;
 
@@ -847,6 +849,18 @@ ngx_int_t ngx_ioa_room_events_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
 ngx_int_t ngx_ioa_room_verify_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
+
+
+/* ngx_ioa_delete.c */
+ngx_int_t ngx_ioa_agent_delete_handler(ngx_http_request_t *r,
+    ngx_str_t *name, ngx_ioa_identity_t *who);
+ngx_int_t ngx_ioa_room_delete_handler(ngx_http_request_t *r,
+    ngx_str_t *comm_id, ngx_ioa_identity_t *who);
+ngx_int_t ngx_ioa_audit_handler(ngx_http_request_t *r);
+/* one entry of <prefix>{audit}:log: at, action, actor, target, detail */
+void ngx_ioa_audit(const char *action, ngx_str_t *actor, ngx_str_t *target,
+    ngx_str_t *detail);
+void ngx_ioa_delete_event(ngx_pool_t *pool, yajl_val ev, ngx_str_t *event);
 
 
 /* ngx_ioa_mcp.c */

@@ -412,8 +412,9 @@ ngx_module_t  ngx_http_ioa_module = {
 static ngx_ioa_main_conf_t  *ngx_ioa_mcf;
 
 
-#define NGX_IOA_GET   0x01
-#define NGX_IOA_POST  0x02
+#define NGX_IOA_GET     0x01
+#define NGX_IOA_POST    0x02
+#define NGX_IOA_DELETE  0x04
 
 
 static ngx_int_t
@@ -502,6 +503,26 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_MEMBER, &arg,
                       ngx_ioa_inbox_handler(r, &arg, NGX_IOA_CLIENT_AGENT,
                                             id));
+    }
+
+    /* deletion (ngx_ioa_delete.c): the agent itself or admin, a room's
+     * creator or admin, checked there */
+
+    if (ngx_ioa_path_arg(&rest, "/agents/", NULL, &arg) == NGX_OK) {
+        ngx_ioa_route(NGX_IOA_DELETE,
+                      NGX_IOA_SCOPE_AGENT|NGX_IOA_SCOPE_ADMIN, NULL,
+                      ngx_ioa_agent_delete_handler(r, &arg, id));
+    }
+
+    if (ngx_ioa_path_arg(&rest, "/rooms/", NULL, &arg) == NGX_OK) {
+        ngx_ioa_route(NGX_IOA_DELETE,
+                      NGX_IOA_SCOPE_AGENT|NGX_IOA_SCOPE_ADMIN, NULL,
+                      ngx_ioa_room_delete_handler(r, &arg, id));
+    }
+
+    if (ngx_ioa_path_is("/audit")) {
+        ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_ADMIN, NULL,
+                      ngx_ioa_audit_handler(r));
     }
 
     /* one room, for readers who need not be members: scope checked with
@@ -647,6 +668,10 @@ ngx_ioa_method(ngx_http_request_t *r, ngx_uint_t methods)
         return NGX_OK;
     }
 
+    if ((methods & NGX_IOA_DELETE) && (r->method & NGX_HTTP_DELETE)) {
+        return NGX_OK;
+    }
+
     return NGX_DECLINED;
 }
 
@@ -663,7 +688,9 @@ ngx_ioa_not_allowed(ngx_http_request_t *r, ngx_uint_t methods)
     return ngx_ioa_send_not_allowed(r,
                                     methods == (NGX_IOA_GET|NGX_IOA_POST)
                                     ? "GET, POST"
-                                    : methods == NGX_IOA_GET ? "GET" : "POST",
+                                    : methods == NGX_IOA_GET ? "GET"
+                                    : methods == NGX_IOA_DELETE ? "DELETE"
+                                    : "POST",
                                     &err);
 }
 

@@ -22,7 +22,9 @@
  *
  * The registry's event channel carries teamup events: the local members
  * of a new room start reading it from its beginning, and observers see it
- * as IoA's frontend does ("frontend_type":"teamup").
+ * as IoA's frontend does ("frontend_type":"teamup").  It carries the
+ * deletions too, "agent_deleted" and "room_deleted" (ngx_ioa_delete.c
+ * acts on them), which observers see with that frontend_type.
  */
 
 
@@ -146,7 +148,7 @@ ngx_ioa_registry_event(ngx_str_t *data)
 {
     size_t             i;
     yajl_val           ev, id, names, v;
-    ngx_str_t          comm_id, name, s;
+    ngx_str_t          comm_id, name, s, type;
     ngx_pool_t        *pool;
     ngx_queue_t       *q, *next;
     ngx_ioa_sid_t      zero;
@@ -164,6 +166,29 @@ ngx_ioa_registry_event(ngx_str_t *data)
     if (ev == NULL || !YAJL_IS_OBJECT(ev)) {
         goto done;
     }
+
+    /* a deletion (ngx_ioa_delete.c): the local connections and links it
+     * ends, and the observers see it as {"frontend_type":"<event>",...} */
+
+    v = ngx_ioa_json_get(ev, "event");
+
+    if (v != NULL) {
+        if (ngx_ioa_json_string(v, &type) != NGX_OK
+            || !((type.len == sizeof("agent_deleted") - 1
+                  && ngx_strncmp(type.data, "agent_deleted", type.len) == 0)
+                 || (type.len == sizeof("room_deleted") - 1
+                     && ngx_strncmp(type.data, "room_deleted", type.len)
+                        == 0)))
+        {
+            goto done;
+        }
+
+        ngx_ioa_delete_event(pool, ev, &type);
+
+        goto observers;
+    }
+
+    ngx_str_set(&type, "teamup");
 
     id = ngx_ioa_json_get(ev, "comm_id");
     names = ngx_ioa_json_get(ev, "agent_names");
@@ -208,20 +233,23 @@ ngx_ioa_registry_event(ngx_str_t *data)
         }
     }
 
+observers:
+
     if (ngx_queue_empty(&ngx_ioa_observers)) {
         goto done;
     }
 
-    /* {"frontend_type":"teamup", <the event's members>} */
+    /* {"frontend_type":"<type>", <the event's members>} */
 
-    s.len = sizeof("{\"frontend_type\":\"teamup\",") - 1 + data->len - 1;
+    s.len = sizeof("{\"frontend_type\":\"\",") - 1 + type.len
+            + data->len - 1;
     s.data = ngx_pnalloc(pool, s.len);
     if (s.data == NULL) {
         goto done;
     }
 
-    ngx_sprintf(s.data, "{\"frontend_type\":\"teamup\",%*s",
-                data->len - 1, data->data + 1);
+    ngx_sprintf(s.data, "{\"frontend_type\":\"%V\",%*s",
+                &type, data->len - 1, data->data + 1);
 
     for (q = ngx_queue_head(&ngx_ioa_observers);
          q != ngx_queue_sentinel(&ngx_ioa_observers);

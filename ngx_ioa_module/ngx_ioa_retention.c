@@ -641,19 +641,57 @@ ngx_ioa_gone_key(ngx_pool_t *pool, ngx_str_t *comm_id, ngx_str_t *key)
 }
 
 
-/* room_expired from a tombstone's GET; NGX_DECLINED: there is none */
+/*
+ * room_expired (or room_deleted) from a tombstone's GET; NGX_DECLINED:
+ * there is none.  An expired room's tombstone is "<ms>", a deleted one's
+ * "deleted:<ms>:<actor>" (room_expire.lua).
+ */
 
 static ngx_int_t
 ngx_ioa_gone_error(redisReply *reply, ngx_str_t *comm_id, const char *field,
     ngx_ioa_error_t *err)
 {
-    int64_t   ms;
-    ngx_tm_t  tm;
+    u_char    *p, *last, *colon;
+    int64_t    ms;
+    ngx_tm_t   tm;
+    ngx_str_t  actor;
 
-    if (reply == NULL || reply->type != REDIS_REPLY_STRING
-        || ngx_ioa_json_int((u_char *) reply->str, reply->len, &ms) != NGX_OK
-        || ms < 0)
+    if (reply == NULL || reply->type != REDIS_REPLY_STRING) {
+        return NGX_DECLINED;
+    }
+
+    p = (u_char *) reply->str;
+    last = p + reply->len;
+
+    if (reply->len > sizeof("deleted:") - 1
+        && ngx_strncmp(p, "deleted:", sizeof("deleted:") - 1) == 0)
     {
+        p += sizeof("deleted:") - 1;
+        colon = ngx_strlchr(p, last, ':');
+
+        if (colon == NULL
+            || ngx_ioa_json_int(p, colon - p, &ms) != NGX_OK || ms < 0)
+        {
+            return NGX_DECLINED;
+        }
+
+        actor.data = colon + 1;
+        actor.len = last - actor.data;
+
+        ngx_gmtime((time_t) (ms / 1000), &tm);
+
+        ngx_ioa_error_set(err, "room_deleted", field,
+                          "room \"%V\" was deleted by \"%V\" at "
+                          "%4d-%02d-%02dT%02d:%02d:%02dZ (%L): its log and "
+                          "members were removed",
+                          comm_id, &actor, tm.ngx_tm_year, tm.ngx_tm_mon,
+                          tm.ngx_tm_mday, tm.ngx_tm_hour, tm.ngx_tm_min,
+                          tm.ngx_tm_sec, ms);
+
+        return NGX_OK;
+    }
+
+    if (ngx_ioa_json_int(p, reply->len, &ms) != NGX_OK || ms < 0) {
         return NGX_DECLINED;
     }
 

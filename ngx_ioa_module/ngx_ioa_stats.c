@@ -197,6 +197,14 @@ static const ngx_ioa_stats_family_t  ngx_ioa_stats_families[] = {
       "connection kept its expiry.",
       NGX_IOA_LABELS_NONE, NGX_IOA_STAT_TOKEN_REFRESHES_REFUSED, 0 },
 
+    { "ioa_agents_deleted_total", "counter",
+      "Agents deleted (DELETE /agents/{name}) through this instance.",
+      NGX_IOA_LABELS_NONE, NGX_IOA_STAT_AGENTS_DELETED, 0 },
+
+    { "ioa_rooms_deleted_total", "counter",
+      "Rooms deleted (DELETE /rooms/{comm_id}) through this instance.",
+      NGX_IOA_LABELS_NONE, NGX_IOA_STAT_ROOMS_DELETED, 0 },
+
     { "ioa_lingers_total", "counter",
       "Turns of the event loop after which a busy worker waited for more "
       "traffic (ioa_linger), each at most the linger.",

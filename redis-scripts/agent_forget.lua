@@ -8,7 +8,10 @@
 -- ARGV[1]  B               key base with the registry hash tag, "ioa:{reg}:"
 -- ARGV[2]  name
 -- ARGV[3]  now_ms
--- ARGV[4]  retention_ms    > 0
+-- ARGV[4]  retention_ms    > 0 (ignored with "delete")
+-- ARGV[5]  mode            optional: "delete" removes the agent whether or
+--                          not it is connected or was seen lately (DELETE
+--                          /agents/{name}, ngx_ioa_delete.c)
 --
 -- Returns  {"gone"}              not registered (its seen entry is dropped)
 --          {"live", last_ms}     connected now, or seen (registered,
@@ -27,10 +30,15 @@
 -- of the BM25 statistics, exactly as register.lua would replace them, its
 -- presence, its room set, its task record and the agent itself.  The rooms
 -- keep its name among their members: an agent registered again under the
--- same name is a member of them again (README "What Redis holds").
+-- same name is a member of them again (README "What Redis holds").  A
+-- deletion takes the name out of each room's members first, one script per
+-- room slot (ngx_ioa_delete.c), and only then runs this, which removes the
+-- room set it read them from: interrupted, a DELETE again finds the same
+-- rooms and repeats every step harmlessly.
 
 local B, name = ARGV[1], ARGV[2]
 local now, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
+local delete = ARGV[5] == 'delete'
 if name == nil or name == '' then
   return redis.error_reply('BADARG agent name is empty')
 end
@@ -38,7 +46,7 @@ if KEYS[1] ~= B .. 'agent:' .. name or KEYS[2] ~= B .. 'agents'
    or KEYS[3] ~= B .. 'stats' or KEYS[4] ~= B .. 'seen' then
   return redis.error_reply('BADARG keys do not match the key base and agent name')
 end
-if not now or not keep or keep <= 0 then
+if not now or not keep or (keep <= 0 and not delete) then
   return redis.error_reply('BADARG now_ms and retention_ms must be numbers, '
                            .. 'retention_ms above 0')
 end
@@ -49,17 +57,20 @@ if not a[4] then
   return {'gone'}
 end
 
-local online = tonumber(redis.call('ZSCORE', B .. 'online', name) or '0') or 0
-if online > now then
-  redis.call('ZADD', KEYS[4], now, name)
-  return {'live', string.format('%d', now)}
-end
+if not delete then
+  local online = tonumber(redis.call('ZSCORE', B .. 'online', name) or '0')
+                 or 0
+  if online > now then
+    redis.call('ZADD', KEYS[4], now, name)
+    return {'live', string.format('%d', now)}
+  end
 
-local last = math.max(tonumber(redis.call('ZSCORE', KEYS[4], name) or '0') or 0,
-                      tonumber(a[3]) or 0, online)
-if last + keep > now then
-  redis.call('ZADD', KEYS[4], last, name)
-  return {'live', string.format('%d', last)}
+  local last = math.max(tonumber(redis.call('ZSCORE', KEYS[4], name) or '0')
+                        or 0, tonumber(a[3]) or 0, online)
+  if last + keep > now then
+    redis.call('ZADD', KEYS[4], last, name)
+    return {'live', string.format('%d', last)}
+  end
 end
 
 for t in (a[1] or ''):gmatch('%S+') do

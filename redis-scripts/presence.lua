@@ -81,8 +81,12 @@ for i = 5, #ARGV do
       end
     else
       redis.call('ZREM', KEYS[1], name)
-      -- its last connection went: when it was last seen (agent_forget.lua)
-      redis.call('ZADD', base .. 'seen', 'GT', now, name)
+      -- its last connection went: when it was last seen (agent_forget.lua),
+      -- for a registered agent only (a deleted one's connections close
+      -- after its entries went: nothing of it is left behind)
+      if redis.call('EXISTS', base .. 'agent:' .. name) == 1 then
+        redis.call('ZADD', base .. 'seen', 'GT', now, name)
+      end
       if redis.call('ZREM', onidx, name) == 1 then
         online_index(name, false)
       end

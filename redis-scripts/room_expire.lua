@@ -10,6 +10,12 @@
 -- ARGV[1]  now_ms          the caller's clock (Redis' own, as Stream ids)
 -- ARGV[2]  retention_ms    the deployment's (ioa_room_retention), 0: off
 -- ARGV[3]  tombstone_ms    how long KEYS[6] stays (with KEYS[6])
+-- ARGV[4]  mode            optional: "delete" removes the room whatever its
+--                          age (DELETE /rooms/{comm_id}, ngx_ioa_delete.c)
+-- ARGV[5]  envelope        with "delete": the room's final envelope (JSON,
+--                          without "id"), appended last to its log so that
+--                          it gets an id after every envelope before it
+-- ARGV[6]  actor           with "delete": who deleted it, for the tombstone
 --
 -- Returns  {"gone"}                 no such room (swept already)
 --          {"live", last_ms}        its last envelope (or, without one, its
@@ -19,6 +25,8 @@
 --          {"live"}                 no retention applies to it
 --          {"expired", member...}   its keys are removed; the members are
 --                                   for the registry half (room_forget.lua)
+--          {"deleted", id, member...}  "delete": the keys are removed; id
+--                                   is the final envelope's
 -- Errors   BADARG  now_ms or retention_ms not a number >= 0, a tombstone
 --                  without a positive tombstone_ms
 --
@@ -35,6 +43,8 @@
 -- The tombstone (the ms the room expired at, with a TTL) is what tells a
 -- client resuming into the room that it expired, where a room that never
 -- existed is only unknown: a few dozen bytes per room, for tombstone_ms.
+-- A deleted room's tombstone says so: "deleted:<ms>:<actor>" (resume and
+-- reads answer room_deleted instead of room_expired).
 
 local now, global = tonumber(ARGV[1]), tonumber(ARGV[2])
 if not now or not global or global < 0 then
@@ -44,6 +54,23 @@ end
 local tomb_ttl = tonumber(ARGV[3])
 if KEYS[6] and not (tomb_ttl and tomb_ttl > 0) then
   return redis.error_reply('BADARG a tombstone needs tombstone_ms above 0')
+end
+
+if ARGV[4] == 'delete' then
+  if redis.call('EXISTS', KEYS[1], KEYS[2]) == 0 then
+    return {'gone'}
+  end
+  local id = redis.call('XADD', KEYS[3], '*', 'e', ARGV[5] or '{}')
+  local out = {'deleted', id}
+  for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+    out[#out + 1] = m
+  end
+  redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  if KEYS[6] then
+    redis.call('SET', KEYS[6], 'deleted:' .. tostring(now) .. ':'
+               .. (ARGV[6] or '-'), 'PX', tomb_ttl)
+  end
+  return out
 end
 
 local last

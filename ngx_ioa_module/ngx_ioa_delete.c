@@ -1,0 +1,1280 @@
+
+/*
+ * Copyright (C) ioa authors
+ *
+ * Deletion: DELETE /agents/{name}, DELETE /rooms/{comm_id}, and the audit
+ * stream every deletion is recorded in (GET /audit reads it).
+ *
+ * What goes is what the retention sweep removes (ngx_ioa_retention.c), by
+ * the same scripts in a "delete" mode that skips their age tests:
+ *
+ *   agent  1. EXISTS <reg>agent:<name>           404 unknown_agent
+ *          2. SMEMBERS <reg>rooms:<name>         the rooms it is in
+ *          3. SREM {room:<id>}:members <name>    one room (slot) at a time
+ *          4. agent_forget.lua "delete"          registry entry, index
+ *                                                terms, statistics share,
+ *                                                presence, room set, task
+ *                                                record, holders ({reg})
+ *          5. the event "agent_deleted"          every hub worker closes
+ *                                                its connections: 1008
+ *                                                "agent deleted"
+ *
+ *   room   1. HGET {room:<id>}:meta creator      404 (tombstone: expired,
+ *                                                deleted) or 403
+ *          2. SMEMBERS {room:<id>}:members
+ *          3. room_forget.lua                    out of the members' room
+ *                                                sets and both indexes
+ *          4. room_expire.lua "delete"           the final envelope is
+ *                                                appended, then every key
+ *                                                goes; a tombstone
+ *                                                "deleted:<ms>:<actor>"
+ *          5. the event "room_deleted"           every hub worker hands
+ *                                                the final envelope to its
+ *                                                links of the room, then
+ *                                                drops them
+ *
+ * The rooms an agent was in keep their logs: what it said stays, only its
+ * membership goes (erasing envelopes is another endpoint's).
+ *
+ * On a Redis Cluster the room keys and the registry keys are in different
+ * slots, so no one script can do either deletion.  The steps are ordered
+ * so that each reads what the next ones need before a later one removes
+ * it (the agent's room set, the room's members), and each is harmless to
+ * repeat: a DELETE interrupted by a lost connection is finished by the
+ * next DELETE, which finds the same sets and repeats every step.
+ *
+ * The events go on the registry's event channel (the teamup events'), to
+ * which every nginx worker of every instance is subscribed
+ * (ngx_ioa_room.c); ngx_ioa_registry_event() hands them here.  A worker
+ * whose pub/sub connection is down at that moment misses the event: its
+ * connections of a deleted agent stay open (they are in no room any more,
+ * and the agent is no longer registered) until they close; its links to a
+ * deleted room get nothing more, posts into it are refused unknown_room.
+ *
+ * The audit stream, <prefix>{audit}:log, a Stream with its own hash tag,
+ * MAXLEN ~ NGX_IOA_AUDIT_MAXLEN, gets one entry per deletion, written
+ * after the deletion succeeded: at (ms), action, actor (the token's sub,
+ * "-" in open mode), target, detail.  Written from here, not by the
+ * deletion's scripts, since it is in a slot of its own; if that write
+ * fails the deletion stands, and the failure is logged at the error level
+ * with the entry's fields, so that the record is in the error log.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_ioa.h"
+#include "ngx_ioa_room.h"
+#include "ngx_ioa_ws_frame.h"
+
+
+/* entries the audit stream keeps (about: XADD MAXLEN ~) */
+#define NGX_IOA_AUDIT_MAXLEN      "100000"
+/* entries GET /audit returns at most, and by default */
+#define NGX_IOA_AUDIT_COUNT_MAX   1000
+#define NGX_IOA_AUDIT_COUNT       100
+
+#define NGX_IOA_DELETE_REASON     "agent deleted"
+
+
+typedef struct {
+    ngx_str_t                 target;     /* the agent's name, a comm_id */
+    ngx_str_t                 actor;      /* the token's sub, "-": open */
+    ngx_str_t                 creator;
+    ngx_str_t                *sets;       /* rooms, or members */
+    ngx_uint_t                nsets;
+    ngx_uint_t                next;
+    ngx_uint_t                left;       /* memberships removed */
+    ngx_str_t                 envelope;   /* a room's final envelope */
+    ngx_str_t                 sid;        /* its id */
+} ngx_ioa_delete_t;
+
+
+static ngx_ioa_delete_t *ngx_ioa_delete_start(ngx_http_request_t *r,
+    ngx_str_t *target, ngx_ioa_identity_t *who);
+static ngx_int_t ngx_ioa_delete_copy(ngx_http_request_t *r,
+    redisReply *reply, ngx_str_t **sets, ngx_uint_t *n);
+static void ngx_ioa_agent_delete_exists(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_agent_delete_rooms(ngx_http_request_t *r,
+    redisReply *reply);
+static ngx_int_t ngx_ioa_agent_delete_next(ngx_http_request_t *r);
+static void ngx_ioa_agent_delete_left(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_agent_delete_forgotten(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_room_delete_meta(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_room_delete_members(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_room_delete_forgotten(ngx_http_request_t *r,
+    redisReply *reply);
+static void ngx_ioa_room_delete_done(ngx_http_request_t *r,
+    redisReply *reply);
+static ngx_int_t ngx_ioa_room_delete_envelope(ngx_http_request_t *r,
+    ngx_ioa_delete_t *d);
+static ngx_int_t ngx_ioa_delete_publish(ngx_pool_t *pool, const char *event,
+    ngx_ioa_delete_t *d);
+static void ngx_ioa_room_delete_answer(ngx_http_request_t *r);
+static void ngx_ioa_audit_written(redisReply *reply, void *data);
+static void ngx_ioa_audit_read(ngx_http_request_t *r, redisReply *reply);
+static ngx_int_t ngx_ioa_delete_key(ngx_pool_t *pool, ngx_str_t *key,
+    const char *fmt, ngx_str_t *a);
+
+
+/* DELETE /agents/{name}: the agent itself, or admin; open mode: anyone */
+
+ngx_int_t
+ngx_ioa_agent_delete_handler(ngx_http_request_t *r, ngx_str_t *name,
+    ngx_ioa_identity_t *who)
+{
+    size_t             argvlen[2];
+    ngx_str_t          key;
+    const char        *argv[2];
+    ngx_ioa_error_t    err;
+    ngx_ioa_delete_t  *d;
+
+    if (ngx_ioa_valid_name(name) != NGX_OK) {
+        ngx_ioa_error_set(&err, "invalid_name", "name",
+                          "an agent name has " NGX_IOA_NAME_RULE);
+        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    if (!who->open
+        && !(who->scopes & NGX_IOA_SCOPE_ADMIN)
+        && (name->len != who->sub.len
+            || ngx_strncmp(name->data, who->sub.data, name->len) != 0))
+    {
+        ngx_ioa_error_set(&err, "forbidden", "name",
+                          "only \"%V\" itself or an \"admin\" token may "
+                          "delete it; the token is \"%V\"'s",
+                          name, &who->sub);
+        return ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err);
+    }
+
+    d = ngx_ioa_delete_start(r, name, who);
+    if (d == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (ngx_ioa_delete_key(r->pool, &key, "%Vagent:%V", &d->target)
+        != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    argv[0] = "EXISTS";
+    argvlen[0] = 6;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_agent_delete_exists, 2, argv,
+                             argvlen)
+        != NGX_OK)
+    {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+static ngx_ioa_delete_t *
+ngx_ioa_delete_start(ngx_http_request_t *r, ngx_str_t *target,
+    ngx_ioa_identity_t *who)
+{
+    ngx_ioa_delete_t  *d;
+
+    d = ngx_pcalloc(r->pool, sizeof(ngx_ioa_delete_t));
+    if (d == NULL) {
+        return NULL;
+    }
+
+    /* the router's argument points into the URI, which lives as long as
+     * the request */
+    d->target = *target;
+
+    if (who->open || who->sub.len == 0) {
+        ngx_str_set(&d->actor, "-");
+
+    } else {
+        d->actor = who->sub;
+    }
+
+    ngx_ioa_rest_set_data(r, d);
+
+    return d;
+}
+
+
+static void
+ngx_ioa_agent_delete_exists(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t             argvlen[2];
+    ngx_str_t          key;
+    const char        *argv[2];
+    ngx_ioa_error_t    err;
+    ngx_ioa_delete_t  *d;
+
+    d = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (reply->integer == 0) {
+        ngx_ioa_error_set(&err, "unknown_agent", "name",
+                          "there is no agent \"%V\" in the registry",
+                          &d->target);
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+        return;
+    }
+
+    if (ngx_ioa_delete_key(r->pool, &key, "%Vrooms:%V", &d->target)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    argv[0] = "SMEMBERS";
+    argvlen[0] = 8;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_agent_delete_rooms, 2, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+static void
+ngx_ioa_agent_delete_rooms(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_ioa_delete_t  *d;
+
+    d = ngx_ioa_rest_get_data(r);
+
+    if (ngx_ioa_delete_copy(r, reply, &d->sets, &d->nsets) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_agent_delete_next(r));
+}
+
+
+/* out of the next room's members (its own slot), else the registry */
+
+static ngx_int_t
+ngx_ioa_agent_delete_next(ngx_http_request_t *r)
+{
+    u_char                agent[NGX_IOA_KEY_MAX], agents[NGX_IOA_KEY_MAX];
+    u_char                stats[NGX_IOA_KEY_MAX], seen[NGX_IOA_KEY_MAX];
+    u_char                now[NGX_INT64_LEN];
+    size_t                argvlen[9];
+    ngx_str_t             key;
+    const char           *argv[9];
+    ngx_ioa_delete_t     *d;
+    ngx_ioa_main_conf_t  *mcf;
+
+    d = ngx_ioa_rest_get_data(r);
+    mcf = ngx_ioa_main_conf();
+
+    if (d->next < d->nsets) {
+        key.data = agent;
+        key.len = ngx_snprintf(agent, sizeof(agent), "%V{room:%V}:members",
+                               &mcf->redis_prefix, &d->sets[d->next])
+                  - agent;
+
+        argv[0] = "SREM";
+        argvlen[0] = 4;
+        argv[1] = (const char *) key.data;
+        argvlen[1] = key.len;
+        argv[2] = (const char *) d->target.data;
+        argvlen[2] = d->target.len;
+
+        if (ngx_ioa_rest_command(r, ngx_ioa_agent_delete_left, 3, argv,
+                                 argvlen)
+            != NGX_OK)
+        {
+            return ngx_ioa_send_unavailable(r);
+        }
+
+        r->main->count++;
+
+        return NGX_DONE;
+    }
+
+    argv[0] = (const char *) agent;
+    argvlen[0] = ngx_snprintf(agent, sizeof(agent), "%Vagent:%V",
+                              &mcf->reg_base, &d->target) - agent;
+    argv[1] = (const char *) agents;
+    argvlen[1] = ngx_snprintf(agents, sizeof(agents), "%Vagents",
+                              &mcf->reg_base) - agents;
+    argv[2] = (const char *) stats;
+    argvlen[2] = ngx_snprintf(stats, sizeof(stats), "%Vstats",
+                              &mcf->reg_base) - stats;
+    argv[3] = (const char *) seen;
+    argvlen[3] = ngx_snprintf(seen, sizeof(seen), "%Vseen", &mcf->reg_base)
+                 - seen;
+    argv[4] = (const char *) mcf->reg_base.data;
+    argvlen[4] = mcf->reg_base.len;
+    argv[5] = (const char *) d->target.data;
+    argvlen[5] = d->target.len;
+    argv[6] = (const char *) now;
+    argvlen[6] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[7] = "0";
+    argvlen[7] = 1;
+    argv[8] = "delete";
+    argvlen[8] = 6;
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_AGENT_FORGET,
+                            ngx_ioa_agent_delete_forgotten, 4, 9, argv,
+                            argvlen)
+        != NGX_OK)
+    {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_ioa_agent_delete_left(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_ioa_delete_t  *d;
+
+    d = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    d->left += (ngx_uint_t) reply->integer;
+    d->next++;
+
+    ngx_ioa_finish(r, ngx_ioa_agent_delete_next(r));
+}
+
+
+static void
+ngx_ioa_agent_delete_forgotten(ngx_http_request_t *r, redisReply *reply)
+{
+    u_char             *p;
+    ngx_str_t           detail, out;
+    ngx_ioa_jbuf_t      b;
+    ngx_ioa_error_t     err;
+    ngx_ioa_delete_t   *d;
+
+    d = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements == 0
+        || reply->element[0]->type != REDIS_REPLY_STRING)
+    {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (reply->element[0]->len == 4
+        && ngx_strncmp(reply->element[0]->str, "gone", 4) == 0)
+    {
+        /* deleted meanwhile by another request */
+        ngx_ioa_error_set(&err, "unknown_agent", "name",
+                          "there is no agent \"%V\" in the registry",
+                          &d->target);
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+        return;
+    }
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_AGENTS_DELETED, 1);
+
+    if (ngx_ioa_delete_publish(r->pool, "agent_deleted", d) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    p = ngx_pnalloc(r->pool, 2 * NGX_INT_T_LEN + sizeof("rooms= left="));
+    if (p == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    detail.data = p;
+    detail.len = ngx_sprintf(p, "rooms=%ui left=%ui", d->nsets, d->left) - p;
+
+    ngx_ioa_audit("agent_deleted", &d->actor, &d->target, &detail);
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 128) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_jbuf_literal(&b, "{\"deleted\":\"agent\",\"name\":");
+    ngx_ioa_jbuf_str(&b, &d->target);
+    ngx_ioa_jbuf_literal(&b, ",\"rooms\":");
+    ngx_ioa_jbuf_int(&b, (int64_t) d->nsets);
+    ngx_ioa_jbuf_byte(&b, '}');
+
+    if (ngx_ioa_jbuf_done(&b, &out) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_OK, &out));
+}
+
+
+/* DELETE /rooms/{comm_id}: its creator, or admin; open mode: anyone */
+
+ngx_int_t
+ngx_ioa_room_delete_handler(ngx_http_request_t *r, ngx_str_t *comm_id,
+    ngx_ioa_identity_t *who)
+{
+    size_t             argvlen[3];
+    ngx_str_t          key;
+    const char        *argv[3];
+    ngx_ioa_error_t    err;
+    ngx_ioa_delete_t  *d;
+
+    if (comm_id->len == 0 || comm_id->len > NGX_IOA_COMM_ID_MAX) {
+        ngx_ioa_error_set(&err, "invalid_request", "comm_id",
+                          "a comm_id has 1 to %d bytes",
+                          NGX_IOA_COMM_ID_MAX);
+        return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+    }
+
+    d = ngx_ioa_delete_start(r, comm_id, who);
+    if (d == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (ngx_ioa_delete_key(r->pool, &key, "%V{room:%V}:meta", &d->target)
+        != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    /* who may: settled once the creator is read (the identity is kept in
+     * the creator's place until then) */
+    d->creator = who->open || (who->scopes & NGX_IOA_SCOPE_ADMIN)
+                 ? d->actor : who->sub;
+    d->left = who->open || (who->scopes & NGX_IOA_SCOPE_ADMIN);
+
+    argv[0] = "HGET";
+    argvlen[0] = 4;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+    argv[2] = "creator";
+    argvlen[2] = 7;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_room_delete_meta, 3, argv, argvlen)
+        != NGX_OK)
+    {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_ioa_room_delete_meta(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t             argvlen[2];
+    ngx_str_t          key;
+    const char        *argv[2];
+    ngx_ioa_error_t    err;
+    ngx_ioa_delete_t  *d;
+
+    d = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL
+        || (reply->type != REDIS_REPLY_STRING
+            && reply->type != REDIS_REPLY_NIL))
+    {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (reply->type == REDIS_REPLY_NIL) {
+        /* unknown_room, room_expired or room_deleted (the tombstone) */
+        if (ngx_ioa_room_gone(r, &d->target) != NGX_OK) {
+            ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+        }
+
+        return;
+    }
+
+    /* d->left: the caller is admin (or open mode) */
+
+    if (!d->left
+        && ((size_t) reply->len != d->creator.len
+            || ngx_strncmp(reply->str, d->creator.data, reply->len) != 0))
+    {
+        ngx_ioa_error_set(&err, "forbidden", "comm_id",
+                          "only the creator of room \"%V\" or an \"admin\" "
+                          "token may delete it", &d->target);
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err));
+        return;
+    }
+
+    d->left = 0;
+
+    if (ngx_ioa_delete_key(r->pool, &key, "%V{room:%V}:members", &d->target)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    argv[0] = "SMEMBERS";
+    argvlen[0] = 8;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_room_delete_members, 2, argv,
+                             argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+/* the registry half first (room_forget.lua), while the members can still
+ * be read again should this be interrupted */
+
+static void
+ngx_ioa_room_delete_members(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t               *argvlen;
+    ngx_str_t             list, due;
+    ngx_uint_t            i, n;
+    const char          **argv;
+    ngx_ioa_delete_t     *d;
+    ngx_ioa_main_conf_t  *mcf;
+
+    d = ngx_ioa_rest_get_data(r);
+    mcf = ngx_ioa_main_conf();
+
+    if (ngx_ioa_delete_copy(r, reply, &d->sets, &d->nsets) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    n = 4 + d->nsets;
+
+    argv = ngx_palloc(r->pool, n * sizeof(char *));
+    argvlen = ngx_palloc(r->pool, n * sizeof(size_t));
+
+    if (argv == NULL || argvlen == NULL
+        || ngx_ioa_delete_key(r->pool, &list, "%Vroomlist", NULL) != NGX_OK
+        || ngx_ioa_delete_key(r->pool, &due, "%Vroomdue", NULL) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    argv[0] = (const char *) list.data;
+    argvlen[0] = list.len;
+    argv[1] = (const char *) due.data;
+    argvlen[1] = due.len;
+    argv[2] = (const char *) mcf->reg_base.data;
+    argvlen[2] = mcf->reg_base.len;
+    argv[3] = (const char *) d->target.data;
+    argvlen[3] = d->target.len;
+
+    for (i = 0; i < d->nsets; i++) {
+        argv[4 + i] = (const char *) d->sets[i].data;
+        argvlen[4 + i] = d->sets[i].len;
+    }
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_FORGET,
+                            ngx_ioa_room_delete_forgotten, 2, (int) n, argv,
+                            argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+static void
+ngx_ioa_room_delete_forgotten(ngx_http_request_t *r, redisReply *reply)
+{
+    u_char                now[NGX_INT64_LEN], tomb[NGX_INT64_LEN];
+    size_t                argvlen[12];
+    ngx_str_t             keys[6];
+    ngx_uint_t            i;
+    const char           *argv[12];
+    ngx_ioa_delete_t     *d;
+    static const char    *names[] = { "%V{room:%V}:meta",
+                                      "%V{room:%V}:members",
+                                      "%V{room:%V}:log",
+                                      "%V{room:%V}:floor",
+                                      "%V{room:%V}:chain",
+                                      "%V{room:%V}:expired" };
+
+    d = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    d->left = (ngx_uint_t) reply->integer;
+
+    if (ngx_ioa_room_delete_envelope(r, d) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    for (i = 0; i < 6; i++) {
+        if (ngx_ioa_delete_key(r->pool, &keys[i], names[i], &d->target)
+            != NGX_OK)
+        {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        argv[i] = (const char *) keys[i].data;
+        argvlen[i] = keys[i].len;
+    }
+
+    argv[6] = (const char *) now;
+    argvlen[6] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    argv[7] = "0";
+    argvlen[7] = 1;
+    argv[8] = (const char *) tomb;
+    argvlen[8] = ngx_sprintf(tomb, "%d", NGX_IOA_ROOM_TOMBSTONE) - tomb;
+    argv[9] = "delete";
+    argvlen[9] = 6;
+    argv[10] = (const char *) d->envelope.data;
+    argvlen[10] = d->envelope.len;
+    argv[11] = (const char *) d->actor.data;
+    argvlen[11] = d->actor.len;
+
+    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_EXPIRE,
+                            ngx_ioa_room_delete_done, 6, 12, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+/*
+ * The room's last envelope, from the hub itself, in the room's normal
+ * format (its "id" is given by room_expire.lua's XADD):
+ *
+ *   {"sender":"ioa","timestamp":<ms>,"comm_id":"<id>","content":"...",
+ *    "state":1,"type":0,"ioa_room_deleted":{"by":"<actor>","at":<ms>}}
+ *
+ * "ioa" may be an agent's name too: what says the hub wrote it is the
+ * server-owned "ioa_room_deleted" (a client's ioa_* fields are dropped, so
+ * no member forges one).  type 0 (DEFAULT): nothing the conversation acts
+ * on.
+ */
+
+static ngx_int_t
+ngx_ioa_room_delete_envelope(ngx_http_request_t *r, ngx_ioa_delete_t *d)
+{
+    int64_t          now;
+    ngx_ioa_jbuf_t   b;
+
+    now = ngx_ioa_now_ms();
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 256) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ngx_ioa_jbuf_literal(&b, "{\"sender\":\"ioa\",\"timestamp\":");
+    ngx_ioa_jbuf_int(&b, now);
+    ngx_ioa_jbuf_literal(&b, ",\"comm_id\":");
+    ngx_ioa_jbuf_str(&b, &d->target);
+    ngx_ioa_jbuf_literal(&b, ",\"content\":\"this room was deleted: its "
+                             "log and members are removed\","
+                             "\"state\":1,\"type\":0,"
+                             "\"ioa_room_deleted\":{\"by\":");
+    ngx_ioa_jbuf_str(&b, &d->actor);
+    ngx_ioa_jbuf_literal(&b, ",\"at\":");
+    ngx_ioa_jbuf_int(&b, now);
+    ngx_ioa_jbuf_literal(&b, "}}");
+
+    return ngx_ioa_jbuf_done(&b, &d->envelope);
+}
+
+
+static void
+ngx_ioa_room_delete_done(ngx_http_request_t *r, redisReply *reply)
+{
+    u_char            *p;
+    ngx_str_t          detail;
+    ngx_ioa_error_t    err;
+    ngx_ioa_delete_t  *d;
+
+    d = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements == 0
+        || reply->element[0]->type != REDIS_REPLY_STRING)
+    {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (reply->elements < 2
+        || reply->element[1]->type != REDIS_REPLY_STRING)
+    {
+        /* "gone": deleted meanwhile by another request */
+        ngx_ioa_error_set(&err, "unknown_room", "comm_id",
+                          "there is no room \"%V\"", &d->target);
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+        return;
+    }
+
+    d->sid.data = ngx_pnalloc(r->pool, reply->element[1]->len);
+    if (d->sid.data == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    d->sid.len = reply->element[1]->len;
+    ngx_memcpy(d->sid.data, reply->element[1]->str, d->sid.len);
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_ROOMS_DELETED, 1);
+
+    if (ngx_ioa_delete_publish(r->pool, "room_deleted", d) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    p = ngx_pnalloc(r->pool, 2 * NGX_INT_T_LEN + sizeof("members= sets="));
+    if (p == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    detail.data = p;
+    detail.len = ngx_sprintf(p, "members=%ui sets=%ui", d->nsets, d->left)
+                 - p;
+
+    ngx_ioa_audit("room_deleted", &d->actor, &d->target, &detail);
+
+    ngx_ioa_room_delete_answer(r);
+}
+
+
+static void
+ngx_ioa_room_delete_answer(ngx_http_request_t *r)
+{
+    ngx_str_t          out;
+    ngx_ioa_jbuf_t     b;
+    ngx_ioa_delete_t  *d;
+
+    d = ngx_ioa_rest_get_data(r);
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 128) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_jbuf_literal(&b, "{\"deleted\":\"room\",\"comm_id\":");
+    ngx_ioa_jbuf_str(&b, &d->target);
+    ngx_ioa_jbuf_literal(&b, ",\"members\":");
+    ngx_ioa_jbuf_int(&b, (int64_t) d->nsets);
+    ngx_ioa_jbuf_literal(&b, ",\"id\":");
+    ngx_ioa_jbuf_str(&b, &d->sid);
+    ngx_ioa_jbuf_byte(&b, '}');
+
+    if (ngx_ioa_jbuf_done(&b, &out) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_OK, &out));
+}
+
+
+/*
+ * The event, on the registry's channel (PUBLISH, or SPUBLISH on a Cluster
+ * as the teamup events), not waited for:
+ *
+ *   {"event":"agent_deleted","name":"<name>","by":"<actor>"}
+ *   {"event":"room_deleted","comm_id":"<id>","by":"<actor>",
+ *    "id":"<sid>","envelope":{<the final envelope>}}
+ */
+
+static ngx_int_t
+ngx_ioa_delete_publish(ngx_pool_t *pool, const char *event,
+    ngx_ioa_delete_t *d)
+{
+    size_t                argvlen[3];
+    ngx_str_t             s;
+    const char           *argv[3];
+    ngx_ioa_jbuf_t        b;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    if (ngx_ioa_jbuf_init(&b, pool, 256 + d->envelope.len) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ngx_ioa_jbuf_literal(&b, "{\"event\":\"");
+    ngx_ioa_jbuf_raw(&b, (u_char *) event, ngx_strlen(event));
+
+    if (d->sid.len) {
+        ngx_ioa_jbuf_literal(&b, "\",\"comm_id\":");
+
+    } else {
+        ngx_ioa_jbuf_literal(&b, "\",\"name\":");
+    }
+
+    ngx_ioa_jbuf_str(&b, &d->target);
+    ngx_ioa_jbuf_literal(&b, ",\"by\":");
+    ngx_ioa_jbuf_str(&b, &d->actor);
+
+    if (d->sid.len) {
+        ngx_ioa_jbuf_literal(&b, ",\"id\":");
+        ngx_ioa_jbuf_str(&b, &d->sid);
+        ngx_ioa_jbuf_literal(&b, ",\"envelope\":");
+        ngx_ioa_jbuf_raw(&b, d->envelope.data, d->envelope.len);
+    }
+
+    ngx_ioa_jbuf_byte(&b, '}');
+
+    if (ngx_ioa_jbuf_done(&b, &s) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    argv[0] = ngx_ioa_redis_cluster() ? "SPUBLISH" : "PUBLISH";
+    argvlen[0] = ngx_strlen(argv[0]);
+    argv[1] = (const char *) mcf->events_channel.data;
+    argvlen[1] = mcf->events_channel.len;
+    argv[2] = (const char *) s.data;
+    argvlen[2] = s.len;
+
+    if (ngx_ioa_redis_command(NULL, NULL, 3, argv, argvlen) == NULL) {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                      "ioa: the event \"%s\" of \"%V\" could not be sent: "
+                      "hub workers will not close its connections",
+                      event, &d->target);
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * A registry event of a deletion, in every nginx worker
+ * (ngx_ioa_registry_event()): the agent's local connections close with
+ * 1008; the room's local links get its final envelope, then go.
+ */
+
+void
+ngx_ioa_delete_event(ngx_pool_t *pool, yajl_val ev, ngx_str_t *event)
+{
+    ngx_str_t          name, comm_id, sid, env;
+    yajl_val           v;
+    ngx_uint_t         n;
+    ngx_ioa_jbuf_t     b;
+    ngx_queue_t       *q;
+    ngx_ioa_msg_t     *m;
+    ngx_ioa_link_t    *lk;
+    ngx_ioa_room_t    *room;
+    ngx_ioa_agent_t   *a;
+    ngx_ioa_client_t  *cl;
+
+    if (event->len == sizeof("agent_deleted") - 1
+        && ngx_strncmp(event->data, "agent_deleted", event->len) == 0)
+    {
+        v = ngx_ioa_json_get(ev, "name");
+
+        if (v == NULL || ngx_ioa_json_string(v, &name) != NGX_OK) {
+            return;
+        }
+
+        /* a close detaches the client at once, and the last one frees
+         * the agent: look it up again each time; n bounds the loop should
+         * a transport ever keep a client attached while it closes */
+
+        a = ngx_ioa_agent_get(&name, 0);
+        n = a ? a->n : 0;
+
+        while (n-- && (a = ngx_ioa_agent_get(&name, 0)) != NULL
+               && !ngx_queue_empty(&a->clients))
+        {
+            q = ngx_queue_head(&a->clients);
+            cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+
+            cl->transport->close(cl, NGX_IOA_WS_POLICY,
+                                 NGX_IOA_DELETE_REASON);
+        }
+
+        return;
+    }
+
+    /* room_deleted */
+
+    v = ngx_ioa_json_get(ev, "comm_id");
+
+    if (v == NULL || ngx_ioa_json_string(v, &comm_id) != NGX_OK) {
+        return;
+    }
+
+    room = ngx_ioa_room_get(&comm_id, 0);
+    if (room == NULL || ngx_queue_empty(&room->links)) {
+        return;
+    }
+
+    v = ngx_ioa_json_get(ev, "id");
+
+    if (v == NULL || ngx_ioa_json_string(v, &sid) != NGX_OK) {
+        return;
+    }
+
+    v = ngx_ioa_json_get(ev, "envelope");
+    m = NULL;
+
+    if (v && YAJL_IS_OBJECT(v) && ngx_ioa_jbuf_init(&b, pool, 512) == NGX_OK)
+    {
+        ngx_ioa_jbuf_val(&b, v);
+
+        if (ngx_ioa_jbuf_done(&b, &env) == NGX_OK) {
+            m = ngx_ioa_msg_create(&comm_id, &sid, &env, 0);
+        }
+    }
+
+    if (m) {
+        m->refs++;
+    }
+
+    /* a link's removal may free the room once it has none: count first */
+
+    n = room->nlinks;
+
+    while (n--) {
+        room = ngx_ioa_room_get(&comm_id, 0);
+        if (room == NULL || ngx_queue_empty(&room->links)) {
+            break;
+        }
+
+        q = ngx_queue_head(&room->links);
+        lk = ngx_queue_data(q, ngx_ioa_link_t, room_q);
+        cl = lk->client;
+
+        ngx_ioa_link_free(lk);
+
+        if (m && cl->kind != NGX_IOA_CLIENT_OBSERVER) {
+            if (cl->transport->send(cl, m) == NGX_ERROR) {
+                continue;
+            }
+        }
+
+        if (cl->kind == NGX_IOA_CLIENT_FOLLOWER) {
+            /* it followed this room only: its stream is over */
+            cl->transport->close(cl, NGX_IOA_WS_NORMAL, "room deleted");
+        }
+    }
+
+    if (m) {
+        ngx_ioa_msg_release(m);
+    }
+}
+
+
+/* the audit stream: one entry, not waited for */
+
+void
+ngx_ioa_audit(const char *action, ngx_str_t *actor, ngx_str_t *target,
+    ngx_str_t *detail)
+{
+    u_char                key[NGX_IOA_KEY_MAX], at[NGX_INT64_LEN];
+    size_t                argvlen[16];
+    const char           *argv[16];
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    argv[0] = "XADD";
+    argvlen[0] = 4;
+    argv[1] = (const char *) key;
+    argvlen[1] = ngx_snprintf(key, sizeof(key), "%V{audit}:log",
+                              &mcf->redis_prefix) - key;
+    argv[2] = "MAXLEN";
+    argvlen[2] = 6;
+    argv[3] = "~";
+    argvlen[3] = 1;
+    argv[4] = NGX_IOA_AUDIT_MAXLEN;
+    argvlen[4] = sizeof(NGX_IOA_AUDIT_MAXLEN) - 1;
+    argv[5] = "*";
+    argvlen[5] = 1;
+    argv[6] = "at";
+    argvlen[6] = 2;
+    argv[7] = (const char *) at;
+    argvlen[7] = ngx_sprintf(at, "%L", ngx_ioa_now_ms()) - at;
+    argv[8] = "action";
+    argvlen[8] = 6;
+    argv[9] = action;
+    argvlen[9] = ngx_strlen(action);
+    argv[10] = "actor";
+    argvlen[10] = 5;
+    argv[11] = (const char *) actor->data;
+    argvlen[11] = actor->len;
+    argv[12] = "target";
+    argvlen[12] = 6;
+    argv[13] = (const char *) target->data;
+    argvlen[13] = target->len;
+    argv[14] = "detail";
+    argvlen[14] = 6;
+    argv[15] = (const char *) detail->data;
+    argvlen[15] = detail->len;
+
+    if (ngx_ioa_redis_command(ngx_ioa_audit_written, NULL, 16, argv, argvlen)
+        == NULL)
+    {
+        ngx_ioa_audit_written(NULL, NULL);
+    }
+
+    ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
+                  "ioa: audit: %s \"%V\" by \"%V\": %V",
+                  action, target, actor, detail);
+}
+
+
+static void
+ngx_ioa_audit_written(redisReply *reply, void *data)
+{
+    if (reply != NULL && reply->type == REDIS_REPLY_STRING) {
+        return;
+    }
+
+    /* the deletion stands; the notice logged with it is the record */
+    ngx_ioa_redis_log_refusal(reply, "the audit stream");
+
+    ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                  "ioa: an audit entry was not written to the audit "
+                  "stream; the \"ioa: audit:\" notice before says what");
+}
+
+
+/* GET /audit?count=N: the newest entries first (admin) */
+
+ngx_int_t
+ngx_ioa_audit_handler(ngx_http_request_t *r)
+{
+    u_char           n[NGX_INT_T_LEN];
+    size_t           argvlen[6];
+    ngx_int_t        count;
+    ngx_str_t        key, v;
+    const char      *argv[6];
+    ngx_ioa_error_t  err;
+
+    count = NGX_IOA_AUDIT_COUNT;
+
+    if (ngx_http_arg(r, (u_char *) "count", 5, &v) == NGX_OK) {
+        count = ngx_atoi(v.data, v.len);
+
+        if (count < 1 || count > NGX_IOA_AUDIT_COUNT_MAX) {
+            ngx_ioa_error_set(&err, "invalid_request", "count",
+                              "count is an integer from 1 to %d",
+                              NGX_IOA_AUDIT_COUNT_MAX);
+            return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+        }
+    }
+
+    key.data = ngx_pnalloc(r->pool, NGX_IOA_KEY_MAX);
+    if (key.data == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    key.len = ngx_snprintf(key.data, NGX_IOA_KEY_MAX, "%V{audit}:log",
+                           &ngx_ioa_main_conf()->redis_prefix)
+              - key.data;
+
+    argv[0] = "XREVRANGE";
+    argvlen[0] = 9;
+    argv[1] = (const char *) key.data;
+    argvlen[1] = key.len;
+    argv[2] = "+";
+    argvlen[2] = 1;
+    argv[3] = "-";
+    argvlen[3] = 1;
+    argv[4] = "COUNT";
+    argvlen[4] = 5;
+    argv[5] = (const char *) n;
+    argvlen[5] = ngx_sprintf(n, "%i", count) - n;
+
+    if (ngx_ioa_rest_command(r, ngx_ioa_audit_read, 6, argv, argvlen)
+        != NGX_OK)
+    {
+        return ngx_ioa_send_unavailable(r);
+    }
+
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+/* [{"id","at","action","actor","target","detail"}], every value a string
+ * as Redis keeps it, fields as written (other writers may add their own) */
+
+static void
+ngx_ioa_audit_read(ngx_http_request_t *r, redisReply *reply)
+{
+    size_t           i, j;
+    ngx_str_t        s, out;
+    redisReply      *e, *f;
+    ngx_ioa_jbuf_t   b;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 1024) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_jbuf_byte(&b, '[');
+
+    for (i = 0; i < reply->elements; i++) {
+        e = reply->element[i];
+
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2
+            || e->element[0]->type != REDIS_REPLY_STRING
+            || e->element[1]->type != REDIS_REPLY_ARRAY)
+        {
+            continue;
+        }
+
+        if (i) {
+            ngx_ioa_jbuf_byte(&b, ',');
+        }
+
+        ngx_ioa_jbuf_literal(&b, "{\"id\":");
+        s.data = (u_char *) e->element[0]->str;
+        s.len = e->element[0]->len;
+        ngx_ioa_jbuf_str(&b, &s);
+
+        f = e->element[1];
+
+        for (j = 0; j + 1 < f->elements; j += 2) {
+            if (f->element[j]->type != REDIS_REPLY_STRING
+                || f->element[j + 1]->type != REDIS_REPLY_STRING)
+            {
+                continue;
+            }
+
+            ngx_ioa_jbuf_byte(&b, ',');
+            s.data = (u_char *) f->element[j]->str;
+            s.len = f->element[j]->len;
+            ngx_ioa_jbuf_str(&b, &s);
+            ngx_ioa_jbuf_byte(&b, ':');
+            s.data = (u_char *) f->element[j + 1]->str;
+            s.len = f->element[j + 1]->len;
+            ngx_ioa_jbuf_str(&b, &s);
+        }
+
+        ngx_ioa_jbuf_byte(&b, '}');
+    }
+
+    ngx_ioa_jbuf_byte(&b, ']');
+
+    if (ngx_ioa_jbuf_done(&b, &out) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_send_json(r, NGX_HTTP_OK, &out));
+}
+
+
+/* a set's members, copied into the request's pool */
+
+static ngx_int_t
+ngx_ioa_delete_copy(ngx_http_request_t *r, redisReply *reply,
+    ngx_str_t **sets, ngx_uint_t *n)
+{
+    ngx_uint_t   i, k;
+    redisReply  *e;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        return NGX_ERROR;
+    }
+
+    *sets = ngx_palloc(r->pool, (reply->elements + 1) * sizeof(ngx_str_t));
+    if (*sets == NULL) {
+        return NGX_ERROR;
+    }
+
+    k = 0;
+
+    for (i = 0; i < reply->elements; i++) {
+        e = reply->element[i];
+
+        if (e->type != REDIS_REPLY_STRING || e->len == 0) {
+            continue;
+        }
+
+        (*sets)[k].data = ngx_pnalloc(r->pool, e->len);
+        if ((*sets)[k].data == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_memcpy((*sets)[k].data, e->str, e->len);
+        (*sets)[k].len = e->len;
+        k++;
+    }
+
+    *n = k;
+
+    return NGX_OK;
+}
+
+
+/* fmt has "%V" for the prefix (redis_prefix or reg_base: see its text)
+ * and, with a, "%V" for a */
+
+static ngx_int_t
+ngx_ioa_delete_key(ngx_pool_t *pool, ngx_str_t *key, const char *fmt,
+    ngx_str_t *a)
+{
+    ngx_str_t            *base;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
+    /* "%V{room:..." keys start at the prefix, the others at {reg} */
+    base = (ngx_strncmp(fmt, "%V{", 3) == 0) ? &mcf->redis_prefix
+                                              : &mcf->reg_base;
+
+    key->data = ngx_pnalloc(pool, NGX_IOA_KEY_MAX);
+    if (key->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    key->len = (a ? ngx_snprintf(key->data, NGX_IOA_KEY_MAX, fmt, base, a)
+                  : ngx_snprintf(key->data, NGX_IOA_KEY_MAX, fmt, base))
+               - key->data;
+
+    return NGX_OK;
+}
