@@ -31,6 +31,8 @@
  *                            live fan-out, exactly once and in order;
  *   ngx_ioa_client.c         clients: agents' rooms, resume, presence;
  *   ngx_ioa_observer.c       the feed of every room, registry events;
+ *   ngx_ioa_delete.c         DELETE /agents/{name}, /rooms/{comm_id}, and
+ *                            the audit stream;
  *   ngx_ioa_post.c           an envelope from a client into its room;
  *   ngx_ioa_registry.c       /register, /retrieve_assistant, ... presence;
  *   ngx_ioa_index*.c         the discovery index: BM25 inside nginx, in a

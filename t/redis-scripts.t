@@ -1195,6 +1195,21 @@ sub chain_entries {
     is(err_code($forget->('cy', $t0, 0)), 'BADARG', 'a retention of 0: BADARG');
     is(err_code(run_script('agent_forget', [ 'x', "${B}agents", "${B}stats", "${B}seen" ], $B, 'cy', $t0, 1)),
        'BADARG', 'keys not from B: BADARG');
+
+    # "delete" (DELETE /agents/{name}): whether connected or seen lately
+    run_script('presence', [ "${B}online" ], $B, 'w1', $t0 + 99_000, $t0 + 7_000, 'cy');
+    $r->cmd('SADD', "${B}rooms:cy", 'r9');
+    is_deeply(run_script('agent_forget', [ "${B}agent:cy", "${B}agents", "${B}stats", "${B}seen" ],
+                         $B, 'cy', $t0 + 7_000, 0, 'delete'), [ 'forgotten', 1 ],
+              'agent_forget "delete": a connected agent seen just now is removed');
+    is($r->cmd('EXISTS', "${B}agent:cy", "${B}rooms:cy", "${B}holders:cy"), 0, '... its record, room set and holders');
+    is($r->cmd('ZSCORE', "${B}online", 'cy'), undef, '... and its presence');
+    index_consistent($B, 'after agent_forget delete');
+    run_script('presence', [ "${B}online" ], $B, 'w1', 0, $t0 + 8_000, 'cy');
+    is($r->cmd('ZSCORE', "${B}seen", 'cy'), undef,
+       'presence.lua: its connection going afterwards leaves no seen entry of an agent not registered');
+    is_deeply(run_script('agent_forget', [ "${B}agent:cy", "${B}agents", "${B}stats", "${B}seen" ],
+                         $B, 'cy', $t0 + 9_000, 0, 'delete'), ['gone'], 'again: gone');
 }
 
 # --- room_expire, room_forget: the retention sweep's two halves ----------------------
@@ -1236,6 +1251,25 @@ sub chain_entries {
     is(err_code(run_script('room_forget', [ 'x' ], $B, 'ex1')), 'BADARG', 'keys not from B: BADARG');
     is(err_code(run_script('room_forget', [ "${B}roomlist", 'x' ], $B, 'ex1')), 'BADARG',
        'a due index not from B: BADARG');
+}
+
+# --- room_expire "delete" (DELETE /rooms/{comm_id}) ----------------------------------
+
+{
+    my $R = room('del1');
+    my @keys = map { "$R$_" } qw(meta members log floor chain expired);
+    my $t0 = 1_700_000_000_000;
+    run_script('room_create', [ "${R}meta", "${R}members" ], 'del1', '', 'anna', $t0, '', qw(anna carl));
+    $r->cmd('XADD', "${R}log", '*', 'e', '{}');
+    my ($what, $id, @members) = @{ run_script('room_expire', \@keys, $t0 + 1, 0, 86_400_000,
+                                              'delete', '{"sender":"ioa"}', 'anna') };
+    is($what, 'deleted', 'room_expire "delete": a room that just spoke, with no retention, is removed');
+    like($id, qr/^\d+-\d+$/, '... the final envelope got an id');
+    is_deeply([ sort @members ], [qw(anna carl)], '... its members named');
+    is($r->cmd('EXISTS', map { "$R$_" } qw(meta members log floor chain)), 0, '... every key gone');
+    is($r->cmd('GET', "${R}expired"), 'deleted:' . ($t0 + 1) . ':anna', '... the tombstone says deleted, when, by whom');
+    is_deeply(run_script('room_expire', \@keys, $t0 + 2, 0, 86_400_000, 'delete', '{}', 'anna'), ['gone'],
+              'again: gone');
 }
 
 # --- a room's own retention (/teamup "retention_s"), the due index, the tombstone -
