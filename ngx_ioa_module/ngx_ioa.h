@@ -849,6 +849,10 @@ ngx_int_t ngx_ioa_room_events_handler(ngx_http_request_t *r,
 ngx_int_t ngx_ioa_room_verify_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
 
+/* ngx_ioa_room_erase.c */
+ngx_int_t ngx_ioa_room_erase_handler(ngx_http_request_t *r,
+    ngx_str_t *comm_id, ngx_ioa_identity_t *who);
+
 
 /* ngx_ioa_mcp.c */
 char *ngx_ioa_mcp_conf(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
