@@ -83,7 +83,12 @@
 --     which exist only inside this script.  Anyone who can write Redis can
 --     recompute the chain: keep its head elsewhere to compare.
 --   * Cost: about +4.5 us of Redis time per call (GET, SET, one SHA-1) on
---     6-9 us before (ioa-ceiling --script post): +55%.  COSTV2
+--     6-9 us before (ioa-ceiling --script post): +55%.
+--     Chain v2 (d) adds one SHA-1 of the envelope (~0.9 us per 100 bytes
+--     hashed, measured in a Lua loop) and a 40-byte field: not
+--     measurable against v1 on the shared 2-core machine (median 28.5 vs
+--     28.0 us of Redis CPU per call, spread 21-30 vs 26-29; BENCHMARKS.md,
+--     "Chain v2").
 --   * The previous id is also stored in the entry ("p"): a reader that
 --     catches up after id X and gets an entry whose "p" is above X knows
 --     that the entries between were trimmed (ioa_room_log_maxlen) before
