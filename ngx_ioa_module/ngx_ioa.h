@@ -458,6 +458,7 @@ typedef enum {
     NGX_IOA_SCRIPT_GOAL_LIST,
     NGX_IOA_SCRIPT_WORKER_LIST,
     NGX_IOA_SCRIPT_LIMIT_LEASE,
+    NGX_IOA_SCRIPT_ROOM_ERASE,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -850,6 +851,10 @@ ngx_int_t ngx_ioa_goal_list_handler(ngx_http_request_t *r,
 ngx_int_t ngx_ioa_room_events_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
 ngx_int_t ngx_ioa_room_verify_handler(ngx_http_request_t *r,
+    ngx_str_t *comm_id, ngx_ioa_identity_t *who);
+
+/* ngx_ioa_room_erase.c */
+ngx_int_t ngx_ioa_room_erase_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
 
 

@@ -538,6 +538,13 @@ ngx_ioa_api_handler(ngx_http_request_t *r)
                       ngx_ioa_room_verify_handler(r, &arg, id));
     }
 
+    /* an admin's erasure of one sender's envelopes (ngx_ioa_room_erase.c) */
+
+    if (ngx_ioa_path_arg(&rest, "/rooms/", "/erase", &arg) == NGX_OK) {
+        ngx_ioa_route(NGX_IOA_POST, NGX_IOA_SCOPE_ADMIN, NULL,
+                      ngx_ioa_room_erase_handler(r, &arg, id));
+    }
+
     if (ngx_ioa_path_arg(&rest, "/goals/", "/events", &arg) == NGX_OK) {
         ngx_ioa_route(NGX_IOA_GET, NGX_IOA_SCOPE_LAUNCH, NULL,
                       ngx_ioa_goal_events_handler(r, &arg, id));

@@ -62,6 +62,8 @@ typedef struct {
     ngx_str_t                 start;      /* where the chain starts */
     int64_t                   checked;
     int64_t                   unchained;
+    int64_t                   redacted;
+    int64_t                   legacy;     /* entries under chain v1 */
     ngx_uint_t                scoped;     /* may read without membership */
     ngx_ioa_identity_t       *who;        /* its token's expiry counts */
 } ngx_ioa_room_api_t;
@@ -253,7 +255,8 @@ ngx_ioa_room_verify_next(ngx_http_request_t *r)
 }
 
 
-/* {status, cursor, state, checked, unchained, note[, start]} */
+/* {status, cursor, state, checked, unchained, note, start, redacted,
+ *  legacy} */
 
 static void
 ngx_ioa_room_verify_reply(ngx_http_request_t *r, redisReply *reply)
@@ -284,6 +287,14 @@ ngx_ioa_room_verify_reply(ngx_http_request_t *r, redisReply *reply)
 
     ra->checked += reply->element[3]->integer;
     ra->unchained += reply->element[4]->integer;
+
+    if (reply->elements > 8
+        && reply->element[7]->type == REDIS_REPLY_INTEGER
+        && reply->element[8]->type == REDIS_REPLY_INTEGER)
+    {
+        ra->redacted += reply->element[7]->integer;
+        ra->legacy += reply->element[8]->integer;
+    }
 
     /* the call that finds where the chain starts says so in its note;
      * "broken" puts its reason there and the start after it */
@@ -321,7 +332,7 @@ ngx_ioa_room_verify_reply(ngx_http_request_t *r, redisReply *reply)
 
 /*
  * {"comm_id","status":"intact"|"empty"|"broken","checked","unchained",
- *  "chain_from"[,"broken_at","reason"]}
+ *  "redacted","legacy","chain_from"[,"broken_at","reason"]}
  */
 
 static ngx_int_t
@@ -336,9 +347,10 @@ ngx_ioa_room_verify_answer(ngx_http_request_t *r, const char *status,
     ra = ngx_ioa_rest_get_data(r);
 
     len = sizeof("{\"comm_id\":,\"status\":\"\",\"checked\":,\"unchained\":,"
+                 "\"redacted\":,\"legacy\":,"
                  "\"chain_from\":,\"broken_at\":,\"reason\":}") - 1
           + ngx_ioa_json_str_len(&ra->comm_id) + ngx_strlen(status)
-          + 2 * NGX_INT64_LEN + ngx_ioa_json_str_len(&ra->start)
+          + 4 * NGX_INT64_LEN + ngx_ioa_json_str_len(&ra->start)
           + (at ? ngx_ioa_json_str_len(at) + ngx_ioa_json_str_len(reason)
                 : 0);
 
@@ -350,8 +362,9 @@ ngx_ioa_room_verify_answer(ngx_http_request_t *r, const char *status,
     p = ngx_cpymem(out.data, "{\"comm_id\":", sizeof("{\"comm_id\":") - 1);
     p = ngx_ioa_json_str(p, &ra->comm_id);
     p = ngx_sprintf(p, ",\"status\":\"%s\",\"checked\":%L,\"unchained\":%L,"
-                       "\"chain_from\":",
-                    status, ra->checked, ra->unchained);
+                       "\"redacted\":%L,\"legacy\":%L,\"chain_from\":",
+                    status, ra->checked, ra->unchained, ra->redacted,
+                    ra->legacy);
 
     if (ra->start.len) {
         p = ngx_ioa_json_str(p, &ra->start);

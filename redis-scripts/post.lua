@@ -44,12 +44,28 @@
 -- holds for the floor: two members cannot both take the last turn.
 --
 -- The hash chain (tamper evidence; verify.lua checks it).  Every entry is
--- {e = envelope, h = hash}, e first so that readers taking the envelope by
--- position keep working, with
---   h(n) = sha1hex(h(n-1) .. "\n" .. id(n-1) .. "\n" .. e(n))
---   h(0) = sha1hex("ioa-room-chain-v1\n" .. comm_id), id(0) = "0-0"
+-- {e = envelope, h = hash, p = previous id, d = digest}, e first so that
+-- readers taking the envelope by position keep working, with (chain v2)
+--   d(n) = sha1hex(e(n))
+--   h(n) = sha1hex(h(n-1) .. "\n" .. id(n-1) .. "\n" .. d(n))
+--   h(0) = sha1hex("ioa-room-chain-v2\n" .. comm_id), id(0) = "0-0"
 -- and R..'chain' = id(n) .. " " .. h(n) after each append.  It is extended
 -- here, atomically with the append, so concurrent posters form one line.
+--   * The digest, not the envelope, is chained (v2) so that an admin can
+--     erase an envelope's content (room_erase.lua replaces e by a marker
+--     and adds "r") while d and h still verify: verify.lua then tells
+--     "redacted" (r present, e a marker, d chains) from "tampered" (e does
+--     not hash to d, or d does not chain).  d is stored in every entry,
+--     not only in redacted ones: an entry then says by itself which rule
+--     it follows (v1 entries have h but no d), which the verifier needs
+--     for the oldest retained entry of a trimmed log (its predecessor is
+--     gone) and during a rolling upgrade, when old hubs still append v1
+--     entries between v2 ones.
+--   * Chain v1 (entries before this change, no "d") chained e itself:
+--     h(n) = sha1hex(h(n-1) .. "\n" .. id(n-1) .. "\n" .. e(n)), genesis
+--     "ioa-room-chain-v1\n" .. comm_id.  They keep verifying; a new post to
+--     such a room chains under v2 to the v1 head.  room_erase.lua re-chains
+--     them under v2 before it erases anything (README: "Erasure").
 --   * The previous entry's id, not the entry's own: Redis assigns that
 --     inside XADD, and computing it here (TIME, the last id, XADD's rule)
 --     doubled this script's time.  Each id is still covered, by the next
@@ -68,6 +84,11 @@
 --     recompute the chain: keep its head elsewhere to compare.
 --   * Cost: about +4.5 us of Redis time per call (GET, SET, one SHA-1) on
 --     6-9 us before (ioa-ceiling --script post): +55%.
+--     Chain v2 (d) adds one SHA-1 of the envelope (~0.9 us per 100 bytes
+--     hashed, measured in a Lua loop) and a 40-byte field: not
+--     measurable against v1 on the shared 2-core machine (median 28.5 vs
+--     28.0 us of Redis CPU per call, spread 21-30 vs 26-29; BENCHMARKS.md,
+--     "Chain v2").
 --   * The previous id is also stored in the entry ("p"): a reader that
 --     catches up after id X and gets an entry whose "p" is above X knows
 --     that the entries between were trimmed (ioa_room_log_maxlen) before
@@ -150,11 +171,12 @@ else
   end
   if not prev_h then
     prev_id = '0-0'
-    prev_h = redis.sha1hex('ioa-room-chain-v1\n' ..
+    prev_h = redis.sha1hex('ioa-room-chain-v2\n' ..
       (string.match(KEYS[2], '{room:([^}]*)}') or KEYS[2]))
   end
 end
-local h = redis.sha1hex(prev_h .. '\n' .. prev_id .. '\n' .. ARGV[2])
+local d = redis.sha1hex(ARGV[2])
+local h = redis.sha1hex(prev_h .. '\n' .. prev_id .. '\n' .. d)
 
 -- "e" stays the first field: readers that take the envelope by position
 -- keep working.
@@ -162,9 +184,10 @@ local id
 if ARGV[3] ~= '0' then
   -- "~" lets Redis trim whole stream nodes only: much cheaper than exact.
   id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-                  'e', ARGV[2], 'h', h, 'p', prev_id)
+                  'e', ARGV[2], 'h', h, 'p', prev_id, 'd', d)
 else
-  id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2], 'h', h, 'p', prev_id)
+  id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2], 'h', h, 'p', prev_id,
+                  'd', d)
 end
 redis.call('SET', head_key, id .. ' ' .. h)
 local msg = id .. ' ' .. ARGV[2]

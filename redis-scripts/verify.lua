@@ -8,13 +8,19 @@
 --                          seen, else "<id> <h>" of the last chained entry
 -- ARGV[3]  count           entries per call, >= 1
 --
--- Returns  {status, cursor, state, checked, unchained, note}
+-- Returns  {status, cursor, state, checked, unchained, note, start,
+--           redacted, legacy}
 --   "more"    call again with this cursor and state
 --   "ok"      the end of the log is reached and it matches the chain head
 --   "empty"   no log and no chain head
---   "broken"  cursor is the first entry whose link fails, note says why:
---             "hash mismatch", "missing hash" (an entry without "h" after
---             the chain started), "missing envelope", "id out of order",
+--   "broken"  cursor is the first entry whose link fails (tampered), note
+--             says why: "hash mismatch" (h does not chain), "hash
+--             mismatch: e does not match its digest d" (a v2 entry's
+--             envelope was changed and is not a redaction), "bad redaction"
+--             (an entry with "r" whose e is not a redaction marker, or a
+--             v1 entry with "r": room_erase.lua never writes either),
+--             "missing hash" (an entry without "h" after the chain
+--             started), "missing envelope", "id out of order",
 --             "bad first link" (the first chained entry after unchained
 --             ones does not chain to the genesis value), "tail missing"
 --             (the log ends before the entry the head names; cursor is the
@@ -27,24 +33,45 @@
 --              "anchor <id> <h>" (the oldest retained entry of a trimmed
 --              room: its predecessor is gone, its hash is taken as given)
 --              "broken" puts the reason here and this note seventh
+--   start      "" (the seventh element of an answer that is not "broken")
+--   redacted   chained entries of this call that are redacted: e is
+--              room_erase.lua's marker, "r" says when and by whom, and the
+--              digest d they keep still chains (counted in checked too)
+--   legacy     chained entries of this call under chain v1 (no "d")
 --
 -- Why batches: a script blocks Redis while it runs, so one call checks at
 -- most count entries and the caller (ioa-worker verify-room) loops.  The
 -- last call reads the tail and the head in one script, so entries appended
 -- meanwhile never make a consistent log look truncated.
 --
--- The link rule, as post.lua writes it:
---   h(n) = sha1hex(h(n-1) .. "\n" .. id(n-1) .. "\n" .. e(n))
---   h(0) = sha1hex("ioa-room-chain-v1\n" .. comm_id), id(0) = "0-0"
+-- The link rules, as post.lua writes them.  An entry with "d" is v2:
+--   h(n) = sha1hex(h(n-1) .. "\n" .. id(n-1) .. "\n" .. d(n)),
+--   d(n) = sha1hex(e(n)) unless the entry is redacted,
+--   h(0) = sha1hex("ioa-room-chain-v2\n" .. comm_id), id(0) = "0-0";
+-- an entry with "h" and no "d" is v1:
+--   h(n) = sha1hex(h(n-1) .. "\n" .. id(n-1) .. "\n" .. e(n)),
+--   h(0) = sha1hex("ioa-room-chain-v1\n" .. comm_id).
+-- Each entry says which rule it follows, and both may alternate in one log
+-- (old and new hubs side by side during an upgrade): a v1 entry after v2
+-- ones is not by itself a sign of tampering, since an intruder able to
+-- write Redis could recompute either rule anyway.
 
 local cursor, state, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if not count or count < 1 then
   return redis.error_reply('BADARG count must be a number >= 1')
 end
 
-local function genesis()
-  return redis.sha1hex('ioa-room-chain-v1\n' ..
+local function genesis(v)
+  return redis.sha1hex('ioa-room-chain-' .. v .. '\n' ..
     (string.match(KEYS[1], '{room:([^}]*)}') or KEYS[1]))
+end
+
+-- a redaction marker as room_erase.lua writes it: a JSON object whose
+-- "erased" member is an object (when and by whom)
+local function is_marker(e)
+  if not e or not string.find(e, '"erased"', 1, true) then return false end
+  local ok, v = pcall(cjson.decode, e)
+  return ok and type(v) == 'table' and type(v.erased) == 'table'
 end
 
 local function after(a, b)
@@ -59,15 +86,41 @@ local start = '-'
 if cursor ~= '' then start = '(' .. cursor end
 local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', count)
 
-local checked, unchained, note = 0, 0, ''
+local checked, unchained, redacted, legacy, note = 0, 0, 0, 0, ''
 local function broken(id, why)
-  return { 'broken', id, state, checked, unchained, why, note }
+  return { 'broken', id, state, checked, unchained, why, note, redacted,
+           legacy }
+end
+local function answer(status)
+  return { status, cursor, state, checked, unchained, note, '', redacted,
+           legacy }
 end
 
 for _, entry in ipairs(entries) do
-  local id, f, e, h = entry[1], entry[2], nil, nil
+  local id, f, e, h, d, r = entry[1], entry[2], nil, nil, nil, nil
   for i = 1, #f, 2 do
-    if f[i] == 'e' then e = f[i + 1] elseif f[i] == 'h' then h = f[i + 1] end
+    local k = f[i]
+    if k == 'e' then e = f[i + 1] elseif k == 'h' then h = f[i + 1]
+    elseif k == 'd' then d = f[i + 1] elseif k == 'r' then r = f[i + 1] end
+  end
+
+  -- what the link covers: the digest (v2) or the envelope itself (v1)
+  local covered, v = e, 'v1'
+  if h then
+    if d then
+      covered, v = d, 'v2'
+      if r then
+        if not is_marker(e) then return broken(id, 'bad redaction') end
+        redacted = redacted + 1
+      elseif not e then
+        return broken(id, 'missing envelope')
+      elseif redis.sha1hex(e) ~= d then
+        return broken(id, 'hash mismatch: e does not match its digest d')
+      end
+    else
+      if r then return broken(id, 'bad redaction') end
+      legacy = legacy + 1
+    end
   end
 
   if state == '' or state == '-' then
@@ -75,7 +128,8 @@ for _, entry in ipairs(entries) do
       unchained = unchained + 1
       state = '-'
     else
-      if e and h == redis.sha1hex(genesis() .. '\n0-0\n' .. e) then
+      if covered and h == redis.sha1hex(genesis(v) .. '\n0-0\n' .. covered)
+      then
         note = 'genesis ' .. id
       elseif state == '' then
         -- nothing before it: a trimmed room's oldest entry
@@ -89,9 +143,9 @@ for _, entry in ipairs(entries) do
   else
     local prev_id, prev_h = string.sub(state, 1, -42), string.sub(state, -40)
     if not h then return broken(id, 'missing hash') end
-    if not e then return broken(id, 'missing envelope') end
+    if not covered then return broken(id, 'missing envelope') end
     if not after(id, prev_id) then return broken(id, 'id out of order') end
-    if h ~= redis.sha1hex(prev_h .. '\n' .. prev_id .. '\n' .. e) then
+    if h ~= redis.sha1hex(prev_h .. '\n' .. prev_id .. '\n' .. covered) then
       return broken(id, 'hash mismatch')
     end
     checked = checked + 1
@@ -101,7 +155,7 @@ for _, entry in ipairs(entries) do
 end
 
 if #entries == count then
-  return { 'more', cursor, state, checked, unchained, note }
+  return answer('more')
 end
 
 -- The end: the last chained entry must be the one the head names.
@@ -112,9 +166,9 @@ if not head then
     return broken(cursor, 'head missing')
   end
   if state == '' then
-    return { 'empty', cursor, state, checked, unchained, note }
+    return answer('empty')
   end
 elseif head ~= state then
   return broken(string.sub(head, 1, -42), 'tail missing')
 end
-return { 'ok', cursor, state, checked, unchained, note }
+return answer('ok')

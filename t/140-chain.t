@@ -149,14 +149,17 @@ GET /health_check
     isnt((main::entries($cid))[6][1]{e}, $e[6][1]{e}, 'the 7th envelope was edited');
     ($rc, $out) = main::verify($cid, '--batch', 4);
     is $rc, 1, 'edited: exit 1';
-    like $out, qr/^room \Q$cid\E: BROKEN at \Q$victim\E: hash mismatch/, 'edited: names that entry'
+    like $out, qr/^room \Q$cid\E: BROKEN at \Q$victim\E: hash mismatch: e does not match its digest d/,
+         'edited: names that entry (its envelope no longer matches its digest)'
         or diag $out;
 
-    # 2. the same edit with its h recomputed: its own link holds, the next fails
+    # 2. the same edit with its d and h recomputed (chain v2: h covers d):
+    # its own link holds, the next fails
     main::rewrite_log($cid, sub {
         return unless $_[0] eq $victim;
         my $prev = $e[5];
-        $_[1]{h} = Digest::SHA::sha1_hex("$prev->[1]{h}\n$prev->[0]\n$_[1]{e}");
+        $_[1]{d} = Digest::SHA::sha1_hex($_[1]{e});
+        $_[1]{h} = Digest::SHA::sha1_hex("$prev->[1]{h}\n$prev->[0]\n$_[1]{d}");
     });
     ($rc, $out) = main::verify($cid);
     is $rc, 1, 're-hashed edit: exit 1';

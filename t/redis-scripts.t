@@ -84,7 +84,7 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
-                 room_create post room_record presence verify goal_message goal_cancel agent_rooms
+                 room_create post room_record presence verify room_erase goal_message goal_cancel agent_rooms
                  position_save position_load room_expire room_forget agent_forget
                  goal_index goal_list worker_list limit_lease)) {
     my $file = "$scripts/$name.lua";
@@ -803,9 +803,9 @@ my $env1 = '{"content":"hi","sender":"anna","comm_id":"c1","state":1,"type":4}';
 my $id1 = post($R1, 'anna', $env1);
 like($id1, qr/^\d+-\d+$/, 'post by a member returns the stream id');
 is_deeply($r->cmd('XRANGE', "${R1}log", '-', '+'),
-          [ [ $id1, [ 'e', $env1, 'h', sha1_hex(genesis('c1') . "\n0-0\n$env1"),
-                      'p', '0-0' ] ] ],
-          'the envelope is in the log, e first, then h chaining it to the genesis value, then p, the id before it (none: 0-0)');
+          [ [ $id1, [ 'e', $env1, 'h', sha1_hex(genesis('c1') . "\n0-0\n" . sha1_hex($env1)),
+                      'p', '0-0', 'd', sha1_hex($env1) ] ] ],
+          'the envelope is in the log, e first, then h chaining its digest to the genesis value, then p, the id before it (none: 0-0), then d, the digest');
 is_deeply(next_message(), [ 'message', 'chan:c1', "$id1 $env1" ], 'and was published as "id json"');
 
 is(err_code(post($R1, 'sam', '{"content":"intruder"}')), 'NOTMEMBER', 'post by a non-member: NOTMEMBER');
@@ -1023,20 +1023,26 @@ is($r->cmd('XLEN', "${RF}log"), $xlen, 'BADARG: nothing stored');
 
 # --- the hash chain (post.lua writes h and R..chain; verify.lua checks) ----------
 
-sub genesis { sha1_hex("ioa-room-chain-v1\n$_[0]") }
+sub genesis { sha1_hex("ioa-room-chain-v2\n$_[0]") }
+sub genesis_v1 { sha1_hex("ioa-room-chain-v1\n$_[0]") }
 sub verify_batch {
     my ($R, $cursor, $state, $count) = @_;
     return run_script('verify', [ "${R}log", "${R}chain" ], $cursor, $state, $count);
 }
-# loops verify.lua as ioa-worker verify-room does: (status, id, note, checked, unchained)
+# loops verify.lua as ioa-worker verify-room does: (status, id, note, checked, unchained);
+# the redacted and legacy (chain v1) counts of the last walk in %Counts
+our %Counts;
 sub verify_all {
     my ($R, $count) = @_;
     my ($cursor, $state, $checked, $unchained, $start) = ('', '', 0, 0, '');
+    %Counts = (redacted => 0, legacy => 0);
     while (1) {
         my $v = verify_batch($R, $cursor, $state, $count // 3);
         return ('error', $$v) if ref $v eq 'Err';
         $checked += $v->[3];
         $unchained += $v->[4];
+        $Counts{redacted} += $v->[7] // 0;
+        $Counts{legacy} += $v->[8] // 0;
         $start = $v->[0] eq 'broken' ? ($v->[6] || $start) : ($v->[5] || $start);
         ($cursor, $state) = @$v[1, 2];
         next if $v->[0] eq 'more';
@@ -1052,10 +1058,13 @@ sub chain_entries {
     run_script('room_create', [ "${RC}meta", "${RC}members" ], 'ch1', '', 'ann', $NOW, '', 'ann');
     my @id = map { post($RC, 'ann', qq({"i":$_}), '0', 'chan:ch1') } 1 .. 8;
     my @e = chain_entries($RC);
-    is($e[0][1]{h}, sha1_hex(genesis('ch1') . qq(\n0-0\n{"i":1})),
-       'chain: the first entry links to sha1("ioa-room-chain-v1\n<comm_id>") and id 0-0');
-    my $links = grep { $e[$_][1]{h} eq sha1_hex("$e[$_-1][1]{h}\n$e[$_-1][0]\n$e[$_][1]{e}") } 1 .. $#e;
-    is($links, 7, 'chain: every later entry links to the previous hash and id');
+    is($e[0][1]{d}, sha1_hex('{"i":1}'), 'chain v2: d is the envelope\'s digest');
+    is_deeply([ @{ $r->cmd('XRANGE', "${RC}log", '-', '+')->[0][1] }[0, 2, 4, 6] ], [qw(e h p d)],
+              'chain v2: the fields are e, h, p, d in that order');
+    is($e[0][1]{h}, sha1_hex(genesis('ch1') . "\n0-0\n" . sha1_hex('{"i":1}')),
+       'chain: the first entry links to sha1("ioa-room-chain-v2\n<comm_id>") and id 0-0, over d');
+    my $links = grep { $e[$_][1]{h} eq sha1_hex("$e[$_-1][1]{h}\n$e[$_-1][0]\n" . sha1_hex($e[$_][1]{e})) } 1 .. $#e;
+    is($links, 7, 'chain: every later entry links to the previous hash and id, over the digest');
     is($r->cmd('GET', "${RC}chain"), "$id[-1] $e[-1][1]{h}", 'chain: the head is "<last id> <last h>"');
     is_deeply([ verify_all($RC, $_) ], [ 'ok', $id[-1], "genesis $id[0]", 8, 0 ],
               "verify.lua, batch $_: ok, 8 links from genesis") for 1, 3, 8, 100;
@@ -1065,10 +1074,10 @@ sub chain_entries {
     $r->cmd('DEL', "${RC}log");
     for my $x (@e) {
         my $env = $x->[0] eq $id[4] ? '{"i":55}' : $x->[1]{e};
-        $r->cmd('XADD', "${RC}log", $x->[0], 'e', $env, 'h', $x->[1]{h});
+        $r->cmd('XADD', "${RC}log", $x->[0], 'e', $env, map { $_ => $x->[1]{$_} } qw(h p d));
     }
-    is_deeply([ (verify_all($RC))[0 .. 2] ], [ 'broken', $id[4], 'hash mismatch' ],
-              'verify.lua: an edited envelope is the first broken link');
+    is_deeply([ (verify_all($RC))[0 .. 2] ], [ 'broken', $id[4], 'hash mismatch: e does not match its digest d' ],
+              'verify.lua: an edited envelope is the first broken link (its digest)');
     $r->cmd('XDEL', "${RC}log", $id[4]);
     is_deeply([ (verify_all($RC))[0 .. 2] ], [ 'broken', $id[5], 'hash mismatch' ],
               'verify.lua: after an XDEL the next entry is broken');
@@ -1090,7 +1099,7 @@ sub chain_entries {
     my $first = post($RL, 'ann', '{"new":1}', '0', 'chan:ch3');
     post($RL, 'ann', '{"new":2}', '0', 'chan:ch3');
     my @l = chain_entries($RL);
-    is($l[4][1]{h}, sha1_hex(genesis('ch3') . qq(\n0-0\n{"new":1})),
+    is($l[4][1]{h}, sha1_hex(genesis('ch3') . "\n0-0\n" . sha1_hex('{"new":1}')),
        'chain: a pre-chain room\'s first new entry links to the genesis value');
     is_deeply([ (verify_all($RL))[0, 2, 3, 4] ], [ 'ok', "genesis $first", 2, 4 ],
               'verify.lua: 4 unchained, then 2 links from genesis');
@@ -1111,6 +1120,154 @@ sub chain_entries {
     post($RC, 'ann', '{"i":9}', '0', 'chan:ch1');
     is((verify_all($RC))[0], 'ok', 'post.lua rebuilds a lost head from the last chained entry');
     is_deeply([ verify_all(room('nothing')) ], [ 'empty', '', '', 0, 0 ], 'verify.lua: no log, no head: empty');
+}
+
+# --- erasure and chain v1 -> v2 (room_erase.lua) ------------------------------------
+
+# loops room_erase.lua as the hub does: (status, erased, rehashed, old head, new head)
+sub erase_all {
+    my ($R, $sender, $count) = @_;
+    my ($cursor, $old, $new, $erased, $rehashed) = ('', '', '', 0, 0);
+    while (1) {
+        my $v = run_script('room_erase', [ "${R}log", "${R}log:rw", "${R}chain" ],
+                           $sender, 1_700_000_000_123, 'root', $cursor, $old, $new, $count // 3);
+        return ('error', $$v) if ref $v eq 'Err';
+        ($cursor, $old, $new) = @$v[1 .. 3];
+        $erased += $v->[4];
+        $rehashed += $v->[5];
+        next if $v->[0] eq 'more';
+        return ($v->[0], $erased, $rehashed, $old, $new);
+    }
+}
+# appends entries the way post.lua did before chain v2 (h over e, no d)
+sub post_v1 {
+    my ($R, $cid, @env) = @_;
+    my $head = $r->cmd('GET', "${R}chain");
+    my ($pid, $ph) = $head ? split(' ', $head) : ('0-0', genesis_v1($cid));
+    for my $e (@env) {
+        my $h = sha1_hex("$ph\n$pid\n$e");
+        my $id = $r->cmd('XADD', "${R}log", '*', 'e', $e, 'h', $h, 'p', $pid);
+        ($pid, $ph) = ($id, $h);
+    }
+    $r->cmd('SET', "${R}chain", "$pid $ph");
+}
+sub env_of { my ($s, $i, $cid) = @_; qq({"sender":"$s","comm_id":"$cid","type":8,"content":"$s $i","timestamp":17$i}) }
+
+{
+    # a v2 room: two senders, one erased
+    my $RE = room('er1');
+    run_script('room_create', [ "${RE}meta", "${RE}members" ], 'er1', '', 'ann', $NOW, '', 'ann', 'bob');
+    post($RE, $_->[0], env_of(@$_, 'er1'), '0', 'chan:er1') for map { ([ 'ann', $_ ], [ 'bob', $_ ]) } 1 .. 4;
+    my @before = chain_entries($RE);
+    my $head = $r->cmd('GET', "${RE}chain");
+    is_deeply([ erase_all($RE, 'bob') ], [ 'done', 4, 0, $head, $head ],
+              'room_erase.lua: 4 of bob\'s envelopes erased, nothing re-hashed, the head unchanged');
+    my @after = chain_entries($RE);
+    is_deeply([ map { $_->[0] } @after ], [ map { $_->[0] } @before ], 'erase: the ids are unchanged');
+    is_deeply([ map { $_->[1]{e} } grep { $_->[1]{e} =~ /"ann"/ } @after ],
+              [ map { $_->[1]{e} } grep { $_->[1]{e} =~ /"ann"/ } @before ], 'erase: ann\'s envelopes untouched');
+    my ($m) = grep { $_->[0] eq $before[1][0] } @after;
+    is_deeply(JSON::PP::decode_json($m->[1]{e}),
+              { sender => 'bob', comm_id => 'er1', type => 8, timestamp => 171, content => '[erased]',
+                erased => { at => 1_700_000_000_123, by => 'root' } },
+              'erase: bob\'s envelope is a marker of the same shape, content "[erased]", who and when');
+    is($m->[1]{r}, '1700000000123 root', 'erase: "r" says when and by whom');
+    is_deeply([ @{ $m->[1] }{qw(d h p)} ], [ @{ $before[1][1] }{qw(d h p)} ], 'erase: d, h and p are kept');
+    is_deeply([ (verify_all($RE))[0, 3] ], [ 'ok', 8 ], 'verify.lua: an erased room is intact ...');
+    is($Counts{redacted}, 4, '... with 4 entries redacted');
+    is_deeply([ erase_all($RE, 'bob') ], [ 'done', 0, 0, $head, $head ], 'erase again: nothing left to erase');
+    post($RE, 'bob', env_of('bob', 9, 'er1'), '0', 'chan:er1');
+    is((verify_all($RE))[0], 'ok', 'a post after the erasure chains on');
+    is($r->cmd('TTL', "${RE}log"), -1, 'the log has no expiry after the rename');
+    is($r->cmd('EXISTS', "${RE}log:rw"), 0, 'and the copy is gone');
+
+    # tampered vs redacted
+    my @e = chain_entries($RE);
+    my $rewrite = sub {
+        my ($victim, $edit) = @_;
+        $r->cmd('DEL', "${RE}log");
+        for my $x (@e) {
+            my %f = %{ $x->[1] };
+            $edit->(\%f) if $x->[0] eq $victim;
+            $r->cmd('XADD', "${RE}log", $x->[0], map { exists $f{$_} ? ($_ => $f{$_}) : () } qw(e h p d r));
+        }
+    };
+    $rewrite->($e[2][0], sub { $_[0]{e} =~ s/ann 2/ann forged/ });
+    is_deeply([ (verify_all($RE))[0 .. 2] ], [ 'broken', $e[2][0], 'hash mismatch: e does not match its digest d' ],
+              'verify.lua: an edited envelope is tampered, named');
+    $rewrite->($e[2][0], sub { $_[0]{r} = '1 x' });
+    is_deeply([ (verify_all($RE))[0 .. 2] ], [ 'broken', $e[2][0], 'bad redaction' ],
+              'verify.lua: "r" on an envelope that is not a marker: tampered, not redacted');
+    $rewrite->($e[1][0], sub { $_[0]{e} =~ s/\[erased\]/changed/ });
+    is((verify_all($RE))[0], 'ok', 'verify.lua: a marker\'s text is not covered (it has no secret to keep)');
+    $rewrite->($e[2][0], sub { });
+    $rewrite->($e[3][0], sub { $_[0]{d} = sha1_hex('x') });
+    is_deeply([ erase_all($RE, 'ann', 100) ], [ 'error', "TAMPERED $e[3][0] hash mismatch" ],
+       'room_erase.lua refuses a tampered log (a redacted entry\'s d changed): TAMPERED naming the entry');
+    is($r->cmd('EXISTS', "${RE}log:rw"), 0, 'and leaves no copy');
+    is(chain_entries($RE), @e, 'and the log as it was');
+
+    # BUSY
+    $r->cmd('XADD', "${RE}log:rw", '1-1', 'e', 'x');
+    is(err_code(run_script('room_erase', [ "${RE}log", "${RE}log:rw", "${RE}chain" ], 'ann', 1, 'r', '', '', '', 5)),
+       'BUSY', 'a second rewrite of the same room: BUSY');
+    is(err_code(run_script('room_erase', [ "${RE}log", "${RE}log:rw", "${RE}chain" ], 'ann', 1, 'r', $e[0][0], '', '', 0)),
+       'BADARG', 'count 0: BADARG');
+    $r->cmd('DEL', "${RE}log:rw");
+    is(err_code(run_script('room_erase', [ "${RE}log", "${RE}log:rw", "${RE}chain" ], 'ann', 1, 'r', $e[0][0], '', '', 5)),
+       'LOST', 'a later batch without its copy: LOST');
+
+    # a chain v1 room: verifies, is migrated by the erasure, verifies under v2
+    my $RV = room('v1room');
+    run_script('room_create', [ "${RV}meta", "${RV}members" ], 'v1room', '', 'ann', $NOW, '', 'ann');
+    post_v1($RV, 'v1room', map { env_of($_->[0], $_->[1], 'v1room') } map { ([ 'ann', $_ ], [ 'bob', $_ ]) } 1 .. 3);
+    my @v1 = chain_entries($RV);
+    is_deeply([ (verify_all($RV, 2))[0, 2, 3] ], [ 'ok', "genesis $v1[0][0]", 6 ], 'verify.lua: a v1 room verifies');
+    is($Counts{legacy}, 6, '... 6 entries under chain v1');
+    post($RV, 'ann', env_of('ann', 7, 'v1room'), '0', 'chan:v1room');
+    is_deeply([ (verify_all($RV))[0, 3] ], [ 'ok', 7 ], 'a v2 post to a v1 room chains to the v1 head');
+    is($Counts{legacy}, 6, '... 6 v1 and 1 v2');
+    my $oldhead = $r->cmd('GET', "${RV}chain");
+    my @pre = chain_entries($RV);
+    my @m = erase_all($RV, 'bob', 2);
+    is_deeply([ @m[0 .. 3] ], [ 'done', 3, 7, $oldhead ], 'erase in a v1 room: 3 erased, all 7 re-hashed');
+    is($r->cmd('GET', "${RV}chain"), $m[4], 'the head is the new v2 head');
+    isnt($m[4], $oldhead, 'which differs from the v1 head');
+    my @v2 = chain_entries($RV);
+    is_deeply([ map { $_->[0] } @v2 ], [ map { $_->[0] } @pre ], 'ids unchanged');
+    is($v2[0][1]{h}, sha1_hex(genesis('v1room') . "\n0-0\n" . sha1_hex($v1[0][1]{e})),
+       'the first entry now chains to the v2 genesis');
+    is_deeply([ (verify_all($RV))[0, 2, 3] ], [ 'ok', "genesis $v2[0][0]", 7 ], 'verify.lua: intact under v2 ...');
+    is_deeply({ %Counts }, { redacted => 3, legacy => 0 }, '... 3 redacted, none left under v1');
+    is_deeply([ erase_all($RV, '') ], [ 'done', 0, 0, $m[4], $m[4] ], 'a migration of a v2 room changes nothing');
+
+    # a migration only (no sender), and a tampered v1 room refused
+    my $RM = room('v1b');
+    run_script('room_create', [ "${RM}meta", "${RM}members" ], 'v1b', '', 'ann', $NOW, '', 'ann');
+    post_v1($RM, 'v1b', map { env_of('ann', $_, 'v1b') } 1 .. 5);
+    my @b = chain_entries($RM);
+    is_deeply([ (erase_all($RM, ''))[0 .. 2] ], [ 'done', 0, 5 ], 'migrate only: 5 re-hashed, none erased');
+    is_deeply([ (verify_all($RM))[0, 3] ], [ 'ok', 5 ], 'and it verifies');
+    is_deeply([ map { $_->[1]{e} } chain_entries($RM) ], [ map { $_->[1]{e} } @b ], 'the envelopes unchanged');
+    my $RT = room('v1t');
+    run_script('room_create', [ "${RT}meta", "${RT}members" ], 'v1t', '', 'ann', $NOW, '', 'ann');
+    post_v1($RT, 'v1t', map { env_of('ann', $_, 'v1t') } 1 .. 5);
+    my @t = chain_entries($RT);
+    $r->cmd('XDEL', "${RT}log", $t[2][0]);
+    is_deeply([ erase_all($RT, '') ], [ 'error', "TAMPERED $t[3][0] hash mismatch" ],
+              'a tampered v1 room is refused, naming the first broken link');
+    is($r->cmd('XLEN', "${RT}log"), 4, 'and left as it was');
+
+    # a trimmed v1 room: the anchor keeps its hash
+    my $RA = room('v1a');
+    post_v1($RA, 'v1a', map { env_of('ann', $_, 'v1a') } 1 .. 6);
+    $r->cmd('XTRIM', "${RA}log", 'MAXLEN', 4);
+    my @a = chain_entries($RA);
+    is_deeply([ (erase_all($RA, 'ann'))[0 .. 2] ], [ 'done', 4, 4 ], 'trimmed v1 room: 4 erased, 4 re-chained');
+    is((chain_entries($RA))[0][1]{h}, $a[0][1]{h}, 'the anchor keeps its hash');
+    is_deeply([ (verify_all($RA))[0, 2, 3] ], [ 'ok', "anchor $a[0][0] $a[0][1]{h}", 4 ],
+              'it verifies from the same anchor');
+    is((erase_all(room('nothing'), 'ann'))[0], 'same', 'an empty log: "same"');
 }
 
 # --- the publish mode (post.lua ARGV[6]): PUBLISH, or SPUBLISH on a Cluster --------

@@ -9,9 +9,14 @@
  * redis-scripts/verify.lua recomputes the links of one batch.  This loop
  * calls it until the end of the log and prints one line:
  *
- *   exit 0  intact   ("room R: intact: N entries chained ...")
+ *   exit 0  intact   ("room R: intact: N entries chained ..., K redacted
+ *                    ..."): redacted entries (an admin erased their
+ *                    content, POST /rooms/{id}/erase) still chain by their
+ *                    digest and are intact
  *   exit 1  broken   ("room R: BROKEN at ID: why"), the first link that
- *                    fails, so an operator knows where to look
+ *                    fails (tampered: an envelope that does not match its
+ *                    digest and is no redaction, or a link that does not
+ *                    hold), so an operator knows where to look
  *   exit 2  error    (no such room, Redis unreachable, bad arguments)
  *
  * Why batches in a loop rather than one script: a script blocks Redis for
@@ -84,7 +89,7 @@ iw_verify_room_main(iw_conf_t *conf, int argc, char **argv)
     char              *end, *cursor, *state, *start, *log_key, *head_key,
                       *meta_key, *comm_id;
     long               batch;
-    long long          checked, unchained, calls;
+    long long          checked, unchained, redacted, legacy, calls;
     const char        *status, *note, *s;
     redisReply        *r, *m;
     iw_args_t          a;
@@ -162,7 +167,7 @@ iw_verify_room_main(iw_conf_t *conf, int argc, char **argv)
     cursor = ioa_strdup("");
     state = ioa_strdup("");
     start = NULL;
-    checked = unchained = calls = 0;
+    checked = unchained = redacted = legacy = calls = 0;
 
     for ( ;; ) {
         iw_args_init(&a);
@@ -196,6 +201,14 @@ iw_verify_room_main(iw_conf_t *conf, int argc, char **argv)
         note = iw_verify_elt(r, 5);
         checked += r->element[3]->integer;
         unchained += r->element[4]->integer;
+
+        /* verify.lua of chain v2: redacted and v1 entries counted */
+        if (r->elements > 8 && r->element[7]->type == REDIS_REPLY_INTEGER
+            && r->element[8]->type == REDIS_REPLY_INTEGER)
+        {
+            redacted += r->element[7]->integer;
+            legacy += r->element[8]->integer;
+        }
 
         /* where the chain starts, found by this call ("broken" carries
          * the reason in its place and the start after it) */
@@ -253,9 +266,21 @@ iw_verify_room_main(iw_conf_t *conf, int argc, char **argv)
         return 2;
     }
 
+    /* the counts of redacted and v1 entries only when there are some, so
+     * that the line of an ordinary room reads as it always did */
     printf("room %s: intact: %lld entries chained from %s, %lld unchained "
-           "before it; head %s\n", comm_id, checked,
-           start ? start : "nowhere (no chained entry)", unchained,
+           "before it", comm_id, checked,
+           start ? start : "nowhere (no chained entry)", unchained);
+
+    if (redacted) {
+        printf(", %lld redacted", redacted);
+    }
+
+    if (legacy) {
+        printf(", %lld under chain v1", legacy);
+    }
+
+    printf("; head %s\n",
            iw_verify_elt(r, 2)[0] == '-' ? "none" : iw_verify_elt(r, 2));
     freeReplyObject(r);
 
