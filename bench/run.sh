@@ -397,7 +397,7 @@ PY
         log "openloop: no saturated ioa run finished: no 80% point"
     fi
     # how this section was asked for, for the report's commands
-    ol_cmd="$(env | grep -E '^BENCH_(OPENLOOP_[A-Z]+|WORKERS|BUFFER)=' | sort | tr '\n' ' ')"
+    ol_cmd="$(env | { grep -E '^BENCH_(OPENLOOP_[A-Z]+|WORKERS|BUFFER)=' || true; } | sort | tr '\n' ' ')"
     printf 'rates=%s\np80=%s\narrivals=%s\nrepeats=%s\nduration=%s\nwarmup=%s\ndrain=%s\nquick=%s\ncommand=%s\n' \
         "$OL_RATES" "$OL_P80" "$OL_ARRIVALS" "$OL_REPEATS" "$OL_DURATION" \
         "$OL_WARMUP" "$OL_DRAIN" "$OL_QUICK" \

@@ -10,7 +10,13 @@
  *
  *   agent  1. EXISTS <reg>agent:<name>           404 unknown_agent
  *          2. SMEMBERS <reg>rooms:<name>         the rooms it is in
- *          3. SREM {room:<id>}:members <name>    one room (slot) at a time
+ *          3. SREM {room:<id>}:members <name>    one room (slot) at a time,
+ *             SREM {room:<id>}:floor <name>      and out of its floor: a
+ *                                                floor of only this agent
+ *                                                becomes empty, which is
+ *                                                an open floor, so the
+ *                                                room cannot wait for a
+ *                                                turn nobody can take
  *          4. agent_forget.lua "delete"          registry entry, index
  *                                                terms, statistics share,
  *                                                presence, room set, task
@@ -87,6 +93,7 @@ typedef struct {
     ngx_uint_t                nsets;
     ngx_uint_t                next;
     ngx_uint_t                left;       /* memberships removed */
+    ngx_uint_t                floor;      /* the room's floor is next */
     ngx_str_t                 envelope;   /* a room's final envelope */
     ngx_str_t                 sid;        /* its id */
 } ngx_ioa_delete_t;
@@ -290,8 +297,9 @@ ngx_ioa_agent_delete_next(ngx_http_request_t *r)
 
     if (d->next < d->nsets) {
         key.data = agent;
-        key.len = ngx_snprintf(agent, sizeof(agent), "%V{room:%V}:members",
-                               &mcf->redis_prefix, &d->sets[d->next])
+        key.len = ngx_snprintf(agent, sizeof(agent), "%V{room:%V}:%s",
+                               &mcf->redis_prefix, &d->sets[d->next],
+                               d->floor ? "floor" : "members")
                   - agent;
 
         argv[0] = "SREM";
@@ -362,8 +370,14 @@ ngx_ioa_agent_delete_left(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    d->left += (ngx_uint_t) reply->integer;
-    d->next++;
+    if (d->floor) {
+        d->floor = 0;
+        d->next++;
+
+    } else {
+        d->left += (ngx_uint_t) reply->integer;
+        d->floor = 1;
+    }
 
     ngx_ioa_finish(r, ngx_ioa_agent_delete_next(r));
 }

@@ -924,3 +924,75 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 22: nginx's gzip module compresses an SSE stream where configured, over HTTP/1.1 and HTTP/2, and every event still arrives when it happens (the hub flushes each one, so gzip writes a sync flush, not a buffer held until the stream ends); without Accept-Encoding the stream is plain
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    server {
+        listen 127.0.0.1:$TEST_NGINX_RAND_PORT_1 http2;
+        location / {
+            ioa_api;
+            gzip on;
+            gzip_types text/event-stream;
+            gzip_min_length 0;
+        }
+    }
+--- config
+    location / {
+        ioa_api;
+        gzip on;
+        gzip_types text/event-stream;
+        gzip_min_length 0;
+    }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- ioa_scenario
+    my $cid = room($ctx, 'Alice', 'Bob');
+    my $in = inbox($ctx, 'Bob', headers => ['Accept-Encoding' => 'gzip']);
+    ok $in->ok, 'inbox: 200' or diag $in->error;
+    is $in->header('Content-Encoding'), 'gzip', 'Content-Encoding: gzip';
+    ok $in->compressed, 'the body is inflated as it comes';
+    my $plain = inbox($ctx, 'Alice');
+    ok $plain->ok && !defined $plain->header('Content-Encoding'),
+        'a client that does not offer gzip gets the stream plain';
+    ok inbox_ready($cid), 'hub subscribed to the room';
+
+    my $text = 'compressible ' x 40;
+    for my $k (1 .. 3) {
+        say_http($ctx, 'Alice', $cid, "$k: $text");
+        my @m = $in->messages(1, 3);
+        is scalar(@m) && jdec($m[0]{data})->{content}, "$k: $text",
+            "envelope $k arrives while the stream stays open (not held by gzip)";
+    }
+    ok !$in->eof, 'the stream is still open';
+    ok !$in->error, 'every byte inflated' or diag $in->error;
+    ok $in->wire < length($in->raw), sprintf 'fewer bytes on the wire than in the events (%d < %d)',
+        $in->wire, length($in->raw);
+    $in->close;
+    $plain->close;
+
+    # HTTP/2: curl hands the gzipped DATA frames through undecoded (no
+    # --compressed), and the client inflates them as they come
+    my $h2 = IoaTest::SSE->curl('http://127.0.0.1:' . $ctx->rand_port(1) . '/agents/Bob/inbox',
+        args => ['--http2-prior-knowledge'], headers => ['Accept-Encoding' => 'gzip']);
+    ok $h2->ok, 'inbox over h2: 200' or diag $h2->error;
+    ok $h2->compressed, '... gzipped';
+    ok inbox_ready($cid), 'still subscribed';
+    say_http($ctx, 'Alice', $cid, "h2: $text");
+    my $got;
+    for my $ev ($h2->messages(4, 3)) {
+        $got = 1 if jdec($ev->{data})->{content} eq "h2: $text";
+        last if $got;
+    }
+    ok $got, 'over h2 too, the envelope arrives while the stream stays open';
+    ok !$h2->error, 'every byte inflated' or diag $h2->error;
+    $h2->close;
+--- no_error_log
+[error]
+[alert]
+[crit]
+[emerg]

@@ -101,6 +101,10 @@ GET /health_check
     ok $bob_a->ok && $bob_b->ok && $carol->ok, 'Bob on both instances, Carol on A';
     ok wait_until(sub { defined redis_cmd('ZSCORE', 'ioa:{reg}:online', 'Bob') }, 5), 'Bob is online';
 
+    # Bob has the floor of the first room alone, and shares the second's
+    redis_cmd('SADD', "ioa:{room:$cid}:floor", 'Bob');
+    redis_cmd('SADD', "ioa:{room:$cid2}:floor", 'Bob', 'Carol');
+
     my ($code, $d) = as($ctx, 'Carol', DELETE => '/agents/Bob');
     is "$code $d->{code}", '403 forbidden', 'Carol cannot delete Bob';
     ($code, $d) = as($ctx, 'root', DELETE => '/agents/Nobody', undef, 'admin');
@@ -129,6 +133,10 @@ GET /health_check
     ok !defined redis_cmd('ZSCORE', 'ioa:{reg}:agents', 'Bob'), 'out of the agent list';
     is_deeply members($cid), [qw(Alice Carol)], 'out of the first room';
     is_deeply members($cid2), [qw(Carol)], 'and of the second; the rooms stay';
+    is redis_cmd('EXISTS', "ioa:{room:$cid}:floor"), 0,
+        'a floor that was Bob alone is gone: the floor is open, the room cannot stall on him';
+    is_deeply [ sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cid2}:floor") } ], ['Carol'],
+        'a shared floor keeps the others';
     ok redis_cmd('XLEN', "ioa:{room:$cid}:log") >= 1, 'with their logs';
     ($code) = as($ctx, 'Alice', POST => '/query_assistant', { name => 'Bob' });
     is $code, 404, '/query_assistant no longer finds it';

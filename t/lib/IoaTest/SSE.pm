@@ -24,12 +24,18 @@
 # line dispatches.  Unlike a browser, a block without data (e.g. only
 # "retry:") is still returned, with data undef, so a test can see it.
 # The last id seen stays in ->last_id, like EventSource's Last-Event-ID.
+#
+# A body with Content-Encoding: gzip (nginx's gzip filter in front of the
+# stream, when the request sent Accept-Encoding: gzip) is inflated as it
+# comes, so events are parsed as soon as a flush put them on the wire;
+# ->compressed says so, and ->wire counts the bytes before inflation.
 
 package IoaTest::SSE;
 
 use strict;
 use warnings;
 
+use Compress::Raw::Zlib ();
 use IO::Select ();
 use IO::Socket::INET ();
 use POSIX qw(WNOHANG);
@@ -91,6 +97,8 @@ sub body    { $_[0]{body} }
 sub raw     { $_[0]{raw} }
 sub eof     { $_[0]{eof} }
 sub last_id { $_[0]{last_id} }
+sub compressed { $_[0]{inflate} ? 1 : 0 }
+sub wire    { $_[0]{wire} // 0 }
 
 # Reads the response head (curl -i prints interim and final heads alike).
 sub _read_head {
@@ -114,6 +122,11 @@ sub _read_head {
             }
             $self->{chunked} = !$self->{curl}
                 && lc($self->{headers}{'transfer-encoding'} // '') eq 'chunked';
+            if (lc($self->{headers}{'content-encoding'} // '') eq 'gzip') {
+                ($self->{inflate}) = Compress::Raw::Zlib::Inflate->new(
+                    -WindowBits => Compress::Raw::Zlib::WANT_GZIP(),
+                    -ConsumeInput => 1, -LimitOutput => 0);
+            }
             last;
         }
         if (!$self->_fill($deadline)) {
@@ -144,9 +157,7 @@ sub _read_head {
 sub _decode {
     my $self = shift;
     if (!$self->{chunked}) {
-        $self->{body} .= $self->{in};
-        $self->{raw} .= $self->{in};
-        $self->{pending} .= $self->{in};
+        $self->_body($self->{in});
         $self->{in} = '';
         return;
     }
@@ -159,9 +170,7 @@ sub _decode {
         if ($self->{chunk_left} > 0) {
             my $part = substr $self->{in}, 0, $self->{chunk_left}, '';
             $self->{chunk_left} -= length $part;
-            $self->{body} .= $part;
-            $self->{raw} .= $part;
-            $self->{pending} .= $part;
+            $self->_body($part);
         }
         if ($self->{chunk_left} == 0) {
             return if length $self->{in} < 2;
@@ -169,6 +178,24 @@ sub _decode {
             undef $self->{chunk_left};
         }
     }
+}
+
+# Body bytes as they came off the wire: inflated first when gzipped.
+sub _body {
+    my ($self, $part) = @_;
+    $self->{wire} += length $part;
+    if ($self->{inflate} && length $part) {
+        my $out = '';
+        my $st = $self->{inflate}->inflate($part, $out);
+        if ($st != Compress::Raw::Zlib::Z_OK() && $st != Compress::Raw::Zlib::Z_STREAM_END()
+            && $st != Compress::Raw::Zlib::Z_BUF_ERROR()) {
+            $self->{error} = "gzip: $st";
+        }
+        $part = $out;
+    }
+    $self->{body} .= $part;
+    $self->{raw} .= $part;
+    $self->{pending} .= $part;
 }
 
 sub _fill {
