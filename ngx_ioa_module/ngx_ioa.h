@@ -852,6 +852,10 @@ ngx_int_t ngx_ioa_room_events_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
 ngx_int_t ngx_ioa_room_verify_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
+ngx_int_t ngx_ioa_room_api_key(ngx_http_request_t *r, ngx_str_t *id,
+    const char *suffix, ngx_str_t *key);
+ngx_int_t ngx_ioa_room_api_copy(ngx_http_request_t *r, redisReply *reply,
+    size_t i, ngx_str_t *s);
 
 /* ngx_ioa_room_erase.c */
 ngx_int_t ngx_ioa_room_erase_handler(ngx_http_request_t *r,

@@ -78,10 +78,6 @@ static void ngx_ioa_room_verify_reply(ngx_http_request_t *r,
     redisReply *reply);
 static ngx_int_t ngx_ioa_room_verify_answer(ngx_http_request_t *r,
     const char *status, ngx_str_t *at, ngx_str_t *reason);
-static ngx_int_t ngx_ioa_room_api_key(ngx_http_request_t *r, ngx_str_t *id,
-    const char *suffix, ngx_str_t *key);
-static ngx_int_t ngx_ioa_room_api_copy(ngx_http_request_t *r,
-    redisReply *reply, size_t i, ngx_str_t *s);
 
 
 /* GET /rooms/{comm_id}/events */
@@ -387,9 +383,9 @@ ngx_ioa_room_verify_answer(ngx_http_request_t *r, const char *status,
 }
 
 
-/* "<prefix>{room:<comm_id>}<suffix>" */
+/* "<prefix>{room:<comm_id>}<suffix>" (also for ngx_ioa_room_erase.c) */
 
-static ngx_int_t
+ngx_int_t
 ngx_ioa_room_api_key(ngx_http_request_t *r, ngx_str_t *id, const char *suffix,
     ngx_str_t *key)
 {
@@ -413,9 +409,9 @@ ngx_ioa_room_api_key(ngx_http_request_t *r, ngx_str_t *id, const char *suffix,
 
 
 /* element i of an array reply, copied into the request's pool ("" when it
- * is absent or not a string) */
+ * is absent or not a string; also for ngx_ioa_room_erase.c) */
 
-static ngx_int_t
+ngx_int_t
 ngx_ioa_room_api_copy(ngx_http_request_t *r, redisReply *reply, size_t i,
     ngx_str_t *s)
 {

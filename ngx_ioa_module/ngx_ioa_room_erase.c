@@ -66,10 +66,6 @@ static ngx_int_t ngx_ioa_erase_refused(ngx_http_request_t *r,
     redisReply *reply);
 static ngx_int_t ngx_ioa_erase_audit(ngx_http_request_t *r);
 static ngx_int_t ngx_ioa_erase_answer(ngx_http_request_t *r);
-static ngx_int_t ngx_ioa_erase_key(ngx_http_request_t *r, const char *suffix,
-    ngx_str_t *key);
-static ngx_int_t ngx_ioa_erase_copy(ngx_http_request_t *r, redisReply *reply,
-    size_t i, ngx_str_t *s);
 
 
 ngx_int_t
@@ -145,7 +141,9 @@ ngx_ioa_erase_body(ngx_http_request_t *r, ngx_str_t *body)
 
     er->sender.len = s.len;
 
-    if (ngx_ioa_erase_key(r, ":members", &er->log) != NGX_OK) {
+    if (ngx_ioa_room_api_key(r, &er->comm_id, ":members", &er->log)
+        != NGX_OK)
+    {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
@@ -185,9 +183,11 @@ ngx_ioa_erase_exists(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    if (ngx_ioa_erase_key(r, ":log", &er->log) != NGX_OK
-        || ngx_ioa_erase_key(r, ":log:rw", &er->copy) != NGX_OK
-        || ngx_ioa_erase_key(r, ":chain", &er->head) != NGX_OK)
+    if (ngx_ioa_room_api_key(r, &er->comm_id, ":log", &er->log) != NGX_OK
+        || ngx_ioa_room_api_key(r, &er->comm_id, ":log:rw", &er->copy)
+           != NGX_OK
+        || ngx_ioa_room_api_key(r, &er->comm_id, ":chain", &er->head)
+           != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
@@ -267,10 +267,10 @@ ngx_ioa_erase_reply(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    if (ngx_ioa_erase_copy(r, reply, 0, &status) != NGX_OK
-        || ngx_ioa_erase_copy(r, reply, 1, &er->cursor) != NGX_OK
-        || ngx_ioa_erase_copy(r, reply, 2, &er->old) != NGX_OK
-        || ngx_ioa_erase_copy(r, reply, 3, &er->new) != NGX_OK)
+    if (ngx_ioa_room_api_copy(r, reply, 0, &status) != NGX_OK
+        || ngx_ioa_room_api_copy(r, reply, 1, &er->cursor) != NGX_OK
+        || ngx_ioa_room_api_copy(r, reply, 2, &er->old) != NGX_OK
+        || ngx_ioa_room_api_copy(r, reply, 3, &er->new) != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
@@ -404,63 +404,4 @@ ngx_ioa_erase_answer(ngx_http_request_t *r)
     ngx_ioa_jbuf_byte(&b, '}');
 
     return ngx_ioa_send_jbuf(r, NGX_HTTP_OK, &b);
-}
-
-
-/* "<prefix>{room:<comm_id>}<suffix>" */
-
-static ngx_int_t
-ngx_ioa_erase_key(ngx_http_request_t *r, const char *suffix, ngx_str_t *key)
-{
-    ngx_ioa_erase_t      *er;
-    ngx_ioa_main_conf_t  *mcf;
-
-    er = ngx_ioa_rest_get_data(r);
-    mcf = ngx_ioa_main_conf();
-
-    key->data = ngx_pnalloc(r->pool, mcf->redis_prefix.len
-                                     + sizeof("{room:}") - 1 + er->comm_id.len
-                                     + ngx_strlen(suffix));
-    if (key->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    key->len = ngx_sprintf(key->data, "%V{room:%V}%s", &mcf->redis_prefix,
-                           &er->comm_id, suffix)
-               - key->data;
-
-    return NGX_OK;
-}
-
-
-/* element i of an array reply, copied into the request's pool ("" when it
- * is absent or not a string) */
-
-static ngx_int_t
-ngx_ioa_erase_copy(ngx_http_request_t *r, redisReply *reply, size_t i,
-    ngx_str_t *s)
-{
-    redisReply  *e;
-
-    ngx_str_set(s, "");
-
-    if (i >= reply->elements) {
-        return NGX_OK;
-    }
-
-    e = reply->element[i];
-
-    if (e->type != REDIS_REPLY_STRING || e->len == 0) {
-        return NGX_OK;
-    }
-
-    s->data = ngx_pnalloc(r->pool, e->len);
-    if (s->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_memcpy(s->data, e->str, e->len);
-    s->len = e->len;
-
-    return NGX_OK;
 }
