@@ -457,10 +457,16 @@ GET /health_check
                          { comm_id => $cid, content => $text, type => 4 }, port => $p);
         die "post through $p: $code\n" unless $code == 200;
     };
+    ok wait_until(sub { (api($ctx, GET => '/health_check', undef, port => $port))[0] == 200 }, 30),
+        "the page's hub is connected to Redis";
     $via->($port, 'Ben', "before the restart $_") for 1 .. 2;
     $hub->stop;
     $via->($ctx->port, 'Ann', "while the page's hub is down $_") for 1 .. 3;
     $hub = IoaTest::Instance->start(%hub, port => $port);
+    # started is not yet connected to Redis (an ASan build takes a while):
+    # the posts through it wait for its /health_check, as a load balancer would
+    ok wait_until(sub { (api($ctx, GET => '/health_check', undef, port => $port))[0] == 200 }, 30),
+        'the restarted hub is connected to Redis';
     $via->($port, 'Ben', "after the restart $_") for 1 .. 2;
     my @log = log_ids("ioa:{room:$cid}:log");
     is scalar @log, 3 + 2 + 3 + 2, 'Redis: every envelope';
