@@ -455,6 +455,8 @@ ngx_ioa_link_check_gap(ngx_ioa_link_t *lk, redisReply *fields,
     ngx_ioa_sid_t     prev;
     ngx_ioa_error_t   err;
 
+    v = NULL;
+
     for (j = 2; j + 1 < fields->elements; j += 2) {
         k = fields->element[j];
         v = fields->element[j + 1];
@@ -466,7 +468,7 @@ ngx_ioa_link_check_gap(ngx_ioa_link_t *lk, redisReply *fields,
         }
     }
 
-    if (j + 1 >= fields->elements
+    if (v == NULL || j + 1 >= fields->elements
         || ngx_ioa_parse_sid((u_char *) v->str, v->len, &prev) != NGX_OK
         || ngx_ioa_sid_cmp(&prev, &lk->last) <= 0)
     {
