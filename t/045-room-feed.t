@@ -123,7 +123,10 @@ GET /health_check
     my %opt = (dir => $ctx->servroot . '/second',
                http_config => 'ioa_redis 127.0.0.1:' . $ctx->redis_port . ';',
                config => 'location / { ioa_api; }', log_level => 'info');
-    my $second = IoaTest::Instance->start(%opt);
+    # ready, not only started: the feed below is one request, not a
+    # client that retries (under ASan a new hub is up before it is
+    # connected to Redis, and answers 503 meanwhile)
+    my $second = IoaTest::Instance->start(%opt)->ready;
     my $port = $second->port;
     my $f = feed($port, $cid);
     ok $f->ok, 'following through the second instance';
@@ -138,7 +141,7 @@ GET /health_check
         push @want, "during $i";
         say_as($ctx, $h, 'Bob', $cid, "during $i");
     }
-    $second = IoaTest::Instance->start(%opt, port => $port);
+    $second = IoaTest::Instance->start(%opt, port => $port)->ready;
     my $back = feed($port, $cid, 'Last-Event-ID' => $last);
     ok $back->ok, 'the restarted hub takes the Last-Event-ID';
     push @got, @{ contents($back->messages(4, 5)) };

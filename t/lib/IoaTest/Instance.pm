@@ -10,6 +10,7 @@
 #       [events => 'worker_connections 8192;'],      # its events { }
 #   );
 #   $b->port; $b->pid; $b->error_log; $b->error_log_file;
+#   $b->ready;                # /health_check answered 200 (30 s at most)
 #   $b->stop;                                        # QUIT, TERM, KILL by PID
 #
 # It loads the same modules as the runner ($TEST_NGINX_LOAD_MODULES, made
@@ -165,6 +166,36 @@ _EOC_
         die "IoaTest::Instance: nginx in $dir exited ($rc): $stderr\n";
     }
     die "IoaTest::Instance: no port found for nginx in $dir\n";
+}
+
+# Started is not ready: the pid file and a listening port say nginx is up,
+# not that its worker's Redis connection is (under ASan that takes a
+# while, and /health_check answers 503 meanwhile).  Ask as a load balancer
+# would, until $n answers in a row were 200 (with several workers each
+# answer may come from another one); dies naming the last answer.
+sub ready {
+    my ($self, %opt) = @_;
+    my $path = $opt{path} // '/health_check';
+    my $n = $opt{in_a_row} // $self->{workers};
+    my $deadline = time + ($opt{timeout} // 30);
+    my ($ok, $last) = (0, 'no answer');
+    while (time < $deadline) {
+        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+            PeerPort => $self->{port}, Proto => 'tcp', Timeout => 1);
+        my $r = '';
+        if ($s) {
+            print $s "GET $path HTTP/1.0\r\n\r\n";
+            local $/;
+            $r = <$s> // '';
+            close $s;
+        }
+        ($last) = $r =~ m{^(HTTP/\S+ \d+)};
+        $ok = $r =~ m{^HTTP/1\.\d 200} ? $ok + 1 : 0;
+        return $self if $ok >= $n;
+        sleep 0.05 unless $ok;
+    }
+    die "IoaTest::Instance: nginx on port $self->{port} is not ready: "
+        . "$path answered " . ($last // 'nothing') . "\n";
 }
 
 sub pid  { $_[0]{pid} }
