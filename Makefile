@@ -46,7 +46,7 @@ DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
     libtext-diff-perl libwww-perl liburi-perl libipc-run-perl \
     libprotocol-websocket-perl curl nghttp2-client python3 python3-websockets \
     python3-prometheus-client gdb chromium chromium-driver python3-selenium \
-    firefox-esr libfirefox-marionette-perl
+    firefox-esr libfirefox-marionette-perl dnsmasq-base
 
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config

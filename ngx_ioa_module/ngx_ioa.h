@@ -91,9 +91,12 @@
 
 /* an address of ioa_redis */
 typedef struct {
-    ngx_str_t                 host;           /* numeric, resolved at
-                                                 configuration time,
-                                                 NUL-terminated */
+    ngx_str_t                 host;           /* numeric, NUL-terminated;
+                                                 empty for a name */
+    ngx_str_t                 name;           /* looked up by nginx's
+                                                 resolver at every connect
+                                                 (ngx_ioa_redis_resolve.c),
+                                                 or empty */
     in_port_t                 port;
 } ngx_ioa_redis_addr_t;
 
@@ -112,6 +115,7 @@ typedef struct {
     ngx_msec_t                redis_connect_timeout;
     ngx_msec_t                redis_timeout;
     ngx_msec_t                redis_backoff_max;
+    ngx_resolver_t           *redis_resolver; /* the http block's, or NULL */
     ngx_str_t                 redis_prefix;
     ngx_str_t                 redis_user;     /* AUTH user, "" for none */
     ngx_str_t                 redis_password; /* AUTH password, "" none */
@@ -646,6 +650,7 @@ ngx_int_t ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name,
 void ngx_ioa_conf_trim(ngx_str_t *s);
 ngx_int_t ngx_ioa_conf_read_file(ngx_conf_t *cf, ngx_str_t *name,
     size_t max, ngx_str_t *out);
+char *ngx_ioa_redis_resolve_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf);
 char *ngx_ioa_auth_mode(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_ioa_auth_jwt_key(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_ioa_auth_merge(ngx_conf_t *cf, ngx_ioa_loc_conf_t *prev,

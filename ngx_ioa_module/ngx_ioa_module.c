@@ -51,6 +51,7 @@ static ngx_int_t ngx_ioa_not_allowed(ngx_http_request_t *r,
     ngx_uint_t methods);
 static void *ngx_ioa_create_main_conf(ngx_conf_t *cf);
 static char *ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf);
+static ngx_int_t ngx_ioa_postconfiguration(ngx_conf_t *cf);
 static void *ngx_ioa_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
@@ -379,7 +380,7 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
 
 static ngx_http_module_t  ngx_http_ioa_module_ctx = {
     ngx_ioa_embed_add_variable,            /* preconfiguration */
-    NULL,                                  /* postconfiguration */
+    ngx_ioa_postconfiguration,             /* postconfiguration */
 
     ngx_ioa_create_main_conf,              /* create main configuration */
     ngx_ioa_init_main_conf,                /* init main configuration */
@@ -850,6 +851,7 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
             return NGX_CONF_ERROR;
         }
 
+        ngx_memzero(addr, sizeof(ngx_ioa_redis_addr_t));
         ngx_str_set(&addr->host, "127.0.0.1");
         addr->port = 6379;
     }
@@ -1041,6 +1043,30 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 
 
 /*
+ * After the http block: the core module's "resolver" is known only now,
+ * and it decides how a name of ioa_redis is resolved.
+ */
+
+static ngx_int_t
+ngx_ioa_postconfiguration(ngx_conf_t *cf)
+{
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_ioa_module);
+
+    if (!mcf->used) {
+        return NGX_OK;
+    }
+
+    if (ngx_ioa_redis_resolve_conf(cf, mcf) != NGX_CONF_OK) {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
  * ioa_redis address ...: one standalone Redis, or any number of nodes of a
  * Redis Cluster (the seeds: the module asks the first that answers for the
  * map and finds every master from there; several seeds let a worker start
@@ -1058,7 +1084,6 @@ ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_str_t             *value;
     ngx_url_t              u;
     ngx_uint_t             i;
-    struct sockaddr_in    *sin;
     ngx_ioa_redis_addr_t  *addr;
 
     if (mcf->redis_seeds) {
@@ -1079,10 +1104,11 @@ ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
         u.url = value[i];
         u.default_port = 6379;
-        u.no_resolve = 0;
+        u.no_resolve = 1;
 
-        /* hiredis 0.14 resolves names with a blocking call, so resolve
-         * here, at configuration time, and hand it a numeric address */
+        /* a name is resolved at the end of the configuration, or at every
+         * connect with a "resolver" (ngx_ioa_redis_resolve.c): hiredis
+         * 0.14 itself would resolve it with a blocking call */
 
         if (ngx_parse_url(cf->pool, &u) != NGX_OK) {
             if (u.err) {
@@ -1094,7 +1120,9 @@ ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             return NGX_CONF_ERROR;
         }
 
-        if (u.naddrs == 0 || u.addrs[0].sockaddr->sa_family != AF_INET) {
+        if (u.family == AF_INET6 || u.host.len == 0
+            || u.host.len > NGX_MAXHOSTNAMELEN)
+        {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "\"ioa_redis\" needs an IPv4 address or a "
                                "name that resolves to one, not \"%V\"",
@@ -1102,20 +1130,26 @@ ngx_ioa_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             return NGX_CONF_ERROR;
         }
 
-        sin = (struct sockaddr_in *) u.addrs[0].sockaddr;
-
-        p = ngx_pnalloc(cf->pool, NGX_INET_ADDRSTRLEN + 1);
+        p = ngx_pnalloc(cf->pool, u.host.len + 1);
         addr = ngx_array_push(mcf->redis_seeds);
 
         if (p == NULL || addr == NULL) {
             return NGX_CONF_ERROR;
         }
 
-        addr->host.len = ngx_inet_ntop(AF_INET, &sin->sin_addr, p,
-                                       NGX_INET_ADDRSTRLEN);
-        p[addr->host.len] = '\0';
-        addr->host.data = p;
-        addr->port = ntohs(sin->sin_port);
+        *ngx_cpymem(p, u.host.data, u.host.len) = '\0';
+
+        ngx_memzero(addr, sizeof(ngx_ioa_redis_addr_t));
+        addr->port = u.port;
+
+        if (ngx_inet_addr(p, u.host.len) != INADDR_NONE) {
+            addr->host.data = p;
+            addr->host.len = u.host.len;
+
+        } else {
+            addr->name.data = p;
+            addr->name.len = u.host.len;
+        }
     }
 
     return NGX_CONF_OK;

@@ -212,9 +212,6 @@ ngx_ioa_redis_exit_process(ngx_cycle_t *cycle)
 void
 ngx_ioa_redis_conn_connect(ngx_ioa_redis_conn_t *rc)
 {
-    redisAsyncContext     *ac;
-    ngx_ioa_redis_node_t  *node;
-
     if (ngx_ioa_redis_exiting || ngx_exiting || ngx_terminate) {
         return;
     }
@@ -222,6 +219,30 @@ ngx_ioa_redis_conn_connect(ngx_ioa_redis_conn_t *rc)
     if (rc->retry.timer_set) {
         ngx_del_timer(&rc->retry);
     }
+
+    if (rc->resolving) {
+        return;                        /* the attempt is on its way */
+    }
+
+    /* a seed named for nginx's resolver: looked up at every attempt
+     * (ngx_ioa_redis_resolve.c), which then goes on here */
+
+    if (rc->node->name.len) {
+        ngx_ioa_redis_resolve(rc);
+        return;
+    }
+
+    ngx_ioa_redis_conn_open(rc);
+}
+
+
+/* a connection attempt to the node's address */
+
+void
+ngx_ioa_redis_conn_open(ngx_ioa_redis_conn_t *rc)
+{
+    redisAsyncContext     *ac;
+    ngx_ioa_redis_node_t  *node;
 
     node = rc->node;
 
@@ -297,6 +318,8 @@ ngx_ioa_redis_conn_close(ngx_ioa_redis_conn_t *rc)
     ac = rc->ac;
     state = rc->state;
 
+    ngx_ioa_redis_resolve_cancel(rc);
+
     if (rc->retry.timer_set) {
         ngx_del_timer(&rc->retry);
     }
@@ -320,6 +343,17 @@ ngx_ioa_redis_conn_close(ngx_ioa_redis_conn_t *rc)
         ngx_ioa_index_on_sub_lost(rc->node);
         ngx_ioa_room_on_sub_lost(rc->node);
     }
+}
+
+
+/* an attempt that failed before hiredis had a context: counted as "what"
+ * in /metrics, retried after the backoff */
+
+void
+ngx_ioa_redis_conn_failed(ngx_ioa_redis_conn_t *rc, const char *what)
+{
+    ngx_ioa_stat_redis(&rc->node->addr, what);
+    ngx_ioa_redis_schedule(rc);
 }
 
 

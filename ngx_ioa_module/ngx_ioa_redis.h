@@ -53,6 +53,7 @@ typedef struct {
     ngx_event_t               timer;
     ngx_log_t                *log;
     ngx_queue_t               backlog;   /* requests not given to hiredis */
+    ngx_resolver_ctx_t       *resolving; /* the node's name being looked up */
 
     unsigned                  is_sub:1;
     unsigned                  authing:1;   /* AUTH sent, not answered */
@@ -65,6 +66,8 @@ typedef struct {
 struct ngx_ioa_redis_node_s {
     ngx_str_t                 addr;      /* "127.0.0.1:7000", for logs */
     u_char                    host[NGX_INET_ADDRSTRLEN + 1];
+    ngx_str_t                 name;      /* a seed's name, looked up at
+                                            every connect, or empty */
     int                       port;
 
     ngx_ioa_redis_conn_t      cmd;
@@ -80,11 +83,18 @@ extern ngx_ioa_redis_mode_e   ngx_ioa_redis_mode;
 
 /* ngx_ioa_redis.c */
 void ngx_ioa_redis_conn_connect(ngx_ioa_redis_conn_t *rc);
+void ngx_ioa_redis_conn_open(ngx_ioa_redis_conn_t *rc);
+void ngx_ioa_redis_conn_failed(ngx_ioa_redis_conn_t *rc, const char *what);
 void ngx_ioa_redis_conn_close(ngx_ioa_redis_conn_t *rc);
 void ngx_ioa_redis_node_up(ngx_ioa_redis_node_t *node);
 ngx_ioa_redis_req_t *ngx_ioa_redis_node_command(ngx_ioa_redis_node_t *node,
     ngx_ioa_redis_handler_pt handler, void *data, int argc,
     const char **argv, const size_t *argvlen);
+
+
+/* ngx_ioa_redis_resolve.c */
+void ngx_ioa_redis_resolve(ngx_ioa_redis_conn_t *rc);
+void ngx_ioa_redis_resolve_cancel(ngx_ioa_redis_conn_t *rc);
 
 
 /* ngx_ioa_redis_cluster.c */

@@ -56,6 +56,8 @@
 
 static ngx_ioa_redis_node_t *ngx_ioa_redis_node_get(u_char *host,
     size_t len, int port, ngx_uint_t create);
+static ngx_ioa_redis_node_t *ngx_ioa_redis_node_new(ngx_str_t *name,
+    u_char *host, size_t len, int port);
 static ngx_int_t ngx_ioa_redis_node_want(ngx_ioa_redis_node_t *node);
 static void ngx_ioa_redis_slots_reply(redisReply *reply, void *data);
 static ngx_int_t ngx_ioa_redis_apply(redisReply *reply,
@@ -115,8 +117,16 @@ ngx_ioa_redis_cluster_init(ngx_cycle_t *cycle)
     seed = mcf->redis_seeds->elts;
 
     for (i = 0; i < mcf->redis_seeds->nelts; i++) {
-        node = ngx_ioa_redis_node_get(seed[i].host.data, seed[i].host.len,
-                                      seed[i].port, 1);
+
+        if (seed[i].name.len) {
+            node = ngx_ioa_redis_node_new(&seed[i].name, NULL, 0,
+                                          seed[i].port);
+
+        } else {
+            node = ngx_ioa_redis_node_get(seed[i].host.data,
+                                          seed[i].host.len, seed[i].port, 1);
+        }
+
         if (node == NULL) {
             return NGX_ERROR;
         }
@@ -161,9 +171,8 @@ ngx_ioa_redis_node(ngx_uint_t i)
 static ngx_ioa_redis_node_t *
 ngx_ioa_redis_node_get(u_char *host, size_t len, int port, ngx_uint_t create)
 {
-    u_char                 *p;
     ngx_uint_t              i;
-    ngx_ioa_redis_node_t   *node, **np;
+    ngx_ioa_redis_node_t  **np;
 
     np = ngx_ioa_redis_nodes->elts;
 
@@ -194,16 +203,44 @@ ngx_ioa_redis_node_get(u_char *host, size_t len, int port, ngx_uint_t create)
         return NULL;
     }
 
+    return ngx_ioa_redis_node_new(NULL, host, len, port);
+}
+
+
+/*
+ * A node at an address, or (a seed of ioa_redis for nginx's resolver) at
+ * a name that every connect looks up; the name is its label in logs and
+ * /metrics then, since its address may change.
+ */
+
+static ngx_ioa_redis_node_t *
+ngx_ioa_redis_node_new(ngx_str_t *name, u_char *host, size_t len, int port)
+{
+    u_char                 *p;
+    ngx_ioa_redis_node_t   *node, **np;
+
     node = ngx_pcalloc(ngx_ioa_redis_pool, sizeof(ngx_ioa_redis_node_t));
-    p = ngx_pnalloc(ngx_ioa_redis_pool, len + 1 + NGX_INT_T_LEN);
     np = ngx_array_push(ngx_ioa_redis_nodes);
+
+    if (name != NULL) {
+        host = name->data;
+        len = name->len;
+    }
+
+    p = ngx_pnalloc(ngx_ioa_redis_pool, len + 1 + NGX_INT_T_LEN);
 
     if (node == NULL || p == NULL || np == NULL) {
         return NULL;
     }
 
-    ngx_memcpy(node->host, host, len);
-    node->host[len] = '\0';
+    if (name != NULL) {
+        node->name = *name;
+
+    } else {
+        ngx_memcpy(node->host, host, len);
+        node->host[len] = '\0';
+    }
+
     node->port = port;
 
     node->addr.data = p;

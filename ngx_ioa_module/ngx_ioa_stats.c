@@ -216,7 +216,8 @@ static const ngx_ioa_stats_family_t  ngx_ioa_stats_families[] = {
       NGX_IOA_LABELS_KEYED, NGX_IOA_KEYED_REDIS_RECONNECTS, 0 },
 
     { "ioa_redis_errors_total", "counter",
-      "Redis trouble by node and kind: connect_failed, connection_lost "
+      "Redis trouble by node and kind: connect_failed, resolve_failed "
+      "(its name was not found by nginx's resolver), connection_lost "
       "(the node closed it), timeout (no answer within "
       "ioa_redis_timeout).",
       NGX_IOA_LABELS_KEYED, NGX_IOA_KEYED_REDIS_ERRORS, 0 },

@@ -82,27 +82,36 @@ sub stop_children {
 
 # redis_child(): a Redis of this file's own on a free loopback port, in the
 # foreground as our child (stopped in END); returns its port once it accepts
+# (in list context its pid too).  bind => '127.0.0.2' and port => P put it
+# at another loopback address, a given port.
 sub redis_child {
-    my $probe = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                      LocalPort => 0, Proto => 'tcp')
-        or die "IoaTest::Proc: no free port: $!\n";
-    my $port = $probe->sockport;
-    close $probe;
+    my %opt = @_;
+    my $bind = $opt{bind} // '127.0.0.1';
+    my $port = $opt{port};
+    if (!$port) {
+        my $probe = IO::Socket::INET->new(Listen => 1, LocalAddr => $bind,
+                                          LocalPort => 0, Proto => 'tcp')
+            or die "IoaTest::Proc: no free port: $!\n";
+        $port = $probe->sockport;
+        close $probe;
+    }
     my $pid = fork // die "IoaTest::Proc: fork: $!\n";
     if (!$pid) {
         open STDIN, '<', '/dev/null';
         open STDOUT, '>', '/dev/null';
-        exec('redis-server', '--port', $port, '--bind', '127.0.0.1',
+        exec('redis-server', '--port', $port, '--bind', $bind,
              '--daemonize', 'no', '--dir', $Scratch, '--save', '',
-             '--appendonly', 'no', '--logfile', "$Scratch/redis-$port.log")
+             '--appendonly', 'no',
+             '--logfile', "$Scratch/redis-$bind-$port.log")
             or POSIX::_exit(127);
     }
     $Children{$pid} = 'redis';
     for (1 .. 200) {
-        return $port if IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port");
+        return wantarray ? ($port, $pid) : $port
+            if IO::Socket::INET->new(PeerAddr => "$bind:$port");
         sleep 0.05;
     }
-    die "IoaTest::Proc: redis-server on $port did not start\n";
+    die "IoaTest::Proc: redis-server on $bind:$port did not start\n";
 }
 
 sub slurp {
