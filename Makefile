@@ -27,6 +27,12 @@
 #   make deb        the Debian packages libnginx-mod-http-ioa and ioa
 #                   (debian/, dpkg-buildpackage on a copy of the tree),
 #                   checked by lintian, into build/deb/
+#   make docker     the container images (docker/Dockerfile: redis, hub,
+#                   worker, agent) with podman, or docker; a debian:bookworm
+#                   base image is made with debootstrap where none is there
+#   make docker-test  make docker, then docker/compose.yaml's whole network
+#                   tested end to end (scripts/docker-test.sh); make test
+#                   runs it, installing podman from Debian
 #   make deps       only install the Debian packages
 #   make clean
 
@@ -53,7 +59,7 @@ MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
 
 .PHONY: all deps node-deps run stop test test-cluster test-asan asan-workers clean \
         module agent worker terms llama bench bench-deps fuzz fuzz-ci fuzz-regress \
-        fuzz-build fuzz-deps deb deb-deps
+        fuzz-build fuzz-deps deb deb-deps docker docker-deps docker-test
 
 all: $(MODULE) agent worker $(TERMS)
 
@@ -203,6 +209,26 @@ test: deps $(MODULE) agent worker llama $(TERMS) $(NODE_DEPS)
 	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/
 	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
 	    prove -It/lib $(CLUSTER_TESTS)
+	$(MAKE) docker-test
+
+# Containers (README "Containers"): podman from Debian (no daemon needed;
+# docker-compose only to check compose.yaml against Docker's schema too).
+# IOA_ENGINE=docker uses a Docker engine instead.
+DOCKER_PACKAGES := podman podman-compose runc netavark aardvark-dns \
+    debootstrap docker-compose curl
+
+docker-deps:
+ifeq ($(IOA_ENGINE),docker)
+	@command -v docker >/dev/null || { echo "IOA_ENGINE=docker, but no docker"; exit 1; }
+else
+	$(call install-missing,$(DOCKER_PACKAGES))
+endif
+
+docker: docker-deps
+	bash scripts/docker-build.sh
+
+docker-test: docker
+	bash scripts/docker-test.sh
 
 test-cluster: deps $(MODULE) agent worker
 	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \

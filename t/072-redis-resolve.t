@@ -29,9 +29,11 @@ use File::Basename ();
 use IO::Socket::INET ();
 use JSON::PP ();
 use Test::More;
+use POSIX ();
 use Time::HiRes qw(sleep time);
 
 use lib 't/lib';
+use IoaTest::Api qw(wait_until);
 use IoaTest::Instance;
 use IoaTest::Proc qw(bg bg_stop redis_child slurp $Scratch);
 
@@ -44,26 +46,42 @@ plan skip_all => "$Dnsmasq is not installed (make test installs dnsmasq-base)"
 
 my $Name = 'redis.ioa.test';
 
-sub free_udp_port {
-    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
-                                  Proto => 'udp')
-        or die "no free UDP port: $!\n";
-    my $port = $s->sockport;
-    close $s;
-    return $port;
+# a port free for UDP and TCP both: dnsmasq listens on the two
+sub free_dns_port {
+    for (1 .. 50) {
+        my $t = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
+                                      Proto => 'tcp', Listen => 1) or next;
+        my $port = $t->sockport;
+        my $u = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
+                                      LocalPort => $port, Proto => 'udp')
+            or next;
+        close $u;
+        close $t;
+        return $port;
+    }
+    die "no port free for both UDP and TCP\n";
 }
 
 # the DNS server: names of ioa.test from a hosts file, re-read on SIGHUP;
-# any other name of ioa.test is NXDOMAIN, nothing is forwarded
-my $DnsPort = free_udp_port();
+# any other name of ioa.test is NXDOMAIN, nothing is forwarded.  Started
+# again on another port if the one chosen was taken meanwhile.
 my $Hosts = "$Scratch/hosts";
 sub set_hosts { open my $fh, '>', $Hosts or die "$Hosts: $!\n"; print $fh @_; close $fh }
 set_hosts('');
-my $Dns = bg('dnsmasq', $Dnsmasq, '--keep-in-foreground', '--conf-file=/dev/null',
-    '--no-resolv', '--no-hosts', '--local=/ioa.test/', "--addn-hosts=$Hosts",
-    '--listen-address=127.0.0.1', '--bind-interfaces', "--port=$DnsPort",
-    '--user=root', '--group=root', '--log-facility=-', '--log-queries',
-    "--pid-file=$Scratch/dnsmasq.pid");
+my ($DnsPort, $Dns);
+for my $try (1 .. 5) {
+    $DnsPort = free_dns_port();
+    $Dns = bg("dnsmasq-$try", $Dnsmasq, '--keep-in-foreground', '--conf-file=/dev/null',
+        '--no-resolv', '--no-hosts', '--local=/ioa.test/', "--addn-hosts=$Hosts",
+        '--listen-address=127.0.0.1', '--bind-interfaces', "--port=$DnsPort",
+        '--user=root', '--group=root', '--log-facility=-', '--log-queries',
+        "--pid-file=$Scratch/dnsmasq.pid");
+    sleep 0.5;
+    last if kill 0, $Dns->{pid} and waitpid($Dns->{pid}, POSIX::WNOHANG()) == 0;
+    diag "dnsmasq on $DnsPort did not stay up: " . slurp($Dns->{err});
+    undef $Dns;
+}
+BAIL_OUT('dnsmasq does not start') unless $Dns;
 sub reload_dns {
     kill 'HUP', $Dns->{pid};
     sleep 0.3;
@@ -96,15 +114,6 @@ sub get {
     return ($code // 0, $b // '');
 }
 
-sub wait_for {
-    my ($cond, $secs) = @_;
-    my $deadline = time + $secs;
-    while (time < $deadline) {
-        return 1 if $cond->();
-        sleep 0.1;
-    }
-    return 0;
-}
 
 sub health { (get($_[0], GET => '/health_check'))[0] }
 
@@ -147,7 +156,7 @@ my $RedisPid;
         'no resolver, a name that does not resolve: refused at start, naming the host and the cure';
 
     my $hub = hub('localhost', "ioa_redis localhost:$RedisPort;");
-    ok wait_for(sub { health($hub) == 200 }, 30),
+    ok wait_until(sub { health($hub) == 200 }, 30),
         'no resolver, "localhost": resolved when the configuration is read, as before';
     $hub->stop;
 }
@@ -165,7 +174,7 @@ my $t = `$binary -t -p @{[ $hub->dir ]}/ -c $conf 2>&1`;
 is $?, 0, 'nginx -t passes while the name does not resolve' or diag $t;
 
 is health($hub), 503, 'the hub runs, /health_check 503 (no Redis yet)';
-ok wait_for(sub { $hub->error_log =~ /cannot look up "\Q$Name\E": Host not found/ }, 10),
+ok wait_until(sub { $hub->error_log =~ /cannot look up "\Q$Name\E": Host not found/ }, 10),
     'the error log names the host that was not found'
     or diag $hub->error_log;
 my ($mc, $metrics) = get($hub, GET => '/metrics');
@@ -174,7 +183,7 @@ like $metrics, qr/^ioa_redis_errors_total\{node="\Q$Name:$RedisPort\E",error="re
 
 set_hosts("127.0.0.1 $Name\n");
 reload_dns();
-ok wait_for(sub { health($hub) == 200 }, 15),
+ok wait_until(sub { health($hub) == 200 }, 15),
     'the name appears in DNS: the hub connects by itself';
 like $hub->error_log, qr/ioa redis: "\Q$Name\E" is 127\.0\.0\.1/, 'and logs the address it found';
 my $cid = post_through($hub, 'before the move');
@@ -190,10 +199,10 @@ set_hosts("127.0.0.2 $Name\n");
 reload_dns();
 sleep 1.2;                    # past the resolver's valid=1s
 bg_stop({ pid => $RedisPid });
-ok wait_for(sub { $hub->error_log =~ /ioa redis: "\Q$Name\E" is 127\.0\.0\.2/ }, 15),
+ok wait_until(sub { $hub->error_log =~ /ioa redis: "\Q$Name\E" is 127\.0\.0\.2/ }, 15),
     'the old Redis gone, the hub looks the name up again and finds the new address'
     or diag $hub->error_log;
-ok wait_for(sub { health($hub) == 200 }, 15), 'and is connected there';
+ok wait_until(sub { health($hub) == 200 }, 15), 'and is connected there';
 my $cid2 = post_through($hub, 'after the move');
 like $cid2, qr/^[0-9a-f]{8,}/, 'an envelope through the hub after the move' or diag $cid2;
 is redis_cli('127.0.0.2', $RedisPort, 'XLEN', "ioa:{room:$cid2}:log"), 1,

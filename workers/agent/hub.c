@@ -582,6 +582,8 @@ ioa_hub_inbox_write(char *p, size_t size, size_t n, void *data)
         return len;
     }
 
+    ioa_health_touch();
+
     if (!ioa_hub.streaming) {
         ioa_hub.streaming = 1;
         ioa_hub.opened_at = ioa_mono_ms();

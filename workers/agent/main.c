@@ -159,6 +159,12 @@ ioa_usage(FILE *f)
         "                       longest wait between reconnects (default %d)\n"
         "\n"
         "Other:\n"
+        "  --health-file FILE   touched whenever the inbox delivers "
+        "something, the\n"
+        "                       hub's keepalives too (every 15 s while "
+        "connected):\n"
+        "                       its age says whether the agent is "
+        "connected (none)\n"
         "  -v, --verbose        log debug records too\n"
         "  -q, --quiet          log warnings and errors only\n"
         "  -h, --help           this text\n"
@@ -345,6 +351,9 @@ ioa_parse(int argc, char **argv)
         } else if (ioa_opt("--partial-exit")) {
             ioa_conf.partial_exit =
                 (int) ioa_number("--partial-exit", val, 1, 255);
+
+        } else if (ioa_opt("--health-file")) {
+            ioa_health_set(val);
 
         } else if (ioa_opt("--max-result")) {
             ioa_conf.max_result =

@@ -13,7 +13,8 @@
 # cost is five small files compiled twice.
 
 COMMON_DIR  := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
-COMMON_SRCS := ioa_alloc.c ioa_buf.c ioa_json.c ioa_random.c ioa_time.c
+COMMON_SRCS := ioa_alloc.c ioa_buf.c ioa_health.c ioa_json.c ioa_random.c \
+               ioa_time.c
 COMMON_HDRS := $(wildcard $(COMMON_DIR)/*.h)
 COMMON_OBJS := $(COMMON_SRCS:%.c=$(OBJDIR)/common/%.o)
 

@@ -16,6 +16,7 @@
  *   ioa_json.c    the JSON writer (one escaper) and yajl tree access
  *   ioa_time.c    monotonic and wall clocks in ms
  *   ioa_random.c  kernel randomness, uuid4 hex ids, seeded jitter
+ *   ioa_health.c  --health-file, touched while the program works
  *
  * The programs compile these files into their own build directories with
  * their own flags (common.mk), as Redis links zmalloc.o and anet.o into
@@ -28,6 +29,7 @@
 
 #include "ioa_alloc.h"
 #include "ioa_buf.h"
+#include "ioa_health.h"
 #include "ioa_json.h"
 #include "ioa_random.h"
 #include "ioa_time.h"

@@ -104,6 +104,9 @@ iw_usage(FILE *f)
         "  --goal-retention SEC an ended goal's record and event feed are\n"
         "                       removed this long after it ended, its job\n"
         "                       at once (172800: 2 days; off keeps them)\n"
+        "  --health-file FILE   touched after every heartbeat Redis took\n"
+        "                       (each second while connected): its age\n"
+        "                       says whether the worker works (none)\n"
         "  --token-budget N     LLM tokens per goal; reaching it concludes\n"
         "                       the goal (IOA_LLM_TOKEN_BUDGET, 0: none;\n"
         "                       default 100000)\n"
@@ -364,6 +367,7 @@ iw_parse_args(iw_conf_t *conf, int argc, char **argv)
         { "min-score", required_argument, NULL, 'S' },
         { "offline-grace", required_argument, NULL, 'O' },
         { "goal-timeout", required_argument, NULL, 'G' },
+        { "health-file", required_argument, NULL, 'H' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -426,6 +430,9 @@ iw_option(iw_conf_t *conf, int c, const char *arg)
         if (iw_parse_redis(conf, arg) != 0) {
             return 2;
         }
+        break;
+    case 'H':
+        ioa_health_set(arg);
         break;
     case 'U':
         free(conf->redis_user);

@@ -184,6 +184,7 @@ iw_stats_beat(int stopped)
 
     if (r && r->type == REDIS_REPLY_INTEGER) {
         iw_stats_warned = 0;
+        ioa_health_touch();
 
     } else if (r && !iw_stats_warned) {
         /* once until a beat gets through again: a full Redis would
