@@ -18,6 +18,9 @@
 #   - Redis restarted while envelopes are posted through both hubs: every
 #     envelope a hub accepted (200) is in the room's log afterwards, in
 #     order, and a goal after it concludes;
+#   - the same compose.yaml brought up by Docker's own docker-compose
+#     (against podman's Docker API), with its health-based start order:
+#     a goal through it too;
 #   - everything is torn down by id (containers, volumes, network), and
 #     checked gone.
 #
@@ -61,12 +64,27 @@ phase() {
 
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# the containers, volumes and networks of our project, by id
-ours_containers() { $ENGINE ps -a -q --filter "label=com.docker.compose.project=$PROJECT"; $ENGINE ps -a -q --filter "name=^${PROJECT}-solo-"; }
-ours_volumes()    { $ENGINE volume ls -q --filter "label=com.docker.compose.project=$PROJECT"; }
-ours_networks()   { $ENGINE network ls -q --filter "label=com.docker.compose.project=$PROJECT"; $ENGINE network ls -q --filter "name=^${PROJECT}-solo$"; }
+# the containers, volumes and networks of our projects (podman-compose's
+# and Docker Compose's), by id
+PROJECTS="$PROJECT ${PROJECT}dc"
+ours_containers() {
+    for p in $PROJECTS; do $ENGINE ps -a -q --filter "label=com.docker.compose.project=$p"; done
+    $ENGINE ps -a -q --filter "name=^${PROJECT}-solo-"
+}
+ours_volumes() {
+    for p in $PROJECTS; do $ENGINE volume ls -q --filter "label=com.docker.compose.project=$p"; done
+}
+ours_networks() {
+    for p in $PROJECTS; do $ENGINE network ls -q --filter "label=com.docker.compose.project=$p"; done
+    $ENGINE network ls -q --filter "name=^${PROJECT}-solo$"
+}
 
+service=
+ticker=
 teardown() {
+    [ -z "$ticker" ] || kill "$ticker" 2>/dev/null
+    [ -n "${DC:-}" ] && "${DC[@]}" down -v >"$WORK/dc-down.log" 2>&1
+    [ -z "$service" ] || kill "$service" 2>/dev/null
     "${COMPOSE[@]}" down -v >"$WORK/down.log" 2>&1 || true
     local ids
     ids=$(ours_containers | sort -u)
@@ -309,6 +327,55 @@ out=$(verify_log)
     || nok "every envelope a hub accepted is in the log, in order" "$out"
 check "a goal through hub2 after the Redis restart: the right conclusion" goal "$P2" "nothing accepted is ever lost"
 phase "Redis restart"
+
+# -------------------------------------- the same file with Docker Compose
+
+# docker-compose (Docker's own Compose, 1.29 from Debian) against the
+# Docker API that podman serves: Docker's reading of compose.yaml, with its
+# health-based start order.  podman runs healthchecks from systemd timers,
+# and there is no systemd on the project's machines, so a loop here runs
+# each container's check every 2 s instead (what the timer would do); the
+# checks are the images' own.
+if [ "$ENGINE" = podman ] && command -v docker-compose >/dev/null 2>&1; then
+    "${COMPOSE[@]}" down -v >"$WORK/down.log" 2>&1
+    sock=$WORK/podman.sock
+    rm -f "$sock"
+    podman system service --time=0 "unix://$sock" >"$WORK/podman-service.log" 2>&1 &
+    service=$!
+    wait_for 20 test -S "$sock"
+    DC=(env DOCKER_HOST="unix://$sock" docker-compose -p "${PROJECT}dc" -f "$COMPOSE_FILE")
+    (
+        while :; do
+            for c in $(podman ps -q --filter "label=com.docker.compose.project=${PROJECT}dc"); do
+                podman healthcheck run "$c" >/dev/null 2>&1
+            done
+            sleep 2
+        done
+    ) &
+    ticker=$!
+    P1=$(free_port)
+    P2=$(free_port)
+    export IOA_HUB1_PORT=$P1 IOA_HUB2_PORT=$P2
+    if timeout 300 "${DC[@]}" up -d >"$WORK/dc-up.log" 2>&1; then
+        ok "docker-compose up: each service started once what it depends on was healthy"
+    else
+        nok "docker-compose up" "$(tail -20 "$WORK/dc-up.log")"
+    fi
+    check "its hub1 answers /health_check 200" wait_for 60 healthy_at "$P1"
+    check "its hub2 answers /health_check 200" wait_for 60 healthy_at "$P2"
+    TOKEN=$($ENGINE exec "${PROJECT}dc_hub1_1" ioa-token sign --key /keys/jwt.key --sub tester --scope "launch admin" 2>/dev/null)
+    AUTH=(-H "Authorization: Bearer $TOKEN")
+    check "all three demo agents online on its hub2" wait_for 60 online "$P2" Counter Shouter Reverser
+    check "a goal through its hub2: the right conclusion" goal "$P2" "compose files read alike by both tools"
+    kill "$ticker" 2>/dev/null
+    ticker=
+    "${DC[@]}" down -v >"$WORK/dc-down.log" 2>&1 \
+        && ok "docker-compose down -v" || nok "docker-compose down -v" "$(tail -5 "$WORK/dc-down.log")"
+    DC=
+    kill "$service" 2>/dev/null
+    service=
+    phase "Docker Compose"
+fi
 
 # ------------------------------------------------------------ teardown
 
