@@ -140,7 +140,7 @@ refusal() {   # refusal IMAGE PATTERN [ENV...]
     local image=$1 pattern=$2; shift 2
     local args=() out rc lines
     for e in "$@"; do args+=(-e "$e"); done
-    out=$($ENGINE run --rm --name "${PROJECT}-solo-refuse" "${args[@]}" "$(image_name "$image")" 2>&1)
+    out=$($ENGINE run --rm --name "${PROJECT}-solo-refuse" "${args[@]}" ${RUN_ARGS[@]+"${RUN_ARGS[@]}"} "$(image_name "$image")" 2>&1)
     rc=$?
     lines=$(echo "$out" | grep -c '^ioa-')
     [ "$rc" = 78 ] && [ "$lines" = 1 ] && echo "$out" | grep -q "^ioa-.*$pattern" \
@@ -148,6 +148,18 @@ refusal() {   # refusal IMAGE PATTERN [ENV...]
 }
 check "a hub without a key refuses to start, in one line, exit 78" \
     refusal hub "no JWT key at /etc/ioa/jwt.key: mount one .* or set IOA_AUTH=off"
+# a key the image's user cannot read (a root-owned 0600 file, mounted)
+"$REPO/scripts/ioa-token" new-key "$WORK/root-only.key.$$" >/dev/null
+refusal_mount() {
+    local k=$1 rc; shift
+    RUN_ARGS=(-v "$k:/etc/ioa/jwt.key:ro")
+    refusal "$@"; rc=$?
+    RUN_ARGS=()
+    return $rc
+}
+check "a hub whose key its user cannot read refuses, saying so" \
+    refusal_mount "$WORK/root-only.key.$$" hub "the JWT key /etc/ioa/jwt.key is not readable by uid 10001"
+rm -f "$WORK/root-only.key.$$"
 check "a hub with IOA_AUTH=maybe refuses, naming the value" \
     refusal hub 'IOA_AUTH: "maybe" is not jwt or off' IOA_AUTH=maybe
 check "a hub with IOA_REDIS='a;b' refuses (nothing is pasted into nginx.conf unchecked)" \
