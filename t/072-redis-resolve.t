@@ -16,7 +16,9 @@
 #   - when the name moves to another address (Redis recreated elsewhere:
 #     here 127.0.0.2, same port) and the old Redis goes away, the hub
 #     follows the name on its next reconnect, logs the new address, and
-#     what is posted then is in the new Redis.
+#     what is posted then is in the new Redis;
+#   - a Redis Cluster's seed by name: found, detected as a Cluster (the
+#     other masters come from its map as addresses), envelopes stored.
 #
 #   TEST_NGINX_LOAD_MODULES=$PWD/build/ngx_http_ioa_module.so \
 #       prove -It/lib t/072-redis-resolve.t
@@ -34,6 +36,7 @@ use Time::HiRes qw(sleep time);
 
 use lib 't/lib';
 use IoaTest::Api qw(wait_until);
+use IoaTest::Cluster;
 use IoaTest::Instance;
 use IoaTest::Proc qw(bg bg_stop redis_child slurp $Scratch);
 
@@ -210,6 +213,28 @@ is redis_cli('127.0.0.2', $RedisPort, 'XLEN', "ioa:{room:$cid2}:log"), 1,
 unlike $hub->error_log, qr/\[(alert|crit|emerg)\]/, 'no alert, crit or emerg';
 
 $hub->stop;
+
+# ----------------------------------------------- a Cluster seed by name
+
+# the seed resolves to an address the Cluster's map names too: the same
+# node, and the other masters come from the map as addresses
+my $cl = IoaTest::Cluster->new(masters => 3, replicas => 0,
+    free_port => sub { IoaTest::Instance::_free_port() });
+$cl->start;
+set_hosts("127.0.0.1 $Name\n");
+reload_dns();
+$hub = hub('cluster', "resolver 127.0.0.1:$DnsPort valid=1s ipv6=off;\n"
+                    . "ioa_redis $Name:" . $cl->seed . ";");
+ok wait_until(sub { health($hub) == 200 }, 30), 'a Cluster seed by name: the hub connects';
+like $hub->error_log, qr/ioa redis: \Q$Name:@{[ $cl->seed ]}\E is a Redis Cluster node/,
+    'and finds a Cluster there (the seed named in the log by its name)';
+my $cid3 = post_through($hub, 'in a Cluster');
+like $cid3, qr/^[0-9a-f]{8,}/, 'an envelope through the hub' or diag $cid3;
+is $cl->cmd('XLEN', "ioa:{room:$cid3}:log"), 1, 'it is in the Cluster';
+unlike $hub->error_log, qr/\[(alert|crit|emerg)\]/, 'no alert, crit or emerg';
+$hub->stop;
+$cl->stop;
+
 bg_stop($Dns);
 
 done_testing();
