@@ -205,10 +205,14 @@ CLUSTER_TESTS := t/020-rooms.t t/025-floor.t t/040-http-transport.t t/045-room-f
     t/215-metrics.t t/220-retention.t t/230-discovery-index.t \
     t/245-metrics-redis.t t/280-a2a-server.t t/330-delete.t t/140-chain.t t/145-erase.t
 
+# scripts/prove-report.sh runs prove and, on failure, repeats every failed
+# assertion's diagnostics after prove's summary (a CI log keeps its tail).
+PROVE := bash scripts/prove-report.sh
+
 test: deps $(MODULE) agent worker llama $(TERMS) $(NODE_DEPS)
-	TEST_NGINX_LOAD_MODULES=$(MODULE) prove -It/lib -r t/
+	TEST_NGINX_LOAD_MODULES=$(MODULE) $(PROVE) -It/lib -r t/
 	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
-	    prove -It/lib $(CLUSTER_TESTS)
+	    $(PROVE) -It/lib $(CLUSTER_TESTS)
 	$(MAKE) docker-test
 
 # Containers (README "Containers"): podman from Debian (no daemon needed;
@@ -232,7 +236,7 @@ docker-test: docker
 
 test-cluster: deps $(MODULE) agent worker
 	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
-	    prove -It/lib $(CLUSTER_TESTS)
+	    $(PROVE) -It/lib $(CLUSTER_TESTS)
 
 # Sanitizers: nginx from Debian's source with ASan + UBSan and the module
 # compiled in (scripts/asan-nginx.sh, cached in build/asan), the workers
@@ -240,7 +244,10 @@ test-cluster: deps $(MODULE) agent worker
 # reports into build/asan/logs, and a report there fails the run whatever
 # the tests said.  Leak checking is off: nginx leaves its cycle to the
 # kernel at exit by design.  t/ubsan.supp names the one UBSan finding in
-# nginx's own core.
+# nginx's own core.  A file that fails here is run once more on its own
+# (prove-report.sh --retry-failed, which says why and prints the first
+# failure): sanitized processes are several times slower, and a bounded
+# wait that runs out only under ASan is not what this pass looks for.
 ASAN_DIR    := $(BUILD)/asan
 ASAN_NGINX  := $(ASAN_DIR)/sbin/nginx
 ASAN_LOGS   := $(ASAN_DIR)/logs
@@ -265,7 +272,7 @@ asan-workers:
 test-asan: deps $(MODULE) $(ASAN_NGINX) asan-workers agent worker llama \
            $(TERMS) $(NODE_DEPS)
 	rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)
-	$(ASAN_ENV) prove -It/lib -r t/; rc=$$?; \
+	$(ASAN_ENV) $(PROVE) --retry-failed -It/lib -r t/; rc=$$?; \
 	if ls $(ASAN_LOGS)/* >/dev/null 2>&1; then \
 	    echo "sanitizer reports:"; cat $(ASAN_LOGS)/*; exit 1; \
 	fi; \
