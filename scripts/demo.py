@@ -163,6 +163,68 @@ def wait_online(names, timeout=15):
     return False
 
 
+def sse_events(stream):
+    """(event, data) for each Server-Sent Event of stream, by the format's
+    rules: "event:" names it ("message" when it has no name), "data:" lines
+    join with newlines, a blank line ends it, ":" lines are comments.  The
+    hub's goal feed sends envelopes and states unnamed, its own frames as
+    "ioa" and, after 15 s without any, a "ping" whose data is not JSON."""
+    event, data = "", []
+    for raw in stream:
+        line = raw.decode().rstrip("\r\n")
+        if not line:
+            if data:
+                yield event or "message", "\n".join(data)
+            event, data = "", []
+            continue
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "event":
+            event = value
+        elif field == "data":
+            data.append(value)
+
+
+def follow_goal(events_url):
+    """Shows the goal's feed (GET events_url) until the goal ends; returns
+    its conclusion, or its error."""
+    req = urllib.request.Request(f"http://{HUB}{events_url}",
+                                 headers=auth("user"))
+    with urllib.request.urlopen(req, timeout=60) as stream:
+        for kind, data in sse_events(stream):
+            if kind == "ping":
+                continue
+            try:
+                ev = json.loads(data)
+            except ValueError as err:
+                sys.exit(f"the goal's event stream sent a {kind!r} event "
+                         f"that is not JSON ({err}): {data[:300]!r}")
+            if kind == "ioa":
+                # the hub's own frame: an error, or why it closes the stream
+                show("hub", data)
+                if ev.get("op") == "close":
+                    sys.exit("the hub closed the goal's event stream")
+                continue
+            if ev.get("event") == "state":
+                show("goal", f"state {ev['state']}"
+                             + (f" (room {ev['comm_id']})"
+                                if ev.get("comm_id") else ""))
+                if ev["state"] in ("concluded", "failed", "cancelled"):
+                    return ev.get("conclusion") or ev.get("error")
+            elif ev.get("event") == "envelope":
+                e = ev["envelope"]
+                nxt = e.get("next_speaker") or ""
+                nxt = ", ".join(nxt) if isinstance(nxt, list) else nxt
+                text = (e.get("task_conclusion") or e.get("content") or "")
+                text = " ".join(text.split())
+                if len(text) > 90:
+                    text = text[:87] + "..."
+                show(e["sender"], f"[{TYPES.get(e.get('type'), e.get('type'))}"
+                                  f"{' -> ' + nxt if nxt else ''}] {text}")
+    sys.exit("the goal's event stream ended before the goal did")
+
+
 def launch_goal():
     """A goal end to end: the workers recruit the example agents (ioa-agent
     processes running scripts/demo_agent.py), assign the tasks, collect the
@@ -179,35 +241,11 @@ def launch_goal():
         sys.exit(1)
     g = call("/launch_goal", {"goal": goal})
     show("user", f"goal {g['goal_id']}: {goal}")
-    req = urllib.request.Request(f"http://{HUB}{g['events_url']}",
-                                 headers=auth("user"))
-    conclusion = None
-    with urllib.request.urlopen(req, timeout=60) as stream:
-        for raw in stream:
-            line = raw.decode().rstrip("\n")
-            if not line.startswith("data: "):
-                continue
-            ev = json.loads(line[6:])
-            if ev.get("event") == "state":
-                show("goal", f"state {ev['state']}"
-                             + (f" (room {ev['comm_id']})"
-                                if ev.get("comm_id") else ""))
-                if ev["state"] in ("concluded", "failed", "cancelled"):
-                    conclusion = ev.get("conclusion") or ev.get("error")
-                    break
-            elif ev.get("event") == "envelope":
-                e = ev["envelope"]
-                nxt = e.get("next_speaker") or ""
-                nxt = ", ".join(nxt) if isinstance(nxt, list) else nxt
-                text = (e.get("task_conclusion") or e.get("content") or "")
-                text = " ".join(text.split())
-                if len(text) > 90:
-                    text = text[:87] + "..."
-                show(e["sender"], f"[{TYPES.get(e.get('type'), e.get('type'))}"
-                                  f"{' -> ' + nxt if nxt else ''}] {text}")
+    conclusion = follow_goal(g["events_url"])
     print("\nconclusion:")
     for line in (conclusion or "(none)").splitlines():
         print(f"  {line}")
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -217,9 +217,12 @@ GET /health_check
     # (floor: envelope 1 is a task assignment to Bob, see t/025-floor.t)
     is_deeply \@keys, [ map { "ioa:{room:$cid}:$_" } qw(chain floor log members meta) ],
         'room keys: chain, floor, log, members, meta under {room:<comm_id>}';
-    is_deeply [ grep { !/^ioa:\{(?:room:[0-9a-f]{32}|reg)\}:/ }
+    # ioa:{jobs}:goals is the goal queue, with its consumer group: the hub
+    # makes it whenever its command connection comes up, which may be just
+    # after fresh()'s FLUSHALL
+    is_deeply [ grep { !/^ioa:\{(?:room:[0-9a-f]{32}|reg|jobs)\}:/ }
                 @{ redis_cmd('KEYS', '*') } ], [],
-        'every key is under ioa:{room:..} or ioa:{reg}';
+        'every key is under ioa:{room:..}, ioa:{reg} or ioa:{jobs}';
     is redis_cmd('TYPE', log_key($cid)), 'stream', 'the log is a Stream';
     is_deeply [ sort @{ redis_cmd('SMEMBERS', "ioa:{room:$cid}:members") } ],
         [qw(Alice Bob Carol)], 'members set';

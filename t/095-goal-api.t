@@ -1,7 +1,7 @@
 # t/095-goal-api.t -- the goal endpoints on the nginx side: POST /launch_goal
 # (IoA's fields, validated; 202 with where to follow; the job queued for the
 # workers), GET /goals/{id}, the goal's event feed as SSE with exact resume,
-# IoA's blocking form, and cancel.
+# IoA's blocking form, and cancel; and make run's demo following a feed.
 #
 # These blocks play the worker themselves (writing the goal's state events
 # to its feed exactly as ioa-worker does: XADD to P{room:goal-<id>}:log and
@@ -16,6 +16,8 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(wait_health json);
 use IoaTest::SSE;
+use File::Temp ();
+use POSIX ();
 use Time::HiRes qw(sleep time);
 
 no_root_location();
@@ -336,6 +338,63 @@ GET /health_check
     like $again->content, qr/"code":"goal_ended"/, 'goal_ended';
     is $ctx->http(POST => '/goals/' . ('a' x 32) . '/cancel')->code, 404, 'unknown: 404';
     is $ctx->http(GET => "/goals/$gid/cancel")->code, 405, 'GET: 405';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 6: scripts/demo.py (make run's demo) follows a goal's feed across the hub's keepalive, a "ping" event after 15 s without events whose data is not JSON: it shows the states and the envelope and returns the conclusion
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $gid = json()->decode(launch($ctx, '{"goal":"g"}')->content)->{goal_id};
+    emit($ctx, $gid, event => 'state', state => 'forming');
+
+    # the demo's own follower, and a stream of ours opened with it that
+    # shows the ping really came
+    my $out = File::Temp->new;
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        open STDOUT, '>', $out->filename;
+        open STDERR, '>&', \*STDOUT;
+        exec('/usr/bin/python3', '-c',
+             'import sys; sys.path.insert(0, "scripts"); import demo; '
+           . 'demo.HUB = sys.argv[1]; '
+           . 'print("returned:", demo.follow_goal(sys.argv[2]), flush=True)',
+             $ctx->host . ':' . $ctx->port, "/goals/$gid/events")
+            or POSIX::_exit(127);
+    }
+    my $s = IoaTest::SSE->connect($ctx->host, $ctx->port, "/goals/$gid/events");
+    my ($forming) = $s->messages(1, 5);
+    ok $forming, 'our stream has the first state';
+    my $ping = $s->next_event(20);
+    is $ping && $ping->{event}, 'ping', 'the quiet stream gets a "ping" event';
+    is $ping && $ping->{data}, 'keepalive', 'whose data is not JSON';
+    sleep 0.5;     # the demo's stream opened at the same time as ours
+
+    emit($ctx, $gid, event => 'envelope',
+         envelope => { sender => 'Counter', type => 7, content => 'six words' });
+    emit($ctx, $gid, event => 'state', state => 'concluded', comm_id => 'c1',
+         conclusion => 'all done');
+    my $deadline = time + 15;
+    sleep 0.1 while time < $deadline && waitpid($pid, POSIX::WNOHANG()) != $pid;
+    my $status = $?;
+    kill 'KILL', $pid if time >= $deadline;
+    my $text = do { local (@ARGV, $/) = $out->filename; <> } // '';
+    is $status, 0, 'the demo follower exits 0' or diag $text;
+    like $text, qr/goal \| state forming/, 'it showed the first state';
+    like $text, qr/Counter \| \[task result\] six words/, 'then the envelope, after the ping';
+    like $text, qr/goal \| state concluded \(room c1\)/, 'and the last state';
+    like $text, qr/^returned: all done$/m, 'and returned the conclusion';
+    $s->close;
 --- no_error_log
 [alert]
 [crit]
