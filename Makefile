@@ -33,7 +33,11 @@
 #   make docker-test  make docker, then docker/compose.yaml's whole network
 #                   tested end to end (scripts/docker-test.sh); make test
 #                   runs it, installing podman from Debian
-#   make deps       only install the Debian packages
+#   make deps       only install the Debian packages the tests need;
+#                   make deps-SET one set of scripts/deps.list (run, test,
+#                   bench, deb, docker, fuzz, ...).  Every target installs
+#                   its own set, and its preflight names anything still
+#                   missing with its package, before anything is built
 #   make clean
 
 SHELL      := /bin/bash
@@ -46,22 +50,23 @@ TERMS      := $(BUILD)/ioa-terms
 IOA_PORT   ?= 7788
 IOA_REDIS_PORT ?= 7789
 
-DEB_PACKAGES := nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
-    libcurl4-openssl-dev redis-server libssl-dev zlib1g-dev make gcc \
-    libtest-base-perl libtest-longstring-perl liblist-moreutils-perl \
-    libtext-diff-perl libwww-perl liburi-perl libipc-run-perl \
-    libprotocol-websocket-perl curl nghttp2-client python3 python3-websockets \
-    python3-prometheus-client gdb chromium chromium-driver python3-selenium \
-    firefox-esr libfirefox-marionette-perl dnsmasq-base
+# What each target installs from Debian: scripts/deps.list, by set (build,
+# run, test, asan, bench, deb, docker, fuzz, llama).  `scripts/deps.sh
+# install SET` installs only what is missing (a second run costs a few
+# `command -v`, no network), then runs the preflight: anything a target
+# calls that is still not there is named with its package before anything
+# is built.  make run installs the run set only: no browser, no podman.
+DEPS := bash $(REPO)/scripts/deps.sh install
 
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: all deps node-deps run stop test test-cluster test-asan asan-workers clean \
-        module agent worker terms llama bench bench-deps fuzz fuzz-ci fuzz-regress \
-        fuzz-build fuzz-deps deb deb-deps docker docker-deps docker-test
+.PHONY: all deps $(addprefix deps-,$(DEPS_SETS)) node-deps run stop test test-cluster test-asan asan-workers clean \
+        module agent worker terms llama bench fuzz fuzz-ci fuzz-regress \
+        fuzz-build deb docker docker-engine docker-test
 
-all: $(MODULE) agent worker $(TERMS)
+all: deps-build
+	@$(MAKE) -s $(MODULE) agent worker $(TERMS)
 
 module: $(MODULE)
 
@@ -73,21 +78,14 @@ agent:
 worker:
 	$(MAKE) -s -C workers/worker
 
-# Installs only what is missing, so a second run costs one dpkg query.
-define install-missing
-	@missing=$$(for p in $(1); do \
-	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
-	  done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing: $$missing"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
-endef
+# deps-SET: the packages of one set of scripts/deps.list, then its
+# preflight.  make deps is the test set (everything the suite needs).
+DEPS_SETS := build run test asan bench deb docker fuzz llama
 
-deps:
-	$(call install-missing,$(DEB_PACKAGES))
+$(addprefix deps-,$(DEPS_SETS)):
+	@$(DEPS) $(@:deps-%=%)
+
+deps: deps-test
 
 # Debian's nginx-dev ships configure and headers but no top-level Makefile
 # target for modules, so configure into our build directory and build only
@@ -119,7 +117,8 @@ $(TERMS): scripts/ioa-terms.c ngx_ioa_module/ngx_ioa_tokenize.c \
 	    -Ingx_ioa_module -o $@ scripts/ioa-terms.c \
 	    ngx_ioa_module/ngx_ioa_tokenize.c
 
-run: deps $(MODULE) agent worker
+run: deps-run
+	@$(MAKE) -s $(MODULE) agent worker
 	IOA_PORT=$(IOA_PORT) IOA_REDIS_PORT=$(IOA_REDIS_PORT) bash scripts/run.sh
 
 stop:
@@ -127,17 +126,13 @@ stop:
 
 # Node.js packages of the tests (t/270-mcp.t: @modelcontextprotocol/sdk),
 # exactly the versions of t/node/package-lock.json, installed once into
-# t/node/node_modules and again only when the lock file changes.  Debian's
-# nodejs and npm are installed if npm is missing.
+# t/node/node_modules and again only when the lock file changes (npm
+# itself comes with deps-test).
 NODE_DEPS := $(REPO)/t/node/node_modules/.installed
 
 node-deps: $(NODE_DEPS)
 
 $(NODE_DEPS): t/node/package.json t/node/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends nodejs npm; }
 	cd t/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
@@ -147,14 +142,8 @@ $(NODE_DEPS): t/node/package.json t/node/package-lock.json
 # their -dbgsym and the .changes end in build/deb/.  lintian then checks
 # them: an error or a warning fails the target.
 DEB_DIR          := $(BUILD)/deb
-DEB_BUILD_PACKAGES := debhelper dpkg-dev fakeroot lintian help2man systemd adduser \
-    nginx nginx-dev libpcre2-dev libyajl-dev libhiredis-dev \
-    libcurl4-openssl-dev libssl-dev zlib1g-dev make gcc
 
-deb-deps:
-	$(call install-missing,$(DEB_BUILD_PACKAGES))
-
-deb: deb-deps
+deb: deps-deb
 	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src/ioa
 	@# a git checkout: its files, new ones too, not what .gitignore names;
 	@# else (a tarball) everything but build products
@@ -183,14 +172,9 @@ llama:
 # make bench: ioa, nchan (Redis and memory stores) and the Redis ceiling,
 # side by side in one run, the room-size and message-size sweeps (PNG
 # plots), instructions per envelope under callgrind; writes BENCHMARKS.md
-# (bench/run.sh).  What only the benchmark needs is installed here, not by
-# `deps`: the tests do not need it.
-BENCH_DEB_PACKAGES := libnginx-mod-nchan gnuplot-nox valgrind
-
-bench-deps: deps
-	$(call install-missing,$(BENCH_DEB_PACKAGES))
-
-bench: bench-deps $(MODULE) agent worker
+# (bench/run.sh).  nchan, the peer, comes with deps-bench only.
+bench: deps-bench
+	$(MAKE) -s $(MODULE) agent worker
 	$(MAKE) -s -C bench
 	$(MAKE) -s -C bench/ceiling
 	$(MAKE) -s -C bench/floor
@@ -209,7 +193,8 @@ CLUSTER_TESTS := t/020-rooms.t t/025-floor.t t/040-http-transport.t t/045-room-f
 # assertion's diagnostics after prove's summary (a CI log keeps its tail).
 PROVE := bash scripts/prove-report.sh
 
-test: deps $(MODULE) agent worker llama $(TERMS) $(NODE_DEPS)
+test: deps-test
+	$(MAKE) -s $(MODULE) agent worker llama $(TERMS) $(NODE_DEPS)
 	TEST_NGINX_LOAD_MODULES=$(MODULE) $(PROVE) -It/lib -r t/
 	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
 	    $(PROVE) -It/lib $(CLUSTER_TESTS)
@@ -218,23 +203,21 @@ test: deps $(MODULE) agent worker llama $(TERMS) $(NODE_DEPS)
 # Containers (README "Containers"): podman from Debian (no daemon needed;
 # docker-compose only to check compose.yaml against Docker's schema too).
 # IOA_ENGINE=docker uses a Docker engine instead.
-DOCKER_PACKAGES := podman podman-compose runc netavark aardvark-dns \
-    debootstrap docker-compose curl
-
-docker-deps:
+docker-engine:
 ifeq ($(IOA_ENGINE),docker)
 	@command -v docker >/dev/null || { echo "IOA_ENGINE=docker, but no docker"; exit 1; }
 else
-	$(call install-missing,$(DOCKER_PACKAGES))
+	@$(DEPS) docker
 endif
 
-docker: docker-deps
+docker: docker-engine
 	bash scripts/docker-build.sh
 
 docker-test: docker
 	bash scripts/docker-test.sh
 
-test-cluster: deps $(MODULE) agent worker
+test-cluster: deps-test
+	$(MAKE) -s $(MODULE) agent worker
 	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
 	    $(PROVE) -It/lib $(CLUSTER_TESTS)
 
@@ -269,8 +252,9 @@ asan-workers:
 	$(MAKE) -s -C workers/agent BUILD=$(ASAN_DIR)/workers \
 	    CFLAGS='$(ASAN_CFLAGS)' LDFLAGS=-fsanitize=address,undefined
 
-test-asan: deps $(MODULE) $(ASAN_NGINX) asan-workers agent worker llama \
-           $(TERMS) $(NODE_DEPS)
+test-asan: deps-asan
+	$(MAKE) -s $(MODULE) $(ASAN_NGINX) asan-workers agent worker llama \
+	    $(TERMS) $(NODE_DEPS)
 	rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)
 	$(ASAN_ENV) $(PROVE) --retry-failed -It/lib -r t/; rc=$$?; \
 	if ls $(ASAN_LOGS)/* >/dev/null 2>&1; then \
@@ -282,10 +266,7 @@ test-asan: deps $(MODULE) $(ASAN_NGINX) asan-workers agent worker llama \
 # objects with clang and links one binary per harness into build/fuzz/bin.
 FUZZ_SECONDS ?= 60
 
-fuzz-deps: deps
-	$(call install-missing,clang libclang-rt-14-dev binutils)
-
-fuzz-build: fuzz-deps
+fuzz-build: deps-fuzz
 	bash scripts/fuzz.sh build
 
 fuzz: fuzz-build

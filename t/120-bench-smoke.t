@@ -26,8 +26,8 @@
 # fails), --on-measure (the hook runs around the measured time), 64 KiB
 # messages through the hub, report.py on a results directory with sections
 # missing or broken, and bench/callgrind.sh on a tiny workload when
-# valgrind is installed (skipped, saying so, when it is not: the test
-# dependencies do not include it; `make bench-deps` installs it).
+# valgrind is installed (skipped, saying so, when it is not;
+# `make deps-test` installs it).
 #
 #   make -C bench && TEST_NGINX_LOAD_MODULES=$PWD/build/ngx_http_ioa_module.so \
 #       prove -It/lib t/120-bench-smoke.t
@@ -635,7 +635,7 @@ sub fake_nchan {
     like $md, qr/callgrind\).*\n\nNot measured in this run/,
         'report.py: no callgrind.json, said so';
   SKIP: {
-        skip 'gnuplot is not installed (make bench-deps installs it)', 2
+        skip 'gnuplot is not installed (make deps-bench or make deps-test installs it)', 2
             unless `sh -c 'command -v gnuplot'`;
         ok -s "$res/sweep-room.png" && slurp("$res/sweep-room.png") =~ /^\x89PNG/,
             'report.py: sweep-room.png drawn';
@@ -648,7 +648,7 @@ sub fake_nchan {
 
 SKIP: {
     skip 'valgrind is not installed: bench/callgrind.sh not checked (make '
-         . 'bench-deps installs it)', 6
+         . 'deps-test installs it)', 6
         unless `sh -c 'command -v valgrind'`;
     my $out = "$Dir/callgrind";
     my $text = `CALLGRIND_ROOMS=2 CALLGRIND_MEMBERS=2 CALLGRIND_COUNT=5 CALLGRIND_RATE=20 CALLGRIND_RUNS=2 CALLGRIND_OUT=$out IOA_MODULE=$Module timeout 120 bash $Repo/bench/callgrind.sh 2>&1`;
