@@ -8,12 +8,16 @@
 #                   127.0.0.1:$(IOA_PORT) and run the demo; Ctrl-C or
 #                   `make stop` ends it
 #   make stop       stop what `make run` started
-#   make test       install what is missing, build, run every test (prove),
-#                   then the routing and goal tests again on a Redis Cluster
-#   make test-cluster  only the Redis Cluster run (TEST_IOA_REDIS=cluster)
-#   make test-asan  the whole t/ suite against nginx built from Debian's
-#                   source with ASan + UBSan and the module compiled in, and
-#                   sanitizer builds of the workers; any report fails it
+#   make test       install what is missing, build, run every test: the
+#                   suite (prove) standalone, its routing and goal files on a
+#                   Redis Cluster and the whole suite under ASan + UBSan, as
+#                   one parallel run (scripts/suite.pl), then the containers,
+#                   the fuzz replay and a short fuzzing pass; what CI runs
+#   make test-fast  the standalone and Cluster passes only (the quick loop)
+#   make test-cluster  only the Redis Cluster pass (TEST_IOA_REDIS=cluster)
+#   make test-asan  only the ASan + UBSan pass: nginx built from Debian's
+#                   source with the module compiled in, and sanitizer builds
+#                   of the workers; any report fails it
 #   make fuzz       the libFuzzer harnesses of fuzz/ (WebSocket frames,
 #                   envelopes, REST bodies, Redis replies), FUZZ_SECONDS
 #                   each (60); make fuzz-regress replays every committed
@@ -32,7 +36,7 @@
 #                   base image is made with debootstrap where none is there
 #   make docker-test  make docker, then docker/compose.yaml's whole network
 #                   tested end to end (scripts/docker-test.sh); make test
-#                   runs it, installing podman from Debian
+#                   runs it, installing podman (and iptables) from Debian
 #   make deps       only install the Debian packages the tests need;
 #                   make deps-SET one set of scripts/deps.list (run, test,
 #                   bench, deb, docker, fuzz, ...).  Every target installs
@@ -61,6 +65,7 @@ DEPS := bash $(REPO)/scripts/deps.sh install
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
+.PHONY: test-build asan-fuzz-build test-fast fuzz-run-ci fuzz-run-regress
 .PHONY: all deps $(addprefix deps-,$(DEPS_SETS)) node-deps run stop test test-cluster test-asan asan-workers clean \
         module agent worker terms llama bench fuzz fuzz-ci fuzz-regress \
         fuzz-build deb docker docker-engine docker-test
@@ -181,24 +186,48 @@ bench: deps-bench
 	bash bench/run.sh
 
 # The files that route envelopes and run goals, once more against a
-# 3-master Redis Cluster that each file starts (IoaTest::Cluster): about
-# three minutes.  t/130-cluster.t (slot migration, failover, nodes down)
-# always starts Clusters of its own, so the first run has it already.
+# 3-master Redis Cluster that each file starts (IoaTest::Cluster).
+# t/130-cluster.t (slot migration, failover, nodes down) always starts
+# Clusters of its own, so the standalone pass has it already.
 CLUSTER_TESTS := t/020-rooms.t t/025-floor.t t/040-http-transport.t t/045-room-feed.t \
     t/050-scale-out.t t/100-goals.t t/175-limits-fleet.t t/102-decisions.t t/190-bounds.t \
     t/215-metrics.t t/220-retention.t t/230-discovery-index.t \
     t/245-metrics-redis.t t/280-a2a-server.t t/330-delete.t t/140-chain.t t/145-erase.t
 
-# scripts/prove-report.sh runs prove and, on failure, repeats every failed
-# assertion's diagnostics after prove's summary (a CI log keeps its tail).
-PROVE := bash scripts/prove-report.sh
+# scripts/suite.pl: test passes as one parallel prove (TEST_JOBS files at
+# a time, default twice the cores plus two: the files mostly wait), the
+# slowest first, then the ten slowest files with their times and, for any
+# file that failed, its failures again after the summary (a CI log keeps
+# its tail); with the asan pass, any sanitizer report fails it.
+SUITE := perl scripts/suite.pl
 
-test: deps-test
+# make test: every test.  First everything it runs is built, side by side
+# (make -j2: llama-server's build leaves a core idle much of the time, and
+# the fuzzers use the nginx source the ASan build fetches); then the three
+# passes of the suite, standalone, Cluster and ASan, as one parallel
+# prove; then the containers, the fuzz replay and the short fuzzing pass.
+# scripts/phases.sh times each phase and goes on after one that failed, so
+# one run says everything that is wrong; its summary fails make test if any
+# phase did.  make test-fast is the
+# quick loop: the standalone and Cluster passes only.
+test:
+	@$(DEPS) asan fuzz
+	@bash scripts/phases.sh --start
+	@bash scripts/phases.sh --must build $(MAKE) -s -j2 test-build
+	@bash scripts/phases.sh suite $(SUITE) standalone=t/ \
+	    "cluster=$(CLUSTER_TESTS)" asan=t/
+	@bash scripts/phases.sh containers $(MAKE) -s docker-test
+	@bash scripts/phases.sh fuzz $(MAKE) -s fuzz-run-regress fuzz-run-ci
+	@bash scripts/phases.sh --summary
+
+test-build: $(MODULE) agent worker $(TERMS) $(NODE_DEPS) llama asan-fuzz-build
+
+asan-fuzz-build: $(ASAN_NGINX) asan-workers
+	bash scripts/fuzz.sh build
+
+test-fast: deps-test
 	$(MAKE) -s $(MODULE) agent worker llama $(TERMS) $(NODE_DEPS)
-	TEST_NGINX_LOAD_MODULES=$(MODULE) $(PROVE) -It/lib -r t/
-	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
-	    $(PROVE) -It/lib $(CLUSTER_TESTS)
-	$(MAKE) docker-test
+	$(SUITE) standalone=t/ "cluster=$(CLUSTER_TESTS)"
 
 # Containers (README "Containers"): podman from Debian (no daemon needed;
 # docker-compose only to check compose.yaml against Docker's schema too).
@@ -218,30 +247,19 @@ docker-test: docker
 
 test-cluster: deps-test
 	$(MAKE) -s $(MODULE) agent worker
-	TEST_IOA_REDIS=cluster TEST_NGINX_LOAD_MODULES=$(MODULE) \
-	    $(PROVE) -It/lib $(CLUSTER_TESTS)
+	$(SUITE) "cluster=$(CLUSTER_TESTS)"
 
 # Sanitizers: nginx from Debian's source with ASan + UBSan and the module
 # compiled in (scripts/asan-nginx.sh, cached in build/asan), the workers
-# built the same way into build/asan/workers; every process writes its
-# reports into build/asan/logs, and a report there fails the run whatever
-# the tests said.  Leak checking is off: nginx leaves its cycle to the
-# kernel at exit by design.  t/ubsan.supp names the one UBSan finding in
-# nginx's own core.  A file that fails here is run once more on its own
-# (prove-report.sh --retry-failed, which says why and prints the first
-# failure): sanitized processes are several times slower, and a bounded
-# wait that runs out only under ASan is not what this pass looks for.
+# built the same way into build/asan/workers; suite.pl's asan pass runs
+# the suite against them and fails on any report in build/asan/logs,
+# whatever the tests said.  Nothing is retried: a test that passes only on
+# a second try is a race, and every start-up waits for the hub to be
+# ready (t/lib/IoaTest/Ready.pm) however slow the sanitized processes are.
 ASAN_DIR    := $(BUILD)/asan
 ASAN_NGINX  := $(ASAN_DIR)/sbin/nginx
-ASAN_LOGS   := $(ASAN_DIR)/logs
 ASAN_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
     -Wno-format-truncation
-ASAN_ENV    := TEST_NGINX_BINARY=$(ASAN_NGINX) TEST_NGINX_LOAD_MODULES= \
-    IOA_WORKER_BIN=$(ASAN_DIR)/workers/ioa-worker \
-    IOA_AGENT_BIN=$(ASAN_DIR)/workers/ioa-agent \
-    IOA_LLM_CHECK_BIN=$(ASAN_DIR)/workers/ioa-llm-check \
-    ASAN_OPTIONS=log_path=$(ASAN_LOGS)/asan:detect_leaks=0 \
-    UBSAN_OPTIONS=log_path=$(ASAN_LOGS)/ubsan:print_stacktrace=1:suppressions=$(REPO)/t/ubsan.supp
 
 $(ASAN_NGINX): $(MODULE_SRCS) scripts/asan-nginx.sh
 	bash scripts/asan-nginx.sh $(ASAN_DIR)
@@ -255,12 +273,7 @@ asan-workers:
 test-asan: deps-asan
 	$(MAKE) -s $(MODULE) $(ASAN_NGINX) asan-workers agent worker llama \
 	    $(TERMS) $(NODE_DEPS)
-	rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)
-	$(ASAN_ENV) $(PROVE) --retry-failed -It/lib -r t/; rc=$$?; \
-	if ls $(ASAN_LOGS)/* >/dev/null 2>&1; then \
-	    echo "sanitizer reports:"; cat $(ASAN_LOGS)/*; exit 1; \
-	fi; \
-	echo "no sanitizer report"; exit $$rc
+	$(SUITE) asan=t/
 
 # libFuzzer (clang 14): scripts/fuzz.sh builds nginx's and the module's
 # objects with clang and links one binary per harness into build/fuzz/bin.
@@ -272,13 +285,20 @@ fuzz-build: deps-fuzz
 fuzz: fuzz-build
 	bash scripts/fuzz.sh run $(FUZZ_SECONDS)
 
+# without the build step: what make test runs after test-build
+fuzz-run-ci:
+	bash scripts/fuzz.sh run 120 100000
+
+fuzz-run-regress:
+	bash scripts/fuzz.sh regress
+
 # CI's pass: 100,000 inputs per harness from a fixed seed (about 10 s each),
 # the same every run
 fuzz-ci: fuzz-build
-	bash scripts/fuzz.sh run 120 100000
+	$(MAKE) -s fuzz-run-ci
 
 fuzz-regress: fuzz-build
-	bash scripts/fuzz.sh regress
+	$(MAKE) -s fuzz-run-regress
 
 clean:
 	rm -rf $(BUILD) workers/build t/servroot*

@@ -494,6 +494,7 @@ void ngx_ioa_redis_log_refusal(redisReply *reply, const char *what);
 ngx_uint_t ngx_ioa_redis_cluster(void);
 ngx_uint_t ngx_ioa_redis_ready(void);
 ngx_uint_t ngx_ioa_redis_healthy(void);
+void ngx_ioa_redis_note_health(void);
 ngx_ioa_redis_node_t *ngx_ioa_redis_data_node(ngx_uint_t i);
 ngx_uint_t ngx_ioa_redis_key_slot(u_char *key, size_t len);
 ngx_ioa_redis_node_t *ngx_ioa_redis_owner(ngx_uint_t slot);

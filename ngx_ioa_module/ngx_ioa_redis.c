@@ -292,6 +292,7 @@ ngx_ioa_redis_conn_open(ngx_ioa_redis_conn_t *rc)
     rc->state = NGX_IOA_REDIS_CONNECTING;
     rc->pending = 0;
     rc->up = 0;
+    ngx_ioa_redis_note_health();
 
     rc->timer.handler = ngx_ioa_redis_timer_handler;
     rc->timer.data = rc;
@@ -332,6 +333,7 @@ ngx_ioa_redis_conn_close(ngx_ioa_redis_conn_t *rc)
     rc->state = NGX_IOA_REDIS_DOWN;
     rc->pending = 0;
     rc->up = 0;
+    ngx_ioa_redis_note_health();
 
     if (ac) {
         /* our disconnect callback sees rc->ac != ac and stays out */
@@ -367,6 +369,7 @@ ngx_ioa_redis_schedule(ngx_ioa_redis_conn_t *rc)
     rc->state = NGX_IOA_REDIS_DOWN;
     rc->pending = 0;
     rc->up = 0;
+    ngx_ioa_redis_note_health();
 
     if (rc->timer.timer_set) {
         ngx_del_timer(&rc->timer);
@@ -673,6 +676,7 @@ ngx_ioa_redis_node_up(ngx_ioa_redis_node_t *node)
     ngx_ioa_redis_load_scripts(rc);
     ngx_ioa_goal_ensure_group();
     ngx_ioa_room_on_cmd_ready();
+    ngx_ioa_redis_note_health();
 }
 
 

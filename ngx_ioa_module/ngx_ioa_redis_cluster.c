@@ -396,6 +396,42 @@ ngx_ioa_redis_healthy(void)
 }
 
 
+/*
+ * Says in error.log when this worker becomes able to send every command,
+ * and so when /health_check starts answering "ok" on it: "ioa redis:
+ * ready", at notice, once per change from not ready (at start, after a
+ * Redis that went away came back, after a failover left slots without a
+ * master).  Whoever starts a hub and must know when its first request
+ * will be served reads this line rather than polling: a load balancer's
+ * poll reaches whichever worker accepts it, so "one 200" says nothing of
+ * the others, while every worker writes this line itself (with its pid).
+ * The test suite's start-up wait is built on it (t/lib/IoaTest/Ready.pm).
+ * Called wherever a command connection comes up or goes down and where
+ * the Cluster's slot map changes; it costs one comparison otherwise.
+ */
+
+void
+ngx_ioa_redis_note_health(void)
+{
+    static ngx_uint_t  ready;
+
+    ngx_uint_t  now;
+
+    now = ngx_ioa_redis_healthy();
+
+    if (now == ready) {
+        return;
+    }
+
+    ready = now;
+
+    if (now) {
+        ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
+                      "ioa redis: ready, every command can be sent");
+    }
+}
+
+
 ngx_ioa_redis_node_t *
 ngx_ioa_redis_route(ngx_int_t slot)
 {
@@ -821,6 +857,7 @@ ngx_ioa_redis_slots_reply(redisReply *reply, void *data)
     ngx_ioa_room_on_map_changed();
 
     healthy = ngx_ioa_redis_healthy();
+    ngx_ioa_redis_note_health();
 
     if (healthy && ngx_ioa_redis_trouble) {
         /* work that failed meanwhile (CLUSTERDOWN, a master away) is
@@ -925,6 +962,7 @@ ngx_ioa_redis_apply(redisReply *reply, ngx_ioa_redis_node_t *from)
     }
 
     ngx_ioa_redis_covered = covered;
+    ngx_ioa_redis_note_health();
 
     for (n = 0; n < ngx_ioa_redis_nodes->nelts; n++) {
         node = ngx_ioa_redis_node(n);

@@ -37,7 +37,14 @@ if ! $ENGINE image inspect "$BASE" >/dev/null 2>&1; then
         echo "deb $security bookworm-security main"
     } > "$WORK/rootfs/etc/apt/sources.list"
     rm -rf "$WORK"/rootfs/var/cache/apt/archives/*.deb "$WORK"/rootfs/var/lib/apt/lists/*
-    tar -C "$WORK/rootfs" -c . | $ENGINE import - "$BASE" >/dev/null
+    # debootstrap mounts /proc inside the tree and, when its unmount at
+    # exit fails, leaves it mounted (seen on a fresh machine): unmount
+    # whatever is mounted under the tree, deepest first, and let tar stay
+    # on the tree's own filesystem, so no /proc goes into the image
+    findmnt -rno TARGET | grep "^$WORK/rootfs/" | sort -r \
+        | while read -r m; do umount -l "$m"; done
+    tar --one-file-system -C "$WORK/rootfs" -c . \
+        | $ENGINE import - "$BASE" >/dev/null
     rm -rf "$WORK/rootfs"
     echo "docker-build: $BASE made in $(( $(date +%s) - t0 )) s"
 fi

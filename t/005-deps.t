@@ -95,7 +95,7 @@ is join(' ', grep { !$test{$_} } @run), '', 'the test set holds the run set';
 
 # `make -n TARGET`: its first command installs its set, and that comes
 # before any compiler, configure or prove
-for my $case (['run', 'run'], ['test', 'test'], ['test-asan', 'asan'],
+for my $case (['run', 'run'], ['test', 'asan fuzz'], ['test-asan', 'asan'],
               ['test-cluster', 'test'], ['bench', 'bench'], ['deb', 'deb'],
               ['docker', 'docker'], ['fuzz-build', 'fuzz'], ['all', 'build']) {
     my ($target, $set) = @$case;

@@ -65,20 +65,6 @@ sub teamup {
     return $doc->{comm_id};
 }
 
-# /health_check answers 200 only once the answering worker's Redis command
-# connection is up; ask until $n answers in a row were 200.
-sub wait_hub_ready {
-    my ($ctx, $port, $n) = @_;
-    my ($ok, $deadline) = (0, Time::HiRes::time() + 5);
-    while (Time::HiRes::time() < $deadline) {
-        my $res = eval { $ctx->http(GET => '/health_check', port => $port) };
-        $ok = $res && $res->code == 200 ? $ok + 1 : 0;
-        return 1 if $ok >= $n;
-        Time::HiRes::sleep(0.02) unless $ok;
-    }
-    die "hub on port $port is not ready (health_check)\n";
-}
-
 sub ws_agent {
     my ($ctx, $port, $name) = @_;
     my $ws = $ctx->ws("/ws/$name", port => $port, timeout => 5);
@@ -335,7 +321,6 @@ sub start_instance_b {
         http_config => "ioa_redis 127.0.0.1:" . $ctx->redis_port . ";",
         config => 'location / { ioa_api; }',
     );
-    wait_hub_ready($ctx, $b->port, 3);
     return $b;
 }
 
@@ -355,10 +340,10 @@ __DATA__
 --- request
 GET /
 --- error_code: 404
+--- empty_redis
 --- ioa_scenario
-    $ctx->redis('FLUSHALL');
     my $port = $ctx->rand_port(1);
-    wait_hub_ready($ctx, $port, 6);
+    # ready: the runner waited for both workers (IoaTest::Ready)
 
     my $master = master_pid_of($ctx->servroot);
     my %workers = map { $_ => 1 } child_pids($master);
@@ -419,10 +404,10 @@ GET /
 --- request
 GET /
 --- error_code: 404
+--- empty_redis
 --- ioa_scenario
-    $ctx->redis('FLUSHALL');
     my $pa = $ctx->rand_port(1);
-    wait_hub_ready($ctx, $pa, 6);
+    # ready: the runner waited for both workers (IoaTest::Ready)
     my $b = start_instance_b($ctx, workers => 2);
     my $pb = $b->port;
     my $a_master = master_pid_of($ctx->servroot);
@@ -472,10 +457,10 @@ GET /
 --- request
 GET /
 --- error_code: 404
+--- empty_redis
 --- ioa_scenario
-    $ctx->redis('FLUSHALL');
     my $pa = $ctx->port;
-    wait_hub_ready($ctx, $pa, 4);
+    # ready: the runner waited for both workers (IoaTest::Ready)
     my $b = start_instance_b($ctx);
     my $pb = $b->port;
 
@@ -536,10 +521,10 @@ GET /
 --- request
 GET /
 --- error_code: 404
+--- empty_redis
 --- ioa_scenario
-    $ctx->redis('FLUSHALL');
     my $pa = $ctx->port;
-    wait_hub_ready($ctx, $pa, 4);
+    # ready: the runner waited for both workers (IoaTest::Ready)
     my $b = start_instance_b($ctx);
     my $pb = $b->port;
 
@@ -609,7 +594,7 @@ GET /
     # old one closing must not make it look offline.
     $ctx->redis('FLUSHALL');
     my $pa = $ctx->port;
-    wait_hub_ready($ctx, $pa, 4);
+    # ready: the runner waited for both workers (IoaTest::Ready)
     my $b = start_instance_b($ctx);
     my $pb = $b->port;
 

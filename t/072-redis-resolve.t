@@ -170,7 +170,9 @@ my $http = "resolver 127.0.0.1:$DnsPort valid=1s ipv6=off;\n"
          . "ioa_redis $Name:$RedisPort;\n"
          . "ioa_redis_backoff_max 500ms;";
 
-my $hub = hub('resolver', $http);
+# started before the name resolves: not waited for (no_ready_wait), as
+# the point is what it does meanwhile
+my $hub = hub('resolver', $http, no_ready_wait => 1);
 my $binary = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
 my $conf = $hub->dir . '/conf/nginx.conf';
 my $t = `$binary -t -p @{[ $hub->dir ]}/ -c $conf 2>&1`;

@@ -706,14 +706,16 @@ GET /health_check
 
     # kill -9 right after the answer is posted: the successor neither
     # answers again nor loses the proposed task
-    worker($ctx, 'a9', crash_after => 9, claim_idle => 1, turn_timeout => 5);
+    # (turn_timeout: a bound, not a wait; the Planner answers at once, but
+    # a loaded machine must not make its answer miss the turn)
+    worker($ctx, 'a9', crash_after => 9, claim_idle => 1, turn_timeout => 30);
     my $g4 = launch(goal => $goal, team_member_names => $team);
     my $how = { Planner => { tasks => { Shouter => { task_desc => 'Shout "c d"' } } } };
-    ok drive(agents => $ag, how => $how, secs => 10,
+    ok drive(agents => $ag, how => $how, secs => 40,
              until => sub { reap_dead(); !grep { $Workers{$_}{name} eq 'a9' } keys %Workers }),
        'the worker died after step 9' or diag worker_logs($ctx);
-    worker($ctx, 'b9', claim_idle => 1, turn_timeout => 5);
-    ok drive(agents => $ag, how => $how, secs => 15,
+    worker($ctx, 'b9', claim_idle => 1, turn_timeout => 30);
+    ok drive(agents => $ag, how => $how, secs => 40,
              until => sub { state_of($g4) eq 'concluded' }),
        'concluded by the second' or diag worker_logs($ctx);
     my @mine = grep { $_->{sender} eq $COORD } room(meta($g4)->{comm_id});

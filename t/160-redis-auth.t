@@ -173,6 +173,7 @@ NOPERM
 
 
 === TEST 3: a wrong password: 503, the refusal named in the log, the password never
+--- no_ready_wait
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_ACL_REDIS_PORT;
     ioa_redis_user ioa;

@@ -39,22 +39,9 @@ add_block_preprocessor(sub {
         unless defined $block->init || defined $block->must_die;
 });
 
-# hub_ready's 200 came from one of the two workers, and the block's request
-# may go to the other, which can still be connecting to Redis (an ASan
-# build starts slowly): also wait until both workers' command and
-# subscriber connections are there (every client but this test's own), and
-# a moment for their first round trip
-sub workers_ready {
-    hub_ready() or return 0;
-    return 1 if redis_mode() eq 'cluster';
-    my $ok = wait_until(sub {
-        my @hub = grep { !/cmd=client/ } split /\n/, redis_cmd('CLIENT', 'LIST') // '';
-        @hub >= 4;
-    }, 10);
-    Test::More::diag('workers_ready: fewer than 4 hub connections to Redis') unless $ok;
-    sleep 0.3;
-    return $ok;
-}
+# both workers connected (hub_ready waits for each one's "ioa redis:
+# ready", IoaTest::Ready), after an empty Redis
+sub workers_ready { hub_ready() }
 
 sub bearer {
     my ($sub, $scope) = @_;

@@ -102,8 +102,8 @@ __DATA__
 --- request
 GET /health_check
 --- error_code_like: ^(?:200|503)$
+--- empty_redis
 --- ioa_scenario
-    $ctx->redis('FLUSHALL');
     my @AGENTS = agents();
     my $url = llama_server($ctx->servroot . '/logs/llama.log', embeddings => 1);
     my ($lport) = $url =~ /:(\d+)\//;
@@ -175,8 +175,8 @@ GET /health_check
 --- request
 GET /health_check
 --- error_code_like: ^(?:200|503)$
+--- empty_redis
 --- ioa_scenario
-    $ctx->redis('FLUSHALL');
     my @AGENTS = agents();
     my $lport = do {
         my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',

@@ -388,6 +388,7 @@ GET /health_check
 
 
 === TEST 5: Redis unreachable: the scrape still answers, without the families Redis would have given
+--- no_ready_wait
 --- http_config
     ioa_redis 127.0.0.1:1;
 --- config

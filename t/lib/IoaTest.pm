@@ -45,6 +45,16 @@
 # (subscribers of a room channel: PUBSUB NUMSUB, or SHARDNUMSUB on the
 # owner), redis_numpat() (pattern subscriptions, summed over the masters).
 #
+# Ready before the first request.  With our runner, once a block's nginx
+# is up and before its first request, every worker of a configuration with
+# ioa_redis is waited for until it can talk to Redis (IoaTest::Ready: each
+# worker's "ioa redis: ready" in error.log); a hub that is not ready within
+# $TEST_IOA_READY_TIMEOUT (30 s) fails the block, saying what is missing.
+# Sections: `--- no_ready_wait` for a hub started on purpose without a
+# Redis it can use; `--- empty_redis` empties Redis before the block's
+# nginx starts (rather than a FLUSHALL in the scenario, which the hub's
+# discovery index notices only up to a second later).
+#
 # Scenarios.  A block may carry a `--- ioa_scenario` section of Perl code.
 # IoaTest registers an add_response_body_check hook, which both runners call
 # after each response's status/header/body checks and before the error.log
@@ -106,6 +116,7 @@ my $LoadedRunner;
 BEGIN { $LoadedRunner = !$INC{'Test/Nginx/Socket.pm'} }
 use Test::Nginx::Socket ();     # whichever copy comes first in @INC
 use IoaTest::Cluster ();
+use IoaTest::Ready ();
 use IoaTest::Redis ();
 use IoaTest::WS ();
 
@@ -368,8 +379,27 @@ sub nginx_error_log {
 sub _register_hooks {
     return if $HooksRegistered++;
     Test::Nginx::Socket::add_response_body_check(\&_scenario_check);
+    # ours only: upstream's runner has no start hook, and there the first
+    # request meets the hub as it is
+    Test::Nginx::Socket::add_start_hook(\&_ready_hook)
+        if Test::Nginx::Socket->can('add_start_hook');
     # & bypasses the (&) prototype, which wants a literal block.
     &Test::Nginx::Socket::add_block_preprocessor(\&_scenario_preprocess);
+}
+
+# After a block's nginx started: wait until every worker can talk to Redis
+# (IoaTest::Ready), so that no first request meets a hub still connecting.
+# A block whose hub starts on purpose without Redis says --- no_ready_wait.
+sub _ready_hook {
+    my ($block, $conf) = @_;
+    return if defined $block->no_ready_wait;
+    my $workers = IoaTest::Ready::for_conf($conf,
+        $block->log_level // $Test::Nginx::Socket::LogLevel) or return;
+    my ($ok, $why) = IoaTest::Ready::wait(
+        log => $Test::Nginx::Socket::ErrLogFile, workers => $workers);
+    Test::More::fail($block->name . " - the hub is ready before the first "
+                     . "request") unless $ok;
+    Test::More::diag("the hub is not ready: $why") unless $ok;
 }
 
 # A configuration that serves ioa_api must say how clients authenticate
@@ -385,13 +415,15 @@ sub _auth_preprocess {
     $block->set_value(http_config => $auth . ($block->http_config // ''));
 }
 
-# A block that starts from an empty Redis (hub_ready in its init) gets it
-# empty before its nginx starts as well: the hub's discovery index reads the
-# registry at start, and a FLUSHALL after that reaches it only at its next
-# epoch check (ngx_ioa_index_sync.c), up to a second later.
+# A block that starts from an empty Redis (`--- empty_redis`, or hub_ready
+# in its init) gets it empty before its nginx starts: the hub's discovery
+# index reads the registry at start, and a FLUSHALL after that reaches it
+# only at its next epoch check (ngx_ioa_index_sync.c), up to a second
+# later, while the scenario already registers and searches.
 sub _flush_preprocess {
     my $block = shift;
-    eval { redis_flush() } if ($block->init // "") =~ /hub_ready/;
+    eval { redis_flush() }
+        if defined $block->empty_redis || ($block->init // "") =~ /hub_ready/;
 }
 
 sub _scenario_preprocess {

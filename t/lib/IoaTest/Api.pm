@@ -24,6 +24,8 @@ use IO::Socket::INET ();
 use JSON::PP ();
 use Time::HiRes qw(sleep time);
 
+use IoaTest::Ready ();
+
 our @ISA = ('Exporter');
 our @EXPORT = qw(api jdec jenc wait_until curl_json hub_ready);
 
@@ -99,24 +101,20 @@ sub curl_json {
 # An empty Redis, and the hub answering 200 on $path (default
 # /health_check): meant for a block's --- init, before its request, since
 # nginx connects to Redis asynchronously after it starts.
+# hub_ready(): Redis emptied, and the runner's hub ready (IoaTest::Ready:
+# every worker connected), for a block's init.  The runner's start hook has
+# waited already; this says so again after the flush, and fails the block
+# with what is missing when it is not.  (An argument, once the path polled,
+# is accepted and ignored.)
 sub hub_ready {
-    my $path = shift // '/health_check';
     IoaTest::redis_flush();
-    my $port = Test::Nginx::Socket::server_port_for_client();
-    my $deadline = time + 5;
-    while (time < $deadline) {
-        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-                                      PeerPort => $port, Timeout => 1);
-        if ($s) {
-            print $s "GET $path HTTP/1.0\r\n\r\n";
-            local $/;
-            my $r = <$s> // '';
-            return 1 if $r =~ m{^HTTP/1\.\d 200};
-        }
-        sleep 0.05;
-    }
-    Test::More::diag("hub_ready: $path never answered 200");
-    return 0;
+    my $conf = Test::Nginx::Socket::slurp($Test::Nginx::Socket::ConfFile) // '';
+    my $n = IoaTest::Ready::for_conf($conf, $Test::Nginx::Socket::LogLevel)
+        or return 1;
+    my ($ok, $why) = IoaTest::Ready::wait(
+        log => $Test::Nginx::Socket::ErrLogFile, workers => $n);
+    Test::More::diag("hub_ready: $why") unless $ok;
+    return $ok;
 }
 
 1;

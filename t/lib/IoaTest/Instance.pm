@@ -8,9 +8,10 @@
 #       config  => 'location / { ioa_api; }',        # into its server { }
 #       [main => 'worker_rlimit_nofile 20000;'],     # main context
 #       [events => 'worker_connections 8192;'],      # its events { }
-#   );
 #   $b->port; $b->pid; $b->error_log; $b->error_log_file;
-#   $b->ready;                # /health_check answered 200 (30 s at most)
+#   [no_ready_wait => 1],    # started on purpose while Redis is down
+#   );                       # returns once every worker can talk to Redis
+#   $b->ready;               # the same wait again, from the log's start
 #   $b->stop;                                        # QUIT, TERM, KILL by PID
 #
 # It loads the same modules as the runner ($TEST_NGINX_LOAD_MODULES, made
@@ -34,6 +35,8 @@ use IO::Socket::INET ();
 use POSIX qw(WNOHANG);
 use Scalar::Util qw(weaken);
 use Time::HiRes qw(sleep time);
+
+use IoaTest::Ready ();
 
 my %Live;          # pid -> weakened object, for END
 
@@ -148,10 +151,13 @@ _EOC_
                 if ($s) {
                     close $s;
                     my $self = bless { pid => $pid, port => $port,
-                        dir => $dir, owner => $$, workers => $workers }, $class;
+                        dir => $dir, owner => $$, workers => $workers,
+                        wait_for => IoaTest::Ready::for_conf(_slurp($conf),
+                                                             $level),
+                        }, $class;
                     $Live{$pid} = $self;
                     weaken $Live{$pid};
-                    return $self;
+                    return $opt{no_ready_wait} ? $self : $self->ready;
                 }
             }
             sleep 0.02;
@@ -169,33 +175,20 @@ _EOC_
 }
 
 # Started is not ready: the pid file and a listening port say nginx is up,
-# not that its worker's Redis connection is (under ASan that takes a
-# while, and /health_check answers 503 meanwhile).  Ask as a load balancer
-# would, until $n answers in a row were 200 (with several workers each
-# answer may come from another one); dies naming the last answer.
+# not that its workers' Redis connections are (under ASan that takes a
+# while, and /health_check answers 503 meanwhile).  IoaTest::Ready waits
+# for each worker's own "ioa redis: ready" in error.log; dies with what is
+# missing.  start() does this already unless told no_ready_wait; a hub
+# whose configuration cannot be waited on (no ioa_redis, error_log above
+# notice) is returned as started.
 sub ready {
     my ($self, %opt) = @_;
-    my $path = $opt{path} // '/health_check';
-    my $n = $opt{in_a_row} // $self->{workers};
-    my $deadline = time + ($opt{timeout} // 30);
-    my ($ok, $last) = (0, 'no answer');
-    while (time < $deadline) {
-        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-            PeerPort => $self->{port}, Proto => 'tcp', Timeout => 1);
-        my $r = '';
-        if ($s) {
-            print $s "GET $path HTTP/1.0\r\n\r\n";
-            local $/;
-            $r = <$s> // '';
-            close $s;
-        }
-        ($last) = $r =~ m{^(HTTP/\S+ \d+)};
-        $ok = $r =~ m{^HTTP/1\.\d 200} ? $ok + 1 : 0;
-        return $self if $ok >= $n;
-        sleep 0.05 unless $ok;
-    }
-    die "IoaTest::Instance: nginx on port $self->{port} is not ready: "
-        . "$path answered " . ($last // 'nothing') . "\n";
+    my $n = $self->{wait_for} or return $self;
+    my ($ok, $why) = IoaTest::Ready::wait(log => $self->error_log_file,
+        workers => $n, index => $opt{index}, timeout => $opt{timeout});
+    die "IoaTest::Instance: nginx on port $self->{port} is not ready: $why\n"
+        unless $ok;
+    return $self;
 }
 
 sub pid  { $_[0]{pid} }

@@ -61,7 +61,7 @@ our @EXPORT = qw(
     run_tests run_test repeat_each no_shuffle master_on master_off
     master_process_enabled workers worker_connections log_level
     no_long_string no_root_location add_block_preprocessor
-    add_response_body_check add_cleanup_handler env_to_nginx
+    add_response_body_check add_cleanup_handler add_start_hook env_to_nginx
     server_port server_port_for_client server_addr server_name server_root
     html_dir timeout bail_out config_preamble is_str
 );
@@ -84,7 +84,8 @@ our $NoRootLocation    = 0;
 our $ServerAddr        = '127.0.0.1';
 our $ServerName        = 'localhost';
 our $ConfigPreamble    = '';
-our (@EnvToNginx, @BlockPreprocessors, @ResponseBodyChecks, @CleanupHandlers);
+our (@EnvToNginx, @BlockPreprocessors, @ResponseBodyChecks, @CleanupHandlers,
+     @StartHooks);
 
 # Lets IoaTest tell this runner from upstream's.
 our $IoaRunner = 1;
@@ -158,6 +159,10 @@ sub no_root_location () { $NoRootLocation = 1 }
 sub add_block_preprocessor (&) { unshift @BlockPreprocessors, shift }
 sub add_response_body_check ($) { push @ResponseBodyChecks, shift }
 sub add_cleanup_handler ($) { unshift @CleanupHandlers, shift }
+# Not in upstream: called as ($block, $nginx_conf_text) once a block's
+# nginx is up (its pid file written), before its first request; IoaTest
+# waits there for the hub to be ready (IoaTest::Ready).
+sub add_start_hook ($) { push @StartHooks, shift }
 sub server_port (@) { $ServerPort = shift if @_; $ServerPort }
 sub server_port_for_client (@) {
     $ServerPortForClient = shift if @_;
@@ -530,6 +535,10 @@ sub run_test ($) {
     }
 
     start_nginx($block, $block->config);
+    if (@StartHooks) {
+        my $conf = slurp($ConfFile) // '';
+        $_->($block, $conf) for @StartHooks;
+    }
     if (defined $block->init) {
         eval $block->init;
         bail_out("$name - init failed: $@") if $@;
