@@ -203,9 +203,11 @@ SUITE := perl scripts/suite.pl
 
 # make test: every test.  First everything it runs is built, side by side
 # (make -j2: llama-server's build leaves a core idle much of the time, and
-# the fuzzers use the nginx source the ASan build fetches); then the three
-# passes of the suite, standalone, Cluster and ASan, as one parallel
-# prove; then the containers, the fuzz replay and the short fuzzing pass.
+# the fuzzers use the nginx source the ASan build fetches), while the
+# container images are built and tested in the background (make
+# docker-test: downloads and waits, mostly); then the three passes of the
+# suite, standalone, Cluster and ASan, as one parallel prove; then the
+# fuzz replay and the short fuzzing pass.
 # scripts/phases.sh times each phase and goes on after one that failed, so
 # one run says everything that is wrong; its summary fails make test if any
 # phase did.  make test-fast is the
@@ -213,10 +215,11 @@ SUITE := perl scripts/suite.pl
 test:
 	@$(DEPS) asan fuzz
 	@bash scripts/phases.sh --start
+	@bash scripts/phases.sh --bg containers $(MAKE) -s docker-test
 	@bash scripts/phases.sh --must build $(MAKE) -s -j2 test-build
+	@bash scripts/phases.sh --wait containers
 	@bash scripts/phases.sh suite $(SUITE) standalone=t/ \
 	    "cluster=$(CLUSTER_TESTS)" asan=t/
-	@bash scripts/phases.sh containers $(MAKE) -s docker-test
 	@bash scripts/phases.sh fuzz $(MAKE) -s fuzz-run-regress fuzz-run-ci
 	@bash scripts/phases.sh --summary
 

@@ -7,6 +7,9 @@
 #   phases.sh --must NAME COMMAND...   the same, but a failure ends the
 #                                 run there (the build: nothing after it
 #                                 could run)
+#   phases.sh --bg NAME COMMAND...     start phase NAME in the background,
+#                                 its output into build/phases.NAME.log
+#   phases.sh --wait NAME         wait for it, print its output, record it
 #   phases.sh --summary           each phase's time and result; exit 1 if
 #                                 any failed
 #
@@ -15,16 +18,65 @@
 # thing: a failed suite does not hide a broken container build.  The
 # summary, last, is what fails the target.  Phases are kept in
 # build/phases (one "NAME SECONDS RC" line each).
+#
+# A background phase is for work that neither needs the machine to itself
+# nor gets in the way of what runs beside it: make test builds the
+# container images and tests them (mostly downloads and waits) while the
+# build phase compiles, so the containers cost no time of their own.
 
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 STATE=$REPO/build/phases
 
+record() {   # record NAME SECONDS RC
+    echo "==== phase $1: $([ "$3" = 0 ] && echo ok || echo "FAILED (exit $3)") in $2 s"
+    echo "$1 $2 $3" >> "$STATE"
+}
+
+kill_background() {
+    local f
+    for f in "$STATE".*.pid; do
+        [ -e "$f" ] || continue
+        kill -- -"$(cat "$f")" 2>/dev/null || kill "$(cat "$f")" 2>/dev/null
+        rm -f "$f"
+    done
+}
+
 case ${1:-} in
 --start)
     mkdir -p "$REPO/build"
+    kill_background
+    rm -f "$STATE".*
     : > "$STATE"
     date +%s > "$STATE.t0"
+    ;;
+--bg)
+    name=$2
+    shift 2
+    echo "==== phase $name (in the background): $*"
+    rm -f "$STATE.$name.rc"
+    date +%s > "$STATE.$name.t0"
+    # its own process group (set -m), so that a failed build can stop it
+    set -m
+    ( "$@" > "$STATE.$name.log" 2>&1; echo $? > "$STATE.$name.rc" ) \
+        < /dev/null &
+    echo $! > "$STATE.$name.pid"
+    ;;
+--wait)
+    name=$2
+    [ -e "$STATE.$name.t0" ] || { echo "phases: no phase $name started" >&2; exit 1; }
+    while [ ! -s "$STATE.$name.rc" ]; do
+        if ! kill -0 "$(cat "$STATE.$name.pid" 2>/dev/null)" 2>/dev/null \
+           && [ ! -s "$STATE.$name.rc" ]; then
+            sleep 1
+            [ -s "$STATE.$name.rc" ] || echo 125 > "$STATE.$name.rc"
+        fi
+        sleep 1
+    done
+    echo "==== phase $name: its output"
+    cat "$STATE.$name.log"
+    rm -f "$STATE.$name.pid"
+    record "$name" $(( $(date +%s) - $(cat "$STATE.$name.t0") )) "$(cat "$STATE.$name.rc")"
     ;;
 --summary)
     [ -s "$STATE" ] || { echo "phases: none ran"; exit 1; }
@@ -43,7 +95,7 @@ case ${1:-} in
     exit "$bad"
     ;;
 "")
-    echo "usage: phases.sh --start | NAME COMMAND... | --summary" >&2
+    echo "usage: phases.sh --start | [--must] NAME COMMAND... | --bg NAME COMMAND... | --wait NAME | --summary" >&2
     exit 2
     ;;
 *)
@@ -55,10 +107,9 @@ case ${1:-} in
     t0=$(date +%s)
     "$@"
     rc=$?
-    secs=$(( $(date +%s) - t0 ))
-    echo "==== phase $name: $([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)") in $secs s"
-    echo "$name $secs $rc" >> "$STATE"
+    record "$name" $(( $(date +%s) - t0 )) "$rc"
     if [ "$must" = 1 ] && [ "$rc" != 0 ]; then
+        kill_background
         "$0" --summary
         exit "$rc"
     fi
