@@ -51,6 +51,11 @@ NGX_SRC    := /usr/share/nginx/src
 MODULE     := $(BUILD)/ngx_http_ioa_module.so
 AGENT      := $(REPO)/workers/build/ioa-agent
 TERMS      := $(BUILD)/ioa-terms
+# the sanitizer builds (make test-asan, make test): see "Sanitizers" below
+ASAN_DIR    := $(BUILD)/asan
+ASAN_NGINX  := $(ASAN_DIR)/sbin/nginx
+ASAN_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+    -Wno-format-truncation
 IOA_PORT   ?= 7788
 IOA_REDIS_PORT ?= 7789
 
@@ -259,10 +264,6 @@ test-cluster: deps-test
 # whatever the tests said.  Nothing is retried: a test that passes only on
 # a second try is a race, and every start-up waits for the hub to be
 # ready (t/lib/IoaTest/Ready.pm) however slow the sanitized processes are.
-ASAN_DIR    := $(BUILD)/asan
-ASAN_NGINX  := $(ASAN_DIR)/sbin/nginx
-ASAN_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-    -Wno-format-truncation
 
 $(ASAN_NGINX): $(MODULE_SRCS) scripts/asan-nginx.sh
 	bash scripts/asan-nginx.sh $(ASAN_DIR)

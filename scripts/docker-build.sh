@@ -41,7 +41,7 @@ if ! $ENGINE image inspect "$BASE" >/dev/null 2>&1; then
     # exit fails, leaves it mounted (seen on a fresh machine): unmount
     # whatever is mounted under the tree, deepest first, and let tar stay
     # on the tree's own filesystem, so no /proc goes into the image
-    findmnt -rno TARGET | grep "^$WORK/rootfs/" | sort -r \
+    findmnt -rno TARGET | { grep "^$WORK/rootfs/" || true; } | sort -r \
         | while read -r m; do umount -l "$m"; done
     tar --one-file-system -C "$WORK/rootfs" -c . \
         | $ENGINE import - "$BASE" >/dev/null

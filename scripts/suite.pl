@@ -120,13 +120,20 @@ for my $arg (@ARGV) {
         open my $fh, '>', $wrapper or die "suite: $wrapper: $!\n";
         # stderr (Test::More's diagnostics, a die) also into a file of its
         # own: with several files at once prove interleaves them, and the
-        # report at the end prints a failed file's own
+        # report at the end prints a failed file's own.  The file runs as
+        # the wrapper's child, so that the CPU time of everything it ran
+        # (nginx, Redis, workers, browsers: reaped down the line) can be
+        # written next to it; prove's own per-file CPU counts whatever
+        # else ended meanwhile.
         print $fh "#!/usr/bin/perl\n",
             "# made by scripts/suite.pl: $norm on the $pass pass\n",
             (map { "\$ENV{$_} = '$env->{$_}';\n" } sort keys %$env),
             "chdir '$Repo' or die \"cd $Repo: \$!\\n\";\n",
-            "exec 'bash', '-c', 'exec \"\$0\" -It/lib \"\$1\" 2> >(tee \"\$2\" >&2)',\n",
-            "    \$^X, '$norm', '$wrapper.stderr' or die \"exec: \$!\\n\";\n";
+            "my \$rc = system 'bash', '-c', 'exec \"\$0\" -It/lib \"\$1\" 2> >(tee \"\$2\" >&2)',\n",
+            "    \$^X, '$norm', '$wrapper.stderr';\n",
+            "my (undef, undef, \$cu, \$cs) = times;\n",
+            "if (open my \$t, '>', '$wrapper.cpu') { printf \$t \"%.1f\\n\", \$cu + \$cs }\n",
+            "exit(\$rc == -1 ? 127 : \$rc & 127 ? 128 + (\$rc & 127) : \$rc >> 8);\n";
         close $fh;
         push @jobs, [$wrapper, $time{$wrapper} // $slow{$wrapper} // 0];
     }
@@ -156,9 +163,20 @@ close $keep;
 
 my @by_time = sort { $took{$b} <=> $took{$a} } keys %took;
 if (@by_time) {
-    print "\nthe ten slowest files:\n";
-    printf "  %7.1f s  %s\n", $took{$_}, $_
+    my %cpu;
+    for (@by_time) {
+        open my $fh, '<', "$_.cpu" or next;
+        ($cpu{$_}) = <$fh> =~ /([\d.]+)/;
+    }
+    print "\nthe ten slowest files (wall time; the CPU time of all they ran):\n";
+    printf "  %7.1f s  %7.1f s CPU  %s\n", $took{$_}, $cpu{$_} // 0, $_
         for @by_time[0 .. ($#by_time < 9 ? $#by_time : 9)];
+    my $total = 0;
+    $total += $_ for values %cpu;
+    my @by_cpu = sort { $cpu{$b} <=> $cpu{$a} } keys %cpu;
+    printf "the most CPU: %s; all files: %.0f s CPU\n",
+        join(', ', map { sprintf '%s %.0f s', s{^build/suite/}{}r, $cpu{$_} }
+                   @by_cpu[0 .. ($#by_cpu < 4 ? $#by_cpu : 4)]), $total;
     # this run's times over the previous ones, for the next run's order
     %time = (%time, %took);
     if (open my $fh, '>', $state) {
