@@ -206,6 +206,11 @@ CLUSTER_TESTS := t/020-rooms.t t/025-floor.t t/040-http-transport.t t/045-room-f
 # its tail); with the asan pass, any sanitizer report fails it.
 SUITE := perl scripts/suite.pl
 
+# make runs a recipe line that names $(MAKE) even under make -n; the
+# phases of make test name it through this instead, so that `make -n test`
+# only prints them (t/005-deps.t asks it)
+SUBMAKE := $(MAKE)
+
 # make test: every test.  First everything it runs is built, side by side
 # (make -j2: llama-server's build leaves a core idle much of the time, and
 # the fuzzers use the nginx source the ASan build fetches), while the
@@ -220,12 +225,12 @@ SUITE := perl scripts/suite.pl
 test:
 	@$(DEPS) asan fuzz
 	@bash scripts/phases.sh --start
-	@bash scripts/phases.sh --bg containers $(MAKE) -s docker-test
-	@bash scripts/phases.sh --must build $(MAKE) -s -j2 test-build
+	@bash scripts/phases.sh --bg containers $(SUBMAKE) -s docker-test
+	@bash scripts/phases.sh --must build $(SUBMAKE) -s -j2 test-build
 	@bash scripts/phases.sh --wait containers
 	@bash scripts/phases.sh suite $(SUITE) standalone=t/ \
 	    "cluster=$(CLUSTER_TESTS)" asan=t/
-	@bash scripts/phases.sh fuzz $(MAKE) -s fuzz-run-regress fuzz-run-ci
+	@bash scripts/phases.sh fuzz $(SUBMAKE) -s fuzz-run-regress fuzz-run-ci
 	@bash scripts/phases.sh --summary
 
 test-build: $(MODULE) agent worker $(TERMS) $(NODE_DEPS) llama asan-fuzz-build

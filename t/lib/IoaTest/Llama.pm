@@ -62,7 +62,12 @@ sub llama_server {
         open STDOUT, '>>', $log // '/dev/null';
         open STDERR, '>&', \*STDOUT;
         exec $bin, '-m', "$dir/tiny.gguf", '--host', '127.0.0.1',
-             '--port', $port, '-c', 16384, '-np', 2, '-t', 2, '--no-webui',
+             # one thread, no polling: with two, ggml's threads spin at
+             # their barriers, and on a loaded machine (the suite runs
+             # files side by side) a test's server burned three times the
+             # CPU it needs; the model is tiny, one thread is plenty
+             '--port', $port, '-c', 16384, '-np', 2, '-t', 1, '-tb', 1,
+             '--poll', 0, '--no-webui',
              @extra
             or POSIX::_exit(127);
     }
