@@ -54,12 +54,12 @@ case ${1:-} in
     name=$2
     shift 2
     echo "==== phase $name (in the background): $*"
-    rm -f "$STATE.$name.rc"
+    rm -f "$STATE.$name.rc" "$STATE.$name.t1"
     date +%s > "$STATE.$name.t0"
     # its own process group (set -m), so that a failed build can stop it
     set -m
-    ( "$@" > "$STATE.$name.log" 2>&1; echo $? > "$STATE.$name.rc" ) \
-        < /dev/null &
+    ( "$@" > "$STATE.$name.log" 2>&1; rc=$?; date +%s > "$STATE.$name.t1"
+      echo $rc > "$STATE.$name.rc" ) < /dev/null &
     echo $! > "$STATE.$name.pid"
     ;;
 --wait)
@@ -76,7 +76,9 @@ case ${1:-} in
     echo "==== phase $name: its output"
     cat "$STATE.$name.log"
     rm -f "$STATE.$name.pid"
-    record "$name" $(( $(date +%s) - $(cat "$STATE.$name.t0") )) "$(cat "$STATE.$name.rc")"
+    # its own time, not the time until it was waited for
+    end=$(cat "$STATE.$name.t1" 2>/dev/null || date +%s)
+    record "$name" $(( end - $(cat "$STATE.$name.t0") )) "$(cat "$STATE.$name.rc")"
     ;;
 --summary)
     [ -s "$STATE" ] || { echo "phases: none ran"; exit 1; }
