@@ -393,13 +393,22 @@ sub _register_hooks {
 sub _ready_hook {
     my ($block, $conf) = @_;
     return if defined $block->no_ready_wait;
-    my $workers = IoaTest::Ready::for_conf($conf,
-        $block->log_level // $Test::Nginx::Socket::LogLevel) or return;
-    my ($ok, $why) = IoaTest::Ready::wait(
-        log => $Test::Nginx::Socket::ErrLogFile, workers => $workers);
+    my ($ok, $why) = runner_ready($conf);
     Test::More::fail($block->name . " - the hub is ready before the first "
                      . "request") unless $ok;
     Test::More::diag("the hub is not ready: $why") unless $ok;
+}
+
+# runner_ready([$nginx_conf_text]): the wait of IoaTest::Ready for the
+# runner's current nginx (its configuration read from its file when not
+# given); (1, '') at once for one that cannot be waited on
+sub runner_ready {
+    my $conf = shift
+        // Test::Nginx::Socket::slurp($Test::Nginx::Socket::ConfFile) // '';
+    my $workers = IoaTest::Ready::for_conf($conf,
+        $Test::Nginx::Socket::LogLevel) or return (1, '');
+    return IoaTest::Ready::wait(log => $Test::Nginx::Socket::ErrLogFile,
+                                workers => $workers);
 }
 
 # A configuration that serves ioa_api must say how clients authenticate

@@ -24,8 +24,6 @@ use IO::Socket::INET ();
 use JSON::PP ();
 use Time::HiRes qw(sleep time);
 
-use IoaTest::Ready ();
-
 our @ISA = ('Exporter');
 our @EXPORT = qw(api jdec jenc wait_until curl_json hub_ready);
 
@@ -98,21 +96,14 @@ sub curl_json {
     return ($code, jdec($body), \%h, $body);
 }
 
-# An empty Redis, and the hub answering 200 on $path (default
-# /health_check): meant for a block's --- init, before its request, since
-# nginx connects to Redis asynchronously after it starts.
-# hub_ready(): Redis emptied, and the runner's hub ready (IoaTest::Ready:
-# every worker connected), for a block's init.  The runner's start hook has
-# waited already; this says so again after the flush, and fails the block
-# with what is missing when it is not.  (An argument, once the path polled,
-# is accepted and ignored.)
+# hub_ready(): Redis emptied, and the runner's hub ready (every worker
+# connected, IoaTest::runner_ready), for a block's init.  The runner's
+# start hook has waited already; this says so again after the flush, and
+# fails the block with what is missing when it is not.  (An argument, once
+# the path polled, is accepted and ignored.)
 sub hub_ready {
     IoaTest::redis_flush();
-    my $conf = Test::Nginx::Socket::slurp($Test::Nginx::Socket::ConfFile) // '';
-    my $n = IoaTest::Ready::for_conf($conf, $Test::Nginx::Socket::LogLevel)
-        or return 1;
-    my ($ok, $why) = IoaTest::Ready::wait(
-        log => $Test::Nginx::Socket::ErrLogFile, workers => $n);
+    my ($ok, $why) = IoaTest::runner_ready();
     Test::More::diag("hub_ready: $why") unless $ok;
     return $ok;
 }
