@@ -70,7 +70,7 @@ DEPS := bash $(REPO)/scripts/deps.sh install
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
     $(wildcard redis-scripts/*.lua) config
 
-.PHONY: test-build asan-fuzz-build test-fast fuzz-run-ci fuzz-run-regress
+.PHONY: test-build bench-bins asan-fuzz-build test-fast fuzz-run-ci fuzz-run-regress
 .PHONY: all deps $(addprefix deps-,$(DEPS_SETS)) node-deps run stop test test-cluster test-asan asan-workers clean \
         module agent worker terms llama bench fuzz fuzz-ci fuzz-regress \
         fuzz-build deb docker docker-engine docker-test
@@ -233,7 +233,15 @@ test:
 	@bash scripts/phases.sh fuzz $(SUBMAKE) -s fuzz-run-regress fuzz-run-ci
 	@bash scripts/phases.sh --summary
 
-test-build: $(MODULE) agent worker $(TERMS) $(NODE_DEPS) llama asan-fuzz-build
+test-build: $(MODULE) agent worker $(TERMS) $(NODE_DEPS) llama asan-fuzz-build \
+            bench-bins
+
+# the bench's programs, which t/120-bench-smoke.t runs in two passes at
+# once: built here, once, rather than by two makes writing one file
+bench-bins:
+	$(MAKE) -s -C bench
+	$(MAKE) -s -C bench/ceiling
+	$(MAKE) -s -C bench/floor
 
 asan-fuzz-build: $(ASAN_NGINX) asan-workers
 	bash scripts/fuzz.sh build
