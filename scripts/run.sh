@@ -12,14 +12,31 @@ IOA_REDIS_PORT=${IOA_REDIS_PORT:-7789}
 bash "$REPO/scripts/stop.sh" >/dev/null 2>&1 || true
 mkdir -p "$RUN/logs" "$RUN/redis"
 
+# Whatever fails on the way up (a port taken, a missing binary) stops what
+# was already started: no Redis or worker is left running behind an error.
+on_exit() {
+    local rc=$?
+    [ "$rc" = 0 ] && return
+    echo "make run failed (exit $rc); stopped what it had started; logs in $RUN/logs/" >&2
+    bash "$REPO/scripts/stop.sh" >/dev/null 2>&1 || true
+}
+trap on_exit EXIT
+
 redis-server --port "$IOA_REDIS_PORT" --bind 127.0.0.1 --daemonize yes \
     --dir "$RUN/redis" --pidfile "$RUN/redis.pid" --logfile "$RUN/redis.log" \
     --save '' --appendonly yes --appendfsync everysec
 
+# Redis writes its pid file once it listens; without it a PONG could come
+# from some other Redis on that port
 for _ in $(seq 50); do
-    redis-cli -p "$IOA_REDIS_PORT" ping >/dev/null 2>&1 && break
+    [ -s "$RUN/redis.pid" ] && redis-cli -p "$IOA_REDIS_PORT" ping >/dev/null 2>&1 && break
     sleep 0.1
 done
+if [ ! -s "$RUN/redis.pid" ]; then
+    echo "Redis did not start (is 127.0.0.1:$IOA_REDIS_PORT taken? IOA_REDIS_PORT picks another port):" >&2
+    tail -3 "$RUN/redis.log" >&2 || true
+    exit 1
+fi
 
 # Authentication as shipped (ioa_auth jwt): a key of our own, made once,
 # and a token for everyone in the demo
@@ -66,7 +83,11 @@ http {
 }
 CONF
 
-/usr/sbin/nginx -p "$RUN" -c "$RUN/nginx.conf"
+if ! /usr/sbin/nginx -p "$RUN" -c "$RUN/nginx.conf"; then
+    echo "nginx did not start (is 127.0.0.1:$IOA_PORT taken? IOA_PORT picks another port):" >&2
+    grep -E '\[(emerg|alert|crit)\]' "$RUN/logs/error.log" | tail -3 >&2 || true
+    exit 1
+fi
 
 for _ in $(seq 50); do
     curl -sf "http://127.0.0.1:$IOA_PORT/health_check" >/dev/null && break

@@ -118,22 +118,19 @@ for my $arg (@ARGV) {
         $norm =~ s{^\./}{};
         my $wrapper = "$dir/" . File::Basename::basename($norm);
         open my $fh, '>', $wrapper or die "suite: $wrapper: $!\n";
-        # stderr (Test::More's diagnostics, a die) also into a file of its
-        # own: with several files at once prove interleaves them, and the
-        # report at the end prints a failed file's own.  The file runs as
-        # the wrapper's child, so that the CPU time of everything it ran
-        # (nginx, Redis, workers, browsers: reaped down the line) can be
-        # written next to it; prove's own per-file CPU counts whatever
-        # else ended meanwhile.
+        # The file runs under scripts/suite-job.pl: its stderr (Test::More's
+        # diagnostics, a die) also into a file of its own (with several
+        # files at once prove interleaves them, and the report at the end
+        # prints a failed file's own), the CPU time of everything it ran
+        # (nginx, Redis, workers, browsers: reaped down the line) next to
+        # it (prove's own per-file CPU counts whatever else ended
+        # meanwhile), a time limit, and nothing it started left running.
         print $fh "#!/usr/bin/perl\n",
             "# made by scripts/suite.pl: $norm on the $pass pass\n",
             (map { "\$ENV{$_} = '$env->{$_}';\n" } sort keys %$env),
             "chdir '$Repo' or die \"cd $Repo: \$!\\n\";\n",
-            "my \$rc = system 'bash', '-c', 'exec \"\$0\" -It/lib \"\$1\" 2> >(tee \"\$2\" >&2)',\n",
-            "    \$^X, '$norm', '$wrapper.stderr';\n",
-            "my (undef, undef, \$cu, \$cs) = times;\n",
-            "if (open my \$t, '>', '$wrapper.cpu') { printf \$t \"%.1f\\n\", \$cu + \$cs }\n",
-            "exit(\$rc == -1 ? 127 : \$rc & 127 ? 128 + (\$rc & 127) : \$rc >> 8);\n";
+            "exec \$^X, '$Repo/scripts/suite-job.pl', '$norm',\n",
+            "    '$wrapper.stderr', '$wrapper.cpu' or die \"suite-job.pl: \$!\\n\";\n";
         close $fh;
         push @jobs, [$wrapper, $time{$wrapper} // $slow{$wrapper} // 0];
     }

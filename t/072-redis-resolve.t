@@ -38,6 +38,7 @@ use lib 't/lib';
 use IoaTest::Api qw(wait_until);
 use IoaTest::Cluster;
 use IoaTest::Instance;
+use IoaTest::Port ();
 use IoaTest::Proc qw(bg bg_stop redis_child slurp $Scratch);
 
 my $Repo = Cwd::abs_path(File::Basename::dirname(__FILE__) . '/..');
@@ -50,20 +51,7 @@ plan skip_all => "$Dnsmasq is not installed (make test installs dnsmasq-base)"
 my $Name = 'redis.ioa.test';
 
 # a port free for UDP and TCP both: dnsmasq listens on the two
-sub free_dns_port {
-    for (1 .. 50) {
-        my $t = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
-                                      Proto => 'tcp', Listen => 1) or next;
-        my $port = $t->sockport;
-        my $u = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
-                                      LocalPort => $port, Proto => 'udp')
-            or next;
-        close $u;
-        close $t;
-        return $port;
-    }
-    die "no port free for both UDP and TCP\n";
-}
+sub free_dns_port { IoaTest::Port::free_port(udp => 1) }
 
 # the DNS server: names of ioa.test from a hosts file, re-read on SIGHUP;
 # any other name of ioa.test is NXDOMAIN, nothing is forwarded.  Started

@@ -14,18 +14,30 @@ use Test::More;
 use File::Temp ();
 use Cwd ();
 use IO::Socket::INET ();
+use lib 't/lib';
+use IoaTest::Port ();
 
-sub free_port {
-    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                  LocalPort => 0, Proto => 'tcp') or die $!;
-    return $s->sockport;
+sub free_port { IoaTest::Port::free_port() }
+
+# make run with IOA_RUN_ONCE=1 in a run directory and on ports of its own;
+# ($dir, $port, $out, $rc).  Started again on new ports when one of them
+# was taken by another test file between IoaTest::Port's check and the
+# server's bind (make run then says so and stops what it had started).
+sub make_run_once {
+    my ($env) = @_;
+    my ($dir, $port, $out, $rc);
+    for my $try (1 .. 3) {
+        $dir = File::Temp::tempdir('ioa-run-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+        ($port, my $rport) = (free_port(), free_port());
+        $out = `$env IOA_RUN_ONCE=1 IOA_RUN_DIR=$dir IOA_PORT=$port IOA_REDIS_PORT=$rport make -s run 2>&1`;
+        $rc = $? >> 8;
+        last unless $rc && $out =~ /did not start \(is 127\.0\.0\.1:\d+ taken/;
+        diag "make run lost a port to another test, again on new ones:\n$out";
+    }
+    return ($dir, $port, $out, $rc);
 }
 
-my $dir = File::Temp::tempdir('ioa-run-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-my ($port, $rport) = (free_port(), free_port());
-
-my $out = `IOA_RUN_ONCE=1 IOA_RUN_DIR=$dir IOA_PORT=$port IOA_REDIS_PORT=$rport make -s run 2>&1`;
-my $rc = $? >> 8;
+my ($dir, $port, $out, $rc) = make_run_once('');
 
 is $rc, 0, 'make run exits 0 with IOA_RUN_ONCE=1' or diag $out;
 like $out, qr/ioa is up: http:\/\/127\.0\.0\.1:$port/, 'the hub came up on IOA_PORT';
@@ -69,10 +81,9 @@ unlike $log, qr/\[(?:alert|crit|emerg)\]/, 'a clean error.log';
     use lib 't/lib';
     require IoaTest::Llama;
     my $llm = IoaTest::Llama::llama_server();
-    my $dir2 = File::Temp::tempdir('ioa-run-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-    my ($p2, $r2) = (free_port(), free_port());
-    my $out2 = `IOA_LLM_BASE_URL=$llm IOA_LLM_MAX_TOKENS=1000 IOA_RUN_ONCE=1 IOA_RUN_DIR=$dir2 IOA_PORT=$p2 IOA_REDIS_PORT=$r2 make -s run 2>&1`;
-    is $? >> 8, 0, 'LLM: make run exits 0' or diag $out2;
+    my ($dir2, undef, $out2, $rc2) =
+        make_run_once("IOA_LLM_BASE_URL=$llm IOA_LLM_MAX_TOKENS=1000");
+    is $rc2, 0, 'LLM: make run exits 0' or diag $out2;
     like $out2, qr/planner: the LLM at \Q$llm\E/, 'LLM: make run says which planner';
     like $out2, qr/a goal, end to end \(POST \/launch_goal, LLM planner at /, 'LLM: so does the demo';
     like $out2, qr/state concluded \(room [0-9a-f]{32}\)/, 'LLM: the goal concluded';
@@ -81,6 +92,28 @@ unlike $log, qr/\[(?:alert|crit|emerg)\]/, 'a clean error.log';
     like $wlog, qr/LLM planner: \S+ at \Q$llm\E/, 'LLM: the workers planned with it';
     like $wlog, qr/llm: \w+ from /, 'LLM: and called it';
     ok !(glob "$dir2/*.pid"), 'LLM: everything stopped';
+}
+
+# make run on a port something already listens on: a clear error naming
+# the port, exit 1, and nothing it had started is left running (the
+# Redis before it, here), and on a taken Redis port no PONG from that
+# other server is taken for ours
+{
+    my $taken = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
+        LocalPort => free_port(), Proto => 'tcp', ReuseAddr => 1) or die $!;
+    my $tp = $taken->sockport;
+    for my $case (['IOA_PORT', 'nginx'], ['IOA_REDIS_PORT', 'Redis']) {
+        my ($var, $what) = @$case;
+        my $d = File::Temp::tempdir('ioa-run-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+        my %env = (IOA_PORT => free_port(), IOA_REDIS_PORT => free_port(), $var => $tp);
+        my $o = `IOA_RUN_ONCE=1 IOA_RUN_DIR=$d IOA_PORT=$env{IOA_PORT} IOA_REDIS_PORT=$env{IOA_REDIS_PORT} make -s run 2>&1`;
+        isnt $? >> 8, 0, "$what on a taken port: make run fails";
+        like $o, qr/\Q$what\E did not start \(is 127\.0\.0\.1:$tp taken\? $var picks another port\)/,
+            "$what on a taken port: says which port and what to set" or diag $o;
+        like $o, qr/make run failed \(exit 1\); stopped what it had started; logs in \Q$d\E\/logs\//,
+            "$what on a taken port: and that it stopped what it started";
+        ok !(glob "$d/*.pid"), "$what on a taken port: nothing left running";
+    }
 }
 
 done_testing();

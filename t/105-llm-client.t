@@ -29,6 +29,8 @@ use File::Basename ();
 use File::Temp ();
 use IO::Select ();
 use IO::Socket::INET ();
+use lib 't/lib';
+use IoaTest::Port ();
 use JSON::PP ();
 use POSIX ();
 use Test::More;
@@ -57,11 +59,7 @@ END {
 
 # ------------------------------------------------------------------ helpers
 
-sub free_port {
-    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                  LocalPort => 0, Proto => 'tcp') or die $!;
-    return $s->sockport;
-}
+sub free_port { IoaTest::Port::free_port() }
 
 # a chat completion as OpenAI writes it
 sub completion {

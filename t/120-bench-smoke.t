@@ -55,6 +55,7 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use lib 't/lib';
+use IoaTest::Port ();
 use IoaTest::Instance;
 
 my $Repo = Cwd::abs_path(File::Basename::dirname(__FILE__) . '/..');
@@ -64,11 +65,7 @@ my %Children;      # pid -> what, stopped in END
 
 # ------------------------------------------------------------------ helpers
 
-sub free_port {
-    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                  LocalPort => 0, Proto => 'tcp') or die $!;
-    return $s->sockport;
-}
+sub free_port { IoaTest::Port::free_port() }
 
 sub slurp {
     open my $fh, '<', $_[0] or return '';

@@ -17,6 +17,7 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Instance;
 use IoaTest::Api;
+use IoaTest::Port ();
 use IoaTest::Discovery;
 use IoaTest::Llama;
 
@@ -178,10 +179,7 @@ GET /health_check
 --- empty_redis
 --- ioa_scenario
     my @AGENTS = agents();
-    my $lport = do {
-        my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                      LocalPort => 0, Proto => 'tcp');
-        my $p = $s->sockport; close $s; $p };
+    my $lport = IoaTest::Port::free_port();
     my $hub = hub($ctx, $lport, 'hub-down');
     for my $a (@AGENTS) {
         my ($code) = dpost($hub->port, '/register',

@@ -26,6 +26,7 @@ use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
 use IoaTest::Agent qw(json fresh_hub);
 use IoaTest::Api;
+use IoaTest::Port ();
 use IoaTest::Goals qw($COORD worker stop_workers launch state_of meta room
                       worker_logs);
 use IoaTest::Runtime;   # agent, alice_room, assign, recv_from, strip, ...
@@ -49,14 +50,7 @@ die "$AgentBin is not built: make -C workers/agent\n" unless -x $AgentBin;
 
 # ------------------------------------------------------------------ helpers
 
-sub free_port {
-    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
-                                  Proto => 'tcp', Listen => 1)
-        or die "free_port: $!\n";
-    my $port = $s->sockport;
-    close $s;
-    return $port;
-}
+sub free_port { IoaTest::Port::free_port() }
 
 # Starts t/node/a2a-agent.mjs with @flags; returns ($port, $pid, $out):
 # its JSON lines go to $out.  Stopped by stop_child() (its own process

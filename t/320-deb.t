@@ -22,6 +22,8 @@ use warnings;
 use Test::More;
 use File::Temp ();
 use IO::Socket::INET ();
+use lib 't/lib';
+use IoaTest::Port ();
 use POSIX ();
 use Time::HiRes qw(sleep time);
 
@@ -76,11 +78,7 @@ sub remove_user {
     system 'groupdel', 'ioa' if getgrnam('ioa');
 }
 
-sub free_port {
-    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                  LocalPort => 0, Proto => 'tcp') or die $!;
-    return $s->sockport;
-}
+sub free_port { IoaTest::Port::free_port() }
 
 sub slurp { local (@ARGV, $/) = @_; return -e $_[0] ? <> : '' }
 

@@ -22,6 +22,7 @@ use JSON::PP ();
 use Time::HiRes qw(sleep);
 
 use lib "$FindBin::Bin/lib";
+use IoaTest::Port ();
 use IoaTest::Terms qw(terms doc_terms $TermsBin);
 
 my $root    = "$FindBin::Bin/..";
@@ -52,15 +53,7 @@ END {
     }
 }
 
-{
-    # Ask the kernel for a free port; the tiny race until redis binds it is
-    # acceptable for a test.
-    my $probe = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                      LocalPort => 0, Proto => 'tcp')
-        or die "no free port: $!";
-    $port = $probe->sockport;
-    close $probe;
-}
+$port = IoaTest::Port::free_port();
 
 system($server, '--port', $port, '--bind', '127.0.0.1', '--daemonize', 'yes',
        '--dir', $dir, '--pidfile', $pidfile, '--logfile', "$dir/log",

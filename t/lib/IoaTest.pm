@@ -116,6 +116,7 @@ my $LoadedRunner;
 BEGIN { $LoadedRunner = !$INC{'Test/Nginx/Socket.pm'} }
 use Test::Nginx::Socket ();     # whichever copy comes first in @INC
 use IoaTest::Cluster ();
+use IoaTest::Port ();
 use IoaTest::Ready ();
 use IoaTest::Redis ();
 use IoaTest::WS ();
@@ -174,18 +175,9 @@ sub _slurp {
 
 # ------------------------------------------------------------------ Redis
 
-# Same scheme as the runner: 20000-32767 is below the ephemeral port range.
+# IoaTest::Port, never the runner's nginx port
 sub _free_port {
-    for (1 .. 1000) {
-        my $port = 20000 + int rand 12768;
-        next if $port == ($ENV{TEST_NGINX_SERVER_PORT} // 0);
-        my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
-            LocalPort => $port, Proto => 'tcp', Listen => 1, ReuseAddr => 1)
-            or next;
-        close $s;
-        return $port;
-    }
-    die "IoaTest: no free loopback port found\n";
+    IoaTest::Port::free_port(avoid => [$ENV{TEST_NGINX_SERVER_PORT}]);
 }
 
 sub redis_port { $RedisPort }

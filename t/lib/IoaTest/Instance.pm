@@ -36,23 +36,12 @@ use POSIX qw(WNOHANG);
 use Scalar::Util qw(weaken);
 use Time::HiRes qw(sleep time);
 
+use IoaTest::Port ();
 use IoaTest::Ready ();
 
 my %Live;          # pid -> weakened object, for END
 
-sub _free_port {
-    my %avoid = map { $_ => 1 } grep { defined } @_;
-    for (1 .. 1000) {
-        my $port = 20000 + int rand 12768;
-        next if $avoid{$port};
-        my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
-            LocalPort => $port, Proto => 'tcp', Listen => 1, ReuseAddr => 1)
-            or next;
-        close $s;
-        return $port;
-    }
-    die "IoaTest::Instance: no free loopback port\n";
-}
+sub _free_port { IoaTest::Port::free_port(avoid => [@_]) }
 
 sub _slurp {
     my ($file, $from) = @_;

@@ -26,6 +26,8 @@ use IO::Socket::INET ();
 use POSIX ();
 use Time::HiRes qw(sleep time);
 
+use IoaTest::Port ();
+
 our @ISA = ('Exporter');
 our @EXPORT = qw(llama_server llama_stop);
 
@@ -34,12 +36,6 @@ my $Repo = File::Basename::dirname(File::Basename::dirname(
         Cwd::abs_path(__FILE__)))));
 my @Pids;
 my $Last;
-
-sub _free_port {
-    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                  LocalPort => 0, Proto => 'tcp') or die $!;
-    return $s->sockport;
-}
 
 # llama_server($log, %opt): embeddings => 1 serves /v1/embeddings (mean
 # pooling) instead of chat; port => N listens there (a test that stops the
@@ -54,7 +50,7 @@ sub llama_server {
     my $dir = File::Temp::tempdir(CLEANUP => 1);
     my $out = `/usr/bin/python3 $Repo/scripts/llm/tiny-gguf.py --seed 7 $dir/tiny.gguf 2>&1`;
     $? == 0 or die "tiny-gguf.py failed: $out\n";
-    my $port = $opt{port} // _free_port();
+    my $port = $opt{port} // IoaTest::Port::free_port();
     my @extra = $opt{embeddings} ? ('--embeddings', '--pooling', 'mean') : ();
     my $pid = fork // die "fork: $!\n";
     if ($pid == 0) {

@@ -15,6 +15,7 @@ use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 
 use IoaTest::Api ();
+use IoaTest::Port ();
 
 our @EXPORT_OK = qw(bg bg_wait bg_stop stop_children slurp lines_of wait_lines
                     redis_child $Scratch %Children);
@@ -87,14 +88,7 @@ sub stop_children {
 sub redis_child {
     my %opt = @_;
     my $bind = $opt{bind} // '127.0.0.1';
-    my $port = $opt{port};
-    if (!$port) {
-        my $probe = IO::Socket::INET->new(Listen => 1, LocalAddr => $bind,
-                                          LocalPort => 0, Proto => 'tcp')
-            or die "IoaTest::Proc: no free port: $!\n";
-        $port = $probe->sockport;
-        close $probe;
-    }
+    my $port = $opt{port} || IoaTest::Port::free_port();
     my $pid = fork // die "IoaTest::Proc: fork: $!\n";
     if (!$pid) {
         open STDIN, '<', '/dev/null';

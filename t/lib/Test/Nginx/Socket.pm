@@ -94,24 +94,14 @@ our $IoaRunner = 1;
 our $RandPorts = {};
 our $NginxVersion;          # canonical, e.g. 1.022001
 
+use IoaTest::Port ();
+
 my $MainPid = $$;
 my $ErrLogPos = 0;          # error.log bytes already seen by the checks
 
-# A port in 20000-32767: below Linux's ephemeral range (32768-60999), so an
-# outgoing connection of a concurrent test run cannot be sitting on it.
-sub free_port {
-    my (%avoid) = map { $_ => 1 } @_;
-    for (1 .. 1000) {
-        my $port = 20000 + int rand 12768;
-        next if $avoid{$port};
-        my $sock = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
-            LocalPort => $port, Proto => 'tcp', Listen => 1, ReuseAddr => 1);
-        next unless $sock;
-        close $sock;
-        return $port;
-    }
-    die "Test::Nginx::Socket: no free loopback port found\n";
-}
+# A free loopback port for a server of the test: IoaTest::Port (below the
+# ephemeral range, never the same twice), avoiding the ports given.
+sub free_port { IoaTest::Port::free_port(avoid => [@_]) }
 
 our $PortIsAuto = !($ENV{TEST_NGINX_SERVER_PORT} || $ENV{TEST_NGINX_PORT});
 our $ServerPort = $ENV{TEST_NGINX_SERVER_PORT} || $ENV{TEST_NGINX_PORT}
