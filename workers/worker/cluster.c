@@ -1,36 +1,32 @@
 /*
- * ioa-worker: Redis Cluster routing for the blocking client.
+ * ioa-worker: Redis Cluster routing.
  *
- * hiredis 0.14 has no cluster client, so this is one, as small as a
- * blocking program allows.  redis.c formats every command as usual and, on
- * a Cluster, hands the formatted bytes to iw_cluster_exec(), which
+ * hiredis 0.14 has no cluster client, so this is one, as small as the
+ * worker needs.  redis.c formats every command as usual; on a Cluster it
+ * asks here where the command goes:
  *
- *   - reads the command's first key back out of the formatted bytes (the
- *     argument after EVALSHA's numkeys, after XREADGROUP's STREAMS, the
- *     stream of XGROUP, else the first argument) and hashes it to its slot
- *     (CRC16/XMODEM of the key or of its {hash tag}, modulo 16384);
- *   - sends it to the master of that slot, on a connection opened the
- *     first time that master is needed and prepared as the standalone one
- *     (scripts loaded, client named); a command without a key goes to the
- *     master of slot 0, so that every worker reads TIME from the same node;
- *   - follows MOVED (the slot moved: the map is fixed and the command
- *     resent), ASK (the slot is being migrated and the key is on the
- *     target already: ASKING and the command, to that node only), NOSCRIPT
- *     (the script is loaded on that node and the command resent once), and
- *     waits out TRYAGAIN, CLUSTERDOWN, MASTERDOWN and LOADING and a master
- *     that cannot be reached (a failover under way: the map is read again
- *     every IW_CLUSTER_PAUSE_MS) for at most IW_CLUSTER_WAIT_MS.
+ *   - iw_cmd_info() reads the command's first key back out of the
+ *     formatted bytes (the argument after EVALSHA's numkeys, after
+ *     XREADGROUP's STREAMS, the stream of XGROUP, else the first
+ *     argument), and iw_key_slot() hashes it to its slot (CRC16/XMODEM of
+ *     the key or of its {hash tag}, modulo 16384); a command without a key
+ *     goes to the master of slot 0, so that every worker reads TIME from
+ *     the same node;
+ *   - iw_cluster_conn() is the connection to a master (rconn.c), opened
+ *     the first time that master is needed, with AUTH and CLIENT SETNAME
+ *     like any (redis.c); a node that could not be reached is not tried
+ *     again for IW_CLUSTER_RETRY_MS;
+ *   - iw_cluster_redirect() reads MOVED (the slot moved: the map is fixed)
+ *     and ASK (the slot is being migrated: this one command goes to the
+ *     target, after ASKING), and iw_cluster_apply() a fresh CLUSTER SLOTS.
  *
- * All of these mean the command did not run, so sending it again is safe.
- * A connection that breaks after the command was written is different: the
- * command may have run, so like the standalone client we give up at once,
- * close every connection and return NULL; the main loop reconnects with
- * backoff and the goal resumes from what Redis holds (goal.c).
+ * What a call does with these (follow, wait out TRYAGAIN and a failover,
+ * load a script a node lacks) is the call's own state machine, in redis.c.
  *
- * Blocking reads (XREADGROUP BLOCK on the job stream, XREAD BLOCK on a
- * room) go to the master of the stream's slot like any command: each
- * connection is the worker's own and carries one command at a time, so a
- * blocked read never holds up another.
+ * A connection that breaks after a command was written is lost like the
+ * standalone one: the command may have run, so every connection is closed
+ * and the goal resumes from what Redis holds (redis.c).  One that never
+ * completed its connect only marks its node as unreachable.
  */
 
 #include <stdint.h>
@@ -42,10 +38,6 @@
 
 
 #define IW_SLOTS              16384
-#define IW_CLUSTER_HOPS       16
-#define IW_CLUSTER_WAIT_MS    8000
-#define IW_CLUSTER_PAUSE_MS   100
-#define IW_CLUSTER_TRYAGAIN_MS  25
 
 /* a node that refused a connection is not tried again sooner: a failover
  * takes seconds, and each try is a line in the log */
@@ -55,7 +47,7 @@
 typedef struct {
     char          *host;
     int            port;
-    redisContext  *c;
+    iw_rconn_t    *c;
     long long      failed;           /* ioa_mono_ms() of the last refusal */
 } iw_node_t;
 
@@ -67,14 +59,9 @@ typedef struct {
 
 
 static int iw_node_get(const char *host, size_t hlen, int port);
-static redisContext *iw_node_conn(int n);
-static int iw_cluster_apply(redisReply *r, int from);
-static int iw_cluster_refresh(void);
-static int iw_cmd_slot(const char *cmd, size_t len, iw_arg_t *sha);
+static void iw_cluster_on_close(iw_rconn_t *c, const char *why);
 static int iw_cmd_args(const char *cmd, size_t len, iw_arg_t *args, int max);
 static int iw_arg_is(iw_arg_t *a, const char *word);
-static int iw_redirect(redisReply *r, int *slot, int *node);
-static int iw_reply_is(redisReply *r, const char *code);
 
 
 static iw_node_t  *iw_nodes;
@@ -83,8 +70,10 @@ static int         iw_slot_node[IW_SLOTS];
 static int         iw_cluster_active;
 
 
+/* the seed answered CLUSTER SLOTS: it becomes the first node */
+
 int
-iw_cluster_start(redisContext *seed, const char *host, int port,
+iw_cluster_start(iw_rconn_t *seed, const char *host, int port,
     redisReply *slots)
 {
     int  n;
@@ -93,6 +82,8 @@ iw_cluster_start(redisContext *seed, const char *host, int port,
 
     n = iw_node_get(host, strlen(host), port);
     iw_nodes[n].c = seed;
+    seed->node = n;
+    seed->on_close = iw_cluster_on_close;
 
     if (iw_cluster_apply(slots, n) != IW_OK) {
         return IW_ERROR;
@@ -114,20 +105,122 @@ iw_cluster_on(void)
 void
 iw_cluster_close(void)
 {
-    int  i;
+    int          i;
+    iw_rconn_t  *c;
+
+    iw_cluster_active = 0;
 
     for (i = 0; i < iw_nnodes; i++) {
-        if (iw_nodes[i].c) {
-            redisFree(iw_nodes[i].c);
-        }
+        c = iw_nodes[i].c;
 
+        if (c) {
+            iw_nodes[i].c = NULL;
+            c->on_close = NULL;
+            iw_rconn_close(c, "closed");
+        }
+    }
+
+    for (i = 0; i < iw_nnodes; i++) {
         free(iw_nodes[i].host);
     }
 
     free(iw_nodes);
     iw_nodes = NULL;
     iw_nnodes = 0;
-    iw_cluster_active = 0;
+}
+
+
+static void
+iw_cluster_on_close(iw_rconn_t *c, const char *why)
+{
+    if (c->node < 0 || c->node >= iw_nnodes || iw_nodes[c->node].c != c) {
+        return;
+    }
+
+    iw_nodes[c->node].c = NULL;
+
+    if (!c->up) {
+        iw_nodes[c->node].failed = ioa_mono_ms();
+        iw_warn("redis cluster node %s:%d unreachable: %s", c->host, c->port,
+                why);
+        return;
+    }
+
+    iw_warn("redis connection lost (%s:%d): %s", c->host, c->port, why);
+}
+
+
+/* the master of a slot (-1: a command without a key: slot 0's), -1 when
+ * the map names none */
+
+int
+iw_cluster_node_of(int slot)
+{
+    return iw_slot_node[slot < 0 ? 0 : slot];
+}
+
+
+/* the node's connection, opened when first needed; NULL when it is not
+ * known or was unreachable a moment ago */
+
+iw_rconn_t *
+iw_cluster_conn(int n)
+{
+    iw_rconn_t  *c;
+
+    if (!iw_cluster_active || n < 0 || n >= iw_nnodes) {
+        return NULL;
+    }
+
+    if (iw_nodes[n].c) {
+        return iw_nodes[n].c;
+    }
+
+    if (iw_nodes[n].failed
+        && ioa_mono_ms() - iw_nodes[n].failed < IW_CLUSTER_RETRY_MS)
+    {
+        return NULL;
+    }
+
+    c = iw_redis_open(iw_nodes[n].host, iw_nodes[n].port,
+                      iw_cluster_on_close);
+
+    if (c == NULL) {
+        iw_nodes[n].failed = ioa_mono_ms();
+        return NULL;
+    }
+
+    c->node = n;
+    iw_nodes[n].c = c;
+    iw_nodes[n].failed = 0;
+
+    return c;
+}
+
+
+/* any node to ask for the map: a connected one first */
+
+iw_rconn_t *
+iw_cluster_any_conn(void)
+{
+    int          i;
+    iw_rconn_t  *c;
+
+    for (i = 0; i < iw_nnodes; i++) {
+        if (iw_nodes[i].c && iw_nodes[i].c->up) {
+            return iw_nodes[i].c;
+        }
+    }
+
+    for (i = 0; i < iw_nnodes; i++) {
+        c = iw_cluster_conn(i);
+
+        if (c) {
+            return c;
+        }
+    }
+
+    return NULL;
 }
 
 
@@ -155,48 +248,9 @@ iw_node_get(const char *host, size_t hlen, int port)
 }
 
 
-/* the node's connection, opened and prepared when first needed */
-
-static redisContext *
-iw_node_conn(int n)
-{
-    redisContext  *c;
-
-    if (iw_nodes[n].c) {
-        return iw_nodes[n].c;
-    }
-
-    if (iw_nodes[n].failed
-        && ioa_mono_ms() - iw_nodes[n].failed < IW_CLUSTER_RETRY_MS)
-    {
-        return NULL;
-    }
-
-    c = iw_redis_open(iw_nodes[n].host, iw_nodes[n].port);
-
-    if (c && iw_redis_prepare(c, iw_nodes[n].host, iw_nodes[n].port)
-             != IW_OK)
-    {
-        redisFree(c);
-        c = NULL;
-    }
-
-    if (c == NULL) {
-        iw_nodes[n].failed = ioa_mono_ms();
-        return NULL;
-    }
-
-    iw_nodes[n].failed = 0;
-
-    iw_nodes[n].c = c;
-
-    return c;
-}
-
-
 /* CLUSTER SLOTS: [[start, end, [host, port, id, ...], replicas...], ...] */
 
-static int
+int
 iw_cluster_apply(redisReply *r, int from)
 {
     int          n;
@@ -240,6 +294,10 @@ iw_cluster_apply(redisReply *r, int from)
 
         /* a node that does not know its address: the one that answered */
         if (hlen == 0 || (hlen == 1 && host[0] == '?')) {
+            if (from < 0 || from >= iw_nnodes) {
+                continue;
+            }
+
             host = iw_nodes[from].host;
             hlen = strlen(host);
         }
@@ -255,178 +313,11 @@ iw_cluster_apply(redisReply *r, int from)
 }
 
 
-/* the map again, from any node that answers: connected ones first */
+/* "MOVED <slot> <host>:<port>" (the map is fixed: the slot is there now)
+ * or "ASK <slot> <host>:<port>" (only this command goes there) */
 
-static int
-iw_cluster_refresh(void)
-{
-    int            i, pass;
-    redisReply    *r;
-    redisContext  *c;
-
-    for (pass = 0; pass < 2; pass++) {
-        for (i = 0; i < iw_nnodes; i++) {
-            if ((pass == 0) != (iw_nodes[i].c != NULL)) {
-                continue;
-            }
-
-            c = iw_node_conn(i);
-            if (c == NULL) {
-                continue;
-            }
-
-            r = redisCommand(c, "CLUSTER SLOTS");
-
-            if (r == NULL) {
-                redisFree(c);
-                iw_nodes[i].c = NULL;
-                continue;
-            }
-
-            if (iw_cluster_apply(r, i) == IW_OK) {
-                freeReplyObject(r);
-                return IW_OK;
-            }
-
-            freeReplyObject(r);
-        }
-    }
-
-    return IW_ERROR;
-}
-
-
-redisReply *
-iw_cluster_exec(const char *cmd, size_t len)
-{
-    int            slot, node, hops, ask, noscript, s;
-    void          *v;
-    long long      deadline;
-    iw_arg_t       sha;
-    const char    *body;
-    redisReply    *r;
-    redisContext  *c;
-
-    slot = iw_cmd_slot(cmd, len, &sha);
-    node = iw_slot_node[slot < 0 ? 0 : slot];
-    deadline = ioa_mono_ms() + IW_CLUSTER_WAIT_MS;
-    ask = 0;
-    noscript = 0;
-
-    for (hops = 0; hops < IW_CLUSTER_HOPS; /* void */) {
-
-        c = (node >= 0) ? iw_node_conn(node) : NULL;
-
-        if (c == NULL) {
-            /* no master known for the slot, or it does not answer: a
-             * failover may be under way; the map shows its outcome */
-
-            if (ioa_mono_ms() > deadline || iw_stop) {
-                break;
-            }
-
-            iw_sleep_ms(IW_CLUSTER_PAUSE_MS);
-            (void) iw_cluster_refresh();
-            node = iw_slot_node[slot < 0 ? 0 : slot];
-            ask = 0;
-            continue;
-        }
-
-        if (ask) {
-            (void) redisAppendCommand(c, "ASKING");
-        }
-
-        if (redisAppendFormattedCommand(c, cmd, len) != REDIS_OK) {
-            iw_redis_broken("command", c->errstr);
-            return NULL;
-        }
-
-        if (ask) {
-            if (redisGetReply(c, &v) != REDIS_OK) {
-                iw_redis_broken("ASKING", c->errstr);
-                return NULL;
-            }
-
-            freeReplyObject(v);
-            ask = 0;
-        }
-
-        if (redisGetReply(c, &v) != REDIS_OK) {
-            iw_redis_broken("command", c->errstr);
-            return NULL;
-        }
-
-        r = v;
-
-        if (r->type != REDIS_REPLY_ERROR) {
-            return r;
-        }
-
-        if (iw_redirect(r, &s, &node) == IW_OK) {
-            if (r->str[0] == 'A') {
-                ask = 1;
-
-            } else {
-                iw_slot_node[s] = node;
-            }
-
-            freeReplyObject(r);
-            hops++;
-            continue;
-        }
-
-        if (iw_reply_is(r, "NOSCRIPT") && !noscript && sha.p
-            && (body = iw_redis_script_of(sha.p, sha.len)) != NULL)
-        {
-            freeReplyObject(r);
-            noscript = 1;
-
-            r = redisCommand(c, "SCRIPT LOAD %s", body);
-            if (r == NULL) {
-                iw_redis_broken("SCRIPT LOAD", c->errstr);
-                return NULL;
-            }
-
-            freeReplyObject(r);
-            continue;
-        }
-
-        if (iw_reply_is(r, "TRYAGAIN") || iw_reply_is(r, "CLUSTERDOWN")
-            || iw_reply_is(r, "MASTERDOWN") || iw_reply_is(r, "LOADING"))
-        {
-            if (ioa_mono_ms() > deadline || iw_stop) {
-                iw_warn("redis: %s", r->str);
-                freeReplyObject(r);
-                break;
-            }
-
-            iw_sleep_ms(iw_reply_is(r, "TRYAGAIN") ? IW_CLUSTER_TRYAGAIN_MS
-                                                   : IW_CLUSTER_PAUSE_MS);
-            freeReplyObject(r);
-
-            /* a migrating slot sends a script with a missing key round
-             * ASK, TRYAGAIN until it is settled: the deadline bounds that */
-            hops = 0;
-
-            (void) iw_cluster_refresh();
-            node = iw_slot_node[slot < 0 ? 0 : slot];
-            continue;
-        }
-
-        /* an answer for the caller */
-        return r;
-    }
-
-    iw_redis_broken("cluster", "no master answers for the slot");
-
-    return NULL;
-}
-
-
-/* "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>" */
-
-static int
-iw_redirect(redisReply *r, int *slot, int *node)
+int
+iw_cluster_redirect(redisReply *r, int *slot, int *node)
 {
     long         n, port;
     char        *end;
@@ -464,56 +355,52 @@ iw_redirect(redisReply *r, int *slot, int *node)
     *slot = (int) n;
     *node = iw_node_get(p, (size_t) (colon - p), (int) port);
 
+    if (r->str[0] == 'M') {
+        iw_slot_node[n] = *node;
+    }
+
     return IW_OK;
 }
 
 
-static int
-iw_reply_is(redisReply *r, const char *code)
-{
-    size_t  n;
+/* what routing needs to know of a formatted command: the slot of its
+ * first key (-1 without one), EVALSHA's script (for NOSCRIPT), and a
+ * blocking read's BLOCK time (its reply may take that much longer) */
 
-    n = strlen(code);
-
-    return r->len >= n && strncmp(r->str, code, n) == 0
-           && (r->len == n || r->str[n] == ' ');
-}
-
-
-/* the slot of the command's first key, -1 without one; sha is EVALSHA's
- * script, for NOSCRIPT */
-
-static int
-iw_cmd_slot(const char *cmd, size_t len, iw_arg_t *sha)
+void
+iw_cmd_info(const char *cmd, size_t len, iw_cmd_info_t *info)
 {
     int       n, i, key;
     long      numkeys;
     iw_arg_t  a[64];
 
-    sha->p = NULL;
-    sha->len = 0;
+    info->slot = -1;
+    info->sha = NULL;
+    info->sha_len = 0;
+    info->block_ms = 0;
 
     n = iw_cmd_args(cmd, len, a, 64);
 
     if (n < 2) {
-        return -1;
+        return;
     }
 
     key = 1;
 
     if (iw_arg_is(&a[0], "evalsha") || iw_arg_is(&a[0], "eval")) {
         if (n < 4) {
-            return -1;
+            return;
         }
 
         if (iw_arg_is(&a[0], "evalsha")) {
-            *sha = a[1];
+            info->sha = a[1].p;
+            info->sha_len = a[1].len;
         }
 
         numkeys = strtol(a[2].p, NULL, 10);
 
         if (numkeys <= 0) {
-            return -1;
+            return;
         }
 
         key = 3;
@@ -523,7 +410,9 @@ iw_cmd_slot(const char *cmd, size_t len, iw_arg_t *sha)
 
     } else if (iw_arg_is(&a[0], "xread") || iw_arg_is(&a[0], "xreadgroup")) {
         for (i = 1; i < n - 1 && !iw_arg_is(&a[i], "streams"); i++) {
-            /* void */
+            if (iw_arg_is(&a[i], "block")) {
+                info->block_ms = strtoll(a[i + 1].p, NULL, 10);
+            }
         }
 
         key = i + 1;
@@ -532,14 +421,14 @@ iw_cmd_slot(const char *cmd, size_t len, iw_arg_t *sha)
                || iw_arg_is(&a[0], "info") || iw_arg_is(&a[0], "client")
                || iw_arg_is(&a[0], "cluster") || iw_arg_is(&a[0], "script"))
     {
-        return -1;
+        return;
     }
 
     if (key >= n) {
-        return -1;
+        return;
     }
 
-    return (int) iw_key_slot(a[key].p, a[key].len);
+    info->slot = (int) iw_key_slot(a[key].p, a[key].len);
 }
 
 

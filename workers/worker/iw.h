@@ -4,8 +4,11 @@
  * ioa-worker takes goals from the Redis Stream P{jobs}:goals (consumer
  * group "workers"), forms a team, runs IoA's conversation in the team's
  * room as the coordinator agent, and writes the outcome back to the goal's
- * record.  It is a plain blocking program: one goal at a time, one hiredis
- * connection, no threads.  Scale comes from running more processes.
+ * record.  Its connections to Redis are event-driven (loop.c: libevent;
+ * rconn.c: one connection; redis.c: the calls, standalone or Cluster), and
+ * the goal's code calls them as blocking calls for now (the loop runs
+ * until the reply is in): one goal at a time, no threads.  Scale comes
+ * from running more processes.
  *
  * Everything a goal needs to go on lives in Redis (the meta and fsm hashes,
  * the room log), so a worker can die at any instruction and another one
@@ -16,8 +19,9 @@
  * Naming: the worker's own code is prefixed iw_ (ioa worker); what it
  * shares with ioa-agent (allocation, buffers, JSON, clocks, ids) lives in
  * workers/common/ under the project's ioa_ prefix (ioa_common.h).  Files
- * are named for their one concern: redis.c (connection, scripts),
- * cluster.c (Redis Cluster routing), jobs.c (consumer group), registry.c
+ * are named for their one concern: loop.c (the event loop), rconn.c (one
+ * Redis connection), redis.c (the calls, scripts), cluster.c (Redis
+ * Cluster routing), jobs.c (consumer group), registry.c
  * (agents, teamup), planner.c (the built-in planner), decide.c (the review
  * after each round: re-route, iterate, conclude), store.c (goal record and
  * the goal index), stats.c (this worker's counters and heartbeat),
@@ -113,6 +117,62 @@ int iw_parse_redis(iw_conf_t *conf, const char *v);
 int iw_verify_room_main(iw_conf_t *conf, int argc, char **argv);
 
 
+/* loop.c: the event loop */
+struct event;
+struct event_base;
+
+extern struct event_base  *iw_loop;
+
+int iw_loop_init(void);
+void iw_loop_free(void);
+void iw_loop_until(const int *done);
+void iw_timer_set(struct event *ev, long long ms);
+
+
+/* rconn.c: one Redis connection on the event loop */
+typedef struct iw_rreq_s   iw_rreq_t;
+typedef struct iw_rconn_s  iw_rconn_t;
+
+/* r: the reply, now the handler's to free; NULL: the connection was lost
+ * (or closed) before it came */
+typedef void (*iw_rreq_pt)(iw_rreq_t *q, redisReply *r);
+typedef void (*iw_rconn_close_pt)(iw_rconn_t *c, const char *why);
+
+struct iw_rreq_s {
+    iw_rreq_t          *next;
+    iw_rreq_pt          done;
+    void               *data;
+    long long           deadline;    /* ioa_mono_ms() */
+    int                 unsent;      /* failed before the connect was
+                                        done: it never left */
+};
+
+struct iw_rconn_s {
+    char               *host;
+    int                 port;
+    redisContext       *ctx;         /* non-blocking: fd, buffers, reader */
+    struct event       *rev;
+    struct event       *wev;
+    struct event       *timer;       /* the oldest request's deadline */
+    iw_rreq_t          *head;        /* sent, unanswered, oldest first */
+    iw_rreq_t          *tail;
+    size_t              queued;
+    iw_rconn_close_pt   on_close;    /* once, before the requests fail */
+    void               *data;
+    int                 node;        /* cluster.c: its node, else -1 */
+    iw_rreq_t           setup[2];    /* redis.c: AUTH, CLIENT SETNAME */
+    unsigned            up:1;        /* the connect completed */
+    unsigned            closed:1;
+    int                 busy;        /* in a handler: freed when back */
+};
+
+iw_rconn_t *iw_rconn_open(const char *host, int port,
+    iw_rconn_close_pt on_close, void *data);
+void iw_rconn_send(iw_rconn_t *c, const char *cmd, size_t len, iw_rreq_t *q,
+    long long timeout_ms);
+void iw_rconn_close(iw_rconn_t *c, const char *why);
+
+
 /* redis.c */
 typedef enum {
     IW_LUA_POST = 0,
@@ -140,15 +200,20 @@ typedef struct {
     size_t       *len;
 } iw_args_t;
 
+/* an answer for iw_redis_send()'s caller, now its to free; NULL: Redis is
+ * gone (every connection was closed: reconnect and resume) */
+typedef void (*iw_redis_pt)(void *data, redisReply *r);
+
 int iw_redis_init(const iw_conf_t *conf);
 int iw_redis_connect(void);
 int iw_redis_connected(void);
 int iw_redis_cluster(void);
 void iw_redis_close(void);
-redisContext *iw_redis_open(const char *host, int port);
-int iw_redis_prepare(redisContext *c, const char *host, int port);
+iw_rconn_t *iw_redis_open(const char *host, int port,
+    iw_rconn_close_pt on_close);
 const char *iw_redis_script_of(const char *sha, size_t len);
 void iw_redis_broken(const char *what, const char *err);
+void iw_redis_send(char *cmd, size_t len, iw_redis_pt handler, void *data);
 
 void iw_args_init(iw_args_t *a);
 void iw_args_add(iw_args_t *a, const char *s);
@@ -176,12 +241,24 @@ void iw_stats_tick(void);
 void iw_stats_beat(int stopped);
 
 
-/* cluster.c: the blocking client's routing on a Redis Cluster */
-int iw_cluster_start(redisContext *seed, const char *host, int port,
+/* cluster.c: routing on a Redis Cluster */
+typedef struct {
+    int           slot;              /* of the first key, -1: none */
+    const char   *sha;               /* EVALSHA's script, or NULL */
+    size_t        sha_len;
+    long long     block_ms;          /* XREAD[GROUP] BLOCK n: n, else 0 */
+} iw_cmd_info_t;
+
+int iw_cluster_start(iw_rconn_t *seed, const char *host, int port,
     redisReply *slots);
 int iw_cluster_on(void);
 void iw_cluster_close(void);
-redisReply *iw_cluster_exec(const char *cmd, size_t len);
+int iw_cluster_node_of(int slot);
+iw_rconn_t *iw_cluster_conn(int node);
+iw_rconn_t *iw_cluster_any_conn(void);
+int iw_cluster_apply(redisReply *r, int from);
+int iw_cluster_redirect(redisReply *r, int *slot, int *node);
+void iw_cmd_info(const char *cmd, size_t len, iw_cmd_info_t *info);
 unsigned iw_key_slot(const char *key, size_t len);
 
 

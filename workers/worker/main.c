@@ -283,7 +283,7 @@ main(int argc, char **argv)
 
     ioa_fatal_log = iw_log_fatal;
 
-    if (iw_conf_defaults(&conf) != 0) {
+    if (iw_conf_defaults(&conf) != 0 || iw_loop_init() != IW_OK) {
         return 2;
     }
 
@@ -306,6 +306,7 @@ main(int argc, char **argv)
 
     iw_info("stopped");
     iw_conf_free(&conf);
+    iw_loop_free();
 
     return 0;
 }

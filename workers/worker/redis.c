@@ -1,41 +1,65 @@
 /*
- * ioa-worker: the Redis connection and the Lua scripts.
+ * ioa-worker: the Redis client and the Lua scripts.
  *
- * One blocking hiredis connection carries everything, including the
- * blocking reads (XREADGROUP BLOCK, XREAD BLOCK): a worker does one thing at
- * a time, so nothing ever waits behind a blocked read.  Blocking reads are
- * kept short (at most a second) so that SIGTERM and cancels are noticed
- * promptly, and the socket timeout (IW_REDIS_TIMEOUT) sits well above them:
- * a Redis that stops answering is treated like a lost connection.
+ * Every command is a call (iw_rcall_t): its formatted bytes, where it goes,
+ * and what to do with the answer.  Calls travel on the event-driven
+ * connections of rconn.c: on a standalone Redis one connection carries
+ * them all, pipelined; on a Cluster (cluster.c) each goes to the master of
+ * its key's slot.  The answer reaches the caller's handler
+ * (iw_redis_send()), or, for the blocking calls the program's code makes
+ * (iw_redis_cmd(), iw_redis_argv(), iw_redis_eval()), the loop runs until
+ * it is in (iw_loop_until(), loop.c) and the call returns it.
  *
- * Any failure of the connection closes it and returns NULL; the caller
- * returns IW_ERROR up to the main loop, which reconnects with backoff and
- * resumes the goal from what Redis holds.  There is no retry deeper down:
- * a half-done step is resolved by the state machine, not by repeating a
- * command whose outcome is unknown.  A Redis that refuses for now (full:
- * OOM under maxmemory; loading, busy, without a master, read-only) is
- * handled the same way (iw_redis_refused): the command did not run, so
- * backing off and resuming is safe, where failing the goal would turn a
- * full store into lost work.
+ * What happens to an answer before the caller sees it:
+ *
+ *   NOSCRIPT      (Redis restarted, SCRIPT FLUSH, or a Cluster node that
+ *                 never saw the script) SCRIPT LOAD and the call again, on
+ *                 the same connection and so in that order, once: NOSCRIPT
+ *                 means nothing ran.
+ *   MOVED, ASK    (Cluster) the slot's master changed, or the slot is being
+ *                 migrated: the map is fixed (MOVED) and the call sent to
+ *                 the node named, after ASKING for ASK; at most
+ *                 IW_REDIS_HOPS of these.
+ *   TRYAGAIN, CLUSTERDOWN, MASTERDOWN, LOADING, or a master that cannot be
+ *                 reached (Cluster: a failover under way) the call waits
+ *                 on its own timer (IW_REDIS_PAUSE_MS; 25 ms for TRYAGAIN),
+ *                 reads the slot map again and goes where it says, for at
+ *                 most IW_REDIS_WAIT_MS in all.
+ *   not now       OOM, BUSY, LOADING, MASTERDOWN, CLUSTERDOWN, READONLY,
+ *                 MISCONF, NOREPLICAS after the above (iw_redis_refused):
+ *                 the command did not run, so the connections are closed
+ *                 as if lost and the caller backs off and resumes from
+ *                 what Redis holds, where failing the goal would turn a
+ *                 full store into lost work.  The heartbeat's calls are
+ *                 "soft" (iw_redis_eval_soft): they get the refusal as it
+ *                 is, and the connection stays up for the goal.
+ *
+ * Any other failure, a connection lost or a reply that did not come within
+ * IW_REDIS_TIMEOUT_MS (a blocking read's BLOCK time more), closes every
+ * connection and answers NULL: the caller returns IW_ERROR up to the main
+ * loop, which reconnects with backoff and resumes the goal from what Redis
+ * holds.  There is no retry deeper down: a half-done step is resolved by
+ * the state machine, not by repeating a command whose outcome is unknown.
+ * A command that provably never left (its connection never completed its
+ * connect, on a Cluster) is the exception: it waits for a master like any
+ * call on a failover.
  *
  * Scripts: the hub's own (post, register, retrieve, query, teamup_members,
  * room_create, verify, goal_index) are read from --scripts at start, so the
  * worker runs exactly the code the hub runs; the worker's own (goal_event,
  * job_touch, meta_state, fsm_save, goal_spawn, rep_record, worker_beat, in
- * lua/) are compiled in.
- * All are run with EVALSHA; a
- * NOSCRIPT answer (Redis restarted or SCRIPT FLUSH) loads the script again
- * and repeats the call once, which is safe because NOSCRIPT means nothing
- * ran.
+ * lua/) are compiled in.  All are loaded on the first connection (which
+ * tells their sha1s) and run with EVALSHA.
  *
  * Standalone or Cluster: the first command on a connection to a --redis
  * address is CLUSTER SLOTS.  A standalone Redis refuses it, and that one
- * connection carries everything as described above.  A Cluster answers with
- * its slot map, and cluster.c takes over: one such connection per master,
- * opened when first needed and prepared the same way (scripts loaded,
- * client name set), each command sent to the master of its key's slot.
- * The same binary and the same flags serve both; only the address list
- * differs, and a single address of either kind is enough.
+ * connection carries everything.  A Cluster answers with its slot map, and
+ * cluster.c takes over with one connection per master, opened when first
+ * needed.  Every connection starts with AUTH (when a password is set) and
+ * CLIENT SETNAME ioa-worker:<consumer> (CLIENT LIST shows who is who, and
+ * tests can cut exactly this one).  The same binary and the same flags
+ * serve both; only the address list differs, and a single address of
+ * either kind is enough.
  */
 
 #include <ctype.h>
@@ -44,12 +68,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "iw.h"
 #include "lua_scripts.h"
 
 
 #define IW_REDIS_CONNECT_TIMEOUT_MS  2000
 #define IW_REDIS_TIMEOUT_MS          5000
+
+/* Cluster: redirections one call may follow, how long it waits for a
+ * master in all, and between two looks at the slot map */
+#define IW_REDIS_HOPS                16
+#define IW_REDIS_WAIT_MS             8000
+#define IW_REDIS_PAUSE_MS            100
+#define IW_REDIS_TRYAGAIN_MS         25
 
 
 typedef struct {
@@ -60,12 +93,46 @@ typedef struct {
 } iw_lua_t;
 
 
-static redisContext      *iw_redis;
+typedef struct iw_rcall_s  iw_rcall_t;
+
+struct iw_rcall_s {
+    iw_rreq_t        q;              /* the command */
+    iw_rreq_t        pre;            /* ASKING, SCRIPT LOAD or CLUSTER SLOTS
+                                        sent for it first */
+    char            *cmd;            /* formatted, owned */
+    size_t           len;
+    iw_cmd_info_t    info;           /* slot, script, BLOCK time */
+    iw_rconn_t      *fixed;          /* only on this connection, or NULL */
+    int              node;           /* cluster: where it goes next */
+    int              slots_from;     /* cluster: the node asked for the map */
+    int              hops;
+    long long        deadline;       /* cluster: waiting for a master ends */
+    int              inflight;       /* of q and pre, on connections */
+    unsigned         ask:1;          /* ASKING first (an ASK redirection) */
+    unsigned         noscript:1;     /* loaded again once already */
+    unsigned         soft:1;         /* refusals are answers */
+    unsigned         finished:1;     /* the caller has its answer */
+    struct event    *pause;          /* cluster: the next look at the map */
+    iw_rcall_t      *prev_live;      /* every unfinished call, for */
+    iw_rcall_t      *next_live;      /* iw_redis_close() */
+    iw_redis_pt      handler;
+    void            *data;
+};
+
+
+typedef struct {
+    int              done;
+    redisReply      *r;
+} iw_wait_t;
+
+
+static iw_rconn_t        *iw_redis;            /* standalone */
 static const iw_conf_t   *iw_redis_conf;
 static char              *iw_redis_client_name;
 static char              *iw_redis_password;    /* NULL: no AUTH */
 static void             (*iw_redis_hook)(void);
-static int                iw_redis_soft;
+static iw_rcall_t        *iw_rcalls;           /* unfinished calls */
+static int                iw_redis_closing;
 
 static iw_lua_t  iw_lua[IW_LUA_N] = {
     { "post", "post.lua", NULL, "" },
@@ -87,8 +154,25 @@ static iw_lua_t  iw_lua[IW_LUA_N] = {
 
 
 static char *iw_read_file(const char *path);
-static int iw_redis_auth(redisContext *c, const char *host, int port);
-static int iw_lua_load(redisContext *c, iw_lua_t *l);
+static int iw_redis_load_scripts(iw_rconn_t *c);
+static void iw_redis_on_setup(iw_rreq_t *q, redisReply *r);
+static void iw_redis_on_close(iw_rconn_t *c, const char *why);
+static iw_rcall_t *iw_rcall_new(char *cmd, size_t len, iw_redis_pt handler,
+    void *data);
+static iw_rconn_t *iw_rcall_conn(iw_rcall_t *k);
+static void iw_rcall_send(iw_rcall_t *k);
+static void iw_rcall_on_reply(iw_rreq_t *q, redisReply *r);
+static void iw_rcall_on_pre(iw_rreq_t *q, redisReply *r);
+static void iw_rcall_on_slots(iw_rreq_t *q, redisReply *r);
+static void iw_rcall_on_pause(evutil_socket_t fd, short what, void *arg);
+static void iw_rcall_wait(iw_rcall_t *k, long long ms);
+static void iw_rcall_finish(iw_rcall_t *k, redisReply *r);
+static void iw_rcall_release(iw_rcall_t *k);
+static int iw_redis_refused(iw_rcall_t *k, redisReply *r);
+static void iw_wait_done(void *data, redisReply *r);
+static redisReply *iw_redis_wait(char *cmd, int len, iw_rconn_t *fixed,
+    int soft);
+static int iw_reply_is(redisReply *r, const char *code);
 
 
 int
@@ -201,111 +285,136 @@ iw_read_file(const char *path)
 }
 
 
-/* a blocking connection with the connect and socket timeouts; NULL (and a
- * warning) when the address does not answer */
+/* a connection with AUTH and CLIENT SETNAME queued first; NULL (and a
+ * warning) when the address cannot be tried at all */
 
-redisContext *
-iw_redis_open(const char *host, int port)
+iw_rconn_t *
+iw_redis_open(const char *host, int port, iw_rconn_close_pt on_close)
 {
-    redisContext    *c;
-    struct timeval   tv;
+    int          len;
+    char        *cmd;
+    const char  *user;
+    iw_rconn_t  *c;
 
-    tv.tv_sec = IW_REDIS_CONNECT_TIMEOUT_MS / 1000;
-    tv.tv_usec = (IW_REDIS_CONNECT_TIMEOUT_MS % 1000) * 1000;
+    c = iw_rconn_open(host, port, on_close, NULL);
+    if (c == NULL) {
+        return NULL;
+    }
 
-    c = redisConnectWithTimeout(host, port, tv);
+    c->node = -1;
 
-    if (c == NULL || c->err) {
-        iw_warn("redis %s:%d: %s", host, port,
-                c ? c->errstr : "cannot allocate a context");
+    if (iw_redis_password) {
+        user = iw_redis_conf ? iw_redis_conf->redis_user : NULL;
 
-        if (c) {
-            redisFree(c);
+        if (user) {
+            len = redisFormatCommand(&cmd, "AUTH %s %s", user,
+                                     iw_redis_password);
+
+        } else {
+            len = redisFormatCommand(&cmd, "AUTH %s", iw_redis_password);
         }
 
-        return NULL;
+        if (len < 0) {
+            ioa_fatal("redis: cannot format AUTH");
+        }
+
+        c->setup[0].done = iw_redis_on_setup;
+        c->setup[0].data = c;
+        iw_rconn_send(c, cmd, (size_t) len, &c->setup[0],
+                      IW_REDIS_CONNECT_TIMEOUT_MS);
+        free(cmd);
     }
 
-    tv.tv_sec = IW_REDIS_TIMEOUT_MS / 1000;
-    tv.tv_usec = (IW_REDIS_TIMEOUT_MS % 1000) * 1000;
-
-    if (redisSetTimeout(c, tv) != REDIS_OK
-        || redisEnableKeepAlive(c) != REDIS_OK)
-    {
-        iw_warn("redis %s:%d: socket options: %s", host, port, c->errstr);
-        redisFree(c);
-        return NULL;
+    len = redisFormatCommand(&cmd, "CLIENT SETNAME ioa-worker:%s",
+                             iw_redis_client_name);
+    if (len < 0) {
+        ioa_fatal("redis: cannot format CLIENT SETNAME");
     }
 
-    if (iw_redis_password && iw_redis_auth(c, host, port) != IW_OK) {
-        redisFree(c);
-        return NULL;
-    }
+    c->setup[1].done = iw_redis_on_setup;
+    c->setup[1].data = c;
+    iw_rconn_send(c, cmd, (size_t) len, &c->setup[1],
+                  IW_REDIS_CONNECT_TIMEOUT_MS);
+    free(cmd);
 
     return c;
 }
 
 
-/* AUTH [user] password, first on a connection; a refusal names the user,
- * never the password, and the caller retries like any failed connect */
+/* AUTH's and CLIENT SETNAME's replies: a refused AUTH names the user,
+ * never the password, and closes the connection, which fails whatever was
+ * sent behind it; the caller retries like any failed connect */
 
-static int
-iw_redis_auth(redisContext *c, const char *host, int port)
+static void
+iw_redis_on_setup(iw_rreq_t *q, redisReply *r)
 {
     const char  *user;
-    redisReply  *r;
+    iw_rconn_t  *c;
 
-    user = iw_redis_conf ? iw_redis_conf->redis_user : NULL;
-
-    if (user) {
-        r = redisCommand(c, "AUTH %s %s", user, iw_redis_password);
-
-    } else {
-        r = redisCommand(c, "AUTH %s", iw_redis_password);
-    }
+    c = q->data;
 
     if (r == NULL) {
-        iw_warn("redis %s:%d: AUTH: %s", host, port, c->errstr);
-        return IW_ERROR;
+        return;
     }
 
-    if (r->type == REDIS_REPLY_ERROR) {
+    if (q == &c->setup[0] && r->type == REDIS_REPLY_ERROR) {
+        user = iw_redis_conf ? iw_redis_conf->redis_user : NULL;
         iw_warn("redis %s:%d refused AUTH as \"%s\": %s (check "
-                "--redis-user and --redis-password-file)", host, port,
+                "--redis-user and --redis-password-file)", c->host, c->port,
                 user ? user : "default", r->str);
         freeReplyObject(r);
-        return IW_ERROR;
+        iw_rconn_close(c, "AUTH refused");
+        return;
     }
 
     freeReplyObject(r);
-
-    return IW_OK;
 }
 
 
-/* every script loaded, and the client named, on a new connection */
+/* the standalone connection lost, or a seed that did not answer */
 
-int
-iw_redis_prepare(redisContext *c, const char *host, int port)
+static void
+iw_redis_on_close(iw_rconn_t *c, const char *why)
 {
-    int          i;
+    if (c == iw_redis) {
+        iw_redis = NULL;
+        iw_warn("redis connection lost (%s:%d): %s", c->host, c->port, why);
+        return;
+    }
+
+    iw_warn("redis %s:%d: %s", c->host, c->port, why);
+}
+
+
+/* every script loaded on c, their sha1s learnt */
+
+static int
+iw_redis_load_scripts(iw_rconn_t *c)
+{
+    int          i, len;
+    char        *cmd;
     redisReply  *r;
 
     for (i = 0; i < IW_LUA_N; i++) {
-        if (iw_lua_load(c, &iw_lua[i]) != IW_OK) {
+        len = redisFormatCommand(&cmd, "SCRIPT LOAD %s", iw_lua[i].body);
+        r = iw_redis_wait(cmd, len, c, 1);
+
+        if (r == NULL) {
             return IW_ERROR;
         }
+
+        if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+            iw_error("SCRIPT LOAD %s: %s", iw_lua[i].name,
+                     r->type == REDIS_REPLY_ERROR ? r->str
+                                                  : "unexpected reply");
+            freeReplyObject(r);
+            return IW_ERROR;
+        }
+
+        memcpy(iw_lua[i].sha, r->str, 40);
+        iw_lua[i].sha[40] = '\0';
+        freeReplyObject(r);
     }
-
-    /* CLIENT LIST shows who is who (and tests can cut exactly this one) */
-    r = redisCommand(c, "CLIENT SETNAME ioa-worker:%s", iw_redis_client_name);
-
-    if (r == NULL) {
-        iw_warn("redis %s:%d: %s", host, port, c->errstr);
-        return IW_ERROR;
-    }
-
-    freeReplyObject(r);
 
     return IW_OK;
 }
@@ -314,34 +423,34 @@ iw_redis_prepare(redisContext *c, const char *host, int port)
 int
 iw_redis_connect(void)
 {
-    int           i;
-    redisReply   *r;
-    redisContext *c;
-    iw_addr_t    *a;
+    int          i, len;
+    char        *cmd;
+    redisReply  *r;
+    iw_rconn_t  *c;
+    iw_addr_t   *a;
 
     iw_redis_close();
 
     for (i = 0; i < iw_redis_conf->nseeds; i++) {
         a = &iw_redis_conf->seeds[i];
 
-        c = iw_redis_open(a->host, a->port);
+        c = iw_redis_open(a->host, a->port, iw_redis_on_close);
         if (c == NULL) {
             continue;
         }
 
         /* what is behind this address: a Cluster answers with its map */
 
-        r = redisCommand(c, "CLUSTER SLOTS");
+        len = redisFormatCommand(&cmd, "CLUSTER SLOTS");
+        r = iw_redis_wait(cmd, len, c, 1);
 
         if (r == NULL) {
-            iw_warn("redis %s:%d: %s", a->host, a->port, c->errstr);
-            redisFree(c);
-            continue;
+            continue;                   /* closed (and said why) */
         }
 
-        if (iw_redis_prepare(c, a->host, a->port) != IW_OK) {
+        if (iw_redis_load_scripts(c) != IW_OK) {
             freeReplyObject(r);
-            redisFree(c);
+            iw_rconn_close(c, "cannot load the scripts");
             continue;
         }
 
@@ -386,15 +495,34 @@ iw_redis_cluster(void)
 }
 
 
+/* every connection closed, every call answered NULL */
+
 void
 iw_redis_close(void)
 {
+    iw_rconn_t  *c;
+
+    if (iw_redis_closing) {
+        return;
+    }
+
+    iw_redis_closing = 1;
+
     if (iw_redis) {
-        redisFree(iw_redis);
+        c = iw_redis;
         iw_redis = NULL;
+        c->on_close = NULL;
+        iw_rconn_close(c, "closed");
     }
 
     iw_cluster_close();
+
+    /* calls that were between two tries, on no connection */
+    while (iw_rcalls) {
+        iw_rcall_finish(iw_rcalls, NULL);
+    }
+
+    iw_redis_closing = 0;
 }
 
 
@@ -404,32 +532,6 @@ iw_redis_broken(const char *what, const char *err)
     iw_warn("redis connection lost (%s): %s", what,
             err && err[0] ? err : "closed");
     iw_redis_close();
-}
-
-
-static int
-iw_lua_load(redisContext *c, iw_lua_t *l)
-{
-    redisReply  *r;
-
-    r = redisCommand(c, "SCRIPT LOAD %s", l->body);
-    if (r == NULL) {
-        iw_warn("redis: SCRIPT LOAD %s: %s", l->name, c->errstr);
-        return IW_ERROR;
-    }
-
-    if (r->type != REDIS_REPLY_STRING || r->len != 40) {
-        iw_error("SCRIPT LOAD %s: %s", l->name,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-        freeReplyObject(r);
-        return IW_ERROR;
-    }
-
-    memcpy(l->sha, r->str, 40);
-    l->sha[40] = '\0';
-    freeReplyObject(r);
-
-    return IW_OK;
 }
 
 
@@ -514,13 +616,389 @@ iw_args_free(iw_args_t *a)
 }
 
 
+/* ---------------------------------------------------------------- calls */
+
+
+static iw_rcall_t *
+iw_rcall_new(char *cmd, size_t len, iw_redis_pt handler, void *data)
+{
+    iw_rcall_t  *k;
+
+    k = ioa_calloc(sizeof(iw_rcall_t));
+    k->cmd = cmd;
+    k->len = len;
+    k->handler = handler;
+    k->data = data;
+    k->q.done = iw_rcall_on_reply;
+    k->q.data = k;
+    k->pre.done = iw_rcall_on_pre;
+    k->pre.data = k;
+
+    iw_cmd_info(cmd, len, &k->info);
+    k->node = iw_cluster_on() ? iw_cluster_node_of(k->info.slot) : -1;
+    k->deadline = ioa_mono_ms() + IW_REDIS_WAIT_MS;
+
+    k->next_live = iw_rcalls;
+    if (iw_rcalls) {
+        iw_rcalls->prev_live = k;
+    }
+
+    iw_rcalls = k;
+
+    return k;
+}
+
+
+/* sends the formatted command (now the call's) and hands the answer to
+ * handler(data, reply) from the loop; NULL: Redis is gone (see the top) */
+
+void
+iw_redis_send(char *cmd, size_t len, iw_redis_pt handler, void *data)
+{
+    iw_rcall_send(iw_rcall_new(cmd, len, handler, data));
+}
+
+
+/* where the call goes now: NULL when nothing carries it */
+
+static iw_rconn_t *
+iw_rcall_conn(iw_rcall_t *k)
+{
+    if (k->fixed) {
+        return k->fixed;
+    }
+
+    if (!iw_cluster_on()) {
+        return iw_redis;
+    }
+
+    return iw_cluster_conn(k->node);
+}
+
+
+static void
+iw_rcall_send(iw_rcall_t *k)
+{
+    int          len;
+    char        *cmd;
+    iw_rconn_t  *c;
+    long long    timeout;
+
+    timeout = IW_REDIS_TIMEOUT_MS + k->info.block_ms;
+    c = iw_rcall_conn(k);
+
+    if (c == NULL) {
+        if (iw_cluster_on() && k->fixed == NULL) {
+            /* no master known for the slot, or it does not answer: a
+             * failover may be under way; the map shows its outcome */
+            iw_rcall_wait(k, IW_REDIS_PAUSE_MS);
+            return;
+        }
+
+        iw_rcall_finish(k, NULL);
+        return;
+    }
+
+    if (k->ask) {
+        len = redisFormatCommand(&cmd, "ASKING");
+        k->inflight++;
+        iw_rconn_send(c, cmd, (size_t) len, &k->pre, timeout);
+        free(cmd);
+        k->ask = 0;
+    }
+
+    k->inflight++;
+    iw_rconn_send(c, k->cmd, k->len, &k->q, timeout);
+}
+
+
+static void
+iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
+{
+    int          slot, node, len;
+    char        *cmd;
+    iw_rconn_t  *c;
+    iw_rcall_t  *k;
+    const char  *body;
+
+    k = q->data;
+    k->inflight--;
+
+    if (k->finished) {
+        /* answered NULL meanwhile (iw_redis_close()) */
+        if (r) {
+            freeReplyObject(r);
+        }
+
+        iw_rcall_release(k);
+        return;
+    }
+
+    if (r == NULL) {
+        if (q->unsent && iw_cluster_on() && k->fixed == NULL) {
+            /* the node did not even take the connect: as unreachable */
+            iw_rcall_wait(k, IW_REDIS_PAUSE_MS);
+            return;
+        }
+
+        iw_redis_close();
+        iw_rcall_finish(k, NULL);
+        return;
+    }
+
+    if (r->type != REDIS_REPLY_ERROR) {
+        iw_rcall_finish(k, r);
+        return;
+    }
+
+    if (iw_reply_is(r, "NOSCRIPT") && k->noscript) {
+        /* loaded, and still unknown: nothing sane is behind this */
+        freeReplyObject(r);
+        iw_redis_broken("NOSCRIPT twice", NULL);
+        iw_rcall_finish(k, NULL);
+        return;
+    }
+
+    if (iw_reply_is(r, "NOSCRIPT") && k->info.sha
+        && (body = iw_redis_script_of(k->info.sha, k->info.sha_len)) != NULL)
+    {
+        freeReplyObject(r);
+        k->noscript = 1;
+
+        /* to the node that said it (k->node is still that one), then
+         * the call behind it on the same connection */
+        c = iw_rcall_conn(k);
+
+        if (c == NULL) {
+            iw_rcall_send(k);           /* it waits, or answers NULL */
+            return;
+        }
+
+        len = redisFormatCommand(&cmd, "SCRIPT LOAD %s", body);
+        k->inflight++;
+        iw_rconn_send(c, cmd, (size_t) len, &k->pre, IW_REDIS_TIMEOUT_MS);
+        free(cmd);
+
+        iw_rcall_send(k);
+        return;
+    }
+
+    if (iw_cluster_on() && k->fixed == NULL) {
+        if (iw_cluster_redirect(r, &slot, &node) == IW_OK) {
+            k->ask = (r->str[0] == 'A');
+            k->node = node;
+            freeReplyObject(r);
+
+            if (++k->hops > IW_REDIS_HOPS) {
+                iw_redis_broken("cluster", "redirected too many times");
+                iw_rcall_finish(k, NULL);
+                return;
+            }
+
+            iw_rcall_send(k);
+            return;
+        }
+
+        if (iw_reply_is(r, "TRYAGAIN") || iw_reply_is(r, "CLUSTERDOWN")
+            || iw_reply_is(r, "MASTERDOWN") || iw_reply_is(r, "LOADING"))
+        {
+            if (ioa_mono_ms() > k->deadline || iw_stop) {
+                iw_warn("redis: %s", r->str);
+
+            } else {
+                /* a migrating slot sends a script with a missing key round
+                 * ASK, TRYAGAIN until it is settled: the deadline bounds
+                 * that */
+                k->hops = 0;
+                iw_rcall_wait(k, iw_reply_is(r, "TRYAGAIN")
+                                 ? IW_REDIS_TRYAGAIN_MS : IW_REDIS_PAUSE_MS);
+                freeReplyObject(r);
+                return;
+            }
+        }
+    }
+
+    if (iw_redis_refused(k, r)) {
+        freeReplyObject(r);
+        iw_redis_close();
+        iw_rcall_finish(k, NULL);
+        return;
+    }
+
+    /* an answer for the caller */
+    iw_rcall_finish(k, r);
+}
+
+
+/* ASKING's or SCRIPT LOAD's reply: what they say shows in the command's
+ * own reply, which follows on the same connection */
+
+static void
+iw_rcall_on_pre(iw_rreq_t *q, redisReply *r)
+{
+    iw_rcall_t  *k;
+
+    k = q->data;
+    k->inflight--;
+
+    if (r) {
+        freeReplyObject(r);
+    }
+
+    if (k->finished) {
+        iw_rcall_release(k);
+    }
+}
+
+
+/* Cluster: a failover or a migration under way; the call looks at the map
+ * again when its timer fires, then goes where the map says */
+
+static void
+iw_rcall_wait(iw_rcall_t *k, long long ms)
+{
+    if (ioa_mono_ms() + ms > k->deadline || iw_stop) {
+        iw_redis_broken("cluster", "no master answers for the slot");
+        iw_rcall_finish(k, NULL);
+        return;
+    }
+
+    if (k->pause == NULL) {
+        k->pause = evtimer_new(iw_loop, iw_rcall_on_pause, k);
+
+        if (k->pause == NULL) {
+            ioa_fatal("libevent: cannot allocate a timer");
+        }
+    }
+
+    iw_timer_set(k->pause, ms);
+}
+
+
+static void
+iw_rcall_on_pause(evutil_socket_t fd, short what, void *arg)
+{
+    int          len;
+    char        *cmd;
+    iw_rcall_t  *k;
+    iw_rconn_t  *c;
+
+    (void) fd;
+    (void) what;
+
+    k = arg;
+
+    c = iw_cluster_any_conn();
+
+    if (c == NULL) {
+        /* no node answers at all: wait once more, within the deadline */
+        iw_rcall_wait(k, IW_REDIS_PAUSE_MS);
+        return;
+    }
+
+    len = redisFormatCommand(&cmd, "CLUSTER SLOTS");
+    k->slots_from = c->node;
+    k->pre.done = iw_rcall_on_slots;
+    k->inflight++;
+    iw_rconn_send(c, cmd, (size_t) len, &k->pre, IW_REDIS_TIMEOUT_MS);
+    free(cmd);
+}
+
+
+static void
+iw_rcall_on_slots(iw_rreq_t *q, redisReply *r)
+{
+    iw_rcall_t  *k;
+
+    k = q->data;
+    k->inflight--;
+    k->pre.done = iw_rcall_on_pre;
+
+    if (k->finished) {
+        if (r) {
+            freeReplyObject(r);
+        }
+
+        iw_rcall_release(k);
+        return;
+    }
+
+    if (r == NULL) {
+        /* that node is gone too: wait and ask another */
+        iw_rcall_wait(k, IW_REDIS_PAUSE_MS);
+        return;
+    }
+
+    (void) iw_cluster_apply(r, k->slots_from);
+    freeReplyObject(r);
+
+    k->node = iw_cluster_node_of(k->info.slot);
+    k->ask = 0;
+
+    iw_rcall_send(k);
+}
+
+
+/* the answer to the caller, once; the call itself is freed when nothing
+ * of it is on a connection any more */
+
+static void
+iw_rcall_finish(iw_rcall_t *k, redisReply *r)
+{
+    if (k->finished) {
+        if (r) {
+            freeReplyObject(r);
+        }
+
+        return;
+    }
+
+    k->finished = 1;
+
+    if (k->prev_live) {
+        k->prev_live->next_live = k->next_live;
+
+    } else {
+        iw_rcalls = k->next_live;
+    }
+
+    if (k->next_live) {
+        k->next_live->prev_live = k->prev_live;
+    }
+
+    if (k->pause) {
+        (void) evtimer_del(k->pause);
+    }
+
+    k->handler(k->data, r);
+
+    iw_rcall_release(k);
+}
+
+
+static void
+iw_rcall_release(iw_rcall_t *k)
+{
+    if (!k->finished || k->inflight > 0) {
+        return;
+    }
+
+    if (k->pause) {
+        event_free(k->pause);
+    }
+
+    free(k->cmd);
+    free(k);
+}
+
+
 /*
- * A refusal that says "not now" rather than "no": the reply is dropped and
- * the connection closed, as if it had been lost (see the top).
+ * A refusal that says "not now" rather than "no" (see the top): the caller
+ * gets NULL, as if the connection had been lost.
  */
 
-static redisReply *
-iw_redis_refused(redisReply *r, const char *what)
+static int
+iw_redis_refused(iw_rcall_t *k, redisReply *r)
 {
     int                 i;
     static const char  *not_now[] = {
@@ -528,101 +1006,134 @@ iw_redis_refused(redisReply *r, const char *what)
         "MISCONF", "NOREPLICAS", NULL
     };
 
-    if (iw_redis_soft) {
-        return r;                       /* iw_redis_eval_soft's caller */
+    if (k->soft) {
+        return 0;
     }
 
     for (i = 0; not_now[i]; i++) {
-        if (iw_reply_err(r, not_now[i])) {
-            iw_warn("redis cannot take %s now: %s; backing off, the goal "
-                    "resumes from what Redis holds", what, r->str);
-            freeReplyObject(r);
-            iw_redis_close();
-            return NULL;
+        if (iw_reply_is(r, not_now[i])) {
+            iw_warn("redis cannot take a command now: %s; backing off, the "
+                    "goal resumes from what Redis holds", r->str);
+            return 1;
         }
     }
 
-    return r;
+    return 0;
+}
+
+
+/* ------------------------------------------------- the blocking calls */
+
+
+static void
+iw_wait_done(void *data, redisReply *r)
+{
+    iw_wait_t  *w;
+
+    w = data;
+    w->r = r;
+    w->done = 1;
+}
+
+
+/* sends cmd (formatted, len from redisFormatCommand*, taken over) and runs
+ * the loop until its answer is in */
+
+static redisReply *
+iw_redis_wait(char *cmd, int len, iw_rconn_t *fixed, int soft)
+{
+    iw_wait_t    w;
+    iw_rcall_t  *k;
+
+    if (len < 0) {
+        return NULL;
+    }
+
+    w.done = 0;
+    w.r = NULL;
+
+    k = iw_rcall_new(cmd, (size_t) len, iw_wait_done, &w);
+    k->fixed = fixed;
+    k->soft = soft;
+
+    iw_rcall_send(k);
+    iw_loop_until(&w.done);
+
+    return w.r;
 }
 
 
 redisReply *
 iw_redis_argv(iw_args_t *a)
 {
-    int          len;
-    char        *cmd;
-    redisReply  *r;
+    int    len;
+    char  *cmd;
 
     if (iw_redis_hook) {
         iw_redis_hook();
     }
 
-    if (iw_cluster_on()) {
-        len = redisFormatCommandArgv(&cmd, a->n, (const char **) a->v,
-                                     a->len);
-        if (len < 0) {
-            return NULL;
-        }
-
-        r = iw_cluster_exec(cmd, (size_t) len);
-        free(cmd);
-
-        return iw_redis_refused(r, a->n ? a->v[0] : "command");
-    }
-
-    if (iw_redis == NULL) {
+    if (!iw_redis_connected()) {
         return NULL;
     }
 
-    r = redisCommandArgv(iw_redis, a->n, (const char **) a->v, a->len);
-    if (r == NULL) {
-        iw_redis_broken(a->n ? a->v[0] : "command", iw_redis->errstr);
-    }
+    len = redisFormatCommandArgv(&cmd, a->n, (const char **) a->v, a->len);
 
-    return iw_redis_refused(r, a->n ? a->v[0] : "command");
+    return iw_redis_wait(cmd, len, NULL, 0);
 }
 
 
 redisReply *
 iw_redis_cmd(const char *fmt, ...)
 {
-    int          len;
-    char        *cmd;
-    va_list      ap;
-    redisReply  *r;
+    int       len;
+    char     *cmd;
+    va_list   ap;
 
     if (iw_redis_hook) {
         iw_redis_hook();
     }
 
-    if (iw_cluster_on()) {
-        va_start(ap, fmt);
-        len = redisvFormatCommand(&cmd, fmt, ap);
-        va_end(ap);
-
-        if (len < 0) {
-            return NULL;
-        }
-
-        r = iw_cluster_exec(cmd, (size_t) len);
-        free(cmd);
-
-        return iw_redis_refused(r, fmt);
-    }
-
-    if (iw_redis == NULL) {
+    if (!iw_redis_connected()) {
         return NULL;
     }
 
     va_start(ap, fmt);
-    r = redisvCommand(iw_redis, fmt, ap);
+    len = redisvFormatCommand(&cmd, fmt, ap);
     va_end(ap);
 
-    if (r == NULL) {
-        iw_redis_broken(fmt, iw_redis->errstr);
+    return iw_redis_wait(cmd, len, NULL, 0);
+}
+
+
+static redisReply *
+iw_redis_eval_call(iw_lua_e script, int nkeys, iw_args_t *a, int soft)
+{
+    int          i, len;
+    char        *cmd;
+    iw_args_t    e;
+
+    if (iw_redis_hook) {
+        iw_redis_hook();
     }
 
-    return iw_redis_refused(r, fmt);
+    if (!iw_redis_connected()) {
+        return NULL;
+    }
+
+    iw_args_init(&e);
+    iw_args_add(&e, "EVALSHA");
+    iw_args_add(&e, iw_lua[script].sha);
+    iw_args_addf(&e, "%d", nkeys);
+
+    for (i = 0; i < a->n; i++) {
+        iw_args_addn(&e, a->v[i], a->len[i]);
+    }
+
+    len = redisFormatCommandArgv(&cmd, e.n, (const char **) e.v, e.len);
+    iw_args_free(&e);
+
+    return iw_redis_wait(cmd, len, NULL, soft);
 }
 
 
@@ -631,42 +1142,7 @@ iw_redis_cmd(const char *fmt, ...)
 redisReply *
 iw_redis_eval(iw_lua_e script, int nkeys, iw_args_t *a)
 {
-    int          i, attempt;
-    iw_args_t    e;
-    redisReply  *r;
-
-    for (attempt = 0; attempt < 2; attempt++) {
-        iw_args_init(&e);
-        iw_args_add(&e, "EVALSHA");
-        iw_args_add(&e, iw_lua[script].sha);
-        iw_args_addf(&e, "%d", nkeys);
-
-        for (i = 0; i < a->n; i++) {
-            iw_args_addn(&e, a->v[i], a->len[i]);
-        }
-
-        r = iw_redis_argv(&e);
-        iw_args_free(&e);
-
-        if (r == NULL || !iw_reply_err(r, "NOSCRIPT")) {
-            return r;
-        }
-
-        freeReplyObject(r);
-
-        /* on a Cluster the node that said NOSCRIPT got the script and the
-         * call again already (cluster.c): a second NOSCRIPT is final */
-
-        if (iw_cluster_on() || iw_redis == NULL
-            || iw_lua_load(iw_redis, &iw_lua[script]) != IW_OK)
-        {
-            break;
-        }
-    }
-
-    iw_redis_broken("NOSCRIPT twice", NULL);
-
-    return NULL;
+    return iw_redis_eval_call(script, nkeys, a, 0);
 }
 
 
@@ -679,26 +1155,27 @@ iw_redis_eval(iw_lua_e script, int nkeys, iw_args_t *a)
 redisReply *
 iw_redis_eval_soft(iw_lua_e script, int nkeys, iw_args_t *a)
 {
-    redisReply  *r;
-
-    iw_redis_soft = 1;
-    r = iw_redis_eval(script, nkeys, a);
-    iw_redis_soft = 0;
-
-    return r;
+    return iw_redis_eval_call(script, nkeys, a, 1);
 }
 
 
 /*
- * Called before every command (stats.c's heartbeat): the one connection is
- * idle then, and a worker that is alive sends a command at least every
- * second.  The hook must not mind being called from inside itself.
+ * Called before every blocking command (stats.c's heartbeat): a worker
+ * that is alive sends a command at least every second.  The hook must not
+ * mind being called from inside itself.
  */
 
 void
 iw_redis_set_hook(void (*hook)(void))
 {
     iw_redis_hook = hook;
+}
+
+
+static int
+iw_reply_is(redisReply *r, const char *code)
+{
+    return iw_reply_err(r, code);
 }
 
 
