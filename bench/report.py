@@ -785,6 +785,7 @@ EXTRA = [("idle", "Idle connections"), ("goal", "Goals"),
          ("discovery", "Discovery"),
          ("discovery-load", "Discovery under load (issue 13's targets)"),
          ("large", "Large envelopes"),
+         ("concurrent", "Many goals at once on one worker (issue 30)"),
          ("steady", "Steady state: Redis memory with retention")]
 
 
@@ -948,7 +949,37 @@ def render_discovery_load(doc, w):
         w("- " + md_cell(line, 1000))
 
 
+def render_concurrent(doc, w):
+    """bench/concurrent.sh: N goals at once against one worker process,
+    base (the blocking worker) against current, with the repeats' spread."""
+    w("N goals launched at once against one ioa-worker process, each goal "
+      "waiting %g s on one agent task (the agent runs its tasks "
+      "concurrently); base is the worker of %s, current this checkout's; "
+      "fresh Redis, nginx, worker and agent for every run, the builds "
+      "interleaved (`bash bench/concurrent.sh`)." % (doc["task_s"],
+                                                     doc["base_ref"]))
+    w("")
+    w("| goals | build | first launch to last conclusion (median of runs) "
+      "| spread | median goal | right | worker peak RSS | worker CPU per goal |")
+    w("|---|---|---|---|---|---|---|---|")
+    by = {}
+    for s in doc["summary"]:
+        by[(s["n"], s["build"])] = s
+        w("| %d | %s | %s s | %s | %.2f s | %d of %d | %d KiB | %.2f ms |" % (
+            s["n"], s["build"], s["first_to_last_s"],
+            "%s-%s s" % tuple(s["spread_s"]) if s["spread_s"] else "-",
+            s["median_s"], s["right"], s["n"], s["rss_kib"],
+            s["cpu_ms_per_goal"]))
+    w("")
+    for n in sorted({s["n"] for s in doc["summary"]}):
+        b, c = by.get((n, "base")), by.get((n, "current"))
+        if b and c and b["first_to_last_s"] and c["first_to_last_s"]:
+            w("- %d goals: base/current, time to the last conclusion: %.2f"
+              % (n, b["first_to_last_s"] / c["first_to_last_s"]))
+
+
 EXTRA_RENDERERS = {"goal-suite": render_goal_suite,
+                   "concurrent": render_concurrent,
                    "goal-suite-llm": render_goal_suite,
                    "large": render_large, "steady": render_steady,
                    "discovery-load": render_discovery_load}

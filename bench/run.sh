@@ -470,14 +470,14 @@ if section sweeps; then
 fi
 
 # ------------------------------------ idle, goal, discovery, large (extra)
-# bench/idle.sh, goal.sh, discovery.sh, discovery-load.sh, large.sh and
-# steady.sh.  Each is run if it is there, with BENCH_OUT, BENCH_DURATION,
+# bench/idle.sh, goal.sh, discovery.sh, discovery-load.sh, large.sh,
+# steady.sh and concurrent.sh.  Each is run if it is there, with BENCH_OUT, BENCH_DURATION,
 # BENCH_WORKERS, BENCH_REDIS_PORT (this run's Redis) in its environment,
 # and is expected to write $OUT/idle.json, goal.json, discovery.json,
-# discovery-load.json, large.json, steady.json (report.py renders each one
+# discovery-load.json, large.json, steady.json, concurrent.json (report.py renders each one
 # that exists).  Its stdout and stderr go to $OUT/<name>.log.
 if section extra; then
-    for extra in idle goal discovery discovery-load large steady; do
+    for extra in idle goal discovery discovery-load large steady concurrent; do
         script="$REPO/bench/$extra.sh"
         [[ -e $script ]] || continue
         log "$extra: bash bench/$extra.sh"

@@ -27,15 +27,14 @@
  *              or model name, which no retry mends and the operator must
  *              see, so the call fails at once with the server's own words.
  *
- * Why libcurl's multi interface for a blocking program: the easy
- * interface calls back only "about once a second" while it waits, and the
- * worker must renew its job's lease and notice SIGTERM more often than
- * that.  With one easy handle in a multi handle this file drives the loop
- * itself and calls the tick every IW_LLM_TICK_MS.  curl_multi_poll() also
- * returns when a signal interrupts it, so SIGTERM is seen at once (or a
- * tick later, when the signal went to curl's resolver thread).  Both
- * handles live as long as the process, so the connection to the endpoint
- * (TLS included) is reused from one call to the next.
+ * Why libcurl's multi interface: the transfer's sockets are watched by
+ * the worker's event loop (curl_loop.c), like its Redis connections, so a
+ * request in flight holds no call stack of its own.  The call is still a
+ * blocking one for its caller: iw_llm_request() runs the loop until the
+ * transfer ends, waking every IW_LLM_TICK_MS for the caller's tick (the
+ * job's lease; SIGTERM is noticed at the next tick).  Both handles live as
+ * long as the process, so the connection to the endpoint (TLS included)
+ * is reused from one call to the next.
  *
  * Nothing a server sends can crash the worker: the answer's size is
  * capped (IW_LLM_MAX_BODY), its nesting too (yajl_tree_free() recurses),
@@ -50,6 +49,7 @@
 #include <strings.h>
 
 #include <curl/curl.h>
+#include <event2/event.h>
 
 #include "iw.h"
 #include "llm.h"
@@ -83,6 +83,8 @@
 
 
 typedef struct {
+    iw_curl_xfer_t  xfer;            /* first: curl_loop.c's view */
+    int          wake;               /* the transfer ended, or a tick is due */
     ioa_buf_t    body;
     int          too_big;
     int          done;
@@ -106,6 +108,8 @@ static int iw_llm_request(iw_llm_conf_t *c, const char *body,
     struct curl_slist *headers, int (*tick)(void *data), void *tick_data,
     iw_llm_http_t *h);
 static size_t iw_llm_write(char *p, size_t size, size_t nmemb, void *data);
+static void iw_llm_xfer_done(iw_curl_xfer_t *x, int result);
+static void iw_llm_on_tick(evutil_socket_t fd, short what, void *arg);
 static int iw_llm_judge(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
     iw_llm_result_t *out);
 static int iw_llm_refused(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
@@ -146,10 +150,22 @@ iw_llm_curl_init(void)
         return -1;
     }
 
+    /* ioa-llm-check has no loop of its own before this */
+    if (iw_loop == NULL && iw_loop_init() != IW_OK) {
+        return -1;
+    }
+
     iw_llm_multi = curl_multi_init();
     iw_llm_easy = curl_easy_init();
 
-    return iw_llm_multi && iw_llm_easy ? 0 : -1;
+    if (iw_llm_multi == NULL || iw_llm_easy == NULL
+        || iw_curl_attach(iw_llm_multi) != IW_OK)
+    {
+        iw_llm_multi = NULL;
+        return -1;
+    }
+
+    return 0;
 }
 
 
@@ -724,18 +740,18 @@ iw_llm_request(iw_llm_conf_t *c, const char *body,
     struct curl_slist *headers, int (*tick)(void *data), void *tick_data,
     iw_llm_http_t *h)
 {
-    int         rc, running, left;
-    char       *url;
-    CURL       *e;
-    CURLM      *m;
-    CURLMsg    *msg;
-    CURLMcode   mc;
-    curl_off_t  ra;
-    long long   last, now, wait;
+    int            rc;
+    char          *url;
+    CURL          *e;
+    CURLM         *m;
+    CURLMcode      mc;
+    curl_off_t     ra;
+    struct event  *tick_ev;
 
     e = iw_llm_easy;
     m = iw_llm_multi;
 
+    h->xfer.done = iw_llm_xfer_done;
     h->body.len = 0;
     h->too_big = 0;
     h->done = 0;
@@ -763,6 +779,9 @@ iw_llm_request(iw_llm_conf_t *c, const char *body,
     /* a dead peer must not hold a connection open until the timeout */
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 
+    /* curl_loop.c hands the end of the transfer to h */
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *) h);
+
     mc = curl_multi_add_handle(m, e);
     if (mc != CURLM_OK) {
         h->curl_rc = CURLE_FAILED_INIT;
@@ -772,46 +791,28 @@ iw_llm_request(iw_llm_conf_t *c, const char *body,
         return 0;
     }
 
+    /* the transfer runs on the loop (curl_loop.c); the loop runs here
+     * until it ends, and wakes every IW_LLM_TICK_MS for the caller's tick
+     * (the lease; SIGTERM, which interrupts the loop's wait, is seen at
+     * the next one) */
+    tick_ev = evtimer_new(iw_loop, iw_llm_on_tick, h);
+    if (tick_ev == NULL) {
+        ioa_fatal("libevent: cannot allocate a timer");
+    }
+
     rc = 0;
-    last = ioa_mono_ms();
 
-    for ( ;; ) {
-        mc = curl_multi_perform(m, &running);
-        if (mc != CURLM_OK || running == 0) {
-            break;
-        }
+    while (!h->done) {
+        h->wake = 0;
+        iw_timer_set(tick_ev, IW_LLM_TICK_MS);
+        iw_loop_until(&h->wake);
 
-        now = ioa_mono_ms();
-        wait = last + IW_LLM_TICK_MS - now;
-
-        if (wait <= 0) {
-            if (tick && (rc = tick(tick_data)) != 0) {
-                break;
-            }
-
-            last = ioa_mono_ms();
-            wait = IW_LLM_TICK_MS;
-        }
-
-        /* returns when curl has work, when wait is over, or on a signal */
-        mc = curl_multi_poll(m, NULL, 0, (int) wait, NULL);
-        if (mc != CURLM_OK) {
+        if (!h->done && tick && (rc = tick(tick_data)) != 0) {
             break;
         }
     }
 
-    if (rc == 0 && mc != CURLM_OK) {
-        h->curl_rc = CURLE_FAILED_INIT;
-        snprintf(h->errbuf, sizeof(h->errbuf), "%s",
-                 curl_multi_strerror(mc));
-    }
-
-    while (rc == 0 && (msg = curl_multi_info_read(m, &left)) != NULL) {
-        if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) {
-            h->done = 1;
-            h->curl_rc = msg->data.result;
-        }
-    }
+    event_free(tick_ev);
 
     if (rc == 0) {
         if (!h->done && h->curl_rc == CURLE_OK) {
@@ -846,6 +847,31 @@ iw_llm_request(iw_llm_conf_t *c, const char *body,
     curl_easy_reset(e);
 
     return rc;
+}
+
+
+static void
+iw_llm_xfer_done(iw_curl_xfer_t *x, int result)
+{
+    iw_llm_http_t  *h;
+
+    h = (iw_llm_http_t *) x;
+    h->done = 1;
+    h->curl_rc = (CURLcode) result;
+    h->wake = 1;
+}
+
+
+static void
+iw_llm_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    iw_llm_http_t  *h;
+
+    (void) fd;
+    (void) what;
+
+    h = arg;
+    h->wake = 1;
 }
 
 

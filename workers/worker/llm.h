@@ -25,6 +25,17 @@
 /* the longest the tick waits, in flight or backing off */
 #define IW_LLM_TICK_MS        200
 
+/* curl_loop.c: libcurl's multi handle on the event loop; a transfer's
+ * CURLOPT_PRIVATE is its iw_curl_xfer_t, whose done() gets the CURLcode */
+typedef struct iw_curl_xfer_s  iw_curl_xfer_t;
+
+struct iw_curl_xfer_s {
+    void  (*done)(iw_curl_xfer_t *x, int result);
+};
+
+int iw_curl_attach(void *multi);
+
+
 /* iw_llm_chat()'s results besides the tick's own (which must be < 0) */
 #define IW_LLM_OK             0
 #define IW_LLM_FAILED         1

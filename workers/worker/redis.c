@@ -741,8 +741,8 @@ iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
             return;
         }
 
+        iw_rcall_finish(k, NULL);          /* k may be freed */
         iw_redis_close();
-        iw_rcall_finish(k, NULL);
         return;
     }
 
@@ -754,8 +754,8 @@ iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
     if (iw_reply_is(r, "NOSCRIPT") && k->noscript) {
         /* loaded, and still unknown: nothing sane is behind this */
         freeReplyObject(r);
+        iw_rcall_finish(k, NULL);          /* k may be freed */
         iw_redis_broken("NOSCRIPT twice", NULL);
-        iw_rcall_finish(k, NULL);
         return;
     }
 
@@ -790,8 +790,8 @@ iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
             freeReplyObject(r);
 
             if (++k->hops > IW_REDIS_HOPS) {
+                iw_rcall_finish(k, NULL);          /* k may be freed */
                 iw_redis_broken("cluster", "redirected too many times");
-                iw_rcall_finish(k, NULL);
                 return;
             }
 
@@ -820,8 +820,8 @@ iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
 
     if (iw_redis_refused(k, r)) {
         freeReplyObject(r);
+        iw_rcall_finish(k, NULL);          /* k may be freed */
         iw_redis_close();
-        iw_rcall_finish(k, NULL);
         return;
     }
 
@@ -858,8 +858,8 @@ static void
 iw_rcall_wait(iw_rcall_t *k, long long ms)
 {
     if (ioa_mono_ms() + ms > k->deadline || iw_stop) {
+        iw_rcall_finish(k, NULL);          /* k may be freed */
         iw_redis_broken("cluster", "no master answers for the slot");
-        iw_rcall_finish(k, NULL);
         return;
     }
 
