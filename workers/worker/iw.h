@@ -21,7 +21,7 @@
  * workers/common/ under the project's ioa_ prefix (ioa_common.h).  Files
  * are named for their one concern: loop.c (the event loop), rconn.c (one
  * Redis connection), redis.c (the calls, scripts), cluster.c (Redis
- * Cluster routing), jobs.c (consumer group), registry.c
+ * Cluster routing), curl_loop.c (libcurl's sockets on the loop), jobs.c (consumer group), registry.c
  * (agents, teamup), planner.c (the built-in planner), decide.c (the review
  * after each round: re-route, iterate, conclude), store.c (goal record and
  * the goal index), stats.c (this worker's counters and heartbeat),

@@ -6,9 +6,10 @@
  * The caller asks for one JSON object described by a JSON Schema and gets
  * it parsed, or a precise reason why not; retries, backoff, the server's
  * quirks and the repair of a model's sloppy output are all in here.  The
- * worker is a blocking program (iw.h), so a call blocks too, but it calls
- * the caller's tick at least every IW_LLM_TICK_MS so the job's lease is
- * renewed and SIGTERM is noticed while a slow model thinks.
+ * transfer runs on the worker's event loop (curl_loop.c); the call blocks
+ * its caller for now (iw.h), and calls the caller's tick at least every
+ * IW_LLM_TICK_MS so the job's lease is renewed and SIGTERM is noticed
+ * while a slow model thinks.
  */
 
 #ifndef IW_LLM_H
