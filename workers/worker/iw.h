@@ -156,7 +156,6 @@ struct iw_rconn_s {
     struct event       *timer;       /* the oldest request's deadline */
     iw_rreq_t          *head;        /* sent, unanswered, oldest first */
     iw_rreq_t          *tail;
-    size_t              queued;
     iw_rconn_close_pt   on_close;    /* once, before the requests fail */
     void               *data;
     int                 node;        /* cluster.c: its node, else -1 */

@@ -139,7 +139,6 @@ iw_rconn_send(iw_rconn_t *c, const char *cmd, size_t len, iw_rreq_t *q,
     }
 
     c->tail = q;
-    c->queued++;
 
     if (c->up) {
         (void) event_add(c->wev, NULL);
@@ -239,7 +238,6 @@ iw_rconn_on_read(evutil_socket_t fd, short what, void *arg)
             c->tail = NULL;
         }
 
-        c->queued--;
         q->next = NULL;
 
         q->done(q, reply);
@@ -350,7 +348,6 @@ iw_rconn_fail(iw_rconn_t *c, const char *why)
 
     while ((q = c->head) != NULL) {
         c->head = q->next;
-        c->queued--;
         q->next = NULL;
         q->unsent = !c->up;
         q->done(q, NULL);

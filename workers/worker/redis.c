@@ -161,6 +161,7 @@ static iw_rcall_t *iw_rcall_new(char *cmd, size_t len, iw_redis_pt handler,
     void *data);
 static iw_rconn_t *iw_rcall_conn(iw_rcall_t *k);
 static void iw_rcall_send(iw_rcall_t *k);
+static int iw_rcall_back(iw_rcall_t *k, redisReply *r);
 static void iw_rcall_on_reply(iw_rreq_t *q, redisReply *r);
 static void iw_rcall_on_pre(iw_rreq_t *q, redisReply *r);
 static void iw_rcall_on_slots(iw_rreq_t *q, redisReply *r);
@@ -169,10 +170,10 @@ static void iw_rcall_wait(iw_rcall_t *k, long long ms);
 static void iw_rcall_finish(iw_rcall_t *k, redisReply *r);
 static void iw_rcall_release(iw_rcall_t *k);
 static int iw_redis_refused(iw_rcall_t *k, redisReply *r);
+static int iw_redis_ready(void);
 static void iw_wait_done(void *data, redisReply *r);
 static redisReply *iw_redis_wait(char *cmd, int len, iw_rconn_t *fixed,
     int soft);
-static int iw_reply_is(redisReply *r, const char *code);
 
 
 int
@@ -712,6 +713,29 @@ iw_rcall_send(iw_rcall_t *k)
 }
 
 
+/* one of the call's requests is back: 1 when the call was answered
+ * meanwhile (iw_redis_close()), r is dropped and the call freed once
+ * nothing of it is out any more; 0 when r is the call's to act on */
+
+static int
+iw_rcall_back(iw_rcall_t *k, redisReply *r)
+{
+    k->inflight--;
+
+    if (!k->finished) {
+        return 0;
+    }
+
+    if (r) {
+        freeReplyObject(r);
+    }
+
+    iw_rcall_release(k);
+
+    return 1;
+}
+
+
 static void
 iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
 {
@@ -722,15 +746,8 @@ iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
     const char  *body;
 
     k = q->data;
-    k->inflight--;
 
-    if (k->finished) {
-        /* answered NULL meanwhile (iw_redis_close()) */
-        if (r) {
-            freeReplyObject(r);
-        }
-
-        iw_rcall_release(k);
+    if (iw_rcall_back(k, r)) {
         return;
     }
 
@@ -751,7 +768,7 @@ iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
         return;
     }
 
-    if (iw_reply_is(r, "NOSCRIPT") && k->noscript) {
+    if (iw_reply_err(r, "NOSCRIPT") && k->noscript) {
         /* loaded, and still unknown: nothing sane is behind this */
         freeReplyObject(r);
         iw_rcall_finish(k, NULL);          /* k may be freed */
@@ -759,7 +776,7 @@ iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
         return;
     }
 
-    if (iw_reply_is(r, "NOSCRIPT") && k->info.sha
+    if (iw_reply_err(r, "NOSCRIPT") && k->info.sha
         && (body = iw_redis_script_of(k->info.sha, k->info.sha_len)) != NULL)
     {
         freeReplyObject(r);
@@ -799,8 +816,8 @@ iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
             return;
         }
 
-        if (iw_reply_is(r, "TRYAGAIN") || iw_reply_is(r, "CLUSTERDOWN")
-            || iw_reply_is(r, "MASTERDOWN") || iw_reply_is(r, "LOADING"))
+        if (iw_reply_err(r, "TRYAGAIN") || iw_reply_err(r, "CLUSTERDOWN")
+            || iw_reply_err(r, "MASTERDOWN") || iw_reply_err(r, "LOADING"))
         {
             if (ioa_mono_ms() > k->deadline || iw_stop) {
                 iw_warn("redis: %s", r->str);
@@ -810,7 +827,7 @@ iw_rcall_on_reply(iw_rreq_t *q, redisReply *r)
                  * ASK, TRYAGAIN until it is settled: the deadline bounds
                  * that */
                 k->hops = 0;
-                iw_rcall_wait(k, iw_reply_is(r, "TRYAGAIN")
+                iw_rcall_wait(k, iw_reply_err(r, "TRYAGAIN")
                                  ? IW_REDIS_TRYAGAIN_MS : IW_REDIS_PAUSE_MS);
                 freeReplyObject(r);
                 return;
@@ -839,14 +856,9 @@ iw_rcall_on_pre(iw_rreq_t *q, redisReply *r)
     iw_rcall_t  *k;
 
     k = q->data;
-    k->inflight--;
 
-    if (r) {
+    if (!iw_rcall_back(k, r) && r) {
         freeReplyObject(r);
-    }
-
-    if (k->finished) {
-        iw_rcall_release(k);
     }
 }
 
@@ -911,15 +923,9 @@ iw_rcall_on_slots(iw_rreq_t *q, redisReply *r)
     iw_rcall_t  *k;
 
     k = q->data;
-    k->inflight--;
     k->pre.done = iw_rcall_on_pre;
 
-    if (k->finished) {
-        if (r) {
-            freeReplyObject(r);
-        }
-
-        iw_rcall_release(k);
+    if (iw_rcall_back(k, r)) {
         return;
     }
 
@@ -1011,7 +1017,7 @@ iw_redis_refused(iw_rcall_t *k, redisReply *r)
     }
 
     for (i = 0; not_now[i]; i++) {
-        if (iw_reply_is(r, not_now[i])) {
+        if (iw_reply_err(r, not_now[i])) {
             iw_warn("redis cannot take a command now: %s; backing off, the "
                     "goal resumes from what Redis holds", r->str);
             return 1;
@@ -1063,17 +1069,27 @@ iw_redis_wait(char *cmd, int len, iw_rconn_t *fixed, int soft)
 }
 
 
+/* before every blocking call: the hook (stats.c's heartbeat), then
+ * whether there is a Redis to send to at all */
+
+static int
+iw_redis_ready(void)
+{
+    if (iw_redis_hook) {
+        iw_redis_hook();
+    }
+
+    return iw_redis_connected();
+}
+
+
 redisReply *
 iw_redis_argv(iw_args_t *a)
 {
     int    len;
     char  *cmd;
 
-    if (iw_redis_hook) {
-        iw_redis_hook();
-    }
-
-    if (!iw_redis_connected()) {
+    if (!iw_redis_ready()) {
         return NULL;
     }
 
@@ -1090,11 +1106,7 @@ iw_redis_cmd(const char *fmt, ...)
     char     *cmd;
     va_list   ap;
 
-    if (iw_redis_hook) {
-        iw_redis_hook();
-    }
-
-    if (!iw_redis_connected()) {
+    if (!iw_redis_ready()) {
         return NULL;
     }
 
@@ -1113,11 +1125,7 @@ iw_redis_eval_call(iw_lua_e script, int nkeys, iw_args_t *a, int soft)
     char        *cmd;
     iw_args_t    e;
 
-    if (iw_redis_hook) {
-        iw_redis_hook();
-    }
-
-    if (!iw_redis_connected()) {
+    if (!iw_redis_ready()) {
         return NULL;
     }
 
@@ -1171,12 +1179,6 @@ iw_redis_set_hook(void (*hook)(void))
     iw_redis_hook = hook;
 }
 
-
-static int
-iw_reply_is(redisReply *r, const char *code)
-{
-    return iw_reply_err(r, code);
-}
 
 
 /* an error reply whose code (the first word) is code */
