@@ -1191,9 +1191,9 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
 {
     u_char              now[NGX_INT64_LEN];
     yajl_val            doc, v;
-    ngx_str_t           content, meta, inbox;
-    const char         *argv[7];
-    size_t              argvlen[7];
+    ngx_str_t           content, meta, inbox, control;
+    const char         *argv[9];
+    size_t              argvlen[9];
     ngx_ioa_error_t     err;
     ngx_ioa_goal_msg_t *gm;
 
@@ -1234,7 +1234,9 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
     }
 
     if (ngx_ioa_goal_key(r, &gm->goal_id, ":meta", &meta) != NGX_OK
-        || ngx_ioa_goal_key(r, &gm->goal_id, ":inbox", &inbox) != NGX_OK)
+        || ngx_ioa_goal_key(r, &gm->goal_id, ":inbox", &inbox) != NGX_OK
+        || ngx_ioa_goal_key(r, &gm->goal_id, ":control", &control)
+           != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
@@ -1255,8 +1257,14 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
     argv[6] = (const char *) gm->owner.data;
     argvlen[6] = gm->owner.len;
 
+    /* the goal's worker waits on this channel rather than polling */
+    argv[7] = (const char *) control.data;
+    argvlen[7] = control.len;
+    argv[8] = ngx_ioa_redis_cluster() ? "s" : "";
+    argvlen[8] = ngx_strlen(argv[8]);
+
     if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_MESSAGE,
-                            ngx_ioa_goal_message_done, 2, 7, argv, argvlen)
+                            ngx_ioa_goal_message_done, 2, 9, argv, argvlen)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));

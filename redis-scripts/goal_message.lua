@@ -9,6 +9,11 @@
 -- ARGV[4]  max             messages a goal's inbox holds
 -- ARGV[5]  owner           the caller must be the goal's launcher (meta
 --                          launched_by); "" or absent: anyone may
+-- ARGV[6]  control channel P{goal:<id>}:control: "message" is published
+--                          there, so the goal's worker, which waits on it,
+--                          reads the inbox at once; absent: not published
+-- ARGV[7]  publish         "s": SPUBLISH (Redis Cluster: the channel is in
+--                          the goal's slot); else PUBLISH
 --
 -- Returns  the message's Stream id
 -- Errors   NOGOAL      no such goal
@@ -41,5 +46,8 @@ local id = redis.call('XADD', KEYS[2], '*', 'sender', ARGV[1],
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[2], ttl)
+end
+if ARGV[6] and ARGV[6] ~= '' then
+  redis.call(ARGV[7] == 's' and 'SPUBLISH' or 'PUBLISH', ARGV[6], 'message')
 end
 return id

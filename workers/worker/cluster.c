@@ -48,6 +48,7 @@ typedef struct {
     char          *host;
     int            port;
     iw_rconn_t    *c;
+    iw_rconn_t    *bc;               /* its blocking reads (redis.c) */
     long long      failed;           /* ioa_mono_ms() of the last refusal */
 } iw_node_t;
 
@@ -111,6 +112,14 @@ iw_cluster_close(void)
     iw_cluster_active = 0;
 
     for (i = 0; i < iw_nnodes; i++) {
+        c = iw_nodes[i].bc;
+
+        if (c) {
+            iw_nodes[i].bc = NULL;
+            c->on_close = NULL;
+            iw_rconn_close(c, "closed");
+        }
+
         c = iw_nodes[i].c;
 
         if (c) {
@@ -133,6 +142,13 @@ iw_cluster_close(void)
 static void
 iw_cluster_on_close(iw_rconn_t *c, const char *why)
 {
+    if (c->node >= 0 && c->node < iw_nnodes && iw_nodes[c->node].bc == c) {
+        iw_nodes[c->node].bc = NULL;
+        iw_warn("redis connection for blocking reads lost (%s:%d): %s",
+                c->host, c->port, why);
+        return;
+    }
+
     if (c->node < 0 || c->node >= iw_nnodes || iw_nodes[c->node].c != c) {
         return;
     }
@@ -198,6 +214,49 @@ iw_cluster_conn(int n)
 }
 
 
+/* the node's second connection, for reads that block (redis.c); opened
+ * when first needed, NULL when the node is not known or unreachable */
+
+iw_rconn_t *
+iw_cluster_block_conn(int n)
+{
+    iw_rconn_t  *c;
+
+    if (iw_cluster_conn(n) == NULL) {
+        return NULL;
+    }
+
+    if (iw_nodes[n].bc == NULL) {
+        c = iw_redis_open(iw_nodes[n].host, iw_nodes[n].port,
+                          iw_cluster_on_close);
+        if (c == NULL) {
+            return NULL;
+        }
+
+        c->node = n;
+        iw_nodes[n].bc = c;
+    }
+
+    return iw_nodes[n].bc;
+}
+
+
+/* the address of a node, for a connection of another kind (pubsub.c) */
+
+int
+iw_cluster_node_addr(int n, const char **host, int *port)
+{
+    if (!iw_cluster_active || n < 0 || n >= iw_nnodes) {
+        return IW_ERROR;
+    }
+
+    *host = iw_nodes[n].host;
+    *port = iw_nodes[n].port;
+
+    return IW_OK;
+}
+
+
 /* any node to ask for the map: a connected one first */
 
 iw_rconn_t *
@@ -242,6 +301,7 @@ iw_node_get(const char *host, size_t hlen, int port)
     iw_nodes[iw_nnodes].host = ioa_strndup(host, hlen);
     iw_nodes[iw_nnodes].port = port;
     iw_nodes[iw_nnodes].c = NULL;
+    iw_nodes[iw_nnodes].bc = NULL;
     iw_nodes[iw_nnodes].failed = 0;
 
     return iw_nnodes++;

@@ -36,8 +36,8 @@
  *
  * max_turns (envelopes in the room since the goal started), the token
  * budget and the goal's deadline (its "deadline_s" from its creation,
- * within --goal-timeout) are checked before every step, at least every
- * IW_GOAL_WAIT_MS, and end the phase at once.
+ * within --goal-timeout) are checked before every step, and end the phase
+ * at once; a waiting goal's timer is never later than its deadline.
  *
  * Reading the room: every entry is copied to the goal's feed and absorbed
  * in Stream order, and the read position is saved with what was learnt
@@ -63,12 +63,6 @@ static int iw_goal_expire(const iw_conf_t *conf, iw_goal_t *g, size_t i,
     long long now);
 static int iw_goal_check_present(const iw_conf_t *conf, iw_goal_t *g,
     iw_task_t *t, long long now);
-static int iw_goal_wait(const iw_conf_t *conf, iw_goal_t *g,
-    long long until, long long now);
-static int iw_goal_wait_subs(const iw_conf_t *conf, iw_goal_t *g,
-    long long wait, long long now);
-static int iw_goal_subs_read(iw_args_t *a, iw_goal_t *g, const char *room,
-    size_t *task, char **ids, size_t n, int *woke);
 static int iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g,
     iw_entries_t *e);
 static iw_task_t *iw_goal_task_update(iw_goal_t *g, yajl_val env,
@@ -129,7 +123,7 @@ iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
     int        rc;
     long long  now;
 
-    rc = iw_goal_drain(conf, g, 0);
+    rc = iw_goal_drain(conf, g);
     if (rc != IW_OK || !iw_streq(g->phase, "running")) {
         return rc;                     /* the person in the room said stop */
     }
@@ -152,6 +146,9 @@ iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
         if (now >= g->created_at + g->deadline_ms) {
             return iw_goal_to_concluding(conf, g, "deadline");
         }
+
+        /* whatever the step waits for, it wakes at the goal's deadline */
+        iw_goal_wake_in(g, g->created_at + g->deadline_ms - now);
     }
 
     /* a person's messages: a stop ends the goal here, a request waits for
@@ -283,7 +280,7 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
             }
 
             if (now < g->turn_deadline) {
-                rc = iw_goal_wait(conf, g, g->turn_deadline, now);
+                rc = iw_goal_wait(g, g->turn_deadline, now);
                 goto done;
             }
 
@@ -466,7 +463,7 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
         return IW_GOAL_NEXT;
     }
 
-    return iw_goal_wait(conf, g, g->deadline, now);
+    return iw_goal_wait(g, g->deadline, now);
 }
 
 
@@ -575,7 +572,7 @@ iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
             continue;
         }
 
-        return iw_goal_wait(conf, g, g->deadline, now);
+        return iw_goal_wait(g, g->deadline, now);
     }
 
     return IW_GOAL_NEXT;
@@ -653,6 +650,7 @@ iw_goal_check_present(const iw_conf_t *conf, iw_goal_t *g, iw_task_t *t,
     long long now)
 {
     int          online;
+    long long    until;
     redisReply  *r;
 
     if (t->sub || conf->offline_grace_ms == 0) {
@@ -664,20 +662,25 @@ iw_goal_check_present(const iw_conf_t *conf, iw_goal_t *g, iw_task_t *t,
         return IW_ERROR;
     }
 
-    online = r->type == REDIS_REPLY_STRING && atoll(r->str) > now;
+    until = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    online = until > now;
     freeReplyObject(r);
 
+    /* nobody publishes a presence running out: the goal looks again when
+     * it would have (the hub renews it well before), or when the grace
+     * ends */
     if (online) {
         t->offline_since = 0;
+        iw_goal_wake_in(g, until - now + 1);
         return IW_OK;
     }
 
     if (t->offline_since == 0) {
         t->offline_since = now;
-        return IW_OK;
     }
 
     if (now - t->offline_since < conf->offline_grace_ms) {
+        iw_goal_wake_in(g, t->offline_since + conf->offline_grace_ms - now);
         return IW_OK;
     }
 
@@ -690,250 +693,6 @@ iw_goal_check_present(const iw_conf_t *conf, iw_goal_t *g, iw_task_t *t,
 
     iw_info("goal %s: task %s (%s) failed: its agent went offline",
             g->goal_id, t->task_id, t->agent);
-
-    return IW_OK;
-}
-
-
-/* waits for the room until `until` (Redis clock), at most IW_GOAL_WAIT_MS;
- * sub-teams are polled between the reads, and while one is open its end
- * wakes the wait too (iw_goal_wait_subs) */
-
-static int
-iw_goal_wait(const iw_conf_t *conf, iw_goal_t *g, long long until,
-    long long now)
-{
-    size_t     i;
-    long long  wait;
-
-    wait = until - now;
-
-    if (wait > IW_GOAL_WAIT_MS) {
-        wait = IW_GOAL_WAIT_MS;
-    }
-
-    for (i = 0; i < g->ntasks; i++) {
-        if (g->tasks[i].sub && g->tasks[i].queued && g->tasks[i].child
-            && !iw_goal_settled(&g->tasks[i]))
-        {
-            return iw_goal_wait_subs(conf, g, wait > 0 ? wait : 1, now);
-        }
-    }
-
-    return iw_goal_drain(conf, g, wait > 0 ? wait : 1);
-}
-
-
-/*
- * The wait while sub-teams work: one XREAD BLOCK on the room and on the
- * event feed of every open sub-goal (P{room:goal-<child>}:log, where its
- * worker appends a state event when it ends, after its meta state).
- * Without it, a sub-goal that ended would be noticed only when the room
- * read timed out (IW_GOAL_WAIT_MS, plus Redis' timeout resolution): half a
- * second on every nested task.
- *
- * Nothing is absorbed here: new room entries, or a sub-goal's final state,
- * end the wait and the next turn of the loop reads the room and polls the
- * sub-goals as before.  The sub-goals' other events (their rooms' copies)
- * only move the read position on.  The feeds are read from a second
- * before `now` (Redis' TIME, taken after the sub-goals were polled): a
- * sub-goal that ended after its poll appended its final event after it,
- * so the event is read whatever the clocks did in between.
- *
- * On a Redis Cluster one XREAD cannot name streams of different slots (the
- * room is {room:<id>}, a feed {room:goal-<child>}), so there the room is
- * read with a short BLOCK (IW_GOAL_SUBS_POLL_MS) and each feed without one,
- * in turn: a sub-goal's end is still seen within that much.
- */
-
-static int
-iw_goal_wait_subs(const iw_conf_t *conf, iw_goal_t *g, long long wait,
-    long long now)
-{
-    int          rc, woke;
-    char       **ids, *room;
-    size_t       i, k, n, *task;
-    iw_args_t    a;
-    long long    end, left;
-
-    task = ioa_alloc(g->ntasks * sizeof(size_t));
-    ids = ioa_alloc(g->ntasks * sizeof(char *));
-
-    for (i = 0, n = 0; i < g->ntasks; i++) {
-        if (g->tasks[i].sub && g->tasks[i].queued && g->tasks[i].child
-            && !iw_goal_settled(&g->tasks[i]))
-        {
-            task[n] = i;
-            ids[n] = ioa_sprintf("%lld-0", now > 1000 ? now - 1000 : 0);
-            n++;
-        }
-    }
-
-    room = ioa_sprintf("%s{room:%s}:log", conf->prefix, g->comm_id);
-    end = ioa_mono_ms() + wait;
-    rc = IW_OK;
-
-    for ( ;; ) {
-        left = end - ioa_mono_ms();
-
-        if (left <= 0) {
-            break;
-        }
-
-        woke = 0;
-
-        if (!iw_redis_cluster()) {
-            iw_args_init(&a);
-            iw_args_add(&a, "XREAD");
-            iw_args_add(&a, "COUNT");
-            iw_args_add(&a, "32");
-            iw_args_add(&a, "BLOCK");
-            iw_args_addf(&a, "%lld", left);
-            iw_args_add(&a, "STREAMS");
-            iw_args_add(&a, room);
-
-            for (k = 0; k < n; k++) {
-                iw_args_addf(&a, "%s{room:goal-%s}:log", conf->prefix,
-                             g->tasks[task[k]].child);
-            }
-
-            iw_args_add(&a, g->last_id);
-
-            for (k = 0; k < n; k++) {
-                iw_args_add(&a, ids[k]);
-            }
-
-            rc = iw_goal_subs_read(&a, g, room, task, ids, n, &woke);
-
-        } else {
-            iw_args_init(&a);
-            iw_args_add(&a, "XREAD");
-            iw_args_add(&a, "COUNT");
-            iw_args_add(&a, "32");
-            iw_args_add(&a, "BLOCK");
-            iw_args_addf(&a, "%lld", left < IW_GOAL_SUBS_POLL_MS
-                                     ? left : IW_GOAL_SUBS_POLL_MS);
-            iw_args_add(&a, "STREAMS");
-            iw_args_add(&a, room);
-            iw_args_add(&a, g->last_id);
-
-            rc = iw_goal_subs_read(&a, g, room, task, ids, n, &woke);
-
-            for (k = 0; k < n && rc == IW_OK && !woke; k++) {
-                iw_args_init(&a);
-                iw_args_add(&a, "XREAD");
-                iw_args_add(&a, "COUNT");
-                iw_args_add(&a, "32");
-                iw_args_add(&a, "STREAMS");
-                iw_args_addf(&a, "%s{room:goal-%s}:log", conf->prefix,
-                             g->tasks[task[k]].child);
-                iw_args_add(&a, ids[k]);
-
-                rc = iw_goal_subs_read(&a, g, room, task, ids, n, &woke);
-            }
-        }
-
-        if (rc != IW_OK || woke) {
-            break;
-        }
-    }
-
-    for (k = 0; k < n; k++) {
-        free(ids[k]);
-    }
-
-    free(ids);
-    free(task);
-    free(room);
-
-    return rc;
-}
-
-
-/* one XREAD of iw_goal_wait_subs (the arguments are freed here): woke is
- * set by new room entries or a sub-goal's final state */
-
-static int
-iw_goal_subs_read(iw_args_t *a, iw_goal_t *g, const char *room,
-    size_t *task, char **ids, size_t n, int *woke)
-{
-    size_t       i, j, k;
-    yajl_val     ev;
-    redisReply  *r, *s, *e, *f;
-    const char  *state;
-
-    r = iw_redis_argv(a);
-    iw_args_free(a);
-
-    if (r == NULL) {
-        return IW_ERROR;
-    }
-
-    if (r->type == REDIS_REPLY_ERROR) {
-        iw_error("XREAD room %s and its sub-goals: %s", g->comm_id, r->str);
-        freeReplyObject(r);
-        return IW_ERROR;
-    }
-
-    /* [[key, [[id, [field, value, ...]], ...]], ...] or nil */
-    for (i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-        s = r->element[i];
-
-        if (s->type != REDIS_REPLY_ARRAY || s->elements != 2
-            || s->element[0]->type != REDIS_REPLY_STRING
-            || s->element[1]->type != REDIS_REPLY_ARRAY)
-        {
-            continue;
-        }
-
-        if (strcmp(s->element[0]->str, room) == 0) {
-            *woke |= s->element[1]->elements > 0;
-            continue;
-        }
-
-        for (k = 0; k < n; k++) {
-            if (strstr(s->element[0]->str, g->tasks[task[k]].child)) {
-                break;
-            }
-        }
-
-        if (k == n) {
-            continue;
-        }
-
-        for (j = 0; j < s->element[1]->elements; j++) {
-            e = s->element[1]->element[j];
-
-            if (e->type != REDIS_REPLY_ARRAY || e->elements != 2
-                || e->element[0]->type != REDIS_REPLY_STRING)
-            {
-                continue;
-            }
-
-            free(ids[k]);
-            ids[k] = ioa_strdup(e->element[0]->str);
-            f = e->element[1];
-
-            if (f->type != REDIS_REPLY_ARRAY || f->elements < 2
-                || f->element[1]->type != REDIS_REPLY_STRING)
-            {
-                continue;
-            }
-
-            ev = ioa_json_parse(f->element[1]->str, f->element[1]->len);
-            state = ioa_json_get_str(ev, "state");
-
-            if (iw_streq(ioa_json_get_str(ev, "event"), "state")
-                && state && iw_goal_final(state))
-            {
-                *woke = 1;
-            }
-
-            yajl_tree_free(ev);
-        }
-    }
-
-    freeReplyObject(r);
 
     return IW_OK;
 }
@@ -966,19 +725,18 @@ iw_goal_task_json(ioa_buf_t *tasks, ioa_buf_t *subs, iw_task_t *t,
 }
 
 
-/* Reads the room: everything up to its end when block_ms is 0, else one
- * read that waits up to block_ms.  Then an intent still above step after a
- * full read was never posted (see goal.c). */
+/* Reads the room to its end.  Then an intent still above step was never
+ * posted (see goal.c). */
 
 int
-iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g, long long block_ms)
+iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g)
 {
     int           rc;
     size_t        n;
     iw_entries_t  e;
 
     do {
-        rc = iw_room_read(conf, g->comm_id, g->last_id, block_ms, &e);
+        rc = iw_room_read(conf, g->comm_id, g->last_id, &e);
         if (rc != IW_OK) {
             return rc;
         }
@@ -991,9 +749,9 @@ iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g, long long block_ms)
             return rc;
         }
 
-    } while (block_ms == 0 && n > 0);
+    } while (n > 0);
 
-    if (block_ms == 0 && g->intent > g->step) {
+    if (g->intent > g->step) {
         iw_info("goal %s: step %d is not in the room; it will be posted",
                 g->goal_id, g->intent);
         g->intent = 0;

@@ -1303,8 +1303,7 @@ iw_decide_ask_pending(const iw_conf_t *conf, iw_goal_t *g)
 
     if (now < deadline) {
         yajl_tree_free(a);
-        return iw_goal_drain(conf, g, deadline - now < IW_GOAL_WAIT_MS
-                                      ? deadline - now : IW_GOAL_WAIT_MS);
+        return iw_goal_wait(g, deadline, now);
     }
 
     iw_info("goal %s: %s did not answer within %lld s; deciding without it",

@@ -23,9 +23,18 @@
  * Each envelope of the coordinator is a numbered step (IW_STEP_* in iw.h),
  * the numbers increasing in the order they are posted whatever the plan.
  *
+ * Steps.  The engine (engine.c) opens a goal (iw_goal_open: the job
+ * checked, the record loaded, the fsm owned) and then runs it one step at
+ * a time (iw_goal_step: the lease, a cancel, the phase's step).  A step
+ * that has to wait for something (an agent, a person, a deadline) returns
+ * IW_GOAL_WAIT with the time it may wait at most (iw_goal_wait,
+ * iw_goal_wake_in); a message on one of its channels (iw_goal_channels:
+ * its room, its control channel, its open sub-goals' feeds) wakes it
+ * sooner.  Waiting holds nothing but the goal's memory.
+ *
  * A cancel (meta state "cancelling", set by POST /goals/<id>/cancel) is
- * checked before every step and at least every IW_GOAL_WAIT_MS while
- * waiting: before the room exists the goal just ends "cancelled"; after,
+ * checked before every step, and its "cancel" on the goal's control
+ * channel wakes a waiting goal at once: before the room exists the goal just ends "cancelled"; after,
  * it goes to concluding with ended = cancelled, posts only the CONCLUSION
  * ("cancelled"), marks open tasks cancelled and cancels its sub-goals
  * (P{goal:<id>}:children, filled by each sub-goal's worker).
@@ -79,7 +88,6 @@
 /* a goal handed out this many times has killed every worker that took it */
 #define IW_GOAL_MAX_DELIVERIES  10
 
-static int iw_goal_loop(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_goal_start(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g);
@@ -93,13 +101,20 @@ static int iw_goal_cancel_children(const iw_conf_t *conf, iw_goal_t *g);
 static int  iw_goal_crash_after = -1;
 
 
+/*
+ * A goal taken from the queue (or taken over), up to where its steps can
+ * run: the job checked, the record loaded, the fsm owned.  IW_OK: g is
+ * loaded and iw_goal_step() runs it; IW_GOAL_ENDED: nothing to run (the
+ * job was dropped or acknowledged; g is freed); IW_ERROR, IW_LOST (g is
+ * freed).
+ */
+
 int
-iw_goal_run(const iw_conf_t *conf, iw_job_t *job)
+iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g)
 {
     int          rc, created;
     char        *env, *job_of;
     long long    deliveries;
-    iw_goal_t    g;
     redisReply  *r;
 
     env = getenv("IOA_WORKER_TEST_CRASH_AFTER_STEP");
@@ -107,167 +122,248 @@ iw_goal_run(const iw_conf_t *conf, iw_job_t *job)
         iw_goal_crash_after = atoi(env);
     }
 
+    memset(g, 0, sizeof(iw_goal_t));
+
     if (job->goal_id == NULL || strlen(job->goal_id) != 32
         || strspn(job->goal_id, "0123456789abcdef") != 32)
     {
         iw_warn("job %s names no valid goal; dropped", job->id);
-        return iw_jobs_ack(conf, job->id);
+        rc = iw_jobs_ack(conf, job->id);
+        return rc == IW_OK ? IW_GOAL_ENDED : rc;
     }
 
-    memset(&g, 0, sizeof(g));
-    g.job_id = job->id;
-    g.goal_id = job->goal_id;
+    g->job_id = job->id;
+    g->goal_id = job->goal_id;
 
     /* after a reconnect the job may have changed hands: check first */
-    rc = iw_goal_lease(conf, &g, 1);
+    rc = iw_goal_lease(conf, g, 1);
     if (rc != IW_OK) {
         return rc;
     }
 
-    rc = iw_store_load(conf, &g);
+    rc = iw_store_load(conf, g);
     if (rc != IW_OK) {
-        goto done;
+        goto failed;
     }
 
-    if (g.state == NULL) {
+    if (g->state == NULL) {
         iw_warn("goal %s: no record (P{goal:%s}:meta); job dropped",
-                g.goal_id, g.goal_id);
-        rc = iw_jobs_ack(conf, g.job_id);
-        goto done;
+                g->goal_id, g->goal_id);
+        rc = iw_jobs_ack(conf, g->job_id);
+        goto ended;
     }
 
-    if (iw_goal_final(g.state)) {
-        iw_info("goal %s: already %s; job acknowledged", g.goal_id, g.state);
+    if (iw_goal_final(g->state)) {
+        iw_info("goal %s: already %s; job acknowledged", g->goal_id,
+                g->state);
 
         /* the worker that ended it may have died before the index heard */
-        rc = iw_store_index(conf, g.goal_id, g.state, g.goal, g.parent,
-                            g.created_at);
+        rc = iw_store_index(conf, g->goal_id, g->state, g->goal, g->parent,
+                            g->created_at);
         if (rc == IW_OK) {
-            rc = iw_goal_retire(conf, g.goal_id, g.job_id);
+            rc = iw_goal_retire(conf, g->goal_id, g->job_id);
         }
 
-        goto done;
+        goto ended;
     }
 
     /* one job per goal: a second one (a spawn repeated after a crash) is
      * dropped; the first job to be taken names itself in the record */
     r = iw_redis_cmd("HSETNX %s{goal:%s}:meta job %s", conf->prefix,
-                     g.goal_id, g.job_id);
+                     g->goal_id, g->job_id);
     if (r == NULL) {
         rc = IW_ERROR;
-        goto done;
+        goto failed;
     }
 
     created = (r->type == REDIS_REPLY_INTEGER && r->integer == 1);
     freeReplyObject(r);
 
     if (!created) {
-        if (iw_store_meta_get(conf, g.goal_id, "job", &job_of) != IW_OK) {
+        if (iw_store_meta_get(conf, g->goal_id, "job", &job_of) != IW_OK) {
             rc = IW_ERROR;
-            goto done;
+            goto failed;
         }
 
-        if (job_of && strcmp(job_of, g.job_id) != 0) {
+        if (job_of && strcmp(job_of, g->job_id) != 0) {
             iw_warn("goal %s: job %s is a second job for it (the first is "
-                    "%s); dropped", g.goal_id, g.job_id, job_of);
+                    "%s); dropped", g->goal_id, g->job_id, job_of);
             free(job_of);
-            rc = iw_jobs_ack(conf, g.job_id);
-            goto done;
+            rc = iw_jobs_ack(conf, g->job_id);
+            goto ended;
         }
 
         free(job_of);
     }
 
-    rc = iw_jobs_deliveries(conf, g.job_id, &deliveries);
+    rc = iw_jobs_deliveries(conf, g->job_id, &deliveries);
     if (rc != IW_OK) {
-        goto done;
+        goto failed;
     }
 
     if (deliveries > IW_GOAL_MAX_DELIVERIES) {
-        rc = iw_goal_fail(conf, &g, "abandoned: every worker that took this "
+        rc = iw_goal_fail(conf, g, "abandoned: every worker that took this "
                           "goal stopped before it ended");
         rc = (rc == IW_GOAL_ENDED) ? IW_OK : rc;
-        goto done;
+        goto ended;
     }
 
-    rc = iw_store_own(conf, &g);
+    rc = iw_store_own(conf, g);
     if (rc != IW_OK) {
-        goto done;
+        goto failed;
     }
 
-    if (g.phase[0] == '\0') {
-        iw_info("goal %s: taken (%s)", g.goal_id, g.goal);
+    if (g->phase[0] == '\0') {
+        iw_info("goal %s: taken (%s)", g->goal_id, g->goal);
 
     } else {
         iw_info("goal %s: resumed in phase %s at step %d (intent %d), room "
-                "%s after %s", g.goal_id, g.phase, g.step, g.intent,
-                g.comm_id ? g.comm_id : "-", g.last_id);
+                "%s after %s", g->goal_id, g->phase, g->step, g->intent,
+                g->comm_id ? g->comm_id : "-", g->last_id);
     }
 
-    rc = iw_goal_loop(conf, &g);
+    return IW_OK;
 
-done:
+ended:
 
-    iw_goal_free(&g);
+    iw_goal_free(g);
+
+    return rc == IW_OK ? IW_GOAL_ENDED : rc;
+
+failed:
+
+    iw_goal_free(g);
 
     return rc;
 }
 
 
-static int
-iw_goal_loop(const iw_conf_t *conf, iw_goal_t *g)
+/*
+ * One step of a loaded goal: the lease, a cancel, then its phase's step
+ * function.  IW_OK: it has more to do at once; IW_GOAL_WAIT: it waits
+ * (g->wake_in says for how long at most, and iw_goal_channels() what
+ * wakes it sooner); IW_GOAL_ENDED; IW_ERROR, IW_LOST, IW_STOPPED.
+ */
+
+int
+iw_goal_step(const iw_conf_t *conf, iw_goal_t *g)
 {
     int  rc;
 
-    for ( ;; ) {
-        if (iw_stop) {
-            rc = iw_jobs_touch(conf, g->job_id, 1);
-            if (rc == 1) {
-                iw_info("goal %s: released at step %d for another worker",
-                        g->goal_id, g->step);
-            }
+    g->wake_in = -1;
 
-            return rc == IW_ERROR ? IW_ERROR : IW_STOPPED;
-        }
+    rc = iw_goal_lease(conf, g, 0);
+    if (rc != IW_OK) {
+        return rc;
+    }
 
-        rc = iw_goal_lease(conf, g, 0);
-        if (rc != IW_OK) {
-            return rc;
-        }
+    rc = iw_goal_check_cancel(conf, g);
+    if (rc != IW_OK) {
+        return rc;
+    }
 
-        rc = iw_goal_check_cancel(conf, g);
+    if (g->phase[0] == '\0') {
+        return iw_goal_start(conf, g);
+    }
 
-        if (rc == IW_OK) {
-            if (g->phase[0] == '\0') {
-                rc = iw_goal_start(conf, g);
+    if (strcmp(g->phase, "forming") == 0) {
+        return iw_goal_form(conf, g);
+    }
 
-            } else if (strcmp(g->phase, "forming") == 0) {
-                rc = iw_goal_form(conf, g);
+    if (strcmp(g->phase, "running") == 0) {
+        return iw_goal_running(conf, g);
+    }
 
-            } else if (strcmp(g->phase, "running") == 0) {
-                rc = iw_goal_running(conf, g);
+    if (strcmp(g->phase, "concluding") == 0) {
+        return iw_goal_concluding(conf, g);
+    }
 
-            } else if (strcmp(g->phase, "concluding") == 0) {
-                rc = iw_goal_concluding(conf, g);
+    return iw_goal_fail(conf, g, "the goal's state machine is in an "
+                        "unknown phase");
+}
 
-            } else {
-                rc = iw_goal_fail(conf, g, "the goal's state machine is in "
-                                  "an unknown phase");
-            }
-        }
 
-        if (rc == IW_GOAL_ENDED) {
-            return IW_OK;
-        }
+/* gives the job back for another worker to take at once (SIGTERM) */
 
-        if (rc == IW_STOPPED && iw_stop) {
-            continue;                   /* released at the top */
-        }
+int
+iw_goal_release(const iw_conf_t *conf, iw_goal_t *g)
+{
+    int  rc;
 
-        if (rc != IW_OK) {
-            return rc;
+    rc = iw_jobs_touch(conf, g->job_id, 1);
+    if (rc == 1) {
+        iw_info("goal %s: released at step %d for another worker",
+                g->goal_id, g->step);
+    }
+
+    return rc == IW_ERROR ? IW_ERROR : IW_OK;
+}
+
+
+/*
+ * The goal waits until `until` (Redis' clock, now its reading) or until
+ * something it watches happens, whichever is first: a state, not a loop.
+ * The step returns IW_GOAL_WAIT and the engine arms the goal's timer.
+ */
+
+int
+iw_goal_wait(iw_goal_t *g, long long until, long long now)
+{
+    iw_goal_wake_in(g, until - now);
+
+    return IW_GOAL_WAIT;
+}
+
+
+/* the goal must look again within ms at the latest */
+
+void
+iw_goal_wake_in(iw_goal_t *g, long long ms)
+{
+    if (ms < 1) {
+        ms = 1;
+    }
+
+    if (g->wake_in < 0 || ms < g->wake_in) {
+        g->wake_in = ms;
+    }
+}
+
+
+/* the channels whose messages wake the waiting goal (pubsub.c): its
+ * control channel (a cancel, a person's message), its room, and the feed
+ * of every sub-goal still open; each a string of its own in out */
+
+size_t
+iw_goal_channels(const iw_conf_t *conf, iw_goal_t *g, char ***out)
+{
+    size_t   i, n;
+    char   **v;
+
+    v = ioa_alloc((g->ntasks + 2) * sizeof(char *));
+    n = 0;
+
+    v[n++] = ioa_sprintf("%s{goal:%s}:control", conf->prefix, g->goal_id);
+
+    if (g->comm_id && *g->comm_id
+        && (iw_streq(g->phase, "running")
+            || iw_streq(g->phase, "concluding")))
+    {
+        v[n++] = ioa_sprintf("%s{room:%s}:ch", conf->prefix, g->comm_id);
+    }
+
+    for (i = 0; i < g->ntasks; i++) {
+        if (g->tasks[i].sub && g->tasks[i].queued && g->tasks[i].child
+            && !iw_goal_settled(&g->tasks[i]))
+        {
+            v[n++] = ioa_sprintf("%s{room:goal-%s}:ch", conf->prefix,
+                                 g->tasks[i].child);
         }
     }
+
+    *out = v;
+
+    return n;
 }
 
 
@@ -508,7 +604,7 @@ iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
     ioa_buf_t    b;
     const char  *final;
 
-    rc = iw_goal_drain(conf, g, 0);
+    rc = iw_goal_drain(conf, g);
     if (rc != IW_OK) {
         return rc;
     }

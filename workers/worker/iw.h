@@ -4,11 +4,13 @@
  * ioa-worker takes goals from the Redis Stream P{jobs}:goals (consumer
  * group "workers"), forms a team, runs IoA's conversation in the team's
  * room as the coordinator agent, and writes the outcome back to the goal's
- * record.  Its connections to Redis are event-driven (loop.c: libevent;
- * rconn.c: one connection; redis.c: the calls, standalone or Cluster), and
- * the goal's code calls them as blocking calls for now (the loop runs
- * until the reply is in): one goal at a time, no threads.  Scale comes
- * from running more processes.
+ * record.  One process runs many goals at once (engine.c, up to
+ * --max-goals) on one event loop (loop.c: libevent), each a state machine
+ * whose waits are states: a timer of its own and the channels that wake
+ * it (pubsub.c).  Its connections to Redis are event-driven (rconn.c: one
+ * connection; redis.c: the calls, standalone or Cluster); a step's own
+ * commands are sent from the top of the engine's loop and run to their
+ * replies (a loopback round trip each).  No threads.
  *
  * Everything a goal needs to go on lives in Redis (the meta and fsm hashes,
  * the room log), so a worker can die at any instruction and another one
@@ -20,7 +22,8 @@
  * shares with ioa-agent (allocation, buffers, JSON, clocks, ids) lives in
  * workers/common/ under the project's ioa_ prefix (ioa_common.h).  Files
  * are named for their one concern: loop.c (the event loop), rconn.c (one
- * Redis connection), redis.c (the calls, scripts), cluster.c (Redis
+ * Redis connection), redis.c (the calls, scripts), engine.c (many goals
+ * on the loop), pubsub.c (the channels that wake goals), cluster.c (Redis
  * Cluster routing), curl_loop.c (libcurl's sockets on the loop), jobs.c (consumer group), registry.c
  * (agents, teamup), planner.c (the built-in planner), decide.c (the review
  * after each round: re-route, iterate, conclude), store.c (goal record and
@@ -80,6 +83,7 @@ typedef struct {
                                         limit but its own deadline_s */
     long long     offline_grace_ms;  /* an assignee offline this long gives
                                         its task up; 0: wait the deadline */
+    long long     max_goals;         /* goals in flight at once (engine.c) */
     double        min_score;         /* weakest match handed a part */
 
     struct iw_llm_conf_s  *llm;      /* NULL: the built-in planner */
@@ -137,6 +141,7 @@ typedef struct iw_rconn_s  iw_rconn_t;
  * (or closed) before it came */
 typedef void (*iw_rreq_pt)(iw_rreq_t *q, redisReply *r);
 typedef void (*iw_rconn_close_pt)(iw_rconn_t *c, const char *why);
+typedef void (*iw_rconn_push_pt)(iw_rconn_t *c, redisReply *r);
 
 struct iw_rreq_s {
     iw_rreq_t          *next;
@@ -157,6 +162,8 @@ struct iw_rconn_s {
     iw_rreq_t          *head;        /* sent, unanswered, oldest first */
     iw_rreq_t          *tail;
     iw_rconn_close_pt   on_close;    /* once, before the requests fail */
+    iw_rconn_push_pt    push;        /* a subscriber's: replies with no
+                                        request waiting (pubsub.c) */
     void               *data;
     int                 node;        /* cluster.c: its node, else -1 */
     iw_rreq_t           setup[2];    /* redis.c: AUTH, CLIENT SETNAME */
@@ -207,6 +214,7 @@ int iw_redis_init(const iw_conf_t *conf);
 int iw_redis_connect(void);
 int iw_redis_connected(void);
 int iw_redis_cluster(void);
+int iw_redis_standalone_addr(const char **host, int *port);
 void iw_redis_close(void);
 iw_rconn_t *iw_redis_open(const char *host, int port,
     iw_rconn_close_pt on_close);
@@ -231,9 +239,32 @@ const char *iw_reply_str(redisReply *r);
 int iw_redis_time_ms(long long *ms);
 
 
+/* engine.c: many goals on one loop */
+void iw_engine_run(const iw_conf_t *conf);
+
+
+/* pubsub.c: a waiting goal is woken by a message on a channel */
+typedef struct iw_watch_s  iw_watch_t;
+
+struct iw_watch_s {
+    iw_watch_t         *next;        /* the channel's watchers */
+    struct iw_chan_s   *chan;        /* NULL: not watching */
+    void              (*wake)(iw_watch_t *w);   /* from the loop */
+    void               *data;
+};
+
+void iw_pubsub_watch(iw_watch_t *w, const char *channel);
+void iw_pubsub_unwatch(iw_watch_t *w);
+int iw_pubsub_live(iw_watch_t *w);
+void iw_pubsub_reconnected(void);
+void iw_pubsub_close(void);
+size_t iw_pubsub_channels(void);
+
+
 /* stats.c: this worker's counters and heartbeat (P{workers}:...) */
 void iw_stats_init(const iw_conf_t *conf);
 void iw_stats_add(const char *name, long long n);
+void iw_stats_set(const char *name, long long value);
 void iw_stats_addf(long long n, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void iw_stats_tick(void);
@@ -254,6 +285,8 @@ int iw_cluster_on(void);
 void iw_cluster_close(void);
 int iw_cluster_node_of(int slot);
 iw_rconn_t *iw_cluster_conn(int node);
+iw_rconn_t *iw_cluster_block_conn(int node);
+int iw_cluster_node_addr(int node, const char **host, int *port);
 iw_rconn_t *iw_cluster_any_conn(void);
 int iw_cluster_apply(redisReply *r, int from);
 int iw_cluster_redirect(redisReply *r, int *slot, int *node);
@@ -268,9 +301,12 @@ typedef struct {
 } iw_job_t;
 
 int iw_jobs_group(const iw_conf_t *conf);
-int iw_jobs_take(const iw_conf_t *conf, int pending, long long block_ms,
-    iw_job_t *job);
-int iw_jobs_autoclaim(const iw_conf_t *conf, char **cursor, iw_job_t *job);
+int iw_jobs_parse(redisReply *r, iw_job_t *jobs, int max, int *nogroup);
+char *iw_jobs_read_cmd(const iw_conf_t *conf, int count, long long block_ms,
+    size_t *len);
+int iw_jobs_pending(const iw_conf_t *conf, iw_job_t *jobs, int max);
+int iw_jobs_autoclaim(const iw_conf_t *conf, char **cursor, iw_job_t *jobs,
+    int max);
 int iw_jobs_touch(const iw_conf_t *conf, const char *id, int release);
 int iw_jobs_deliveries(const iw_conf_t *conf, const char *id,
     long long *count);
@@ -469,6 +505,9 @@ typedef struct {
     int           person_said;       /* the person posted in the room:
                                         requests (and a stop) go into the
                                         next progress write */
+    long long     wake_in;           /* ms: the waiting step looks again
+                                        this soon at the latest, -1: no
+                                        time of its own (engine.c) */
 } iw_goal_t;
 
 int iw_store_load(const iw_conf_t *conf, iw_goal_t *g);
@@ -513,7 +552,7 @@ typedef struct {
 int iw_room_post(const iw_conf_t *conf, const char *comm_id,
     const char *json, int type, const char *next_speaker, char **sid);
 int iw_room_read(const iw_conf_t *conf, const char *comm_id,
-    const char *after, long long block_ms, iw_entries_t *out);
+    const char *after, iw_entries_t *out);
 int iw_room_last_id(const iw_conf_t *conf, const char *comm_id, char **sid);
 int iw_room_members(const iw_conf_t *conf, const char *comm_id,
     iw_agents_t *out, char **owner);
@@ -559,13 +598,10 @@ void iw_entries_free(iw_entries_t *e);
 #define IW_TYPE_CONCLUDE        10
 #define IW_TYPE_CONCLUSION      11
 
-/* the longest a blocking read waits: bounds how late a cancel or SIGTERM
- * is noticed while the room is quiet */
-#define IW_GOAL_WAIT_MS         500
-
-/* on a Redis Cluster, how often the feeds of open sub-goals are read while
- * the room is waited for (they are in other slots than the room) */
-#define IW_GOAL_SUBS_POLL_MS    100
+/* how soon a waiting goal looks again when one of its channels is not
+ * subscribed (yet, or any more): the subscriber connection is down, so
+ * nothing would wake it (engine.c) */
+#define IW_GOAL_POLL_MS         500
 
 /* returned by the phase functions when the goal is over and acknowledged */
 #define IW_GOAL_ENDED           1
@@ -573,7 +609,16 @@ void iw_entries_free(iw_entries_t *e);
 /* returned by a part of the running phase that has nothing left to do */
 #define IW_GOAL_NEXT            2
 
-int iw_goal_run(const iw_conf_t *conf, iw_job_t *job);
+/* returned by a step that waits (iw_goal_wait): for g->wake_in ms at most,
+ * or until a message on one of its channels (engine.c, pubsub.c) */
+#define IW_GOAL_WAIT            3
+
+int iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g);
+int iw_goal_step(const iw_conf_t *conf, iw_goal_t *g);
+int iw_goal_release(const iw_conf_t *conf, iw_goal_t *g);
+int iw_goal_wait(iw_goal_t *g, long long until, long long now);
+void iw_goal_wake_in(iw_goal_t *g, long long ms);
+size_t iw_goal_channels(const iw_conf_t *conf, iw_goal_t *g, char ***out);
 int iw_goal_form(const iw_conf_t *conf, iw_goal_t *g);
 int iw_goal_lease(const iw_conf_t *conf, iw_goal_t *g, int now);
 int iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
@@ -589,7 +634,7 @@ int iw_goal_save_tasks(const iw_conf_t *conf, iw_goal_t *g);
 
 /* conversation.c: the running phase */
 int iw_goal_running(const iw_conf_t *conf, iw_goal_t *g);
-int iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g, long long block_ms);
+int iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g);
 int iw_goal_members(iw_goal_t *g, iw_agents_t *out);
 size_t iw_goal_round_tasks(iw_goal_t *g, size_t *first);
 

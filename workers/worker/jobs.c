@@ -93,73 +93,115 @@ iw_job_from_entry(redisReply *e, iw_job_t *job)
 }
 
 
-/* 1 a job, 0 none within block_ms; pending = re-read this consumer's own
- * pending jobs (a restart under the same --consumer) instead of new ones */
+/*
+ * The entries of an XREADGROUP reply, at most max of them, into jobs: how
+ * many, or IW_ERROR.  *nogroup is set when the Stream or the group went
+ * away (FLUSHALL, a new Redis): the caller makes it again.
+ */
 
 int
-iw_jobs_take(const iw_conf_t *conf, int pending, long long block_ms,
-    iw_job_t *job)
+iw_jobs_parse(redisReply *r, iw_job_t *jobs, int max, int *nogroup)
 {
-    int          got;
-    redisReply  *r, *entries;
+    int          n;
+    size_t       i;
+    redisReply  *entries;
 
-    if (pending) {
-        r = iw_redis_cmd("XREADGROUP GROUP " IW_JOBS_GROUP " %s COUNT 1 "
-                         "STREAMS %s 0", conf->consumer, conf->jobs_key);
-    } else {
-        r = iw_redis_cmd("XREADGROUP GROUP " IW_JOBS_GROUP " %s COUNT 1 "
-                         "BLOCK %lld STREAMS %s >", conf->consumer, block_ms,
-                         conf->jobs_key);
-    }
-
-    if (r == NULL) {
-        return IW_ERROR;
-    }
+    *nogroup = 0;
 
     if (iw_reply_err(r, "NOGROUP")) {
-        /* the Stream or the group went away (FLUSHALL, a new Redis) */
-        freeReplyObject(r);
-        return iw_jobs_group(conf) == IW_OK ? 0 : IW_ERROR;
+        *nogroup = 1;
+        return 0;
     }
 
     if (r->type == REDIS_REPLY_ERROR) {
         iw_error("XREADGROUP: %s", r->str);
-        freeReplyObject(r);
         return IW_ERROR;
     }
 
-    got = 0;
+    n = 0;
 
-    /* [[key, [[id, fields]]]] or nil */
+    /* [[key, [[id, fields], ...]]] or nil */
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 1
         && r->element[0]->type == REDIS_REPLY_ARRAY
         && r->element[0]->elements == 2)
     {
         entries = r->element[0]->element[1];
 
-        if (entries->type == REDIS_REPLY_ARRAY && entries->elements > 0) {
-            got = iw_job_from_entry(entries->element[0], job);
+        for (i = 0; entries->type == REDIS_REPLY_ARRAY
+                    && i < entries->elements && n < max; i++)
+        {
+            n += iw_job_from_entry(entries->element[i], &jobs[n]);
         }
     }
 
-    freeReplyObject(r);
-
-    return got;
+    return n;
 }
 
 
-/* Takes over one job idle for --claim-idle, scanning the pending list with
- * *cursor (XAUTOCLAIM's, "0-0" to start again).  1 a job, 0 none. */
+/* XREADGROUP for at most count new jobs, waiting up to block_ms: the
+ * formatted command, for iw_redis_send() (engine.c reads with it) */
+
+char *
+iw_jobs_read_cmd(const iw_conf_t *conf, int count, long long block_ms,
+    size_t *len)
+{
+    int    n;
+    char  *cmd;
+
+    n = redisFormatCommand(&cmd, "XREADGROUP GROUP " IW_JOBS_GROUP " %s "
+                           "COUNT %d BLOCK %lld STREAMS %s >", conf->consumer,
+                           count, block_ms, conf->jobs_key);
+    if (n < 0) {
+        ioa_fatal("redis: cannot format XREADGROUP");
+    }
+
+    *len = (size_t) n;
+
+    return cmd;
+}
+
+
+/* this consumer's own pending jobs (a restart under the same --consumer,
+ * or a reconnect), at most max: how many, or IW_ERROR */
 
 int
-iw_jobs_autoclaim(const iw_conf_t *conf, char **cursor, iw_job_t *job)
+iw_jobs_pending(const iw_conf_t *conf, iw_job_t *jobs, int max)
 {
-    int          got;
+    int          n, nogroup;
+    redisReply  *r;
+
+    r = iw_redis_cmd("XREADGROUP GROUP " IW_JOBS_GROUP " %s COUNT %d "
+                     "STREAMS %s 0", conf->consumer, max, conf->jobs_key);
+    if (r == NULL) {
+        return IW_ERROR;
+    }
+
+    n = iw_jobs_parse(r, jobs, max, &nogroup);
+    freeReplyObject(r);
+
+    if (nogroup) {
+        return iw_jobs_group(conf) == IW_OK ? 0 : IW_ERROR;
+    }
+
+    return n;
+}
+
+
+/* Takes over at most max jobs idle for --claim-idle, scanning the pending
+ * list with *cursor (XAUTOCLAIM's, "0-0" to start again): how many, or
+ * IW_ERROR. */
+
+int
+iw_jobs_autoclaim(const iw_conf_t *conf, char **cursor, iw_job_t *jobs,
+    int max)
+{
+    int          n;
+    size_t       i;
     redisReply  *r, *claimed;
 
-    r = iw_redis_cmd("XAUTOCLAIM %s " IW_JOBS_GROUP " %s %lld %s COUNT 1",
+    r = iw_redis_cmd("XAUTOCLAIM %s " IW_JOBS_GROUP " %s %lld %s COUNT %d",
                      conf->jobs_key, conf->consumer, conf->claim_idle_ms,
-                     *cursor);
+                     *cursor, max);
     if (r == NULL) {
         return IW_ERROR;
     }
@@ -181,16 +223,18 @@ iw_jobs_autoclaim(const iw_conf_t *conf, char **cursor, iw_job_t *job)
     free(*cursor);
     *cursor = ioa_strdup(r->element[0]->str);
 
-    got = 0;
+    n = 0;
     claimed = r->element[1];
 
-    if (claimed->type == REDIS_REPLY_ARRAY && claimed->elements > 0) {
-        got = iw_job_from_entry(claimed->element[0], job);
+    for (i = 0; claimed->type == REDIS_REPLY_ARRAY && i < claimed->elements
+                && n < max; i++)
+    {
+        n += iw_job_from_entry(claimed->element[i], &jobs[n]);
     }
 
     freeReplyObject(r);
 
-    return got;
+    return n;
 }
 
 

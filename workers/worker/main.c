@@ -1,34 +1,25 @@
 /*
- * ioa-worker: command line, signals and the job loop.
+ * ioa-worker: command line, signals, the start.
  *
  *   ioa-worker --redis HOST:PORT[,HOST:PORT...] [--prefix ioa:]
  *              [--scripts DIR]
  *              [--name ioa-coordinator] [--consumer NAME]
  *              [--task-timeout SEC] [--turn-timeout SEC]
- *              [--claim-idle SEC] [--token-budget N]
+ *              [--claim-idle SEC] [--token-budget N] [--max-goals N]
  *
  * The planner: an LLM when IOA_LLM_BASE_URL (or OPENAI_BASE_URL) is set
  * (llm.c reads the environment), else the built-in deterministic one.  The
  * start line in the log says which.
  *
- * The loop, while no SIGTERM:
- *   - (re)connect to Redis with backoff (100 ms doubling to 5 s, half of it
- *     random, so a fleet of workers does not reconnect in step), then make
- *     sure the job group exists and register the coordinator agent;
- *   - after each connect, first take back this consumer's own pending jobs
- *     (a restart under the same --consumer);
- *   - at least every second (claim_idle / 2 when shorter), XAUTOCLAIM one
- *     job idle for --claim-idle (its worker died) and resume it; a job
- *     released on SIGTERM is taken at the next of these;
- *   - otherwise wait up to a second for a new job (XREADGROUP BLOCK).
- * A goal that failed on Redis is run again after the reconnect (it resumes
- * from Redis, so that is safe); one that keeps failing on a healthy
- * connection is released for another worker after IW_MAX_RETRIES.
+ * The goals themselves run in engine.c: many at once on one event loop,
+ * up to --max-goals, each a state machine that waits without holding
+ * anything but its memory.  Here: the options, their defaults and checks,
+ * and the start (signals, the Redis client, the LLM configuration, the
+ * first log line).
  *
- * SIGTERM and SIGINT set iw_stop.  No blocking call lasts more than a
- * second, so the worker notices within that: the step in flight finishes,
- * the job is released (idle time set far in the past) so that another
- * worker takes it over at once, and the process exits 0.
+ * SIGTERM and SIGINT set iw_stop: the step in flight finishes, every job
+ * the process holds is released (idle time set far in the past) so that
+ * other workers take them over at once, and the process exits 0.
  */
 
 #include <errno.h>
@@ -43,9 +34,10 @@
 #include "llm.h"
 
 
-#define IW_BACKOFF_MIN_MS    100
-#define IW_BACKOFF_MAX_MS    5000
-#define IW_MAX_RETRIES       5
+/* --max-goals: a waiting goal costs a few KiB, so the default is set by
+ * what one process' Redis round trips can serve, not by memory */
+#define IW_MAX_GOALS_DEFAULT  2000
+#define IW_MAX_GOALS_LIMIT    100000
 
 
 volatile sig_atomic_t  iw_stop;
@@ -58,7 +50,6 @@ static int iw_conf_defaults(iw_conf_t *conf);
 static int iw_parse_args(iw_conf_t *conf, int argc, char **argv);
 static int iw_option(iw_conf_t *conf, int c, const char *arg);
 static int iw_start(iw_conf_t *conf);
-static void iw_serve(iw_conf_t *conf);
 static void iw_conf_free(iw_conf_t *conf);
 
 
@@ -123,6 +114,8 @@ iw_usage(FILE *f)
         "                       for --task-timeout)\n"
         "  --min-score S        the weakest BM25 match the built-in planner\n"
         "                       hands a part to (0.8)\n"
+        "  --max-goals N        goals this process runs at once; at the cap\n"
+        "                       it takes no more from the queue (2000)\n"
         "  --help\n"
         "\n"
         "LLM (any OpenAI-compatible chat completions endpoint):\n"
@@ -302,7 +295,7 @@ main(int argc, char **argv)
         return rc;
     }
 
-    iw_serve(&conf);
+    iw_engine_run(&conf);
 
     iw_info("stopped");
     iw_conf_free(&conf);
@@ -335,6 +328,7 @@ iw_conf_defaults(iw_conf_t *conf)
     conf->max_attempts = 2;
     conf->min_score = 0.8;
     conf->offline_grace_ms = 10000;
+    conf->max_goals = IW_MAX_GOALS_DEFAULT;
 
 
     return 0;
@@ -368,6 +362,7 @@ iw_parse_args(iw_conf_t *conf, int argc, char **argv)
         { "min-score", required_argument, NULL, 'S' },
         { "offline-grace", required_argument, NULL, 'O' },
         { "goal-timeout", required_argument, NULL, 'G' },
+        { "max-goals", required_argument, NULL, 'M' },
         { "health-file", required_argument, NULL, 'H' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
@@ -525,6 +520,17 @@ iw_option(iw_conf_t *conf, int c, const char *arg)
             return 2;
         }
         break;
+    case 'M':
+        if (iw_parse_count("--max-goals", arg, &conf->max_goals) != 0) {
+            return 2;
+        }
+
+        if (conf->max_goals < 1 || conf->max_goals > IW_MAX_GOALS_LIMIT) {
+            fprintf(stderr, "ioa-worker: --max-goals: %lld is not between "
+                    "1 and %d\n", conf->max_goals, IW_MAX_GOALS_LIMIT);
+            return 2;
+        }
+        break;
     case 'O':
         if (strcmp(arg, "0") == 0) {
             conf->offline_grace_ms = 0;
@@ -613,122 +619,6 @@ iw_start(iw_conf_t *conf)
     free(planner);
 
     return 0;
-}
-
-
-/*
- * The job loop: (re)connect with backoff, take a job (a new one, or one a
- * silent worker left, at least every second), run its goal, release it on
- * repeated errors; until SIGTERM, when the job in hand is released.
- */
-
-static void
-iw_serve(iw_conf_t *conf)
-{
-    int         rc, fresh, retries;
-    char       *cursor;
-    iw_job_t    job;
-    long long   backoff, next_claim, now, block;
-
-    job.id = NULL;
-    job.goal_id = NULL;
-    cursor = ioa_strdup("0-0");
-    backoff = IW_BACKOFF_MIN_MS;
-    next_claim = 0;
-    fresh = 0;
-    retries = 0;
-
-    while (!iw_stop) {
-
-        if (!iw_redis_connected()) {
-            if (iw_redis_connect() != IW_OK
-                || iw_jobs_group(conf) != IW_OK
-                || iw_reg_register(conf) != IW_OK)
-            {
-                iw_redis_close();
-                iw_stats_add("retries:redis", 1);
-                iw_sleep_ms(backoff / 2 + rand() % (backoff / 2 + 1));
-                backoff = backoff * 2 > IW_BACKOFF_MAX_MS ? IW_BACKOFF_MAX_MS
-                                                          : backoff * 2;
-                continue;
-            }
-
-            backoff = IW_BACKOFF_MIN_MS;
-            fresh = 1;
-        }
-
-        if (job.id == NULL) {
-            now = ioa_mono_ms();
-
-            if (fresh) {
-                rc = iw_jobs_take(conf, 1, 0, &job);
-                fresh = rc == IW_ERROR;
-
-            } else if (now >= next_claim) {
-                next_claim = now + (conf->claim_idle_ms / 2 < 1000
-                                    ? conf->claim_idle_ms / 2 : 1000);
-                rc = iw_jobs_autoclaim(conf, &cursor, &job);
-
-                if (rc == 1) {
-                    iw_info("took over job %s (goal %s) from a silent "
-                            "worker", job.id,
-                            job.goal_id ? job.goal_id : "-");
-                }
-
-            } else {
-                block = next_claim - now;
-                block = block > 1000 ? 1000 : block;
-                rc = iw_jobs_take(conf, 0, block > 0 ? block : 1, &job);
-            }
-
-            if (rc != 1) {
-                continue;
-            }
-
-            retries = 0;
-        }
-
-        rc = iw_goal_run(conf, &job);
-
-        if (rc == IW_ERROR) {
-            if (!iw_redis_connected()) {
-                iw_stats_add("retries:goal", 1);
-                continue;               /* resumed after the reconnect */
-            }
-
-            if (++retries < IW_MAX_RETRIES) {
-                iw_stats_add("retries:goal", 1);
-                iw_sleep_ms(1000);
-                continue;
-            }
-
-            iw_error("goal %s: giving it up after %d errors; released for "
-                     "another worker", job.goal_id ? job.goal_id : "-",
-                     retries);
-            (void) iw_jobs_touch(conf, job.id, 1);
-        }
-
-        if (rc == IW_STOPPED) {
-            iw_job_free(&job);
-            break;
-        }
-
-        iw_job_free(&job);
-        next_claim = 0;                 /* free again: look for orphans */
-    }
-
-    if (job.id && iw_redis_connected()) {
-        (void) iw_jobs_touch(conf, job.id, 1);
-    }
-
-    /* the last beat says "stopped": /metrics shows the worker down at
-     * once rather than when its heartbeat grows old */
-    iw_stats_beat(1);
-
-    iw_job_free(&job);
-    iw_redis_close();
-    free(cursor);
-
 }
 
 

@@ -33,6 +33,11 @@
  * timed the same way: until it completes, the commands wait in the output
  * buffer and the oldest one's deadline counts.
  *
+ * A subscriber connection (pubsub.c) sets a push handler: Redis sends it
+ * messages nobody asked for, so once the queue is empty (AUTH and CLIENT
+ * SETNAME are answered first) every reply goes to the push handler, and
+ * its SUBSCRIBE commands are sent without a request (q NULL).
+ *
  * Closing from inside a done() handler (a handler that decides Redis is
  * broken) is safe: while replies are being handed out the connection only
  * marks itself closed, and the reading code frees it when it is back on
@@ -116,6 +121,19 @@ void
 iw_rconn_send(iw_rconn_t *c, const char *cmd, size_t len, iw_rreq_t *q,
     long long timeout_ms)
 {
+    if (q == NULL) {
+        /* a subscriber's command: its answers come to the push handler */
+        if (!c->closed) {
+            (void) redisAppendFormattedCommand(c->ctx, cmd, len);
+
+            if (c->up) {
+                (void) event_add(c->wev, NULL);
+            }
+        }
+
+        return;
+    }
+
     q->next = NULL;
     q->deadline = ioa_mono_ms() + timeout_ms;
 
@@ -227,20 +245,24 @@ iw_rconn_on_read(evutil_socket_t fd, short what, void *arg)
 
         q = c->head;
 
-        if (q == NULL) {
+        if (q == NULL && c->push) {
+            c->push(c, reply);
+
+        } else if (q == NULL) {
             freeReplyObject(reply);
             iw_rconn_fail(c, "a reply nobody asked for");
             break;
+
+        } else {
+            c->head = q->next;
+            if (c->head == NULL) {
+                c->tail = NULL;
+            }
+
+            q->next = NULL;
+
+            q->done(q, reply);
         }
-
-        c->head = q->next;
-        if (c->head == NULL) {
-            c->tail = NULL;
-        }
-
-        q->next = NULL;
-
-        q->done(q, reply);
 
         if (n + 1 >= IW_RCONN_READ_MAX) {
             /* more may be buffered in the reader: come back next turn

@@ -127,6 +127,7 @@ typedef struct {
 
 
 static iw_rconn_t        *iw_redis;            /* standalone */
+static iw_rconn_t        *iw_redis_block;      /* its blocking reads */
 static const iw_conf_t   *iw_redis_conf;
 static char              *iw_redis_client_name;
 static char              *iw_redis_password;    /* NULL: no AUTH */
@@ -377,6 +378,13 @@ iw_redis_on_setup(iw_rreq_t *q, redisReply *r)
 static void
 iw_redis_on_close(iw_rconn_t *c, const char *why)
 {
+    if (c == iw_redis_block) {
+        iw_redis_block = NULL;
+        iw_warn("redis connection for blocking reads lost (%s:%d): %s",
+                c->host, c->port, why);
+        return;
+    }
+
     if (c == iw_redis) {
         iw_redis = NULL;
         iw_warn("redis connection lost (%s:%d): %s", c->host, c->port, why);
@@ -489,6 +497,23 @@ iw_redis_connected(void)
 }
 
 
+/* the standalone server's address, for a connection of another kind
+ * (pubsub.c) */
+
+int
+iw_redis_standalone_addr(const char **host, int *port)
+{
+    if (iw_redis == NULL) {
+        return IW_ERROR;
+    }
+
+    *host = iw_redis->host;
+    *port = iw_redis->port;
+
+    return IW_OK;
+}
+
+
 int
 iw_redis_cluster(void)
 {
@@ -508,6 +533,13 @@ iw_redis_close(void)
     }
 
     iw_redis_closing = 1;
+
+    if (iw_redis_block) {
+        c = iw_redis_block;
+        iw_redis_block = NULL;
+        c->on_close = NULL;
+        iw_rconn_close(c, "closed");
+    }
 
     if (iw_redis) {
         c = iw_redis;
@@ -660,7 +692,10 @@ iw_redis_send(char *cmd, size_t len, iw_redis_pt handler, void *data)
 }
 
 
-/* where the call goes now: NULL when nothing carries it */
+/* where the call goes now: NULL when nothing carries it.  A read that
+ * blocks (XREAD[GROUP] BLOCK) goes on a connection of its own to the same
+ * server: Redis answers a connection's commands in order, so on the
+ * shared one every goal's commands would queue behind it. */
 
 static iw_rconn_t *
 iw_rcall_conn(iw_rcall_t *k)
@@ -669,11 +704,21 @@ iw_rcall_conn(iw_rcall_t *k)
         return k->fixed;
     }
 
-    if (!iw_cluster_on()) {
-        return iw_redis;
+    if (iw_cluster_on()) {
+        return k->info.block_ms > 0 ? iw_cluster_block_conn(k->node)
+                                    : iw_cluster_conn(k->node);
     }
 
-    return iw_cluster_conn(k->node);
+    if (k->info.block_ms > 0 && iw_redis) {
+        if (iw_redis_block == NULL) {
+            iw_redis_block = iw_redis_open(iw_redis->host, iw_redis->port,
+                                           iw_redis_on_close);
+        }
+
+        return iw_redis_block;
+    }
+
+    return iw_redis;
 }
 
 

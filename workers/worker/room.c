@@ -16,9 +16,9 @@
  * keeps those in P{reg}:observers (see ngx_ioa_observer.c), which is counted
  * here at most every IW_ROOM_OBSERVERS_MS.
  *
- * Reading is XREAD on the room's Stream after an id: with block_ms 0 it
- * returns at once (catching up), otherwise it waits up to block_ms for the
- * next entries.  At most IW_ROOM_BATCH entries per call.
+ * Reading is XREAD on the room's Stream after an id, without BLOCK: a goal
+ * never holds a read open while it waits (the room's channel wakes it,
+ * pubsub.c).  At most IW_ROOM_BATCH entries per call.
  */
 
 #include <stdlib.h>
@@ -154,7 +154,7 @@ iw_room_post(const iw_conf_t *conf, const char *comm_id, const char *json,
 
 int
 iw_room_read(const iw_conf_t *conf, const char *comm_id, const char *after,
-    long long block_ms, iw_entries_t *out)
+    iw_entries_t *out)
 {
     size_t       i, k;
     redisReply  *r, *list, *e, *f;
@@ -162,14 +162,8 @@ iw_room_read(const iw_conf_t *conf, const char *comm_id, const char *after,
     out->v = NULL;
     out->n = 0;
 
-    if (block_ms > 0) {
-        r = iw_redis_cmd("XREAD COUNT %d BLOCK %lld STREAMS %s{room:%s}:log %s",
-                         IW_ROOM_BATCH, block_ms, conf->prefix, comm_id,
-                         after);
-    } else {
-        r = iw_redis_cmd("XREAD COUNT %d STREAMS %s{room:%s}:log %s",
-                         IW_ROOM_BATCH, conf->prefix, comm_id, after);
-    }
+    r = iw_redis_cmd("XREAD COUNT %d STREAMS %s{room:%s}:log %s",
+                     IW_ROOM_BATCH, conf->prefix, comm_id, after);
 
     if (r == NULL) {
         return IW_ERROR;

@@ -15,13 +15,12 @@
  * increments, so a lost write loses nothing (the next one carries it) and
  * a write that is repeated counts nothing twice.
  *
- * When: the worker is a blocking program with one connection (iw.h), so
- * the beat goes out on that connection between two of its commands:
- * redis.c calls iw_stats_tick() before each command (a hook, set in
- * iw_stats_init), and the LLM client's tick calls it while a model thinks
- * (llm_planner.c).  A goal waits on Redis at most IW_GOAL_WAIT_MS at a
- * time and the job loop at most a second, so a live worker beats at least
- * every IW_STATS_BEAT_MS plus a second.  A beat never slows a goal down:
+ * When: between two commands of the goals' steps (redis.c calls
+ * iw_stats_tick() before each blocking command, a hook set in
+ * iw_stats_init), from the engine's loop, which wakes at least every
+ * IW_ENGINE_TICK_MS when every goal waits, and while a model thinks (the
+ * LLM client's tick, llm_planner.c), so a live worker beats about every
+ * IW_STATS_BEAT_MS.  A beat never slows a goal down:
  * a refusal (Redis full, loading) is logged once and dropped instead of
  * breaking the connection (iw_redis_eval_soft), and a lost connection is
  * the goal's own problem anyway (its next command would have found it).
@@ -116,6 +115,24 @@ iw_stats_add(const char *name, long long n)
     strcpy(iw_stats[iw_stats_n].name, name);
     iw_stats[iw_stats_n].value = n;
     iw_stats_n++;
+}
+
+
+/* a gauge: the value now (goals in flight, LLM requests waiting) */
+
+void
+iw_stats_set(const char *name, long long value)
+{
+    size_t  i;
+
+    for (i = 0; i < iw_stats_n; i++) {
+        if (strcmp(iw_stats[i].name, name) == 0) {
+            iw_stats[i].value = value;
+            return;
+        }
+    }
+
+    iw_stats_add(name, value);
 }
 
 
