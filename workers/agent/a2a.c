@@ -195,6 +195,7 @@ typedef struct {
     ioa_sse_parser_t  sse;
     ioa_event_t       process;
     ioa_event_t       free_ev;
+    ioa_event_t       cancel_ev; /* the A2A task's id came: cancel it */
     ioa_timer_t       deadline;
     ioa_timer_t       poll;
     unsigned          poll_ms;
@@ -212,6 +213,7 @@ typedef struct {
     unsigned          events:1; /* it is text/event-stream */
     unsigned          too_large:1;
     unsigned          replied:1; /* a message, not a task, answered */
+    unsigned          cancel_wait:1; /* to cancel once its id is known */
 } ioa_a2a_call_t;
 
 
@@ -237,6 +239,7 @@ static void     ioa_a2a_texts(yajl_val parts, ioa_buf_t *b, size_t *total);
 static size_t   ioa_a2a_append(ioa_buf_t *b, const char *sep, const char *s,
                                size_t len);
 static void     ioa_a2a_id(ioa_a2a_call_t *c, const char *id);
+static void     ioa_a2a_cancel_now(ioa_event_t *ev);
 static int      ioa_a2a_state(const char *s);
 static void     ioa_a2a_settle(ioa_a2a_call_t *c);
 static void     ioa_a2a_next(ioa_a2a_call_t *c);
@@ -717,6 +720,8 @@ ioa_a2a_start(ioa_task_t *t)
     c->process.data = c;
     c->free_ev.handler = ioa_a2a_free;
     c->free_ev.data = c;
+    c->cancel_ev.handler = ioa_a2a_cancel_now;
+    c->cancel_ev.data = c;
     c->deadline.handler = ioa_a2a_deadline_handler;
     c->deadline.data = c;
     c->poll.handler = ioa_a2a_poll_handler;
@@ -1198,6 +1203,10 @@ ioa_a2a_id(ioa_a2a_call_t *c, const char *id)
     if (c->a2a_id == NULL && id && *id) {
         c->a2a_id = ioa_strdup(id);
         ioa_log_info("task %s: A2A task %s", ioa_task_key(c->task), id);
+
+        if (c->cancel_wait) {
+            ioa_post_event(&c->cancel_ev);
+        }
     }
 }
 
@@ -1495,6 +1504,16 @@ ioa_a2a_deadline_handler(ioa_timer_t *tm)
     ioa_buf_t       why = { 0 };
     ioa_a2a_call_t *c = tm->data;
 
+    if (c->cancel_wait) {
+        /* the task's id never came: nothing the agent could cancel */
+        c->cancel_wait = 0;
+        ioa_a2a_stop(c);
+        ioa_buf_adds(&c->why, "; no A2A task was created yet, so none was "
+                              "cancelled");
+        ioa_a2a_end(c, c->outcome, c->why.data, c->why.len, c->why.len);
+        return;
+    }
+
     ioa_buf_addf(&why, "no result within %u s", ioa_conf.timeout);
     ioa_a2a_abort(c, IOA_TASK_TIMED_OUT, &why);
     ioa_buf_free(&why);
@@ -1509,7 +1528,9 @@ ioa_a2a_cancel(ioa_task_t *t)
     ioa_buf_t       why = { 0 };
     ioa_a2a_call_t *c = t->adapter_data;
 
-    if (c == NULL || c->step == IOA_A2A_CANCEL || c->step == IOA_A2A_DONE) {
+    if (c == NULL || c->step == IOA_A2A_CANCEL || c->step == IOA_A2A_DONE
+        || c->cancel_wait)
+    {
         return;
     }
 
@@ -1526,6 +1547,19 @@ static void
 ioa_a2a_abort(ioa_a2a_call_t *c, ioa_task_status_e status, ioa_buf_t *why)
 {
     ioa_buf_t params = { 0 };
+
+    if (c->a2a_id == NULL && c->step == IOA_A2A_SEND) {
+        /* the message is out and the agent may be working on it already:
+         * its answer names the task, which is cancelled then (a cancel
+         * that comes right after the assignment is no rarity: the worker
+         * hears it at once); IOA_A2A_CANCEL_TIMEOUT bounds the wait */
+        c->cancel_wait = 1;
+        c->outcome = status;
+        ioa_buf_set(&c->why, why->data, why->len);
+        ioa_timer_del(&c->deadline);
+        ioa_timer_add(&c->deadline, IOA_A2A_CANCEL_TIMEOUT);
+        return;
+    }
 
     ioa_a2a_stop(c);
 
@@ -1555,6 +1589,26 @@ ioa_a2a_abort(ioa_a2a_call_t *c, ioa_task_status_e status, ioa_buf_t *why)
     }
 
     ioa_buf_free(&params);
+}
+
+
+/* posted by ioa_a2a_id(): the cancel that waited for the task's id */
+
+static void
+ioa_a2a_cancel_now(ioa_event_t *ev)
+{
+    ioa_buf_t       why = { 0 };
+    ioa_a2a_call_t *c = ev->data;
+
+    if (!c->cancel_wait || c->step == IOA_A2A_DONE) {
+        return;
+    }
+
+    c->cancel_wait = 0;
+    ioa_buf_set(&why, c->why.data, c->why.len);
+    c->step = IOA_A2A_WAIT;             /* no longer the send's */
+    ioa_a2a_abort(c, c->outcome, &why);
+    ioa_buf_free(&why);
 }
 
 
@@ -1609,6 +1663,7 @@ ioa_a2a_stop(ioa_a2a_call_t *c)
     ioa_timer_del(&c->deadline);
     ioa_timer_del(&c->poll);
     ioa_delete_posted_event(&c->process);
+    ioa_delete_posted_event(&c->cancel_ev);
 }
 
 

@@ -62,6 +62,7 @@
 #include <event2/event.h>
 
 #include "iw.h"
+#include "llm.h"
 
 
 #define IW_ENGINE_BACKOFF_MIN_MS   100
@@ -109,6 +110,7 @@ struct iw_flight_s {
     iw_watch_t         *watch;       /* one per channel */
     char              **chans;
     size_t              nchans;
+    iw_llm_memo_t       memo;        /* its model calls (llm_planner.c) */
 };
 
 
@@ -135,6 +137,7 @@ static void iw_engine_on_intake(void *data, redisReply *r);
 static void iw_engine_claim(void);
 static void iw_engine_take(iw_job_t *jobs, int n);
 static void iw_engine_release_all(void);
+static void iw_engine_gauges(void);
 static iw_flight_t *iw_flight_new(iw_job_t *job);
 static iw_flight_t *iw_flight_find(const char *job_id);
 static void iw_flight_run(iw_flight_t *f);
@@ -142,6 +145,7 @@ static void iw_flight_ready(iw_flight_t *f);
 static void iw_flight_wake(iw_flight_t *f);
 static void iw_flight_on_timer(evutil_socket_t fd, short what, void *arg);
 static void iw_flight_on_message(iw_watch_t *w);
+static void iw_flight_on_llm(void *data);
 static void iw_flight_wait(iw_flight_t *f);
 static void iw_flight_watch(iw_flight_t *f);
 static void iw_flight_unwatch(iw_flight_t *f);
@@ -246,7 +250,7 @@ iw_engine_run(const iw_conf_t *conf)
             iw_engine_claim();
         }
 
-        iw_stats_set("goals_in_flight", iw_nflights);
+        iw_engine_gauges();
         iw_stats_tick();
         iw_engine_intake();
 
@@ -514,6 +518,27 @@ iw_engine_take(iw_job_t *jobs, int n)
 }
 
 
+/* what /metrics shows of the engine: goals in flight, and the limiter
+ * and breaker of the LLM endpoint */
+
+static void
+iw_engine_gauges(void)
+{
+    int        open;
+    long long  in_flight, queued, trips;
+
+    iw_stats_set("goals_in_flight", iw_nflights);
+
+    if (iw_conf->llm) {
+        iw_llm_gauges(&in_flight, &queued, &open, &trips);
+        iw_stats_set("llm_in_flight", in_flight);
+        iw_stats_set("llm_queued", queued);
+        iw_stats_set("llm_breaker_open", open);
+        iw_stats_set("llm_breaker_trips", trips);
+    }
+}
+
+
 /* SIGTERM: every job this process holds goes back at once */
 
 static void
@@ -554,6 +579,8 @@ iw_flight_new(iw_job_t *job)
     f = ioa_calloc(sizeof(iw_flight_t));
     f->job = *job;
     f->state = IW_FLIGHT_PAUSED;
+    f->memo.wake = iw_flight_on_llm;
+    f->memo.data = f;
 
     f->timer = evtimer_new(iw_loop, iw_flight_on_timer, f);
     if (f->timer == NULL) {
@@ -592,17 +619,37 @@ iw_flight_find(const char *job_id)
 static void
 iw_flight_run(iw_flight_t *f)
 {
-    int  rc;
+    int  rc, reload;
 
     f->state = IW_FLIGHT_RUNNING;
     f->again = 0;
 
-    if (!f->loaded) {
-        rc = iw_goal_open(iw_conf, &f->job, &f->g);
+    /* a step that waited for a model runs again from what Redis holds
+     * (llm_planner.c: iw_llm_call) */
+    reload = f->memo.waiting;
+    f->memo.waiting = 0;
+
+    if (reload && f->loaded) {
+        iw_flight_unload(f);
+        rc = iw_goal_open(iw_conf, &f->job, &f->g, 1);
         f->loaded = (rc == IW_OK);
+        f->g.llm_memo = &f->memo;
+
+        if (rc == IW_OK) {
+            rc = iw_goal_step(iw_conf, &f->g);
+        }
+
+    } else if (!f->loaded) {
+        rc = iw_goal_open(iw_conf, &f->job, &f->g, 0);
+        f->loaded = (rc == IW_OK);
+        f->g.llm_memo = &f->memo;
 
     } else {
         rc = iw_goal_step(iw_conf, &f->g);
+    }
+
+    if (!f->memo.waiting) {
+        iw_llm_memo_clear(&f->memo);
     }
 
     switch (rc) {
@@ -720,6 +767,13 @@ static void
 iw_flight_on_message(iw_watch_t *w)
 {
     iw_flight_wake(w->data);
+}
+
+
+static void
+iw_flight_on_llm(void *data)
+{
+    iw_flight_wake(data);
 }
 
 
@@ -868,6 +922,7 @@ iw_flight_free(iw_flight_t *f)
 
     iw_flight_unwatch(f);
     iw_flight_unload(f);
+    iw_llm_memo_clear(&f->memo);
     event_free(f->timer);
     iw_job_free(&f->job);
     free(f);

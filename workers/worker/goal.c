@@ -106,11 +106,12 @@ static int  iw_goal_crash_after = -1;
  * run: the job checked, the record loaded, the fsm owned.  IW_OK: g is
  * loaded and iw_goal_step() runs it; IW_GOAL_ENDED: nothing to run (the
  * job was dropped or acknowledged; g is freed); IW_ERROR, IW_LOST (g is
- * freed).
+ * freed).  again: the goal is loaded once more for a step that waited
+ * (engine.c), not taken: nothing is logged.
  */
 
 int
-iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g)
+iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g, int again)
 {
     int          rc, created;
     char        *env, *job_of;
@@ -213,7 +214,10 @@ iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g)
         goto failed;
     }
 
-    if (g->phase[0] == '\0') {
+    if (again) {
+        /* loaded again for a step that waited (engine.c): nothing new */
+
+    } else if (g->phase[0] == '\0') {
         iw_info("goal %s: taken (%s)", g->goal_id, g->goal);
 
     } else {

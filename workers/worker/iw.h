@@ -438,7 +438,8 @@ typedef struct {
     yajl_val      req;
     char         *parent;
     char         *depth;
-    char         *cont_comm_id;      /* meta comm_id: continue this room */
+    char         *cont_comm_id;      /* the request's comm_id: continue
+                                        this room */
     char         *person;            /* meta launched_by: the person in
                                         the room (person.c), NULL none */
     int           launcher_admin;    /* meta launcher_admin: launched by an
@@ -505,6 +506,8 @@ typedef struct {
     int           person_said;       /* the person posted in the room:
                                         requests (and a stop) go into the
                                         next progress write */
+    struct iw_llm_memo_s  *llm_memo; /* the engine's, not freed with the
+                                        goal (llm_planner.c) */
     long long     wake_in;           /* ms: the waiting step looks again
                                         this soon at the latest, -1: no
                                         time of its own (engine.c) */
@@ -613,7 +616,8 @@ void iw_entries_free(iw_entries_t *e);
  * or until a message on one of its channels (engine.c, pubsub.c) */
 #define IW_GOAL_WAIT            3
 
-int iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g);
+int iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g,
+    int again);
 int iw_goal_step(const iw_conf_t *conf, iw_goal_t *g);
 int iw_goal_release(const iw_conf_t *conf, iw_goal_t *g);
 int iw_goal_wait(iw_goal_t *g, long long until, long long now);
@@ -668,7 +672,20 @@ int iw_sub_poll(const iw_conf_t *conf, iw_goal_t *g, size_t i, int step);
 int iw_sub_cancel(const iw_conf_t *conf, iw_goal_t *g, size_t i);
 
 
-/* llm_planner.c: the LLM's part, each with the built-in as the fallback */
+/* llm_planner.c: the LLM's part, each with the built-in as the fallback.
+ * The memo holds a goal's calls across the reruns of the step that waits
+ * for them (iw_llm_call() in llm_planner.c explains). */
+typedef struct iw_llm_entry_s  iw_llm_entry_t;
+
+typedef struct iw_llm_memo_s {
+    iw_llm_entry_t    *head;
+    int                waiting;      /* the last step waits for a call */
+    void             (*wake)(void *data);   /* from the loop */
+    void              *data;
+} iw_llm_memo_t;
+
+void iw_llm_memo_clear(iw_llm_memo_t *memo);
+
 int iw_llm_on(const iw_conf_t *conf, iw_goal_t *g);
 int iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     int online_only, char ***names, size_t *n);

@@ -27,15 +27,35 @@
  *              or model name, which no retry mends and the operator must
  *              see, so the call fails at once with the server's own words.
  *
- * Why libcurl's multi interface: the transfer's sockets are watched by
- * the worker's event loop (curl_loop.c), like its Redis connections, so a
- * request in flight holds no call stack of its own.  The call is still a
- * blocking one for its caller: iw_llm_request() runs the loop until the
- * transfer ends, waking every IW_LLM_TICK_MS for the caller's tick (the
- * job's lease; SIGTERM is noticed at the next tick).  Both handles live as
- * long as the process, so the connection to the endpoint (TLS included)
- * is reused from one call to the next.
+ * A call is an object on the event loop (iw_llm_start), in one of these
+ * states:
  *
+ *   QUEUED    waiting for a slot: at most IOA_LLM_CONCURRENCY requests of
+ *             the process are in flight at once, and the others wait in
+ *             the order they came, so a slow endpoint is not asked for more
+ *             than it can take, however many goals want it
+ *   SENDING   its attempt is in flight on libcurl's multi handle, whose
+ *             sockets and timer are watched by the loop (curl_loop.c); its
+ *             own easy handle, the connections pooled by the multi handle
+ *             (TLS included, reused from call to call); each attempt has
+ *             IOA_LLM_TIMEOUT
+ *   BACKOFF   a transient failure: its own timer sends it again (into the
+ *             queue) after the backoff
+ *   FINISHED  its done() handler has been called; the owner takes the
+ *             result and frees it (a call freed earlier is abandoned: its
+ *             transfer is removed and its slot passed on)
+ *
+ * The breaker: after IOA_LLM_BREAKER_FAILURES attempts in a row that
+ * failed (the endpoint down, timing out, refusing), no request is sent for
+ * IOA_LLM_BREAKER_OPEN seconds: a call fails at once ("its circuit breaker
+ * is open") and the goal's built-in planner decides, instead of every goal
+ * spending its attempts and timeouts on a dead endpoint.  Then one call is
+ * let through (half open): its success closes the breaker, its failure
+ * opens it again.
+ *
+ * iw_llm_chat() is the blocking form (ioa-llm-check): the call, and the
+ * loop run until it has finished.
+
  * Nothing a server sends can crash the worker: the answer's size is
  * capped (IW_LLM_MAX_BODY), its nesting too (yajl_tree_free() recurses),
  * invalid UTF-8 and NULs are replaced before yajl sees them, and every
@@ -82,18 +102,54 @@
 #define IW_LLM_FATAL     3
 
 
+/* one HTTP exchange, what came back */
 typedef struct {
     iw_curl_xfer_t  xfer;            /* first: curl_loop.c's view */
-    int          wake;               /* the transfer ended, or a tick is due */
     ioa_buf_t    body;
     int          too_big;
-    int          done;
     CURLcode     curl_rc;
     long         status;
     long long    retry_after_ms;
     char        *redirect;
     char         errbuf[CURL_ERROR_SIZE];
 } iw_llm_http_t;
+
+
+/* a call's states (see the top of the file) */
+typedef enum {
+    IW_LLM_CALL_NEW = 0,
+    IW_LLM_CALL_QUEUED,              /* waiting for a slot */
+    IW_LLM_CALL_SENDING,             /* its attempt is in flight */
+    IW_LLM_CALL_BETWEEN,             /* an attempt ended, being judged */
+    IW_LLM_CALL_BACKOFF,             /* its timer sends it again */
+    IW_LLM_CALL_ENDING,              /* its timer finishes it */
+    IW_LLM_CALL_FINISHED
+} iw_llm_call_state_e;
+
+
+struct iw_llm_call_s {
+    iw_llm_http_t         h;         /* first: the transfer's */
+    iw_llm_call_t        *next;      /* the limiter's queue */
+    iw_llm_conf_t        *c;
+    iw_llm_call_state_e   state;
+    CURL                 *easy;      /* its own: calls run side by side */
+    struct curl_slist    *headers;
+    yajl_val              msgs;
+    yajl_val              schema;
+    char                  name[65];
+    char                 *body;      /* the attempt's request */
+    int                   format;    /* the attempt's */
+    int                   failed;    /* attempts that failed (not the
+                                        refusals that adapt the conf) */
+    long long             start;
+    struct event         *timer;     /* backoff, or the finish of a call
+                                        that could not be made */
+    iw_llm_result_t       out;
+    int                   rc;
+    int                  *wake;      /* iw_llm_chat()'s flag */
+    iw_llm_done_pt        done;
+    void                 *data;
+};
 
 
 static int iw_llm_curl_init(void);
@@ -104,19 +160,27 @@ static struct curl_slist *iw_llm_header(struct curl_slist *l,
     const char *header);
 static char *iw_llm_body(iw_llm_conf_t *c, yajl_val msgs, const char *name,
     yajl_val schema, int format);
-static int iw_llm_request(iw_llm_conf_t *c, const char *body,
-    struct curl_slist *headers, int (*tick)(void *data), void *tick_data,
-    iw_llm_http_t *h);
 static size_t iw_llm_write(char *p, size_t size, size_t nmemb, void *data);
 static void iw_llm_xfer_done(iw_curl_xfer_t *x, int result);
-static void iw_llm_on_tick(evutil_socket_t fd, short what, void *arg);
+static void iw_llm_on_wake(evutil_socket_t fd, short what, void *arg);
+static int iw_llm_breaker_threshold(void);
+static int iw_llm_breaker_open(iw_llm_call_t *k);
+static void iw_llm_breaker_count(iw_llm_call_t *k, int failed);
+static void iw_llm_enqueue(iw_llm_call_t *k);
+static void iw_llm_enqueue_first(iw_llm_call_t *k);
+static void iw_llm_dequeue(iw_llm_call_t *k);
+static void iw_llm_pump(void);
+static void iw_llm_send(iw_llm_call_t *k);
+static void iw_llm_end_transfer(iw_llm_call_t *k);
+static void iw_llm_attempt_done(iw_llm_call_t *k);
+static void iw_llm_on_timer(evutil_socket_t fd, short what, void *arg);
+static void iw_llm_finish_soon(iw_llm_call_t *k, int rc);
+static void iw_llm_finish(iw_llm_call_t *k, int rc);
 static int iw_llm_judge(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
     iw_llm_result_t *out);
 static int iw_llm_refused(iw_llm_conf_t *c, int format, iw_llm_http_t *h,
     const char *msg);
 static char *iw_llm_content(yajl_val message);
-static int iw_llm_wait(long long ms, int (*tick)(void *data),
-    void *tick_data);
 static long long iw_llm_backoff(iw_llm_conf_t *c, int n);
 static void iw_llm_error(iw_llm_result_t *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -131,8 +195,20 @@ static const char *iw_llm_balanced(const char *s, const char *end);
 static const char *iw_llm_format_name(int format);
 
 
-static CURLM  *iw_llm_multi;
-static CURL   *iw_llm_easy;
+static CURLM          *iw_llm_multi;
+
+/* the limiter: requests in flight, and the calls waiting for a slot */
+static long long       iw_llm_active;
+static long long       iw_llm_nqueued;
+static iw_llm_call_t  *iw_llm_queue_head;
+static iw_llm_call_t  *iw_llm_queue_tail;
+
+/* the breaker: attempts failed in a row, and until when it stays open */
+static int             iw_llm_breaker_fails;   /* the threshold, 0: off */
+static int             iw_llm_fails;
+static long long       iw_llm_open_until;
+static iw_llm_call_t  *iw_llm_probe;           /* the half-open try */
+static long long       iw_llm_trips;
 
 
 static int
@@ -141,7 +217,7 @@ iw_llm_curl_init(void)
     static int  done;
 
     if (done) {
-        return iw_llm_multi && iw_llm_easy ? 0 : -1;
+        return iw_llm_multi ? 0 : -1;
     }
 
     done = 1;
@@ -156,10 +232,8 @@ iw_llm_curl_init(void)
     }
 
     iw_llm_multi = curl_multi_init();
-    iw_llm_easy = curl_easy_init();
 
-    if (iw_llm_multi == NULL || iw_llm_easy == NULL
-        || iw_curl_attach(iw_llm_multi) != IW_OK)
+    if (iw_llm_multi == NULL || iw_curl_attach(iw_llm_multi) != IW_OK)
     {
         iw_llm_multi = NULL;
         return -1;
@@ -226,6 +300,9 @@ iw_llm_conf_from_env(iw_llm_conf_t *c)
     c->format = IW_LLM_FORMAT_SCHEMA;
     c->max_tokens = 1024;
     c->temperature = 0.2;
+    c->concurrency = 8;
+    c->breaker_fails = 5;
+    c->breaker_open_ms = 30000;
 
     base = iw_llm_getenv("IOA_LLM_BASE_URL", "OPENAI_BASE_URL", &name);
     if (base == NULL) {
@@ -363,6 +440,41 @@ iw_llm_conf_from_env(iw_llm_conf_t *c)
         c->max_tokens = ll;
     }
 
+    v = iw_llm_getenv("IOA_LLM_CONCURRENCY", NULL, &name);
+    if (v) {
+        ll = strtoll(v, &end, 10);
+        if (end == v || *end != '\0' || ll < 1 || ll > 1024) {
+            iw_error("IOA_LLM_CONCURRENCY must be 1 to 1024, not \"%s\"", v);
+            goto failed;
+        }
+
+        c->concurrency = (int) ll;
+    }
+
+    v = iw_llm_getenv("IOA_LLM_BREAKER_FAILURES", NULL, &name);
+    if (v) {
+        ll = strtoll(v, &end, 10);
+        if (end == v || *end != '\0' || ll < 0 || ll > 1000) {
+            iw_error("IOA_LLM_BREAKER_FAILURES must be 0 (off) to 1000, "
+                     "not \"%s\"", v);
+            goto failed;
+        }
+
+        c->breaker_fails = (int) ll;
+    }
+
+    v = iw_llm_getenv("IOA_LLM_BREAKER_OPEN", NULL, &name);
+    if (v) {
+        d = strtod(v, &end);
+        if (end == v || *end != '\0' || !(d >= 0.001 && d <= 86400)) {
+            iw_error("IOA_LLM_BREAKER_OPEN must be seconds (0.001 to "
+                     "86400), not \"%s\"", v);
+            goto failed;
+        }
+
+        c->breaker_open_ms = (long long) (d * 1000 + 0.5);
+    }
+
     v = iw_llm_getenv("IOA_LLM_TEMPERATURE", NULL, &name);
     if (v) {
         d = strtod(v, &end);
@@ -422,174 +534,659 @@ iw_llm_header(struct curl_slist *l, const char *header)
 }
 
 
+/* ------------------------------------------------------------ a call */
+
+
+iw_llm_call_t *
+iw_llm_start(iw_llm_conf_t *c, const char *messages_json,
+    const char *schema_name, const char *schema_json, iw_llm_done_pt done,
+    void *data)
+{
+    size_t          i;
+    ioa_buf_t       hb;
+    iw_llm_call_t  *k;
+
+    k = ioa_calloc(sizeof(iw_llm_call_t));
+    k->c = c;
+    k->done = done;
+    k->data = data;
+    k->start = ioa_mono_ms();
+    k->h.xfer.done = iw_llm_xfer_done;
+    ioa_buf_init(&k->h.body);
+
+    /* OpenAI's rule for the name: [a-zA-Z0-9_-]{1,64} */
+    for (i = 0; schema_name && schema_name[i] && i < 64; i++) {
+        k->name[i] = (strchr("_-", schema_name[i])
+                      || (schema_name[i] >= 'a' && schema_name[i] <= 'z')
+                      || (schema_name[i] >= 'A' && schema_name[i] <= 'Z')
+                      || (schema_name[i] >= '0' && schema_name[i] <= '9'))
+                     ? schema_name[i] : '_';
+    }
+
+    if (i == 0) {
+        strcpy(k->name, "answer");
+
+    } else {
+        k->name[i] = '\0';
+    }
+
+    iw_llm_breaker_fails = c->breaker_fails;
+
+    if (iw_llm_curl_init() != 0
+        || (k->timer = evtimer_new(iw_loop, iw_llm_on_timer, k)) == NULL)
+    {
+        iw_llm_error(&k->out, "libcurl failed to initialise");
+        iw_llm_finish_soon(k, IW_LLM_FAILED);
+        return k;
+    }
+
+    k->msgs = messages_json
+              ? iw_llm_parse(messages_json, strlen(messages_json)) : NULL;
+    if (k->msgs == NULL || !YAJL_IS_ARRAY(k->msgs)
+        || k->msgs->u.array.len == 0)
+    {
+        iw_llm_error(&k->out, "the messages are not a JSON array of "
+                     "messages");
+        iw_llm_finish_soon(k, IW_LLM_FAILED);
+        return k;
+    }
+
+    if (schema_json) {
+        k->schema = iw_llm_parse(schema_json, strlen(schema_json));
+        if (k->schema == NULL || !YAJL_IS_OBJECT(k->schema)) {
+            iw_llm_error(&k->out, "the schema of %s is not a JSON object",
+                         k->name);
+            iw_llm_finish_soon(k, IW_LLM_FAILED);
+            return k;
+        }
+    }
+
+    /* an empty "Expect:" stops curl from waiting for a 100 Continue on a
+     * long prompt, which some servers never send */
+    k->headers = iw_llm_header(NULL, "Content-Type: application/json");
+    k->headers = iw_llm_header(k->headers, "Accept: application/json");
+    k->headers = iw_llm_header(k->headers, "Expect:");
+
+    if (c->api_key) {
+        ioa_buf_init(&hb);
+        ioa_buf_addf(&hb, "Authorization: Bearer %s", c->api_key);
+        k->headers = iw_llm_header(k->headers, hb.data);
+        ioa_buf_free(&hb);
+    }
+
+    iw_llm_enqueue(k);
+
+    return k;
+}
+
+
+/* the answer, moved out of the finished call: IW_LLM_OK (out->json set) or
+ * IW_LLM_FAILED (out->error says why); out must be freed with
+ * iw_llm_result_free() */
+
+int
+iw_llm_take(iw_llm_call_t *k, iw_llm_result_t *out)
+{
+    *out = k->out;
+    memset(&k->out, 0, sizeof(iw_llm_result_t));
+
+    return k->rc;
+}
+
+
+int
+iw_llm_finished(iw_llm_call_t *k)
+{
+    return k->state == IW_LLM_CALL_FINISHED;
+}
+
+
+/* frees the call; one still running is abandoned (its transfer removed,
+ * its slot given to the next call waiting) */
+
+void
+iw_llm_free(iw_llm_call_t *k)
+{
+    if (k == NULL) {
+        return;
+    }
+
+    switch (k->state) {
+
+    case IW_LLM_CALL_QUEUED:
+        iw_llm_dequeue(k);
+        break;
+
+    case IW_LLM_CALL_SENDING:
+        iw_llm_end_transfer(k);
+        iw_llm_pump();
+        break;
+
+    default:
+        break;
+    }
+
+    if (k->timer) {
+        event_free(k->timer);
+    }
+
+    iw_llm_result_free(&k->out);
+    ioa_buf_free(&k->h.body);
+    free(k->h.redirect);
+    free(k->body);
+    curl_slist_free_all(k->headers);
+    yajl_tree_free(k->msgs);
+    yajl_tree_free(k->schema);
+    free(k);
+}
+
+
+/* what the limiter and the breaker hold now, for the worker's metrics */
+
+void
+iw_llm_gauges(long long *in_flight, long long *queued, int *breaker_open,
+    long long *trips)
+{
+    *in_flight = iw_llm_active;
+    *queued = iw_llm_nqueued;
+    *breaker_open = iw_llm_fails >= iw_llm_breaker_threshold()
+                    && iw_llm_breaker_threshold() > 0;
+    *trips = iw_llm_trips;
+}
+
+
+/*
+ * The blocking form, for ioa-llm-check: the call on the loop, run until it
+ * has finished; tick(tick_data) at least every IW_LLM_TICK_MS, and a
+ * nonzero (negative) return abandons the call and is returned.
+ */
+
 int
 iw_llm_chat(iw_llm_conf_t *c, const char *messages_json,
     const char *schema_name, const char *schema_json,
     int (*tick)(void *data), void *tick_data, iw_llm_result_t *out)
 {
-    int                 rc, n, verdict, format;
-    char               *body, name[65];
-    size_t              i;
-    yajl_val            msgs, schema;
-    ioa_buf_t           hb;
-    long long           start, wait;
-    iw_llm_http_t       h;
-    struct curl_slist  *headers;
-
-    memset(out, 0, sizeof(iw_llm_result_t));
-    memset(&h, 0, sizeof(h));
-    ioa_buf_init(&h.body);
-
-    start = ioa_mono_ms();
-    msgs = NULL;
-    schema = NULL;
-    headers = NULL;
-    rc = IW_LLM_FAILED;
-
-    /* OpenAI's rule for the name: [a-zA-Z0-9_-]{1,64} */
-    for (i = 0; schema_name && schema_name[i] && i < 64; i++) {
-        name[i] = (strchr("_-", schema_name[i])
-                   || (schema_name[i] >= 'a' && schema_name[i] <= 'z')
-                   || (schema_name[i] >= 'A' && schema_name[i] <= 'Z')
-                   || (schema_name[i] >= '0' && schema_name[i] <= '9'))
-                  ? schema_name[i] : '_';
-    }
-
-    if (i == 0) {
-        strcpy(name, "answer");
-
-    } else {
-        name[i] = '\0';
-    }
-
-    msgs = messages_json
-           ? iw_llm_parse(messages_json, strlen(messages_json)) : NULL;
-    if (msgs == NULL || !YAJL_IS_ARRAY(msgs) || msgs->u.array.len == 0) {
-        iw_llm_error(out, "the messages are not a JSON array of messages");
-        goto done;
-    }
-
-    if (schema_json) {
-        schema = iw_llm_parse(schema_json, strlen(schema_json));
-        if (schema == NULL || !YAJL_IS_OBJECT(schema)) {
-            iw_llm_error(out, "the schema of %s is not a JSON object", name);
-            goto done;
-        }
-    }
+    int             rc, wake;
+    struct event   *t;
+    iw_llm_call_t  *k;
 
     if (iw_llm_curl_init() != 0) {
+        memset(out, 0, sizeof(iw_llm_result_t));
         iw_llm_error(out, "libcurl failed to initialise");
-        goto done;
+        return IW_LLM_FAILED;
     }
 
-    /* an empty "Expect:" stops curl from waiting for a 100 Continue on a
-     * long prompt, which some servers never send */
-    headers = iw_llm_header(NULL, "Content-Type: application/json");
-    headers = iw_llm_header(headers, "Accept: application/json");
-    headers = iw_llm_header(headers, "Expect:");
+    k = iw_llm_start(c, messages_json, schema_name, schema_json, NULL, NULL);
 
-    if (c->api_key) {
-        ioa_buf_init(&hb);
-        ioa_buf_addf(&hb, "Authorization: Bearer %s", c->api_key);
-        headers = iw_llm_header(headers, hb.data);
-        ioa_buf_free(&hb);
+    t = evtimer_new(iw_loop, iw_llm_on_wake, &wake);
+    if (t == NULL) {
+        ioa_fatal("libevent: cannot allocate a timer");
     }
 
-    for (n = 0; /* void */ ; /* void */ ) {
+    rc = 0;
 
-        /* json_schema needs a schema: without one, ask for any object */
-        format = c->format;
-        if (format == IW_LLM_FORMAT_SCHEMA && schema == NULL) {
-            format = IW_LLM_FORMAT_OBJECT;
-        }
+    while (!iw_llm_finished(k)) {
+        wake = 0;
+        k->wake = &wake;
+        iw_timer_set(t, IW_LLM_TICK_MS);
+        iw_loop_until(&wake);
+        k->wake = NULL;
 
-        body = iw_llm_body(c, msgs, name, schema, format);
-
-        rc = iw_llm_request(c, body, headers, tick, tick_data, &h);
-        free(body);
-        out->attempts++;
-
-        if (rc != 0) {
-            iw_info("llm: %s from %s: stopped during attempt %d (%lld ms)",
-                    name, c->model, out->attempts, ioa_mono_ms() - start);
-            goto done;
-        }
-
-        verdict = iw_llm_judge(c, format, &h, out);
-
-        if (verdict == IW_LLM_DONE) {
-            rc = IW_LLM_OK;
+        if (!iw_llm_finished(k) && tick && (rc = tick(tick_data)) != 0) {
             break;
         }
+    }
 
-        if (verdict == IW_LLM_AGAIN) {
+    event_free(t);
+
+    if (rc != 0) {
+        iw_info("llm: %s from %s: stopped during attempt %d (%lld ms)",
+                k->name, c->model, k->out.attempts + 1,
+                ioa_mono_ms() - k->start);
+        iw_llm_free(k);
+        memset(out, 0, sizeof(iw_llm_result_t));
+        out->error = ioa_strdup("stopped");
+        return rc;
+    }
+
+    rc = iw_llm_take(k, out);
+    iw_llm_free(k);
+
+    return rc;
+}
+
+
+static void
+iw_llm_on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void) fd;
+    (void) what;
+
+    *(int *) arg = 1;
+}
+
+
+/* ------------------------------------------- the limiter and the breaker */
+
+
+static int
+iw_llm_breaker_threshold(void)
+{
+    return iw_llm_breaker_fails;
+}
+
+
+/* the breaker is open: a call now would fail without being sent */
+
+static int
+iw_llm_breaker_open(iw_llm_call_t *k)
+{
+    long long  now;
+
+    if (iw_llm_breaker_fails == 0 || iw_llm_fails < iw_llm_breaker_fails) {
+        return 0;
+    }
+
+    now = ioa_mono_ms();
+
+    if (now < iw_llm_open_until || iw_llm_probe) {
+        return 1;
+    }
+
+    /* half open: this one call tries the endpoint for everyone */
+    iw_llm_probe = k;
+
+    return 0;
+}
+
+
+static void
+iw_llm_enqueue(iw_llm_call_t *k)
+{
+    k->state = IW_LLM_CALL_QUEUED;
+    k->next = NULL;
+
+    if (iw_llm_queue_tail) {
+        iw_llm_queue_tail->next = k;
+
+    } else {
+        iw_llm_queue_head = k;
+    }
+
+    iw_llm_queue_tail = k;
+    iw_llm_nqueued++;
+
+    iw_llm_pump();
+}
+
+
+static void
+iw_llm_dequeue(iw_llm_call_t *k)
+{
+    iw_llm_call_t  **pk, *last;
+
+    last = NULL;
+
+    for (pk = &iw_llm_queue_head; *pk; /* void */ ) {
+        if (*pk == k) {
+            *pk = k->next;
+            iw_llm_nqueued--;
             continue;
         }
 
-        rc = IW_LLM_FAILED;
+        last = *pk;
+        pk = &(*pk)->next;
+    }
 
-        if (verdict == IW_LLM_FATAL || ++n >= c->max_attempts) {
-            break;
+    iw_llm_queue_tail = last;
+    k->next = NULL;
+}
+
+
+/* calls waiting for a slot get one, in the order they came, while fewer
+ * than IOA_LLM_CONCURRENCY requests are in flight */
+
+static void
+iw_llm_pump(void)
+{
+    iw_llm_call_t  *k;
+
+    while (iw_llm_queue_head
+           && iw_llm_active < iw_llm_queue_head->c->concurrency)
+    {
+        k = iw_llm_queue_head;
+        iw_llm_queue_head = k->next;
+        if (iw_llm_queue_head == NULL) {
+            iw_llm_queue_tail = NULL;
         }
 
-        wait = iw_llm_backoff(c, n);
-        if (h.retry_after_ms > wait) {
-            wait = h.retry_after_ms;
+        k->next = NULL;
+        iw_llm_nqueued--;
+
+        if (iw_llm_breaker_open(k)) {
+            iw_llm_error(&k->out, "the LLM endpoint %s failed %d times in "
+                         "a row; not asked for %lld s (its circuit breaker "
+                         "is open)", k->c->url, iw_llm_fails,
+                         k->c->breaker_open_ms / 1000);
+            iw_llm_finish_soon(k, IW_LLM_FAILED);
+            continue;
         }
 
-        iw_warn("llm: %s from %s: attempt %d of %d failed: %s; again in "
-                "%lld ms", name, c->model, n, c->max_attempts, out->error,
-                wait);
+        iw_llm_send(k);
+    }
+}
 
-        rc = iw_llm_wait(wait, tick, tick_data);
-        if (rc != 0) {
-            goto done;
+
+/* an attempt ended: the breaker counts failures in a row, and a success
+ * closes it */
+
+static void
+iw_llm_breaker_count(iw_llm_call_t *k, int failed)
+{
+    if (iw_llm_probe == k) {
+        iw_llm_probe = NULL;
+    }
+
+    if (!failed) {
+        if (iw_llm_breaker_fails && iw_llm_fails >= iw_llm_breaker_fails) {
+            iw_info("llm: %s answers again; its circuit breaker is closed",
+                    k->c->url);
+        }
+
+        iw_llm_fails = 0;
+        return;
+    }
+
+    iw_llm_fails++;
+
+    if (iw_llm_breaker_fails && iw_llm_fails >= iw_llm_breaker_fails) {
+        if (iw_llm_fails == iw_llm_breaker_fails) {
+            iw_warn("llm: %s failed %d times in a row; its circuit breaker "
+                    "opens: no request for %lld s, the built-in planner "
+                    "decides meanwhile", k->c->url, iw_llm_fails,
+                    k->c->breaker_open_ms / 1000);
+            iw_llm_trips++;
+        }
+
+        iw_llm_open_until = ioa_mono_ms() + k->c->breaker_open_ms;
+    }
+}
+
+
+/* --------------------------------------------------------- an attempt */
+
+
+static void
+iw_llm_send(iw_llm_call_t *k)
+{
+    int            format;
+    CURL          *e;
+    CURLMcode      mc;
+    iw_llm_conf_t *c;
+
+    c = k->c;
+
+    /* json_schema needs a schema: without one, ask for any object */
+    format = c->format;
+    if (format == IW_LLM_FORMAT_SCHEMA && k->schema == NULL) {
+        format = IW_LLM_FORMAT_OBJECT;
+    }
+
+    k->format = format;
+    free(k->body);
+    k->body = iw_llm_body(c, k->msgs, k->name, k->schema, format);
+
+    k->h.body.len = 0;
+    k->h.too_big = 0;
+    k->h.curl_rc = CURLE_OK;
+    k->h.status = 0;
+    k->h.retry_after_ms = 0;
+    free(k->h.redirect);
+    k->h.redirect = NULL;
+    k->h.errbuf[0] = '\0';
+
+    if (k->easy == NULL) {
+        k->easy = curl_easy_init();
+        if (k->easy == NULL) {
+            ioa_fatal("out of memory (curl_easy_init)");
         }
     }
 
-    if (rc == IW_LLM_OK) {
-        free(out->error);
-        out->error = NULL;
+    e = k->easy;
 
-        iw_info("llm: %s from %s: %d attempt%s, %lld prompt + %lld "
-                "completion tokens, %lld ms", name, c->model, out->attempts,
-                out->attempts == 1 ? "" : "s", out->prompt_tokens,
-                out->completion_tokens, ioa_mono_ms() - start);
+    curl_easy_setopt(e, CURLOPT_URL, c->url);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, k->body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                     (curl_off_t) strlen(k->body));
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, k->headers);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "ioa-worker");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, iw_llm_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &k->h);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, k->h.errbuf);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long) c->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long) c->connect_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+
+    /* a dead peer must not hold a connection open until the timeout */
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+
+    /* curl_loop.c hands the end of the transfer to the call */
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *) &k->h.xfer);
+
+    k->state = IW_LLM_CALL_SENDING;
+    iw_llm_active++;
+
+    mc = curl_multi_add_handle(iw_llm_multi, e);
+    if (mc != CURLM_OK) {
+        k->h.curl_rc = CURLE_FAILED_INIT;
+        snprintf(k->h.errbuf, sizeof(k->h.errbuf), "%s",
+                 curl_multi_strerror(mc));
+        iw_llm_end_transfer(k);
+        iw_llm_attempt_done(k);
+    }
+}
+
+
+/* the transfer out of the multi handle, its slot free; the easy handle is
+ * kept for the next attempt (its connection stays in the multi's pool) */
+
+static void
+iw_llm_end_transfer(iw_llm_call_t *k)
+{
+    (void) curl_multi_remove_handle(iw_llm_multi, k->easy);
+    iw_llm_active--;
+    k->state = IW_LLM_CALL_BETWEEN;
+}
+
+
+static void
+iw_llm_xfer_done(iw_curl_xfer_t *x, int result)
+{
+    char            *url;
+    curl_off_t       ra;
+    iw_llm_call_t   *k;
+
+    k = (iw_llm_call_t *) ((char *) x - offsetof(iw_llm_call_t, h));
+
+    k->h.curl_rc = (CURLcode) result;
+
+    (void) curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, &k->h.status);
+
+    ra = 0;
+    if (curl_easy_getinfo(k->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK
+        && ra > 0)
+    {
+        k->h.retry_after_ms = ra > IW_LLM_RETRY_AFTER_CAP / 1000
+                              ? IW_LLM_RETRY_AFTER_CAP
+                              : (long long) ra * 1000;
+    }
+
+    url = NULL;
+    if (curl_easy_getinfo(k->easy, CURLINFO_REDIRECT_URL, &url) == CURLE_OK
+        && url)
+    {
+        k->h.redirect = ioa_strdup(url);
+    }
+
+    iw_llm_end_transfer(k);
+    iw_llm_attempt_done(k);
+    iw_llm_pump();
+}
+
+
+/* what the attempt's answer means decides what the call does next */
+
+static void
+iw_llm_attempt_done(iw_llm_call_t *k)
+{
+    int        verdict;
+    long long  wait;
+
+    k->out.attempts++;
+
+    verdict = iw_llm_judge(k->c, k->format, &k->h, &k->out);
+
+    if (verdict == IW_LLM_DONE) {
+        iw_llm_breaker_count(k, 0);
+        iw_llm_finish(k, IW_LLM_OK);
+        return;
+    }
+
+    if (verdict == IW_LLM_AGAIN) {
+        /* the conf changed for everyone: this call goes again at once */
+        iw_llm_enqueue_first(k);
+        return;
+    }
+
+    iw_llm_breaker_count(k, 1);
+
+    if (verdict == IW_LLM_FATAL || ++k->failed >= k->c->max_attempts) {
+        iw_llm_finish(k, IW_LLM_FAILED);
+        return;
+    }
+
+    wait = iw_llm_backoff(k->c, k->failed);
+    if (k->h.retry_after_ms > wait) {
+        wait = k->h.retry_after_ms;
+    }
+
+    iw_warn("llm: %s from %s: attempt %d of %d failed: %s; again in "
+            "%lld ms", k->name, k->c->model, k->failed, k->c->max_attempts,
+            k->out.error, wait);
+
+    k->state = IW_LLM_CALL_BACKOFF;
+    iw_timer_set(k->timer, wait);
+}
+
+
+static void
+iw_llm_enqueue_first(iw_llm_call_t *k)
+{
+    k->state = IW_LLM_CALL_QUEUED;
+    k->next = iw_llm_queue_head;
+    iw_llm_queue_head = k;
+
+    if (iw_llm_queue_tail == NULL) {
+        iw_llm_queue_tail = k;
+    }
+
+    iw_llm_nqueued++;
+    iw_llm_pump();
+}
+
+
+/* the backoff is over (back into the queue), or a call that could not be
+ * made finishes from the loop rather than inside iw_llm_start() */
+
+static void
+iw_llm_on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    iw_llm_call_t  *k;
+
+    (void) fd;
+    (void) what;
+
+    k = arg;
+
+    if (k->state == IW_LLM_CALL_BACKOFF) {
+        iw_llm_enqueue(k);
+        return;
+    }
+
+    if (k->state == IW_LLM_CALL_ENDING) {
+        iw_llm_finish(k, k->rc);
+    }
+}
+
+
+static void
+iw_llm_finish_soon(iw_llm_call_t *k, int rc)
+{
+    k->rc = rc;
+    k->state = IW_LLM_CALL_ENDING;
+
+    if (k->timer) {
+        iw_timer_set(k->timer, 0);
 
     } else {
-        if (n > 1) {
-            body = out->error;
-            out->error = ioa_sprintf("%s (after %d attempts)", body, n);
+        k->state = IW_LLM_CALL_FINISHED;
+    }
+}
+
+
+static void
+iw_llm_finish(iw_llm_call_t *k, int rc)
+{
+    char           *body;
+    iw_llm_conf_t  *c;
+
+    c = k->c;
+    k->rc = rc;
+    k->state = IW_LLM_CALL_FINISHED;
+
+    if (rc == IW_LLM_OK) {
+        free(k->out.error);
+        k->out.error = NULL;
+
+        iw_info("llm: %s from %s: %d attempt%s, %lld prompt + %lld "
+                "completion tokens, %lld ms", k->name, c->model,
+                k->out.attempts, k->out.attempts == 1 ? "" : "s",
+                k->out.prompt_tokens, k->out.completion_tokens,
+                ioa_mono_ms() - k->start);
+
+    } else {
+        if (k->failed > 1) {
+            body = k->out.error;
+            k->out.error = ioa_sprintf("%s (after %d attempts)",
+                                       body ? body : "failed", k->failed);
             free(body);
         }
 
+        if (k->out.error == NULL) {
+            k->out.error = ioa_strdup("failed");
+        }
+
         iw_warn("llm: %s from %s failed: %d attempt%s, %lld prompt + %lld "
-                "completion tokens, %lld ms: %s", name, c->model,
-                out->attempts, out->attempts == 1 ? "" : "s",
-                out->prompt_tokens, out->completion_tokens,
-                ioa_mono_ms() - start, out->error);
+                "completion tokens, %lld ms: %s", k->name, c->model,
+                k->out.attempts, k->out.attempts == 1 ? "" : "s",
+                k->out.prompt_tokens, k->out.completion_tokens,
+                ioa_mono_ms() - k->start, k->out.error);
+
+        if (k->out.json) {
+            yajl_tree_free(k->out.json);
+            k->out.json = NULL;
+        }
     }
 
-done:
-
-    ioa_buf_free(&h.body);
-    free(h.redirect);
-    curl_slist_free_all(headers);
-
-    if (rc != IW_LLM_OK && out->json) {
-        yajl_tree_free(out->json);
-        out->json = NULL;
+    if (k->wake) {
+        *k->wake = 1;
     }
 
-    if (rc != IW_LLM_OK && rc != IW_LLM_FAILED) {
-        free(out->error);
-        out->error = ioa_strdup("stopped");
+    if (k->done) {
+        k->done(k, k->data);
     }
-
-    yajl_tree_free(msgs);
-    yajl_tree_free(schema);
-
-    return rc;
 }
 
 
@@ -727,151 +1324,6 @@ iw_llm_body(iw_llm_conf_t *c, yajl_val msgs, const char *name,
     ioa_buf_free(&instr);
 
     return ioa_buf_take(&b);
-}
-
-
-/*
- * One HTTP exchange.  0 when it ended (well or not: h says how), or the
- * tick's nonzero value, the transfer abandoned.
- */
-
-static int
-iw_llm_request(iw_llm_conf_t *c, const char *body,
-    struct curl_slist *headers, int (*tick)(void *data), void *tick_data,
-    iw_llm_http_t *h)
-{
-    int            rc;
-    char          *url;
-    CURL          *e;
-    CURLM         *m;
-    CURLMcode      mc;
-    curl_off_t     ra;
-    struct event  *tick_ev;
-
-    e = iw_llm_easy;
-    m = iw_llm_multi;
-
-    h->xfer.done = iw_llm_xfer_done;
-    h->body.len = 0;
-    h->too_big = 0;
-    h->done = 0;
-    h->curl_rc = CURLE_OK;
-    h->status = 0;
-    h->retry_after_ms = 0;
-    free(h->redirect);
-    h->redirect = NULL;
-    h->errbuf[0] = '\0';
-
-    curl_easy_setopt(e, CURLOPT_URL, c->url);
-    curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) strlen(body));
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "ioa-worker");
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, iw_llm_write);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, h);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, h->errbuf);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long) c->timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long) c->connect_timeout_ms);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-
-    /* a dead peer must not hold a connection open until the timeout */
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-
-    /* curl_loop.c hands the end of the transfer to h */
-    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *) h);
-
-    mc = curl_multi_add_handle(m, e);
-    if (mc != CURLM_OK) {
-        h->curl_rc = CURLE_FAILED_INIT;
-        snprintf(h->errbuf, sizeof(h->errbuf), "%s",
-                 curl_multi_strerror(mc));
-        curl_easy_reset(e);
-        return 0;
-    }
-
-    /* the transfer runs on the loop (curl_loop.c); the loop runs here
-     * until it ends, and wakes every IW_LLM_TICK_MS for the caller's tick
-     * (the lease; SIGTERM, which interrupts the loop's wait, is seen at
-     * the next one) */
-    tick_ev = evtimer_new(iw_loop, iw_llm_on_tick, h);
-    if (tick_ev == NULL) {
-        ioa_fatal("libevent: cannot allocate a timer");
-    }
-
-    rc = 0;
-
-    while (!h->done) {
-        h->wake = 0;
-        iw_timer_set(tick_ev, IW_LLM_TICK_MS);
-        iw_loop_until(&h->wake);
-
-        if (!h->done && tick && (rc = tick(tick_data)) != 0) {
-            break;
-        }
-    }
-
-    event_free(tick_ev);
-
-    if (rc == 0) {
-        if (!h->done && h->curl_rc == CURLE_OK) {
-            h->curl_rc = CURLE_RECV_ERROR;
-            snprintf(h->errbuf, sizeof(h->errbuf),
-                     "the transfer ended unfinished");
-        }
-
-        (void) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &h->status);
-
-        ra = 0;
-        if (curl_easy_getinfo(e, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK
-            && ra > 0)
-        {
-            h->retry_after_ms = ra > IW_LLM_RETRY_AFTER_CAP / 1000
-                                ? IW_LLM_RETRY_AFTER_CAP
-                                : (long long) ra * 1000;
-        }
-
-        url = NULL;
-        if (curl_easy_getinfo(e, CURLINFO_REDIRECT_URL, &url) == CURLE_OK
-            && url)
-        {
-            h->redirect = ioa_strdup(url);
-        }
-    }
-
-    curl_multi_remove_handle(m, e);
-
-    /* no pointer into this call (h, body, headers) may outlive it; a reset
-     * keeps the connections, so keep-alive still works */
-    curl_easy_reset(e);
-
-    return rc;
-}
-
-
-static void
-iw_llm_xfer_done(iw_curl_xfer_t *x, int result)
-{
-    iw_llm_http_t  *h;
-
-    h = (iw_llm_http_t *) x;
-    h->done = 1;
-    h->curl_rc = (CURLcode) result;
-    h->wake = 1;
-}
-
-
-static void
-iw_llm_on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    iw_llm_http_t  *h;
-
-    (void) fd;
-    (void) what;
-
-    h = arg;
-    h->wake = 1;
 }
 
 
@@ -1164,29 +1616,6 @@ iw_llm_content(yajl_val message)
     }
 
     return b.len ? ioa_buf_take(&b) : (ioa_buf_free(&b), NULL);
-}
-
-
-static int
-iw_llm_wait(long long ms, int (*tick)(void *data), void *tick_data)
-{
-    int        rc;
-    long long  end, now;
-
-    end = ioa_mono_ms() + ms;
-
-    for ( ;; ) {
-        if (tick && (rc = tick(tick_data)) != 0) {
-            return rc;
-        }
-
-        now = ioa_mono_ms();
-        if (now >= end) {
-            return 0;
-        }
-
-        iw_sleep_ms(end - now < IW_LLM_TICK_MS ? end - now : IW_LLM_TICK_MS);
-    }
 }
 
 

@@ -5,11 +5,11 @@
  *
  * The caller asks for one JSON object described by a JSON Schema and gets
  * it parsed, or a precise reason why not; retries, backoff, the server's
- * quirks and the repair of a model's sloppy output are all in here.  The
- * transfer runs on the worker's event loop (curl_loop.c); the call blocks
- * its caller for now (iw.h), and calls the caller's tick at least every
- * IW_LLM_TICK_MS so the job's lease is renewed and SIGTERM is noticed
- * while a slow model thinks.
+ * quirks and the repair of a model's sloppy output are all in here.  A
+ * call is an object on the worker's event loop (iw_llm_start), with the
+ * process' limits on the endpoint: requests in flight, retries with
+ * backoff, a circuit breaker; iw_llm_chat() is its blocking form, for
+ * ioa-llm-check.
  */
 
 #ifndef IW_LLM_H
@@ -67,6 +67,12 @@ typedef struct iw_llm_conf_s {
      * accepts only a subset of JSON Schema there), so send strict: false
      * and keep the schema, before giving up json_schema altogether */
     int          no_strict;
+
+    /* the limits of the process' calls to the endpoint */
+    int          concurrency;        /* requests in flight: 8 */
+    int          breaker_fails;      /* attempts failed in a row that open
+                                        the breaker: 5, 0: never */
+    long long    breaker_open_ms;    /* how long it stays open: 30000 */
 } iw_llm_conf_t;
 
 
@@ -116,6 +122,25 @@ int iw_llm_chat(iw_llm_conf_t *c, const char *messages_json,
     int (*tick)(void *data), void *tick_data, iw_llm_result_t *out);
 
 void iw_llm_result_free(iw_llm_result_t *r);
+
+/*
+ * The same call without blocking: it runs on the loop and done(call, data)
+ * is called from the loop when it has finished (never from inside
+ * iw_llm_start(), even when it could not be made at all).  Then
+ * iw_llm_take() moves its result out, as iw_llm_chat() returns it.  A call
+ * freed before it finished is abandoned.
+ */
+typedef struct iw_llm_call_s  iw_llm_call_t;
+typedef void (*iw_llm_done_pt)(iw_llm_call_t *call, void *data);
+
+iw_llm_call_t *iw_llm_start(iw_llm_conf_t *c, const char *messages_json,
+    const char *schema_name, const char *schema_json, iw_llm_done_pt done,
+    void *data);
+int iw_llm_finished(iw_llm_call_t *call);
+int iw_llm_take(iw_llm_call_t *call, iw_llm_result_t *out);
+void iw_llm_free(iw_llm_call_t *call);
+void iw_llm_gauges(long long *in_flight, long long *queued,
+    int *breaker_open, long long *trips);
 
 /*
  * The JSON object in a model's text: skips a <think> block, ```json

@@ -37,8 +37,10 @@
  * is a hard limit: once reached, no further call is made (the built-in
  * planner takes over) and the running phase concludes (conversation.c).
  *
- * While a call runs the job's lease is renewed and SIGTERM is noticed
- * (the tick), so a slow model cannot make another worker take the goal.
+ * A call never blocks: the goal waits for the model like it waits for an
+ * agent (iw_llm_call() says how), and its lease is renewed meanwhile by
+ * its own timer (engine.c), so a slow model cannot make another worker
+ * take the goal, nor delay any other goal.
  */
 
 #include <stdio.h>
@@ -51,16 +53,26 @@
 
 #define IW_LLM_TEAM_ATTEMPTS  3
 
-typedef struct {
-    const iw_conf_t  *conf;
-    iw_goal_t        *g;
-} iw_llm_tick_t;
+/* a call of the goal's memo: running, or its result */
+struct iw_llm_entry_s {
+    iw_llm_entry_t   *next;
+    iw_llm_memo_t    *memo;
+    char             *key;           /* what, schema and messages */
+    iw_llm_call_t    *call;          /* NULL once its result is here */
+    char             *answer;        /* the JSON object, NULL: none */
+    char             *error;
+    long long         prompt_tokens;
+    long long         completion_tokens;
+    int               attempts;
+    int               counted;       /* its tokens are the goal's */
+};
 
 
 static int iw_llm_call(const iw_conf_t *conf, iw_goal_t *g,
     const char *what, const char *system, const char *user,
     const char *schema, yajl_val *answer);
-static int iw_llm_tick(void *data);
+static void iw_llm_memo_done(iw_llm_call_t *call, void *data);
+static void iw_llm_memo_keep(iw_llm_entry_t *e);
 static int iw_llm_account(const iw_conf_t *conf, iw_goal_t *g,
     long long prompt, long long completion);
 static void iw_llm_team_list(ioa_buf_t *b, const char *coordinator,
@@ -97,27 +109,22 @@ iw_llm_blank(const char *s)
 }
 
 
-static int
-iw_llm_tick(void *data)
-{
-    iw_llm_tick_t  *t;
-
-    t = data;
-
-    if (iw_stop) {
-        return IW_STOPPED;
-    }
-
-    /* a model may think for longer than a heartbeat's interval */
-    iw_stats_tick();
-
-    return iw_goal_lease(t->conf, t->g, 0);
-}
-
-
 /*
  * One structured call.  IW_OK with *answer set (an object) or NULL (the
- * model failed: the caller falls back), IW_STOPPED, IW_LOST or IW_ERROR.
+ * model failed: the caller falls back), IW_GOAL_WAIT (the model has not
+ * answered yet), IW_ERROR.
+ *
+ * The call never blocks the step.  The first time a step asks, the call
+ * is started (llm.c) and remembered in the goal's memo, and the step
+ * returns IW_GOAL_WAIT: the goal waits, holding nothing but the call.
+ * When the answer is in, the engine runs the step again from what Redis
+ * holds (exactly as a worker taking the goal over would), and the step
+ * arrives at the same call with the same prompt (prompts are made from the
+ * persisted state only): now the memo has the answer.  A step that makes
+ * several calls (the team's discussion rounds) finds the earlier answers
+ * there too.  The memo lives until a step ends without waiting for a
+ * model (engine.c clears it); an answer's tokens and counters are counted
+ * once, when it is first used.
  */
 
 static int
@@ -125,12 +132,17 @@ iw_llm_call(const iw_conf_t *conf, iw_goal_t *g, const char *what,
     const char *system, const char *user, const char *schema,
     yajl_val *answer)
 {
-    int              rc;
-    ioa_buf_t        m;
-    iw_llm_tick_t    tick;
-    iw_llm_result_t  res;
+    ioa_buf_t         m, key;
+    iw_llm_memo_t    *memo;
+    iw_llm_entry_t   *e;
 
     *answer = NULL;
+    memo = g->llm_memo;
+
+    if (memo == NULL) {
+        iw_error("goal %s: an LLM call outside the engine", g->goal_id);
+        return IW_ERROR;
+    }
 
     ioa_buf_init(&m);
     ioa_buf_adds(&m, "[{\"role\":\"system\",\"content\":");
@@ -139,48 +151,142 @@ iw_llm_call(const iw_conf_t *conf, iw_goal_t *g, const char *what,
     ioa_json_str(&m, user);
     ioa_buf_adds(&m, "}]");
 
-    tick.conf = conf;
-    tick.g = g;
-    memset(&res, 0, sizeof(res));
+    /* the whole request is the key: the same step asks the same */
+    ioa_buf_init(&key);
+    ioa_buf_adds(&key, what);
+    ioa_buf_addc(&key, '\n');
+    ioa_buf_adds(&key, schema ? schema : "");
+    ioa_buf_addc(&key, '\n');
+    ioa_buf_add(&key, m.data, m.len);
 
-    rc = iw_llm_chat(conf->llm, m.data, what, schema, iw_llm_tick, &tick,
-                     &res);
+    for (e = memo->head; e; e = e->next) {
+        if (strcmp(e->key, key.data) == 0) {
+            break;
+        }
+    }
+
+    if (e == NULL) {
+        e = ioa_calloc(sizeof(iw_llm_entry_t));
+        e->key = ioa_buf_take(&key);
+        e->memo = memo;
+        e->next = memo->head;
+        memo->head = e;
+        e->call = iw_llm_start(conf->llm, m.data, what, schema,
+                               iw_llm_memo_done, e);
+        ioa_buf_free(&m);
+
+        memo->waiting = 1;
+        return IW_GOAL_WAIT;
+    }
+
+    ioa_buf_free(&key);
     ioa_buf_free(&m);
 
-    iw_stats_add("llm_requests", res.attempts);
-    iw_stats_add("retries:llm", res.attempts > 1 ? res.attempts - 1 : 0);
-    iw_stats_add("prompt_tokens", res.prompt_tokens);
-    iw_stats_add("completion_tokens", res.completion_tokens);
-
-    if (rc < 0) {
-        iw_llm_result_free(&res);
-        return rc;                      /* the tick's: stop, lost, error */
+    if (e->call && !iw_llm_finished(e->call)) {
+        memo->waiting = 1;
+        return IW_GOAL_WAIT;
     }
 
-    iw_stats_add("llm_calls", 1);
-    iw_stats_add("llm_failures",
-                 rc == 0 && res.json && YAJL_IS_OBJECT(res.json) ? 0 : 1);
-
-    if (iw_llm_account(conf, g, res.prompt_tokens, res.completion_tokens)
-        != IW_OK)
-    {
-        iw_llm_result_free(&res);
-        return IW_ERROR;
+    if (e->call) {
+        iw_llm_memo_keep(e);
     }
 
-    if (rc == 0 && res.json && YAJL_IS_OBJECT(res.json)) {
-        *answer = res.json;
-        res.json = NULL;
+    if (!e->counted) {
+        iw_stats_add("llm_requests", e->attempts);
+        iw_stats_add("retries:llm", e->attempts > 1 ? e->attempts - 1 : 0);
+        iw_stats_add("prompt_tokens", e->prompt_tokens);
+        iw_stats_add("completion_tokens", e->completion_tokens);
+        iw_stats_add("llm_calls", 1);
+        iw_stats_add("llm_failures", e->answer ? 0 : 1);
+
+        if (iw_llm_account(conf, g, e->prompt_tokens, e->completion_tokens)
+            != IW_OK)
+        {
+            return IW_ERROR;
+        }
+
+        e->counted = 1;
+
+        if (e->answer == NULL) {
+            iw_warn("goal %s: the LLM gave no usable %s (%s); the built-in "
+                    "planner decides instead", g->goal_id, what,
+                    e->error ? e->error : "no JSON object");
+        }
+    }
+
+    if (e->answer) {
+        *answer = ioa_json_parse(e->answer, strlen(e->answer));
+    }
+
+    return IW_OK;
+}
+
+
+/* from the loop: the call of e has finished; its goal looks again */
+
+static void
+iw_llm_memo_done(iw_llm_call_t *call, void *data)
+{
+    iw_llm_entry_t  *e;
+
+    (void) call;
+
+    e = data;
+
+    if (e->memo->wake) {
+        e->memo->wake(e->memo->data);
+    }
+}
+
+
+/* the finished call's result into the entry (the answer as JSON text,
+ * parsed again each time a step uses it), the call freed */
+
+static void
+iw_llm_memo_keep(iw_llm_entry_t *e)
+{
+    int              rc;
+    ioa_buf_t        b;
+    iw_llm_result_t  res;
+
+    rc = iw_llm_take(e->call, &res);
+    iw_llm_free(e->call);
+    e->call = NULL;
+
+    e->attempts = res.attempts;
+    e->prompt_tokens = res.prompt_tokens;
+    e->completion_tokens = res.completion_tokens;
+
+    if (rc == IW_LLM_OK && res.json && YAJL_IS_OBJECT(res.json)) {
+        ioa_buf_init(&b);
+        ioa_json_emit(&b, res.json);
+        e->answer = ioa_buf_take(&b);
 
     } else {
-        iw_warn("goal %s: the LLM gave no usable %s (%s); the built-in "
-                "planner decides instead", g->goal_id, what,
-                res.error ? res.error : "no JSON object");
+        e->error = ioa_strdup(res.error ? res.error : "no JSON object");
     }
 
     iw_llm_result_free(&res);
+}
 
-    return IW_OK;
+
+/* the memo forgotten: calls still running are abandoned */
+
+void
+iw_llm_memo_clear(iw_llm_memo_t *memo)
+{
+    iw_llm_entry_t  *e;
+
+    while ((e = memo->head) != NULL) {
+        memo->head = e->next;
+        iw_llm_free(e->call);
+        free(e->key);
+        free(e->answer);
+        free(e->error);
+        free(e);
+    }
+
+    memo->waiting = 0;
 }
 
 

@@ -378,6 +378,7 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
 {
     size_t       i;
     long long    n;
+    const char  *cont;
     redisReply  *r, *k, *v;
 
     r = iw_redis_cmd("HGETALL %s{goal:%s}:meta", conf->prefix, g->goal_id);
@@ -416,9 +417,6 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
         } else if (strcmp(k->str, "created_at") == 0) {
             g->created_at = atoll(v->str);
 
-        } else if (strcmp(k->str, "comm_id") == 0) {
-            iw_store_replace(&g->cont_comm_id, v->str, v->len);
-
         } else if (strcmp(k->str, "launched_by") == 0 && v->len) {
             iw_store_replace(&g->person, v->str, v->len);
 
@@ -441,6 +439,14 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
 
     if (g->request) {
         g->req = ioa_json_parse(g->request, strlen(g->request));
+    }
+
+    /* a continuation names its room in the request; the meta's comm_id is
+     * the goal's own room once it runs, which is no continuation (read as
+     * one, a goal loaded again would take only its team's members) */
+    cont = ioa_json_get_str(g->req, "comm_id");
+    if (cont && *cont) {
+        g->cont_comm_id = ioa_strdup(cont);
     }
 
     if (ioa_json_get_int(g->req, "max_turns", &n) == 0 && n > 0) {
