@@ -493,3 +493,52 @@ GET /health_check
 --- no_error_log
 [alert]
 [crit]
+
+
+
+=== TEST 5: one worker, ten A2A tasks waiting for their user's input: a new task completes at once beside them (a goal that waits holds no worker)
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY;
+                 subrequest_output_buffer_size 1m; }
+    location = /.well-known/agent-card.json { ioa_a2a url=/a2a; ioa_auth jwt;
+                                              ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
+    location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    worker($ctx, 'w1');
+    agent_proc($ctx, 'Shouter', 'uppercases text, shouts words', token('Shouter', 'agent'),
+               'tr', 'a-z', 'A-Z');
+    agent_proc($ctx, 'Klingon', 'translates poems into klingon', token('Klingon', 'agent'),
+               'false');
+    my $ann = token('Ann', 'agent launch');
+    ok online($ctx, $ann, 'Shouter', 'Klingon'), 'the agents are online';
+
+    # ten tasks whose part nobody can do: each asks its user, and waits
+    # (input_timeout_s 300, the facade's default)
+    my @o = a2a($ctx, $ann, { op => 'connect' },
+                map { { op => 'send', text => "Translate poem $_ into klingon" } } 1 .. 10);
+    my @waiting = map { $_->{result}{id} } grep { $_->{result} } @o[1 .. 10];
+    is scalar(grep { ($_->{result}{status}{state} // '') eq 'TASK_STATE_INPUT_REQUIRED' }
+              @o[1 .. 10]), 10, 'ten tasks wait for their user' or diag json()->encode(\@o);
+
+    my $t0 = time;
+    my (undef, $new) = a2a($ctx, $ann, { op => 'connect' },
+                           { op => 'send', text => 'Shout the words right now' });
+    my $took = time - $t0;
+    is $new->{result}{status}{state}, 'TASK_STATE_COMPLETED', 'a new task completes'
+        or diag json()->encode($new);
+    like $new->{result}{artifacts}[0]{parts}[0]{text}, qr/RIGHT NOW/, 'with its answer';
+    cmp_ok $took, '<', 10, 'at once, not after the waiting ones (300 s each)'
+        or diag "it took $took s";
+    is scalar(grep { (redis_cmd('HGET', "ioa:{goal:$_}:meta", 'state') // '') eq 'running' }
+              @waiting), 10, 'the ten still wait, on the same worker';
+    my %st = %{ stop_workers() };
+    is $st{w1}, 0, 'w1 exits 0 (and gives the waiting goals back)';
+--- no_error_log
+[alert]
+[crit]

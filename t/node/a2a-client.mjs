@@ -184,5 +184,6 @@ for (const step of steps) {
         if (step.op === 'connect') break;
     }
 }
-process.stdout.write(JSON.stringify(outcomes));
-process.exit(0);
+// exit only once the answer is out: a pipe takes 64 KiB at a time, and
+// process.exit() would cut a longer answer there
+process.stdout.write(JSON.stringify(outcomes), () => process.exit(0));

@@ -112,6 +112,7 @@ for (const step of steps) {
     }
 }
 
-process.stdout.write(JSON.stringify(out) + '\n');
+// exit only once the answer is out (a pipe takes 64 KiB at a time)
+await new Promise((done) => process.stdout.write(JSON.stringify(out) + '\n', done));
 try { await client.close(); } catch (e) { /* already closed */ }
 process.exit(0);

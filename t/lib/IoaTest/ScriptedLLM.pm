@@ -13,7 +13,9 @@
 # The server is a forked child serving one request per connection; the
 # responder runs there, so it sees the test's variables as they were when
 # the server started.  A responder that returns a hash ref sends it as the
-# HTTP answer ({status, body}).  The server is killed when the test ends.
+# HTTP answer ({status, body}); {hang => 1} never answers (the connection
+# is held open, and the next requests are served as usual: a model that
+# hangs on one call).  The server is killed when the test ends.
 
 package IoaTest::ScriptedLLM;
 
@@ -53,6 +55,7 @@ sub scripted_llm {
     if ($pid == 0) {
         $SIG{PIPE} = 'IGNORE';
         my $n = 0;
+        my @hung;
         while (my $c = $srv->accept) {
             my $body = _read_body($c);
             next unless defined $body;
@@ -62,6 +65,10 @@ sub scripted_llm {
             close $f;
             my $req = eval { $Json->decode($body) } // {};
             my $out = eval { $respond->($req) } // '{}';
+            if (ref $out && $out->{hang}) {
+                push @hung, $c;         # held open, never answered
+                next;
+            }
             my ($status, $text) = ref $out ? ($out->{status}, $out->{body})
                                            : (200, _completion($out));
             my $head = "HTTP/1.1 $status X\r\nContent-Type: application/json"
