@@ -84,13 +84,15 @@ typedef struct {
 } ngx_ioa_fleet_family_t;
 
 
-/* a counter of one field per worker, 0 when a worker has none; several
- * series of one family follow each other, the first with the help */
+/* a counter or a gauge of one field per worker, 0 when a worker has none;
+ * several series of one family follow each other, the first with the
+ * help */
 typedef struct {
     const char               *name;
     const char               *help;      /* NULL: the family's next series */
     const char               *field;
     const char               *label;     /* another label, or NULL */
+    const char               *type;      /* "counter", "gauge" */
 } ngx_ioa_fleet_scalar_t;
 
 
@@ -121,31 +123,55 @@ static const char  *ngx_ioa_fleet_states[] = {
 };
 
 
-/* the LLM's: calls, failures, requests, and tokens by type */
+/* the engine's (goals in flight), and the LLM's: calls, failures,
+ * requests, tokens by type, and the limiter and breaker of its endpoint */
 static ngx_ioa_fleet_scalar_t  ngx_ioa_fleet_scalars[] = {
+
+    { "ioa_worker_goals_in_flight",
+      "Goals the worker holds now (running or waiting; at most its "
+      "--max-goals).",
+      "goals_in_flight", NULL, "gauge" },
 
     { "ioa_worker_llm_calls_total",
       "Structured LLM calls the worker made (a team, a plan, a review, a "
       "conclusion).",
-      "llm_calls", NULL },
+      "llm_calls", NULL, "counter" },
 
     { "ioa_worker_llm_failures_total",
       "LLM calls that gave no usable answer (the built-in planner decided "
       "instead).",
-      "llm_failures", NULL },
+      "llm_failures", NULL, "counter" },
 
     { "ioa_worker_llm_requests_total",
       "HTTP requests to the LLM endpoint, retries included.",
-      "llm_requests", NULL },
+      "llm_requests", NULL, "counter" },
 
     { "ioa_worker_llm_tokens_total",
       "Tokens the LLM endpoint reported, by type.",
-      "prompt_tokens", "type=\"prompt\"" },
+      "prompt_tokens", "type=\"prompt\"", "counter" },
 
     { "ioa_worker_llm_tokens_total", NULL,
-      "completion_tokens", "type=\"completion\"" },
+      "completion_tokens", "type=\"completion\"", "counter" },
 
-    { NULL, NULL, NULL, NULL }
+    { "ioa_worker_llm_in_flight",
+      "Requests to the LLM endpoint in flight now (at most "
+      "IOA_LLM_CONCURRENCY).",
+      "llm_in_flight", NULL, "gauge" },
+
+    { "ioa_worker_llm_queued",
+      "LLM calls waiting for a slot now.",
+      "llm_queued", NULL, "gauge" },
+
+    { "ioa_worker_llm_breaker_open",
+      "1 while the LLM endpoint's circuit breaker is open (no request is "
+      "sent; the built-in planner decides).",
+      "llm_breaker_open", NULL, "gauge" },
+
+    { "ioa_worker_llm_breaker_trips_total",
+      "Times the LLM endpoint's circuit breaker opened.",
+      "llm_breaker_trips", NULL, "counter" },
+
+    { NULL, NULL, NULL, NULL, NULL }
 };
 
 
@@ -590,8 +616,8 @@ ngx_ioa_fleet_scalar(ngx_ioa_fleet_t *f, ngx_ioa_fleet_scalar_t *sc,
     ngx_ioa_fleet_worker_t  *w;
 
     if (sc->help) {
-        p = ngx_slprintf(p, last, "# HELP %s %s\n# TYPE %s counter\n",
-                         sc->name, sc->help, sc->name);
+        p = ngx_slprintf(p, last, "# HELP %s %s\n# TYPE %s %s\n",
+                         sc->name, sc->help, sc->name, sc->type);
     }
 
     for (i = 0; i < f->nworkers; i++) {

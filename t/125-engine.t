@@ -185,3 +185,98 @@ GET /health_check
 [error]
 [alert]
 [crit]
+
+
+
+=== TEST 4: the LLM limiter: with IOA_LLM_CONCURRENCY 2, a third call waits for a slot (the worker's heartbeat counts 2 in flight, 1 queued), and gets one when a call ends
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $echo = agent($ctx, name => 'Echo', desc => 'echoes the text back',
+                     exec => ['cat']);
+    ok wait_online($ctx, 'Echo', 1, 10), 'Echo is online' or diag $echo->log;
+    my $llm = scripted_llm(sub {
+        my ($req) = @_;
+        return { hang => 1 } if ($req->{messages}[1]{content} // '') =~ /Goal: Hang/;
+        return '{}';
+    });
+    worker($ctx, 'w1', env => { IOA_LLM_BASE_URL => $llm->{url}, IOA_LLM_TIMEOUT => 3,
+                                IOA_LLM_MAX_ATTEMPTS => 1, IOA_LLM_CONCURRENCY => 2,
+                                IOA_LLM_BREAKER_FAILURES => 0 });
+    my @hang = map { launch(goal => "Hang $_ here.", team_member_names => ['Echo']) } 1 .. 3;
+    my $beat = sub { redis_cmd('HGET', 'ioa:{workers}:w:w1', $_[0]) // -1 };
+    ok wait_until(sub { $beat->('llm_in_flight') == 2 && $beat->('llm_queued') == 1 }, 10),
+       'two calls in flight, the third queued' or diag worker_log($ctx, 'w1');
+    is scalar(() = scripted_requests($llm)), 2, 'the model got two requests, not three';
+    # the hung ones time out (IOA_LLM_TIMEOUT 3): their slots pass on
+    ok wait_until(sub { scalar(() = scripted_requests($llm)) >= 3 }, 10),
+       'the third is sent once a slot is free';
+    ok wait_until(sub { !grep { state_of($_) ne 'concluded' } @hang }, 30),
+       'all three conclude (the built-in planner for what the model did not answer)'
+        or diag worker_log($ctx, 'w1');
+    like worker_log($ctx, 'w1'), qr/the LLM gave no usable plan/, 'the log says the model failed';
+    ok wait_until(sub { $beat->('goals_in_flight') == 0 }, 5), 'no goal in flight any more';
+    my $st = stop_workers();
+    is $st->{w1}, 0, 'w1 exits 0';
+    is $echo->stop, 0, 'Echo exits 0';
+--- no_error_log
+[error]
+[alert]
+[crit]
+
+
+
+=== TEST 5: the LLM breaker: after IOA_LLM_BREAKER_FAILURES failed attempts in a row no request is sent for IOA_LLM_BREAKER_OPEN (the goals go on with the built-in planner), then one call tries again and a success closes it
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $echo = agent($ctx, name => 'Echo', desc => 'echoes the text back',
+                     exec => ['cat']);
+    ok wait_online($ctx, 'Echo', 1, 10), 'Echo is online' or diag $echo->log;
+    my $flag = "$Scratch/llm-up";
+    my $llm = scripted_llm(sub {
+        return -e $flag ? '{}' : { status => 500, body => '{"error":"down"}' };
+    });
+    # one request at a time, so that the failures come in a row before
+    # any other call is sent (calls already in flight when the breaker
+    # opens are not called back)
+    worker($ctx, 'w1', env => { IOA_LLM_BASE_URL => $llm->{url}, IOA_LLM_MAX_ATTEMPTS => 1,
+                                IOA_LLM_CONCURRENCY => 1,
+                                IOA_LLM_BREAKER_FAILURES => 3, IOA_LLM_BREAKER_OPEN => 3 });
+    my $beat = sub { redis_cmd('HGET', 'ioa:{workers}:w:w1', $_[0]) // -1 };
+    my @g = map { launch(goal => "Echo line $_.", team_member_names => ['Echo']) } 1 .. 6;
+    ok wait_until(sub { !grep { state_of($_) ne 'concluded' } @g }, 30),
+       'every goal concludes while the model is down' or diag worker_log($ctx, 'w1');
+    is scalar(() = scripted_requests($llm)), 3, 'the endpoint was asked three times, no more';
+    like worker_log($ctx, 'w1'), qr/failed 3 times in a row; its circuit breaker opens/,
+        'the log says the breaker opened';
+    like worker_log($ctx, 'w1'), qr/its circuit breaker is open/, 'and why later calls failed at once';
+    ok wait_until(sub { $beat->('llm_breaker_open') == 1 }, 5), 'the heartbeat says it is open';
+    is $beat->('llm_breaker_trips'), 1, 'one trip';
+
+    open my $f, '>', $flag or die; close $f;
+    sleep 3.2;                  # IOA_LLM_BREAKER_OPEN
+    my $g2 = launch(goal => 'Echo the last line.', team_member_names => ['Echo']);
+    ok wait_until(sub { state_of($g2) eq 'concluded' }, 15), 'a goal after the open time concludes';
+    cmp_ok scalar(() = scripted_requests($llm)), '>', 3, 'and its calls reach the endpoint again';
+    like worker_log($ctx, 'w1'), qr/answers again; its circuit breaker is closed/, 'the breaker closed';
+    ok wait_until(sub { $beat->('llm_breaker_open') == 0 }, 5), 'the heartbeat says it is closed';
+    my $st = stop_workers();
+    is $st->{w1}, 0, 'w1 exits 0';
+    is $echo->stop, 0, 'Echo exits 0';
+--- no_error_log
+[error]
+[alert]
+[crit]

@@ -194,6 +194,9 @@ GET /health_check
     is scalar(grep { !/kind=conclude/ } keys %{ $v->{ioa_worker_decisions_total} // {} }), 0,
         'and no other decision';
     is $v->{ioa_worker_llm_calls_total}{'worker=w1'}, 0, 'no LLM call';
+    is $types->{ioa_worker_goals_in_flight}, 'gauge', 'goals in flight: a gauge';
+    is $v->{ioa_worker_goals_in_flight}{'worker=w1'}, 0, 'none in flight, every goal ended';
+    is $v->{ioa_worker_llm_in_flight}{'worker=w1'}, 0, 'no LLM request in flight';
     is $v->{ioa_worker_info}{'planner=builtin,worker=w1'}, 1, 'the built-in planner';
     is $v->{ioa_workers_known}{''}, 1, 'one worker known';
     my $beat = $v->{ioa_worker_heartbeat_timestamp_seconds}{'worker=w1'};
@@ -368,8 +371,13 @@ GET /health_check
        'the goal concluded' or diag worker_logs($ctx);
     my $n = () = scripted_requests($llm);
     cmp_ok $n, '>=', 2, "the model was asked ($n requests)";
-    my ($v) = scrape_until($ctx, sub {
+    my ($v, $types) = scrape_until($ctx, sub {
         ($_[0]{ioa_worker_llm_requests_total}{'worker=w1'} // 0) == $n });
+    is $types->{ioa_worker_llm_in_flight}, 'gauge', 'LLM requests in flight: a gauge';
+    is $v->{ioa_worker_llm_in_flight}{'worker=w1'}, 0, 'none now';
+    is $v->{ioa_worker_llm_queued}{'worker=w1'}, 0, 'none waiting for a slot';
+    is $v->{ioa_worker_llm_breaker_open}{'worker=w1'}, 0, 'the breaker is closed';
+    is $v->{ioa_worker_llm_breaker_trips_total}{'worker=w1'}, 0, 'it never opened (one 503)';
     is $v->{ioa_worker_llm_requests_total}{'worker=w1'}, $n, 'requests: every one the model served';
     is $v->{ioa_worker_retries_total}{'what=llm,worker=w1'}, 1, 'one request sent again';
     is $v->{ioa_worker_llm_calls_total}{'worker=w1'}, $n - 1, 'calls: the requests but the retried one';

@@ -263,7 +263,7 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
     }
 
     /* with a model, the decision is the model's when it is usable */
-    if (rc == IW_OK && !last && iw_llm_on(conf, g)) {
+    if (rc == IW_OK && !last && g->planner->review) {
         rc = iw_decide_by_model(conf, g, ps, kind, to, descs, &why,
                                 &ask_agent, &ask_text);
 
@@ -515,7 +515,7 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
     iw_decide_askable(g, &askable);
 
     state = iw_decide_account(conf, g);
-    rc = iw_llm_review(conf, g, state, &cands, &askable, &rv);
+    rc = g->planner->review(conf, g, state, &cands, &askable, &rv);
     free(state);
 
     /* a question for a member the model may ask */

@@ -117,13 +117,13 @@ iw_goal_form(const iw_conf_t *conf, iw_goal_t *g)
                 g->person ? g->person : "");
     }
 
-    rc = iw_store_save(conf, g, "phase", "running", NULL);
+    rc = iw_store_save(conf, g, "phase", iw_phase_name(IW_PHASE_RUNNING),
+                       NULL);
     if (rc != IW_OK) {
         return rc;
     }
 
-    free(g->phase);
-    g->phase = ioa_strdup("running");
+    g->phase = IW_PHASE_RUNNING;
 
     rc = iw_store_meta_state(conf, g->goal_id, "running", &current,
                              "comm_id", g->comm_id, NULL);
@@ -179,8 +179,8 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
 
     /* the LLM recruits with IoA's two tools; nobody usable: the built-in
      * planner recruits instead */
-    if (names == NULL && iw_llm_on(conf, g)) {
-        rc = iw_llm_team(conf, g, text, online_only, &llm_names, &n);
+    if (names == NULL) {
+        rc = g->planner->team(conf, g, text, online_only, &llm_names, &n);
         if (rc != IW_OK) {
             goto done;
         }
@@ -215,11 +215,9 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
     }
 
     /* the LLM assigns the work; invalid or no answer: the built-in one */
-    if (iw_llm_on(conf, g)) {
-        rc = iw_llm_plan(conf, g, text, allow_sub, &plan, &discussion);
-        if (rc != IW_OK) {
-            goto done;
-        }
+    rc = g->planner->plan(conf, g, text, allow_sub, &plan, &discussion);
+    if (rc != IW_OK) {
+        goto done;
     }
 
     rc = iw_form_room(conf, g, &start);

@@ -90,15 +90,26 @@
 
 static int iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_goal_start(const iw_conf_t *conf, iw_goal_t *g);
-static int iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g);
 static int iw_goal_cancel_early(const iw_conf_t *conf, iw_goal_t *g,
     const char *why);
-static int iw_goal_cancel_children(const iw_conf_t *conf, iw_goal_t *g);
 
 
-/* test hook: die like kill -9 right after posting this step, before the
- * step is recorded (the hardest point to take over from) */
-static int  iw_goal_crash_after = -1;
+
+
+/*
+ * The phase table: each phase's step function, indexed by the phase (as
+ * nginx's phase engine indexes its handlers); iw_goal_step() runs the
+ * current one.  A step function does what its phase has to do next, and
+ * returns IW_OK when there is more at once (the same or the next phase),
+ * IW_GOAL_WAIT when it waits, or the goal's end or a failure.
+ */
+
+static const iw_phase_pt  iw_phases[IW_PHASE_UNKNOWN] = {
+    [IW_PHASE_NEW] = iw_goal_start,
+    [IW_PHASE_FORMING] = iw_goal_form,
+    [IW_PHASE_RUNNING] = iw_goal_running,
+    [IW_PHASE_CONCLUDING] = iw_goal_concluding,
+};
 
 
 /*
@@ -114,14 +125,9 @@ int
 iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g, int again)
 {
     int          rc, created;
-    char        *env, *job_of;
+    char        *job_of;
     long long    deliveries;
     redisReply  *r;
-
-    env = getenv("IOA_WORKER_TEST_CRASH_AFTER_STEP");
-    if (env && *env) {
-        iw_goal_crash_after = atoi(env);
-    }
 
     memset(g, 0, sizeof(iw_goal_t));
 
@@ -135,6 +141,7 @@ iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g, int again)
 
     g->job_id = job->id;
     g->goal_id = job->goal_id;
+    g->planner = conf->llm ? &iw_planner_llm : &iw_planner_builtin;
 
     /* after a reconnect the job may have changed hands: check first */
     rc = iw_goal_lease(conf, g, 1);
@@ -154,7 +161,7 @@ iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g, int again)
         goto ended;
     }
 
-    if (iw_goal_final(g->state)) {
+    if (iw_state_final(g->state)) {
         iw_info("goal %s: already %s; job acknowledged", g->goal_id,
                 g->state);
 
@@ -217,12 +224,13 @@ iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g, int again)
     if (again) {
         /* loaded again for a step that waited (engine.c): nothing new */
 
-    } else if (g->phase[0] == '\0') {
+    } else if (g->phase == IW_PHASE_NEW) {
         iw_info("goal %s: taken (%s)", g->goal_id, g->goal);
 
     } else {
         iw_info("goal %s: resumed in phase %s at step %d (intent %d), room "
-                "%s after %s", g->goal_id, g->phase, g->step, g->intent,
+                "%s after %s", g->goal_id, iw_phase_name(g->phase), g->step,
+                g->intent,
                 g->comm_id ? g->comm_id : "-", g->last_id);
     }
 
@@ -266,24 +274,12 @@ iw_goal_step(const iw_conf_t *conf, iw_goal_t *g)
         return rc;
     }
 
-    if (g->phase[0] == '\0') {
-        return iw_goal_start(conf, g);
+    if (g->phase >= IW_PHASE_UNKNOWN) {
+        return iw_goal_fail(conf, g, "the goal's state machine is in an "
+                            "unknown phase");
     }
 
-    if (strcmp(g->phase, "forming") == 0) {
-        return iw_goal_form(conf, g);
-    }
-
-    if (strcmp(g->phase, "running") == 0) {
-        return iw_goal_running(conf, g);
-    }
-
-    if (strcmp(g->phase, "concluding") == 0) {
-        return iw_goal_concluding(conf, g);
-    }
-
-    return iw_goal_fail(conf, g, "the goal's state machine is in an "
-                        "unknown phase");
+    return iw_phases[g->phase](conf, g);
 }
 
 
@@ -304,36 +300,6 @@ iw_goal_release(const iw_conf_t *conf, iw_goal_t *g)
 }
 
 
-/*
- * The goal waits until `until` (Redis' clock, now its reading) or until
- * something it watches happens, whichever is first: a state, not a loop.
- * The step returns IW_GOAL_WAIT and the engine arms the goal's timer.
- */
-
-int
-iw_goal_wait(iw_goal_t *g, long long until, long long now)
-{
-    iw_goal_wake_in(g, until - now);
-
-    return IW_GOAL_WAIT;
-}
-
-
-/* the goal must look again within ms at the latest */
-
-void
-iw_goal_wake_in(iw_goal_t *g, long long ms)
-{
-    if (ms < 1) {
-        ms = 1;
-    }
-
-    if (g->wake_in < 0 || ms < g->wake_in) {
-        g->wake_in = ms;
-    }
-}
-
-
 /* the channels whose messages wake the waiting goal (pubsub.c): its
  * control channel (a cancel, a person's message), its room, and the feed
  * of every sub-goal still open; each a string of its own in out */
@@ -350,8 +316,8 @@ iw_goal_channels(const iw_conf_t *conf, iw_goal_t *g, char ***out)
     v[n++] = ioa_sprintf("%s{goal:%s}:control", conf->prefix, g->goal_id);
 
     if (g->comm_id && *g->comm_id
-        && (iw_streq(g->phase, "running")
-            || iw_streq(g->phase, "concluding")))
+        && (g->phase == IW_PHASE_RUNNING
+            || g->phase == IW_PHASE_CONCLUDING))
     {
         v[n++] = ioa_sprintf("%s{room:%s}:ch", conf->prefix, g->comm_id);
     }
@@ -368,39 +334,6 @@ iw_goal_channels(const iw_conf_t *conf, iw_goal_t *g, char ***out)
     *out = v;
 
     return n;
-}
-
-
-/* Renews the lease when a third of --claim-idle has passed, or always with
- * now set (right before a post).  The time is taken before the call: the
- * lease is at least as fresh as that. */
-
-int
-iw_goal_lease(const iw_conf_t *conf, iw_goal_t *g, int now)
-{
-    int        rc;
-    long long  t;
-
-    t = ioa_mono_ms();
-
-    if (!now && g->renewed && t - g->renewed < conf->claim_idle_ms / 3) {
-        return IW_OK;
-    }
-
-    rc = iw_jobs_touch(conf, g->job_id, 0);
-
-    if (rc == 1) {
-        g->renewed = t;
-        return IW_OK;
-    }
-
-    if (rc == 0) {
-        iw_warn("goal %s: another worker holds the job now; leaving it",
-                g->goal_id);
-        return IW_LOST;
-    }
-
-    return IW_ERROR;
 }
 
 
@@ -422,7 +355,7 @@ iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g)
                                                      : IW_ERROR;
     }
 
-    if (iw_goal_final(state)) {
+    if (iw_state_final(state)) {
         /* ended elsewhere (by hand, or a worker that lost its lease late) */
         iw_info("goal %s: %s meanwhile; job acknowledged", g->goal_id, state);
         rc = iw_store_index(conf, g->goal_id, state, g->goal, g->parent,
@@ -456,7 +389,7 @@ iw_goal_check_cancel(const iw_conf_t *conf, iw_goal_t *g)
         }
 
         /* before the room is formed nobody is told but the feed */
-        if (g->phase[0] == '\0' || iw_streq(g->phase, "forming")) {
+        if (g->phase == IW_PHASE_NEW || g->phase == IW_PHASE_FORMING) {
             rc = iw_goal_cancel_early(conf, g, NULL);
 
         } else {
@@ -506,7 +439,7 @@ iw_goal_start(const iw_conf_t *conf, iw_goal_t *g)
 
     rc = iw_store_meta_state(conf, g->goal_id, "forming", &current,
                              "worker", conf->consumer,
-                             "planner", conf->llm ? "llm" : "builtin",
+                             "planner", g->planner->name,
                              "tokens", "0", "prompt_tokens", "0",
                              "completion_tokens", "0", NULL);
     if (rc == IW_ERROR) {
@@ -525,369 +458,15 @@ iw_goal_start(const iw_conf_t *conf, iw_goal_t *g)
         return IW_ERROR;
     }
 
-    rc = iw_store_save(conf, g, "phase", "forming", NULL);
+    rc = iw_store_save(conf, g, "phase", iw_phase_name(IW_PHASE_FORMING),
+                       NULL);
     if (rc != IW_OK) {
         return rc;
     }
 
-    free(g->phase);
-    g->phase = ioa_strdup("forming");
+    g->phase = IW_PHASE_FORMING;
 
     return IW_OK;
-}
-
-
-/* the task list (with the sub-goals' ids) after a change */
-
-int
-iw_goal_save_tasks(const iw_conf_t *conf, iw_goal_t *g)
-{
-    int    rc;
-    char  *tasks;
-
-    tasks = iw_store_tasks_json(g);
-    rc = iw_store_save(conf, g, "tasks", tasks, NULL);
-    free(tasks);
-
-    return rc;
-}
-
-
-int
-iw_goal_settled(iw_task_t *t)
-{
-    return !iw_streq(t->status, "pending")
-           && !iw_streq(t->status, "in_progress");
-}
-
-
-/* the CONCLUSION is in the room: nothing follows it */
-
-int
-iw_goal_concluded(iw_goal_t *g)
-{
-    return g->step % IW_ROUND_STEPS == IW_STEP_CONCLUSION;
-}
-
-
-int
-iw_goal_final(const char *state)
-{
-    return iw_streq(state, "concluded") || iw_streq(state, "failed")
-           || iw_streq(state, "cancelled");
-}
-
-
-int
-iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g, const char *ended)
-{
-    int  rc;
-
-    rc = iw_store_save(conf, g, "phase", "concluding", "ended", ended, NULL);
-    if (rc != IW_OK) {
-        return rc;
-    }
-
-    free(g->phase);
-    free(g->ended);
-    g->phase = ioa_strdup("concluding");
-    g->ended = ioa_strdup(ended);
-
-    iw_info("goal %s: concluding (%s)", g->goal_id, ended);
-
-    return IW_OK;
-}
-
-
-static int
-iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g)
-{
-    int          rc, cancelled, base;
-    char        *text, *extra, *current, tokens[32], done[32], total[32];
-    size_t       i;
-    ioa_buf_t    b;
-    const char  *final;
-
-    rc = iw_goal_drain(conf, g);
-    if (rc != IW_OK) {
-        return rc;
-    }
-
-    cancelled = iw_streq(g->ended, "cancelled");
-    base = g->round * IW_ROUND_STEPS;
-
-    if (g->step < base + IW_STEP_CONCLUSION
-        && !iw_streq(g->ended, "settled"))
-    {
-        for (i = 0; i < g->ntasks; i++) {
-            if (!iw_goal_settled(&g->tasks[i])) {
-                free(g->tasks[i].status);
-                g->tasks[i].status = ioa_strdup("cancelled");
-                g->tasks[i].dirty = 1;
-            }
-        }
-
-        rc = iw_store_save_progress(conf, g);
-        if (rc != IW_OK) {
-            return rc;
-        }
-    }
-
-    if (!cancelled && g->step < base + IW_STEP_CONCLUDE) {
-        if (iw_decide_record_tasks(conf, g, -1) != IW_OK) {
-            return IW_ERROR;
-        }
-
-        text = iw_decide_conclude_text(g);
-        extra = iw_decide_conclude_extra(g, text);
-        ioa_buf_init(&b);
-        ioa_buf_addc(&b, '[');
-        ioa_json_str(&b, conf->name);
-        ioa_buf_addc(&b, ']');
-
-        rc = iw_goal_post(conf, g, base + IW_STEP_CONCLUDE, IW_TYPE_CONCLUDE,
-                          text, b.data, NULL, extra);
-        free(text);
-        free(extra);
-        ioa_buf_free(&b);
-
-        return rc;
-    }
-
-    if (g->step < base + IW_STEP_CONCLUSION) {
-        text = NULL;
-
-        if (g->conclusion == NULL && !cancelled
-            && !iw_streq(g->ended, "token_budget") && iw_llm_on(conf, g))
-        {
-            rc = iw_llm_conclusion(conf, g, &text);
-            if (rc != IW_OK) {
-                return rc;
-            }
-        }
-
-        if (g->conclusion == NULL) {
-            g->conclusion = iw_decide_account(conf, g);
-
-            /* the model's answer comes first, and the account after it:
-             * whatever the model wrote, what is said to be done is what
-             * the room shows was done */
-            if (text) {
-                extra = g->conclusion;
-                g->conclusion = ioa_sprintf("%s\n\n%s", text, extra);
-                free(extra);
-                free(text);
-                text = NULL;
-            }
-
-            rc = iw_store_save(conf, g, "conclusion", g->conclusion, NULL);
-            if (rc != IW_OK) {
-                return rc;
-            }
-        }
-
-        return iw_goal_post(conf, g, base + IW_STEP_CONCLUSION,
-                            IW_TYPE_CONCLUSION, g->conclusion, "\"\"", NULL,
-                            NULL);
-    }
-
-    /* the CONCLUSION is in the room (and, after the drain above, in the
-     * feed): record the outcome, then the final event */
-
-    final = cancelled ? "cancelled" : "concluded";
-
-    snprintf(tokens, sizeof(tokens), "%lld",
-             g->prompt_tokens + g->completion_tokens);
-    snprintf(done, sizeof(done), "%zu", iw_decide_done(g));
-    snprintf(total, sizeof(total), "%zu", g->nparts);
-
-    /* parts_done and parts_total: what a parent goal reviews (subteam.c) */
-    rc = iw_store_meta_state(conf, g->goal_id, final, &current,
-                             "comm_id", g->comm_id,
-                             "conclusion", g->conclusion ? g->conclusion : "",
-                             "tokens", tokens, "ended", g->ended,
-                             "parts_done", done, "parts_total", total, NULL);
-    if (rc == IW_ERROR) {
-        return IW_ERROR;
-    }
-
-    if (rc == 0 && !iw_streq(current, final)) {
-        iw_warn("goal %s: already %s; not marked %s", g->goal_id, current,
-                final);
-    }
-
-    free(current);
-
-    if (iw_event_state(conf, g->goal_id, final, g->comm_id, g->conclusion,
-                       NULL)
-        != IW_OK)
-    {
-        return IW_ERROR;
-    }
-
-    if (cancelled && iw_goal_cancel_children(conf, g) != IW_OK) {
-        return IW_ERROR;
-    }
-
-    if (iw_goal_retire(conf, g->goal_id, g->job_id) != IW_OK) {
-        return IW_ERROR;
-    }
-
-    iw_info("goal %s: %s in room %s", g->goal_id, final, g->comm_id);
-
-    return IW_GOAL_ENDED;
-}
-
-
-/*
- * Posts coordinator step N (see the top of this file for the order of
- * writes).  next_speaker is JSON; extra, when given, is more members
- * ("name":value,...) put after IoA's fields.
- */
-
-int
-iw_goal_post(const iw_conf_t *conf, iw_goal_t *g, int step, int type,
-    const char *content, const char *next_speaker, const char *task_id,
-    const char *extra)
-{
-    int          rc;
-    char        *sid, buf[16];
-    ioa_buf_t    b;
-    yajl_val     v;
-    const char  *tname;
-
-    static const char  *types[] = {
-        "DEFAULT", "PROPOSAL", "VOTE", "VOTING_RESULT", "DISCUSSION",
-        "SYNC_TASK_ASSIGNMENT", "ASYNC_TASK_ASSIGNMENT", "INFORM_TASK_RESULT",
-        "INFORM_TASK_PROGRESS", "PAUSE", "CONCLUDE_GROUP_DISCUSSION",
-        "CONCLUSION"
-    };
-
-    rc = iw_goal_lease(conf, g, 1);
-    if (rc != IW_OK) {
-        return rc;
-    }
-
-    g->intent = step;
-    snprintf(buf, sizeof(buf), "%d", step);
-
-    rc = iw_store_save(conf, g, "intent", buf, NULL);
-    if (rc != IW_OK) {
-        return rc;
-    }
-
-    /* normalised like the hub's: sender and timestamp first */
-    ioa_buf_init(&b);
-    ioa_buf_adds(&b, "{\"sender\":");
-    ioa_json_str(&b, conf->name);
-    ioa_buf_addf(&b, ",\"timestamp\":%lld,\"comm_id\":", ioa_wall_ms());
-    ioa_json_str(&b, g->comm_id);
-    ioa_buf_adds(&b, ",\"content\":");
-    ioa_json_str(&b, content);
-    ioa_buf_addf(&b, ",\"next_speaker\":%s,\"state\":1,\"type\":%d,\"goal\":",
-                next_speaker, type);
-    ioa_json_str(&b, g->goal);
-    ioa_buf_addf(&b, ",\"team_members\":%s,\"team_up_depth\":",
-                g->team ? g->team : "null");
-
-    if (g->depth && *g->depth) {
-        ioa_buf_addf(&b, "%lld", atoll(g->depth));
-
-    } else {
-        ioa_buf_adds(&b, "null");
-    }
-
-    ioa_buf_adds(&b, ",\"max_turns\":");
-
-    if (g->max_turns) {
-        ioa_buf_addf(&b, "%lld", g->max_turns);
-
-    } else {
-        ioa_buf_adds(&b, "null");
-    }
-
-    v = ioa_json_get(g->req, "is_collaborative_planning_enabled");
-    ioa_buf_adds(&b, ",\"task_id\":");
-    ioa_json_str(&b, task_id ? task_id : "");
-    ioa_buf_addf(&b, ",\"task_desc\":\"\","
-                "\"is_collaborative_planning_enabled\":%s",
-                v && YAJL_IS_TRUE(v) ? "true" : "false");
-
-    if (extra == NULL || strncmp(extra, "\"triggers\"", 10) != 0) {
-        ioa_buf_adds(&b, ",\"triggers\":[]");
-    }
-
-    if (extra) {
-        ioa_buf_addc(&b, ',');
-        ioa_buf_adds(&b, extra);
-    }
-
-    ioa_buf_adds(&b, ",\"ioa_goal\":");
-    ioa_json_str(&b, g->goal_id);
-    ioa_buf_addf(&b, ",\"ioa_step\":%d}", step);
-
-    rc = iw_room_post(conf, g->comm_id, b.data, type, next_speaker, &sid);
-    ioa_buf_free(&b);
-
-    if (rc == IW_ERROR) {
-        return IW_ERROR;
-    }
-
-    if (rc == 1) {
-        char  *error;
-
-        error = ioa_sprintf("the room refused the coordinator's envelope: %s",
-                           sid);
-        free(sid);
-        rc = iw_goal_fail(conf, g, error);
-        free(error);
-
-        return rc;
-    }
-
-    tname = type >= 0 && type <= 11 ? types[type] : "?";
-
-    if (step == iw_goal_crash_after) {
-        iw_warn("goal %s: posted step %d %s (%s); test hook: dying now",
-                g->goal_id, step, tname, sid);
-        raise(SIGKILL);
-    }
-
-    g->step = step;
-    g->intent = 0;
-
-    iw_info("goal %s: posted step %d %s (%s)", g->goal_id, step, tname, sid);
-    free(sid);
-
-    return iw_store_save(conf, g, "step", buf, "intent", "0", NULL);
-}
-
-
-int
-iw_goal_fail(const iw_conf_t *conf, iw_goal_t *g, const char *error)
-{
-    int    rc;
-    char  *current;
-
-    iw_warn("goal %s: failed: %s", g->goal_id, error);
-
-    rc = iw_store_meta_state(conf, g->goal_id, "failed", &current,
-                             "error", error,
-                             "comm_id", g->comm_id ? g->comm_id : "", NULL);
-    if (rc == IW_ERROR) {
-        return IW_ERROR;
-    }
-
-    free(current);
-
-    if (iw_event_state(conf, g->goal_id, "failed", g->comm_id, NULL, error)
-        != IW_OK
-        || iw_goal_retire(conf, g->goal_id, g->job_id) != IW_OK)
-    {
-        return IW_ERROR;
-    }
-
-    return IW_GOAL_ENDED;
 }
 
 
@@ -922,54 +501,3 @@ iw_goal_cancel_early(const iw_conf_t *conf, iw_goal_t *g, const char *why)
 }
 
 
-/* sub-goals: the same cancel nginx's goal_cancel.lua makes */
-
-static int
-iw_goal_cancel_children(const iw_conf_t *conf, iw_goal_t *g)
-{
-    int          rc;
-    char        *current;
-    size_t       i;
-    redisReply  *r, *p;
-
-    r = iw_redis_cmd("SMEMBERS %s{goal:%s}:children", conf->prefix,
-                     g->goal_id);
-    if (r == NULL) {
-        return IW_ERROR;
-    }
-
-    for (i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_STRING) {
-            continue;
-        }
-
-        rc = iw_store_meta_state(conf, r->element[i]->str, "cancelling",
-                                 &current, NULL);
-        if (rc == IW_ERROR) {
-            freeReplyObject(r);
-            return IW_ERROR;
-        }
-
-        free(current);
-
-        if (rc == 0) {
-            continue;                   /* ended, or cancelling already */
-        }
-
-        p = iw_redis_cmd("%s %s{goal:%s}:control cancel",
-                         iw_redis_cluster() ? "SPUBLISH" : "PUBLISH",
-                         conf->prefix, r->element[i]->str);
-        if (p == NULL) {
-            freeReplyObject(r);
-            return IW_ERROR;
-        }
-
-        freeReplyObject(p);
-        iw_info("goal %s: sub-goal %s cancelled", g->goal_id,
-                r->element[i]->str);
-    }
-
-    freeReplyObject(r);
-
-    return IW_OK;
-}

@@ -21,18 +21,30 @@
  * Naming: the worker's own code is prefixed iw_ (ioa worker); what it
  * shares with ioa-agent (allocation, buffers, JSON, clocks, ids) lives in
  * workers/common/ under the project's ioa_ prefix (ioa_common.h).  Files
- * are named for their one concern: loop.c (the event loop), rconn.c (one
- * Redis connection), redis.c (the calls, scripts), engine.c (many goals
- * on the loop), pubsub.c (the channels that wake goals), cluster.c (Redis
- * Cluster routing), curl_loop.c (libcurl's sockets on the loop), jobs.c (consumer group), registry.c
- * (agents, teamup), planner.c (the built-in planner), decide.c (the review
- * after each round: re-route, iterate, conclude), store.c (goal record and
- * the goal index), stats.c (this worker's counters and heartbeat),
- * events.c (goal event feed), room.c (posting and reading a room), goal.c
- * (the state machine), forming.c (the team, the tasks, the room),
- * conversation.c (the running phase), person.c (a person's messages),
- * proposal.c (members' proposals), log.c (one line per event), util.c
- * (what only the worker needs), main.c (CLI, main loop).
+ * are named for their one concern, and the goal's code runs one way, from
+ * the top down:
+ *
+ *   main.c        the command line, the start
+ *   engine.c      many goals on the loop: intake, the ready queue, each
+ *                 goal's timer, its lease, SIGTERM
+ *   goal.c        one goal: loading it, its phase table, cancel
+ *   forming.c, conversation.c, concluding.c
+ *                 the phases' step functions; decide.c (the review after
+ *                 each round), proposal.c (members' proposals), person.c
+ *                 (a person's messages), subteam.c (nested teams),
+ *                 absorb.c (reading the room) below them
+ *   llm_planner.c, planner.c
+ *                 the two planners (iw_planner_t), chosen once per goal
+ *   step.c        what every step does: post exactly once, fail, wait
+ *   store.c, events.c, room.c, registry.c, jobs.c, stats.c
+ *                 the goal's record and feed, rooms, agents, the queue,
+ *                 the worker's counters: Redis keys and scripts
+ *   pubsub.c, redis.c, cluster.c, rconn.c, llm.c, curl_loop.c, loop.c
+ *                 the channels that wake goals, the Redis client (calls,
+ *                 Cluster routing, one connection), the LLM client,
+ *                 libcurl's sockets, the event loop
+ *   log.c, util.c, verify.c
+ *                 one line per event, small helpers, verify-room
  */
 
 #ifndef IW_H
@@ -427,6 +439,17 @@ char *iw_plan_pause(iw_task_t *t, size_t n, long long timeout_ms);
 char *iw_plan_conclude(const char *ended, long long max_turns);
 
 
+/* the goal's phases, in their order; goal.c runs each one's step function
+ * from a table indexed by these, store.c keeps them by name in the fsm */
+typedef enum {
+    IW_PHASE_NEW = 0,                /* "": taken, nothing done yet */
+    IW_PHASE_FORMING,                /* "forming" (forming.c) */
+    IW_PHASE_RUNNING,                /* "running" (conversation.c) */
+    IW_PHASE_CONCLUDING,             /* "concluding" (concluding.c) */
+    IW_PHASE_UNKNOWN                 /* a name this worker does not know */
+} iw_phase_e;
+
+
 /* store.c: the goal's record, P{goal:<id>}:meta and P{goal:<id>}:fsm */
 typedef struct {
     /* the job and the goal as nginx wrote it (job_id, goal_id borrowed) */
@@ -446,7 +469,7 @@ typedef struct {
                                         administrator */
 
     /* the persisted state machine (fsm hash) */
-    char         *phase;             /* "" forming running concluding */
+    iw_phase_e    phase;             /* fsm "phase", by name (store.c) */
     char         *comm_id;
     int           new_room;          /* 1: this goal creates the room */
     char         *team_name;         /* "" none */
@@ -470,7 +493,7 @@ typedef struct {
     long long     deadline_step;     /* the step the deadline belongs to */
     long long     prompt_tokens;     /* LLM usage so far */
     long long     completion_tokens;
-    char         *planner;           /* "builtin", "llm" */
+    const struct iw_planner_s  *planner;  /* chosen once (iw_goal_open) */
     char        **parts;             /* the goal's parts (its clauses, or
                                         the LLM's tasks), fsm "parts" */
     char        **part_why;          /* why a part has no agent, NULL: it
@@ -528,6 +551,9 @@ void iw_goal_free(iw_goal_t *g);
 char *iw_store_tasks_json(iw_goal_t *g);
 char *iw_store_parts_json(iw_goal_t *g);
 void iw_store_free_parts(iw_goal_t *g);
+int iw_state_final(const char *state);
+const char *iw_phase_name(iw_phase_e phase);
+iw_phase_e iw_phase_of(const char *name);
 
 
 /* events.c: the goal's event feed, P{room:goal-<id>}:log */
@@ -616,6 +642,9 @@ void iw_entries_free(iw_entries_t *e);
  * or until a message on one of its channels (engine.c, pubsub.c) */
 #define IW_GOAL_WAIT            3
 
+/* a phase's step function (goal.c's table) */
+typedef int (*iw_phase_pt)(const iw_conf_t *conf, iw_goal_t *g);
+
 int iw_goal_open(const iw_conf_t *conf, iw_job_t *job, iw_goal_t *g,
     int again);
 int iw_goal_step(const iw_conf_t *conf, iw_goal_t *g);
@@ -633,7 +662,8 @@ int iw_goal_to_concluding(const iw_conf_t *conf, iw_goal_t *g,
     const char *ended);
 int iw_goal_settled(iw_task_t *t);
 int iw_goal_concluded(iw_goal_t *g);
-int iw_goal_final(const char *state);
+int iw_goal_cancel_children(const iw_conf_t *conf, iw_goal_t *g);
+int iw_goal_concluding(const iw_conf_t *conf, iw_goal_t *g);
 int iw_goal_save_tasks(const iw_conf_t *conf, iw_goal_t *g);
 
 /* conversation.c: the running phase */
@@ -686,12 +716,6 @@ typedef struct iw_llm_memo_s {
 
 void iw_llm_memo_clear(iw_llm_memo_t *memo);
 
-int iw_llm_on(const iw_conf_t *conf, iw_goal_t *g);
-int iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
-    int online_only, char ***names, size_t *n);
-int iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
-    int allow_sub, iw_plan_t *plan, char **discussion);
-int iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text);
 
 /* the model's review of a round (decide.c checks it before acting) */
 typedef struct {
@@ -710,13 +734,37 @@ typedef struct {
     size_t             ntasks;
 } iw_review_t;
 
+/*
+ * A goal's planner, chosen once when the goal is loaded (iw_goal_open):
+ * the built-in one (planner.c), or the LLM's (llm_planner.c) when an
+ * endpoint is configured.  Every decision a planner makes goes through
+ * this: the team (names, or none: the ranking recruits), the assignment
+ * (plan, changed or left as the built-in planner made it), the review
+ * after a round (NULL: the rule decides; a review without an answer too),
+ * and the conclusion's text (NULL: the account of every part alone).
+ */
+typedef struct iw_planner_s {
+    const char  *name;               /* meta "planner": builtin, llm */
+    int        (*team)(const iw_conf_t *conf, iw_goal_t *g, const char *text,
+                       int online_only, char ***names, size_t *n);
+    int        (*plan)(const iw_conf_t *conf, iw_goal_t *g, const char *text,
+                       int allow_sub, iw_plan_t *plan, char **discussion);
+    int        (*review)(const iw_conf_t *conf, iw_goal_t *g,
+                         const char *state, iw_agents_t *cands,
+                         iw_agents_t *askable, iw_review_t *out);
+    int        (*conclusion)(const iw_conf_t *conf, iw_goal_t *g,
+                             char **text);
+} iw_planner_t;
+
+extern const iw_planner_t  iw_planner_builtin;
+extern const iw_planner_t  iw_planner_llm;
+
+
 /* the transcript a prompt shows: the room's latest envelopes, at most this
  * many bytes, each cut at IW_LLM_LINE_MAX */
 #define IW_LLM_TRANSCRIPT_MAX  4000
 #define IW_LLM_LINE_MAX        300
 
-int iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
-    iw_agents_t *cands, iw_agents_t *askable, iw_review_t *out);
 
 
 #endif /* IW_H */

@@ -80,7 +80,7 @@ static void iw_llm_team_list(ioa_buf_t *b, const char *coordinator,
 static int iw_llm_blank(const char *s);
 
 
-int
+static int
 iw_llm_on(const iw_conf_t *conf, iw_goal_t *g)
 {
     if (conf->llm == NULL) {
@@ -352,7 +352,7 @@ iw_llm_team_list(ioa_buf_t *b, const char *coordinator, iw_agents_t *a)
 
 /* ---- team formation: agent_discovery and team_up ---- */
 
-int
+static int
 iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     int online_only, char ***names, size_t *n)
 {
@@ -387,6 +387,11 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
 
     *names = NULL;
     *n = 0;
+
+    if (!iw_llm_on(conf, g)) {
+        return IW_OK;                   /* the built-in planner recruits */
+    }
+
     picked = NULL;
     np = 0;
 
@@ -545,7 +550,7 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
 
 /* ---- the plan: discussion, parallel or sequence, tasks ---- */
 
-int
+static int
 iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     int allow_sub, iw_plan_t *plan, char **discussion)
 {
@@ -559,6 +564,10 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     iw_assignment_t  *work;
 
     *discussion = NULL;
+
+    if (!iw_llm_on(conf, g)) {
+        return IW_OK;                   /* the built-in assignment stands */
+    }
 
     ioa_buf_init(&schema);
     ioa_buf_adds(&schema, "{\"type\":\"object\",\"properties\":{"
@@ -752,7 +761,7 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
 
 /* ---- the conclusion ---- */
 
-int
+static int
 iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
 {
     int          rc;
@@ -768,6 +777,10 @@ iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
         "\"required\":[\"conclusion\"],\"additionalProperties\":false}";
 
     *text = NULL;
+
+    if (!iw_llm_on(conf, g)) {
+        return IW_OK;                   /* the account alone */
+    }
 
     ioa_buf_init(&results);
 
@@ -890,7 +903,7 @@ iw_llm_transcript(const iw_conf_t *conf, iw_goal_t *g, ioa_buf_t *b)
  * the right shape (decide.c checks the content), NULL when it did not.
  */
 
-int
+static int
 iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
     iw_agents_t *cands, iw_agents_t *askable, iw_review_t *out)
 {
@@ -903,6 +916,10 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
     const char  *d;
 
     memset(out, 0, sizeof(*out));
+
+    if (!iw_llm_on(conf, g)) {
+        return IW_OK;                   /* no answer: the rule decides */
+    }
 
     ioa_buf_init(&schema);
     ioa_buf_addf(&schema, "{\"type\":\"object\",\"properties\":{"
@@ -1042,3 +1059,16 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
 
     return IW_OK;
 }
+
+
+/* the LLM's planner; each of its decisions falls back on the built-in one
+ * (planner.c) when the model gives nothing usable or the token budget is
+ * spent */
+
+const iw_planner_t  iw_planner_llm = {
+    "llm",
+    iw_llm_team,
+    iw_llm_plan,
+    iw_llm_review,
+    iw_llm_conclusion
+};

@@ -157,7 +157,7 @@ iw_person_in_room(iw_goal_t *g, const char *sid, yajl_val env,
     char        *stopped;
     const char  *content;
 
-    if (!iw_streq(sender, g->person) || !iw_streq(g->phase, "running")
+    if (!iw_streq(sender, g->person) || g->phase != IW_PHASE_RUNNING
         || (type >= IW_TYPE_DISCUSSION && type <= IW_TYPE_CONCLUSION))
     {
         return 0;
@@ -177,9 +177,8 @@ iw_person_in_room(iw_goal_t *g, const char *sid, yajl_val env,
     if (stopped) {
         free(g->stopped_by);
         g->stopped_by = stopped;
-        free(g->phase);
         free(g->ended);
-        g->phase = ioa_strdup("concluding");
+        g->phase = IW_PHASE_CONCLUDING;
         g->ended = ioa_strdup("person");
         iw_info("goal %s: concluding (person)", g->goal_id);
     }

@@ -855,3 +855,63 @@ iw_plan_conclude(const char *ended, long long max_turns)
 
     return ioa_strdup("Every task has settled; concluding the discussion.");
 }
+
+
+/*
+ * The built-in planner as a goal's planner (iw_planner_t): its team is
+ * the ranking's (forming.c), its assignment iw_plan_pick()'s, its review
+ * the rule's (decide.c: no review of its own), its conclusion the account
+ * of every part (decide.c).  So each of these says "nothing to add".
+ */
+
+static int
+iw_builtin_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
+    int online_only, char ***names, size_t *n)
+{
+    (void) conf;
+    (void) g;
+    (void) text;
+    (void) online_only;
+
+    *names = NULL;
+    *n = 0;
+
+    return IW_OK;
+}
+
+
+static int
+iw_builtin_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
+    int allow_sub, iw_plan_t *plan, char **discussion)
+{
+    (void) conf;
+    (void) g;
+    (void) text;
+    (void) allow_sub;
+    (void) plan;
+
+    *discussion = NULL;
+
+    return IW_OK;
+}
+
+
+static int
+iw_builtin_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
+{
+    (void) conf;
+    (void) g;
+
+    *text = NULL;
+
+    return IW_OK;
+}
+
+
+const iw_planner_t  iw_planner_builtin = {
+    "builtin",
+    iw_builtin_team,
+    iw_builtin_plan,
+    NULL,
+    iw_builtin_conclusion
+};

@@ -251,7 +251,7 @@ iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
     iw_task_t  *t;
 
     if (strcmp(k, "phase") == 0) {
-        iw_store_replace(&g->phase, v, vlen);
+        g->phase = iw_phase_of(v);
 
     } else if (strcmp(k, "comm_id") == 0) {
         iw_store_replace(&g->comm_id, v, vlen);
@@ -293,9 +293,6 @@ iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
 
     } else if (strcmp(k, "completion_tokens") == 0) {
         g->completion_tokens = atoll(v);
-
-    } else if (strcmp(k, "planner") == 0) {
-        iw_store_replace(&g->planner, v, vlen);
 
     } else if (strcmp(k, "last_id") == 0) {
         iw_store_replace(&g->last_id, v, vlen);
@@ -504,10 +501,6 @@ iw_store_load(const iw_conf_t *conf, iw_goal_t *g)
 
     freeReplyObject(r);
 
-    if (g->phase == NULL) {
-        g->phase = ioa_strdup("");
-    }
-
     if (g->ended == NULL) {
         g->ended = ioa_strdup("");
     }
@@ -664,7 +657,7 @@ iw_store_save_progress(const iw_conf_t *conf, iw_goal_t *g)
         iw_args_add(&a, "stopped_by");
         iw_args_add(&a, g->stopped_by ? g->stopped_by : "");
         iw_args_add(&a, "phase");
-        iw_args_add(&a, g->phase);
+        iw_args_add(&a, iw_phase_name(g->phase));
 
         if (g->ended) {
             iw_args_add(&a, "ended");
@@ -766,7 +759,7 @@ iw_store_meta_state(const iw_conf_t *conf, const char *goal_id,
 
     /* meta_state.lua answers 1 to one writer only: a goal ended here is
      * counted once, fleet-wide */
-    if (iw_goal_final(state)) {
+    if (iw_state_final(state)) {
         iw_stats_addf(1, "goals:%s", state);
     }
 
@@ -942,7 +935,6 @@ iw_goal_free(iw_goal_t *g)
     free(g->depth);
     free(g->cont_comm_id);
     free(g->person);
-    free(g->phase);
     free(g->comm_id);
     free(g->team_name);
     free(g->team);
@@ -951,7 +943,50 @@ iw_goal_free(iw_goal_t *g)
     free(g->conclusion);
     free(g->discussion);
     free(g->spoke);
-    free(g->planner);
 
     memset(g, 0, sizeof(*g));
+}
+
+
+/* a goal in this state has ended: nothing more happens to it */
+
+int
+iw_state_final(const char *state)
+{
+    return iw_streq(state, "concluded") || iw_streq(state, "failed")
+           || iw_streq(state, "cancelled");
+}
+
+
+/* the phases by name, as the fsm keeps them: the one place they are
+ * spelt */
+
+static const char  *iw_phase_names[] = {
+    [IW_PHASE_NEW] = "",
+    [IW_PHASE_FORMING] = "forming",
+    [IW_PHASE_RUNNING] = "running",
+    [IW_PHASE_CONCLUDING] = "concluding",
+    [IW_PHASE_UNKNOWN] = "?"
+};
+
+
+const char *
+iw_phase_name(iw_phase_e phase)
+{
+    return phase <= IW_PHASE_UNKNOWN ? iw_phase_names[phase] : "?";
+}
+
+
+iw_phase_e
+iw_phase_of(const char *name)
+{
+    int  p;
+
+    for (p = IW_PHASE_NEW; p < IW_PHASE_UNKNOWN; p++) {
+        if (strcmp(name, iw_phase_names[p]) == 0) {
+            return (iw_phase_e) p;
+        }
+    }
+
+    return IW_PHASE_UNKNOWN;
 }

@@ -165,7 +165,7 @@ iw_sub_poll(const iw_conf_t *conf, iw_goal_t *g, size_t i, int step)
         return IW_ERROR;
     }
 
-    if (state == NULL || !iw_goal_final(state)) {
+    if (state == NULL || !iw_state_final(state)) {
         free(state);
         return IW_GOAL_NEXT;
     }
