@@ -951,31 +951,39 @@ def render_discovery_load(doc, w):
 
 def render_concurrent(doc, w):
     """bench/concurrent.sh: N goals at once against one worker process,
-    base (the blocking worker) against current, with the repeats' spread."""
+    base (the blocking worker) against current, with the repeats' spread;
+    with the built-in planner, and with every decision waiting on a model."""
     w("N goals launched at once against one ioa-worker process, each goal "
       "waiting %g s on one agent task (the agent runs its tasks "
-      "concurrently); base is the worker of %s, current this checkout's; "
-      "fresh Redis, nginx, worker and agent for every run, the builds "
-      "interleaved (`bash bench/concurrent.sh`)." % (doc["task_s"],
-                                                     doc["base_ref"]))
+      "concurrently); in the llm rows every decision also waits %s ms on a "
+      "model (the worker's IOA_LLM_CONCURRENCY %s); base is the worker of "
+      "%s, current this checkout's; fresh Redis, nginx, worker and agent for "
+      "every run, the builds interleaved (`bash bench/concurrent.sh`).  "
+      "KiB per goal: the worker's peak RSS less its RSS before the launch, "
+      "over N." % (doc["task_s"], doc.get("llm_ms", "-"),
+                   doc.get("llm_concurrency", "-"), doc["base_ref"]))
     w("")
-    w("| goals | build | first launch to last conclusion (median of runs) "
-      "| spread | median goal | right | worker peak RSS | worker CPU per goal |")
-    w("|---|---|---|---|---|---|---|---|")
+    w("| planner | goals | build | first launch to last conclusion (median "
+      "of runs) | spread | median goal | right | worker peak RSS | KiB per "
+      "goal | worker CPU per goal |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
     by = {}
     for s in doc["summary"]:
-        by[(s["n"], s["build"])] = s
-        w("| %d | %s | %s s | %s | %.2f s | %d of %d | %d KiB | %.2f ms |" % (
-            s["n"], s["build"], s["first_to_last_s"],
-            "%s-%s s" % tuple(s["spread_s"]) if s["spread_s"] else "-",
-            s["median_s"], s["right"], s["n"], s["rss_kib"],
-            s["cpu_ms_per_goal"]))
+        mode = s.get("mode", "builtin")
+        by[(mode, s["n"], s["build"])] = s
+        w("| %s | %d | %s | %s s | %s | %.2f s | %d of %d | %d KiB | %.1f | "
+          "%.2f ms |" % (
+              mode, s["n"], s["build"], s["first_to_last_s"],
+              "%s-%s s" % tuple(s["spread_s"]) if s["spread_s"] else "-",
+              s["median_s"], s["right"], s["n"], s["rss_kib"],
+              s.get("kib_per_goal", 0), s["cpu_ms_per_goal"]))
     w("")
-    for n in sorted({s["n"] for s in doc["summary"]}):
-        b, c = by.get((n, "base")), by.get((n, "current"))
+    for mode, n in sorted({(s.get("mode", "builtin"), s["n"])
+                           for s in doc["summary"]}):
+        b, c = by.get((mode, n, "base")), by.get((mode, n, "current"))
         if b and c and b["first_to_last_s"] and c["first_to_last_s"]:
-            w("- %d goals: base/current, time to the last conclusion: %.2f"
-              % (n, b["first_to_last_s"] / c["first_to_last_s"]))
+            w("- %s, %d goals: base/current, time to the last conclusion: "
+              "%.2f" % (mode, n, b["first_to_last_s"] / c["first_to_last_s"]))
 
 
 EXTRA_RENDERERS = {"goal-suite": render_goal_suite,

@@ -728,21 +728,28 @@ if (system("make -s -C $Repo/bench/floor >/dev/null") == 0) {
     my $out = "$Dir/conc";
     my $builds = system("git -C $Repo rev-parse -q --verify 31ad6a3^{commit} >/dev/null 2>&1") == 0
                  ? 'base current' : 'current';
-    my $text = `CONC_GOALS=3 CONC_REPEATS=1 CONC_TASK_S=1 CONC_BUILDS="$builds" BENCH_OUT=$out bash $Repo/bench/concurrent.sh 2>&1`;
+    my $text = `CONC_GOALS=3 CONC_REPEATS=1 CONC_TASK_S=1 CONC_LLM_MS=200 CONC_BUILDS="$builds" BENCH_OUT=$out bash $Repo/bench/concurrent.sh 2>&1`;
     is $? >> 8, 0, 'concurrent.sh: exit 0' or diag $text;
     my $doc = eval { JSON::PP::decode_json(slurp("$out/concurrent.json")) };
     my @sum = $doc ? @{ $doc->{summary} } : ();
-    is scalar(@sum), scalar(split ' ', $builds), "concurrent.sh: a summary per build ($builds)";
+    is scalar(@sum), 2 * scalar(split ' ', $builds),
+        "concurrent.sh: a summary per build ($builds) and planner (builtin, llm)";
     for my $s (@sum) {
-        is $s->{right}, 3, "concurrent.sh: $s->{build}: every goal concluded with its agent's result";
-        ok $s->{first_to_last_s} >= 1, "concurrent.sh: $s->{build}: the time to the last conclusion, at least one task long";
-        ok $s->{rss_kib} > 0 && defined $s->{cpu_ms_per_goal}, "concurrent.sh: $s->{build}: the worker's RSS and CPU read";
+        my $what = "concurrent.sh: $s->{mode}, $s->{build}";
+        is $s->{right}, 3, "$what: every goal concluded with its agent's result";
+        ok $s->{first_to_last_s} >= 1, "$what: the time to the last conclusion, at least one task long";
+        ok $s->{rss_kib} > 0 && defined $s->{cpu_ms_per_goal} && defined $s->{kib_per_goal},
+           "$what: the worker's RSS, per goal, and CPU read";
     }
-    like slurp("$out/concurrent.txt"), qr/^\s+3 current /m, 'concurrent.sh: the table written';
-    like slurp("$out/concurrent.txt"), qr{3 goals: base/current time to the last conclusion [\d.]+}, 'concurrent.sh: with the ratio'
-        if $builds =~ /base/;
+    my ($llm) = grep { $_->{mode} eq 'llm' && $_->{build} eq 'current' } @sum;
+    ok $llm && $llm->{first_to_last_s} >= 1.4,
+       'concurrent.sh: llm: each goal also waited on the model (plan and conclusion, 200 ms each)'
+        or diag explain $llm;
+    like slurp("$out/concurrent.txt"), qr/^builtin\s+3 current /m, 'concurrent.sh: the table written';
+    like slurp("$out/concurrent.txt"), qr{builtin, 3 goals: base/current time to the last conclusion [\d.]+},
+        'concurrent.sh: with the ratio' if $builds =~ /base/;
     my $md = `/usr/bin/python3 -c 'import json,sys; sys.path.insert(0,"$Repo/bench"); import report; report.render_concurrent(json.load(open("$out/concurrent.json")), print)' 2>&1`;
-    like $md, qr/\| 3 \| current \| [\d.]+ s \|/, 'concurrent.sh: report.py renders it' or diag $md;
+    like $md, qr/\| llm \| 3 \| current \| [\d.]+ s \|/, 'concurrent.sh: report.py renders it' or diag $md;
 }
 
 $Hub->stop;

@@ -264,9 +264,10 @@ GET /health_check
     diag sprintf 'delivery latency, idle p50 %.2f p99 %.2f ms; while Heavy connects p50 %.2f p99 %.2f ms',
         $idle50, $idle99, $busy50, $busy99;
     is $lost, 0, 'no probe lost while Heavy connects';
-    my $bound = 50 > 10 * $idle99 ? 50 : 10 * $idle99;
-    ok $busy99 < $bound, sprintf 'p99 while Heavy connects %.1f ms, under %.0f ms (10x idle p99, at least 50 ms)',
-        $busy99, $bound;
+    my $floor = rss_measured() ? 50 : 150;      # as below: sanitizers
+    my $bound = $floor > 10 * $idle99 ? $floor : 10 * $idle99;
+    ok $busy99 < $bound, sprintf 'p99 while Heavy connects %.1f ms, under %.0f ms (10x idle p99, at least %d ms)',
+        $busy99, $bound, $floor;
 --- no_error_log
 [alert]
 [crit]
@@ -447,9 +448,12 @@ GET /health_check
     diag sprintf 'noisy neighbour: delivery latency idle p50 %.2f p99 %.2f ms, busy p50 %.2f p99 %.2f ms; '
         . 'nginx workers %d KiB before, %d KiB during', $idle50, $idle99, $busy50, $busy99, $rss0, $rss1;
     is $idle_lost + $lost, 0, 'the other agent lost nothing';
-    my $bound = 100 > 20 * $idle99 ? 100 : 20 * $idle99;
-    ok $busy99 < $bound, sprintf 'its p99 under the noise %.1f ms, under %.0f ms (20x idle p99, at least 100 ms)',
-        $busy99, $bound;
+    # starvation would be seconds; under the sanitizers, on 2 cores shared
+    # with the other files, scheduling alone moves a p99 by 100 ms
+    my $floor = rss_measured() ? 100 : 300;
+    my $bound = $floor > 20 * $idle99 ? $floor : 20 * $idle99;
+    ok $busy99 < $bound, sprintf 'its p99 under the noise %.1f ms, under %.0f ms (20x idle p99, at least %d ms)',
+        $busy99, $bound, $floor;
     SKIP: {
         skip 'AddressSanitizer keeps freed memory', 1 unless rss_measured();
         ok $rss1 - $rss0 < 64 * 1024, sprintf 'nginx grew by %d KiB (bound 64 MiB)', $rss1 - $rss0;

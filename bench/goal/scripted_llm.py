@@ -5,9 +5,15 @@ bench/goal/suite.json, so the suite can score the worker's LLM path (every
 decision one structured call, checked before it is used) with answers known
 in advance instead of a real model's noise.
 
-    scripted_llm.py --suite suite.json --port PORT
+    scripted_llm.py --suite suite.json --port PORT [--delay-ms N]
+    scripted_llm.py --port PORT --delay-ms N      (no suite: every answer {})
 
-serves POST /v1/chat/completions and GET /stats (the calls per kind).  The
+serves POST /v1/chat/completions and GET /stats (the calls per kind).
+--delay-ms makes every answer wait that long (a model that thinks; each
+request has a thread of its own, so the waits overlap as a server's do).
+Without a suite every answer is {}, which the worker checks and replaces
+with the built-in planner's decision: each decision still waits on the
+model (bench/concurrent.sh).  The
 worker asks four kinds of question (workers/worker/llm_planner.c), told
 apart by their system prompt; the goal is the user prompt's "Goal:" line:
 
@@ -33,6 +39,7 @@ import re
 import socket
 import sys
 import threading
+import time
 
 PART = re.compile(r"^(\d+)\. (.*)\n   (.*)$", re.M)
 RESULT = re.compile(r"^- ([^,]+), task \"(.*)\" \((\w+)\): (.*)$", re.M)
@@ -41,7 +48,7 @@ RESULT = re.compile(r"^- ([^,]+), task \"(.*)\" \((\w+)\): (.*)$", re.M)
 class Script:
     def __init__(self, path):
         self.goals = {}
-        for g in json.load(open(path))["goals"]:
+        for g in (json.load(open(path))["goals"] if path else []):
             self.goals[g["goal"]] = g.get("llm", {})
         self.calls = {}
         self.lock = threading.Lock()
@@ -128,8 +135,9 @@ class Script:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--suite", required=True)
+    ap.add_argument("--suite")
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--delay-ms", type=int, default=0)
     o = ap.parse_args()
     script = Script(o.suite)
 
@@ -164,7 +172,9 @@ def main():
             except ValueError:
                 self.reply(400, {"error": {"message": "not JSON"}})
                 return
-            content = json.dumps(script.answer(req))
+            if o.delay_ms:
+                time.sleep(o.delay_ms / 1000.0)
+            content = json.dumps(script.answer(req) if o.suite else {})
             self.reply(200, {
                 "id": "chatcmpl-scripted", "object": "chat.completion",
                 "model": "scripted",
