@@ -280,3 +280,83 @@ GET /health_check
 [error]
 [alert]
 [crit]
+
+
+
+=== TEST 6: SIGTERM gives back every goal the worker holds at once: 30 waiting goals, taken over by another worker long before --claim-idle
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $slow = agent($ctx, name => 'Sleeper', desc => 'sleeps, then echoes the text',
+                     exec => ['/bin/sh', '-c', 'sleep 3; cat']);
+    ok wait_online($ctx, 'Sleeper', 1, 10), 'Sleeper is online' or diag $slow->log;
+    my $w1 = worker($ctx, 'w1', claim_idle => 60);
+    my @g = map { launch(goal => "Sleep on line $_.", team_member_names => ['Sleeper']) } 1 .. 30;
+    ok wait_until(sub { !grep { (fsm($_)->{step} // 0) < 11 } @g }, 20),
+       'w1 holds 30 goals, each waiting for its task' or diag worker_log($ctx, 'w1');
+    my $t0 = time;
+    kill 'TERM', $w1;
+    waitpid $w1, 0;
+    my $took = time - $t0;
+    delete $IoaTest::Goals::Workers{$w1};
+    is $? >> 8, 0, 'w1 exits 0';
+    cmp_ok $took, '<', 3, 'at once' or diag "it took $took s";
+    like worker_log($ctx, 'w1'), qr/released 30 goals for other workers/, 'having released all 30';
+    worker($ctx, 'w2', claim_idle => 60);
+    my $t1 = time;
+    ok wait_until(sub { !grep { state_of($_) ne 'concluded' } @g }, 30),
+       'w2 concludes all 30' or diag worker_log($ctx, 'w2');
+    cmp_ok time - $t1, '<', 20, 'well before --claim-idle (60 s)';
+    is scalar(() = worker_log($ctx, 'w2') =~ /took over job/g), 30, 'by taking each one over';
+    my $st = stop_workers();
+    is $st->{w2}, 0, 'w2 exits 0';
+    is $slow->stop, 0, 'Sleeper exits 0';
+--- no_error_log
+[error]
+[alert]
+[crit]
+
+
+
+=== TEST 7: at --max-goals a worker takes no more from the queue: the rest wait there for another worker
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $slow = agent($ctx, name => 'Sleeper', desc => 'sleeps, then echoes the text',
+                     exec => ['/bin/sh', '-c', 'sleep 3; cat']);
+    ok wait_online($ctx, 'Sleeper', 1, 10), 'Sleeper is online' or diag $slow->log;
+    worker($ctx, 'w1', args => ['--max-goals', 4]);
+    my @g = map { launch(goal => "Sleep on line $_.", team_member_names => ['Sleeper']) } 1 .. 10;
+    ok wait_until(sub { (grep { (fsm($_)->{step} // 0) >= 11 } @g) == 4 }, 10),
+       'w1 runs four goals' or diag worker_log($ctx, 'w1');
+    sleep 0.5;
+    is scalar(grep { (fsm($_)->{step} // 0) >= 11 } @g), 4, 'and no more';
+    is redis_cmd('XPENDING', 'ioa:{jobs}:goals', 'workers')->[0], 4, 'four jobs delivered, six still queued';
+    ok wait_until(sub { (redis_cmd('HGET', 'ioa:{workers}:w:w1', 'goals_in_flight') // -1) == 4 }, 5),
+       'its heartbeat: 4 in flight';
+    worker($ctx, 'w2');
+    ok wait_until(sub { !grep { state_of($_) ne 'concluded' } @g }, 30), 'all ten conclude'
+        or diag worker_logs($ctx);
+    my %by;
+    $by{ meta($_)->{worker} }++ for @g;
+    cmp_ok $by{w1}, '>=', 4, 'w1 did its four and more as its goals ended';
+    cmp_ok $by{w2} // 0, '>=', 1, 'w2 took what w1 had no room for';
+    my $st = stop_workers();
+    is $st->{$_}, 0, "$_ exits 0" for qw(w1 w2);
+    is $slow->stop, 0, 'Sleeper exits 0';
+--- no_error_log
+[error]
+[alert]
+[crit]

@@ -8,7 +8,10 @@
  * its key's slot.  The answer reaches the caller's handler
  * (iw_redis_send()), or, for the blocking calls the program's code makes
  * (iw_redis_cmd(), iw_redis_argv(), iw_redis_eval()), the loop runs until
- * it is in (iw_loop_until(), loop.c) and the call returns it.
+ * it is in (iw_loop_until(), loop.c) and the call returns it.  A read that
+ * blocks (XREADGROUP BLOCK: engine.c's intake) goes on a second connection
+ * to the same server, since Redis answers a connection's commands in order
+ * and every goal's commands would queue behind it on the shared one.
  *
  * What happens to an answer before the caller sees it:
  *
