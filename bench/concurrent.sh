@@ -192,7 +192,7 @@ for (mode, n, build), rs in sorted(groups.items()):
     last = [r["first_to_last_s"] for r in rs if r.get("first_to_last_s") is not None]
     summary.append({
         "mode": mode, "n": n, "build": build, "runs": len(rs),
-        "first_to_last_s": statistics.median(last) if last else None,
+        "first_to_last_s": round(statistics.median(last), 2) if last else None,
         "spread_s": [min(last), max(last)] if last else None,
         "median_s": statistics.median([r["median_s"] for r in rs if r.get("median_s") is not None] or [0]),
         "right": min(r.get("right", 0) for r in rs),
