@@ -25,9 +25,11 @@
  *
  *   READY      on the ready queue, in the order it was woken (fair: every
  *              goal that can go on gets one step before any gets two)
- *   RUNNING    its step is running: at most one flight at a time, and
- *              only from the top of the engine's loop, never from a
- *              callback; a wake now sets `again`
+ *   RUNNING    its step is under way on a fiber of its own (fiber.c):
+ *              on the CPU, or parked until the reply to the Redis command
+ *              it sent is in (the reply puts it on the resume queue, and
+ *              the top of the loop goes on with it); up to IW_FIBERS steps
+ *              are under way at once, a wake meanwhile sets `again`
  *   WAITING    its timer is armed for the step's wake_in (a task's or a
  *              turn's deadline, an agent's presence running out), at the
  *              latest when the lease needs renewing (claim_idle / 3), and
@@ -40,11 +42,16 @@
  *   PAUSED     Redis is gone: every flight waits for the reconnect, then
  *              is reloaded from Redis and ready again
  *
- * Callbacks of the loop (a timer, a message, the intake's reply) only
- * move flights between these states; every step, and every command a
- * step sends, starts from the top of iw_engine_run()'s loop.  A step's
- * own Redis commands are short (a loopback round trip each) and run to
- * their replies; what a goal waits for that takes time is a state.
+ * Callbacks of the loop (a timer, a message, a command's reply, the
+ * intake's reply) only move flights between these states; every step
+ * starts, and every parked step goes on, from the top of iw_engine_run()'s
+ * loop, never from inside a callback.  A step is written as straight
+ * code (HGET, then post.lua, then the fsm's writes), and the fiber is
+ * what keeps that code from blocking: a step that sends a command gives
+ * the CPU back to the loop, so while one goal's command waits for a slow
+ * Redis (a busy script, a node failing over) every other goal's steps
+ * run.  What a goal waits for that takes time (an agent, a person, a
+ * model, a deadline) is a state, not a parked step.
  *
  * Backpressure: the intake asks only for as many jobs as there is room
  * for under --max-goals and stops asking at the cap; XAUTOCLAIM likewise.
@@ -106,6 +113,9 @@ struct iw_flight_s {
     int                 queued;      /* on the ready queue */
     int                 again;       /* woken while its step ran */
     int                 errors;      /* failed steps in a row */
+    int                 rc;          /* what its last step returned */
+    iw_fiber_t         *fiber;       /* its step's, while under way */
+    iw_flight_t        *next_resume;
     struct event       *timer;
     iw_watch_t         *watch;       /* one per channel */
     char              **chans;
@@ -119,6 +129,8 @@ static iw_flight_t      *iw_flights;
 static long long         iw_nflights;
 static iw_flight_t      *iw_ready_head;
 static iw_flight_t      *iw_ready_tail;
+static iw_flight_t      *iw_resume_head;  /* steps whose reply is in */
+static iw_flight_t      *iw_resume_tail;
 static int               iw_intake_out;    /* a read is on its way */
 static int               iw_intake_nogroup;
 static char             *iw_claim_cursor;
@@ -140,7 +152,12 @@ static void iw_engine_release_all(void);
 static void iw_engine_gauges(void);
 static iw_flight_t *iw_flight_new(iw_job_t *job);
 static iw_flight_t *iw_flight_find(const char *job_id);
+static void iw_engine_resume(void);
+static int iw_engine_runnable(void);
 static void iw_flight_run(iw_flight_t *f);
+static void iw_flight_turn(void *data);
+static void iw_flight_on_reply(void *data);
+static void iw_flight_done(iw_flight_t *f);
 static void iw_flight_ready(iw_flight_t *f);
 static void iw_flight_wake(iw_flight_t *f);
 static void iw_flight_on_timer(evutil_socket_t fd, short what, void *arg);
@@ -197,6 +214,8 @@ iw_engine_run(const iw_conf_t *conf)
 
     while (!iw_stop) {
 
+        iw_engine_resume();
+
         if (!iw_redis_connected()) {
             iw_engine_lost();
 
@@ -215,7 +234,8 @@ iw_engine_run(const iw_conf_t *conf)
         for (n = 0; n < IW_ENGINE_BATCH && !iw_stop; n++) {
             f = iw_ready_head;
 
-            if (f == NULL || !iw_redis_connected()) {
+            if (f == NULL || !iw_redis_connected() || !iw_fiber_available())
+            {
                 break;
             }
 
@@ -254,10 +274,20 @@ iw_engine_run(const iw_conf_t *conf)
         iw_stats_tick();
         iw_engine_intake();
 
-        if (event_base_loop(iw_loop, iw_ready_head ? EVLOOP_NONBLOCK
-                                                   : EVLOOP_ONCE)
+        if (event_base_loop(iw_loop, iw_engine_runnable() ? EVLOOP_NONBLOCK
+                                                          : EVLOOP_ONCE)
             < 0)
         {
+            ioa_fatal("libevent: the event loop failed");
+        }
+    }
+
+    /* the steps under way end first: their commands are short, and a
+     * connection lost meanwhile answers them at once */
+    while (iw_fiber_busy()) {
+        iw_engine_resume();
+
+        if (iw_fiber_busy() && event_base_loop(iw_loop, EVLOOP_ONCE) < 0) {
             ioa_fatal("libevent: the event loop failed");
         }
     }
@@ -397,6 +427,11 @@ iw_engine_lost(void)
     for (f = iw_flights; f; f = f->next) {
         f->queued = 0;
         f->next_ready = NULL;
+
+        if (f->fiber) {
+            continue;       /* its step ends with the error, then waits */
+        }
+
         (void) evtimer_del(f->timer);
         iw_flight_unload(f);
         f->state = IW_FLIGHT_PAUSED;
@@ -614,15 +649,87 @@ iw_flight_find(const char *job_id)
 }
 
 
-/* one step of the flight's goal, from the top of the loop */
+/*
+ * Every step whose Redis reply is in goes on (fiber.c), in the order the
+ * replies came; a step that ends is handled as iw_flight_run() would.
+ */
+
+static void
+iw_engine_resume(void)
+{
+    iw_flight_t  *f;
+
+    while ((f = iw_resume_head) != NULL) {
+        iw_resume_head = f->next_resume;
+        if (iw_resume_head == NULL) {
+            iw_resume_tail = NULL;
+        }
+
+        f->next_resume = NULL;
+
+        if (iw_fiber_resume(f->fiber) == IW_GOAL_WAIT) {
+            continue;                   /* its next command is out */
+        }
+
+        f->fiber = NULL;
+        iw_flight_done(f);
+    }
+}
+
+
+/* something to do without waiting for the loop */
+
+static int
+iw_engine_runnable(void)
+{
+    return iw_resume_head != NULL
+           || (iw_ready_head != NULL && iw_fiber_available());
+}
+
+
+/*
+ * One step of the flight's goal, from the top of the loop, on a fiber of
+ * its own: it runs until it ends or sends a Redis command, and in the
+ * latter case the flight stays RUNNING, with its fiber, until the reply
+ * brings it back (iw_flight_on_reply, iw_engine_resume).
+ */
 
 static void
 iw_flight_run(iw_flight_t *f)
 {
-    int  rc, reload;
+    int  rc;
 
     f->state = IW_FLIGHT_RUNNING;
     f->again = 0;
+
+    rc = iw_fiber_run(iw_flight_turn, f, iw_flight_on_reply, f, &f->fiber);
+
+    if (rc == IW_GOAL_WAIT) {
+        return;
+    }
+
+    if (rc == IW_ERROR) {
+        /* no stack could be mapped: the step had not started */
+        f->fiber = NULL;
+        f->state = IW_FLIGHT_RETRY;
+        iw_timer_set(f->timer, IW_ENGINE_RETRY_MS);
+        return;
+    }
+
+    f->fiber = NULL;
+    iw_flight_done(f);
+}
+
+
+/* on the flight's fiber: the step itself */
+
+static void
+iw_flight_turn(void *data)
+{
+    int           rc, reload;
+    iw_flight_t  *f;
+
+    f = data;
 
     /* a step that waited for a model runs again from what Redis holds
      * (llm_planner.c: iw_llm_call) */
@@ -647,6 +754,41 @@ iw_flight_run(iw_flight_t *f)
     } else {
         rc = iw_goal_step(iw_conf, &f->g);
     }
+
+    f->rc = rc;
+}
+
+
+/* from the loop: the reply its step waited for is in */
+
+static void
+iw_flight_on_reply(void *data)
+{
+    iw_flight_t  *f;
+
+    f = data;
+
+    f->next_resume = NULL;
+
+    if (iw_resume_tail) {
+        iw_resume_tail->next_resume = f;
+
+    } else {
+        iw_resume_head = f;
+    }
+
+    iw_resume_tail = f;
+}
+
+
+/* the step has ended: what it returned decides the flight's state */
+
+static void
+iw_flight_done(iw_flight_t *f)
+{
+    int  rc;
+
+    rc = f->rc;
 
     if (!f->memo.waiting) {
         iw_llm_memo_clear(&f->memo);

@@ -8,9 +8,11 @@
  * --max-goals) on one event loop (loop.c: libevent), each a state machine
  * whose waits are states: a timer of its own and the channels that wake
  * it (pubsub.c).  Its connections to Redis are event-driven (rconn.c: one
- * connection; redis.c: the calls, standalone or Cluster); a step's own
- * commands are sent from the top of the engine's loop and run to their
- * replies (a loopback round trip each).  No threads.
+ * connection; redis.c: the calls, standalone or Cluster).  A goal's step
+ * is straight code on a fiber of its own (fiber.c): when it sends a Redis
+ * command it gives the CPU back to the loop until the reply is in, so one
+ * goal's slow command holds up no other goal.  No threads: one step is on
+ * the CPU at a time, and it leaves it only inside a Redis call.
  *
  * Everything a goal needs to go on lives in Redis (the meta and fsm hashes,
  * the room log), so a worker can die at any instruction and another one
@@ -39,10 +41,10 @@
  *   store.c, events.c, room.c, registry.c, jobs.c, stats.c
  *                 the goal's record and feed, rooms, agents, the queue,
  *                 the worker's counters: Redis keys and scripts
- *   pubsub.c, redis.c, cluster.c, rconn.c, llm.c, curl_loop.c, loop.c
- *                 the channels that wake goals, the Redis client (calls,
+ *   pubsub.c, redis.c, cluster.c, rconn.c, llm.c, curl_loop.c, loop.c,
+ *   fiber.c       the channels that wake goals, the Redis client (calls,
  *                 Cluster routing, one connection), the LLM client,
- *                 libcurl's sockets, the event loop
+ *                 libcurl's sockets, the event loop, the steps' stacks
  *   log.c, util.c, verify.c
  *                 one line per event, small helpers, verify-room
  */
@@ -143,6 +145,23 @@ int iw_loop_init(void);
 void iw_loop_free(void);
 void iw_loop_until(const int *done);
 void iw_timer_set(struct event *ev, long long ms);
+
+
+/* fiber.c: a step's code on a stack of its own, so that its Redis
+ * commands wait without stopping the other goals */
+#define IW_FIBERS  64                /* steps under way at once */
+
+typedef struct iw_fiber_s  iw_fiber_t;
+typedef void (*iw_fiber_pt)(void *data);
+
+int iw_fiber_run(iw_fiber_pt fn, void *data, void (*wake)(void *data),
+    void *wake_data, iw_fiber_t **out);
+int iw_fiber_resume(iw_fiber_t *fb);
+void iw_fiber_wait(void);
+void iw_fiber_wake(iw_fiber_t *fb);
+iw_fiber_t *iw_fiber_current(void);
+int iw_fiber_busy(void);
+int iw_fiber_available(void);
 
 
 /* rconn.c: one Redis connection on the event loop */

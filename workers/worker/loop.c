@@ -13,12 +13,14 @@
  * to drive their sockets from it.  Only its core is linked (no evbuffer,
  * no HTTP, no threads).
  *
- * iw_loop_until() runs the loop until a flag is set: the blocking calls of
- * redis.c (iw_redis_cmd() and the rest) are a command sent on the loop and
- * the loop run until its reply is in, so the program's code can call them
- * as before while the connections underneath are the event-driven ones.
- * It must never be called from inside a callback of the loop: libevent's
- * loop is not reentrant, and iw_loop_until() says so rather than hang.
+ * iw_loop_until() runs the loop until a flag is set: outside a goal's step
+ * (the start, the engine's own commands, ioa-llm-check) the blocking calls
+ * of redis.c (iw_redis_cmd() and the rest) are a command sent on the loop
+ * and the loop run until its reply is in.  Inside a step, which runs on a
+ * fiber (fiber.c), the same calls give the CPU back to the engine
+ * instead, so other goals' steps run meanwhile.  iw_loop_until() must
+ * never be called from inside a callback of the loop (libevent's loop is
+ * not reentrant) nor from a fiber, and says so rather than hang.
  */
 
 #include <stdio.h>
@@ -72,6 +74,11 @@ iw_loop_until(const int *done)
 {
     if (iw_loop_running) {
         ioa_fatal("iw_loop_until() called from inside the event loop");
+    }
+
+    if (iw_fiber_current()) {
+        ioa_fatal("iw_loop_until() called from a fiber (it waits with "
+                  "iw_fiber_wait())");
     }
 
     iw_loop_running = 1;

@@ -7,8 +7,10 @@
  * them all, pipelined; on a Cluster (cluster.c) each goes to the master of
  * its key's slot.  The answer reaches the caller's handler
  * (iw_redis_send()), or, for the blocking calls the program's code makes
- * (iw_redis_cmd(), iw_redis_argv(), iw_redis_eval()), the loop runs until
- * it is in (iw_loop_until(), loop.c) and the call returns it.  A read that
+ * (iw_redis_cmd(), iw_redis_argv(), iw_redis_eval()), the call returns it
+ * once it is in: a goal's step, on its fiber (fiber.c), gives the CPU
+ * back to the engine meanwhile, and any other caller runs the loop until
+ * then (iw_loop_until(), loop.c).  A read that
  * blocks (XREADGROUP BLOCK: engine.c's intake) goes on a second connection
  * to the same server, since Redis answers a connection's commands in order
  * and every goal's commands would queue behind it on the shared one.
@@ -126,6 +128,7 @@ struct iw_rcall_s {
 typedef struct {
     int              done;
     redisReply      *r;
+    iw_fiber_t      *fiber;          /* the step that waits, NULL: none */
 } iw_wait_t;
 
 
@@ -1087,6 +1090,10 @@ iw_wait_done(void *data, redisReply *r)
     w = data;
     w->r = r;
     w->done = 1;
+
+    if (w->fiber) {
+        iw_fiber_wake(w->fiber);
+    }
 }
 
 
@@ -1105,13 +1112,25 @@ iw_redis_wait(char *cmd, int len, iw_rconn_t *fixed, int soft)
 
     w.done = 0;
     w.r = NULL;
+    w.fiber = iw_fiber_current();
 
     k = iw_rcall_new(cmd, (size_t) len, iw_wait_done, &w);
     k->fixed = fixed;
     k->soft = soft;
 
     iw_rcall_send(k);
-    iw_loop_until(&w.done);
+
+    if (w.fiber == NULL) {
+        iw_loop_until(&w.done);
+        return w.r;
+    }
+
+    /* a goal's step (engine.c runs each on a fiber): the other goals go
+     * on until the reply wakes this one; an answer that came at once (no
+     * connection) needs no wait */
+    while (!w.done) {
+        iw_fiber_wait();
+    }
 
     return w.r;
 }
@@ -1123,7 +1142,9 @@ iw_redis_wait(char *cmd, int len, iw_rconn_t *fixed, int soft)
 static int
 iw_redis_ready(void)
 {
-    if (iw_redis_hook) {
+    /* not from a step: the engine beats from the top of its loop, and a
+     * step would wait for the beat's reply too */
+    if (iw_redis_hook && iw_fiber_current() == NULL) {
         iw_redis_hook();
     }
 
