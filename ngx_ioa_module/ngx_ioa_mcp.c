@@ -402,6 +402,20 @@ ngx_ioa_mcp_handler(ngx_http_request_t *r)
     h = ngx_ioa_header_in(r, "MCP-Protocol-Version");
 
     if (h && ngx_ioa_mcp_version_ok(&h->value) != NGX_OK) {
+        /*
+         * The answer is sent, and the request finalized, by the refusal
+         * itself (ngx_ioa_finish), while the handler still returns to the
+         * content phase: the reference taken here is the one that final
+         * ngx_http_finalize_request(r, NGX_DONE) gives back, as for every
+         * answer of this module that is not the handler's return value.
+         * The body is discarded first, so that a pipelined request after
+         * it is read as a request.
+         */
+        if (ngx_http_discard_request_body(r) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        r->main->count++;
         ngx_ioa_jsonrpc_refuse(r, &m->rpc_id, NGX_HTTP_BAD_REQUEST,
                            NGX_IOA_JSONRPC_INVALID_REQUEST,
                            "unsupported MCP-Protocol-Version: this server "
