@@ -18,7 +18,10 @@
 #   3. the worker's peak RSS (VmHWM) and CPU time (utime + stime) are read
 #      from /proc before it is stopped, and its RSS just before the launch:
 #      (peak - idle) / N is what a waiting goal costs (an upper bound: the
-#      peak also holds what the busiest moment allocated).
+#      peak also holds what the busiest moment allocated, and at small N
+#      the fixed costs: the steps' fiber stacks, libcurl's handles); the
+#      slope of the peak between the two largest N is the cost of one
+#      goal more.
 #
 # Two modes (CONC_MODES): "builtin", the built-in planner; "llm", every
 # decision asked of a model that answers after CONC_LLM_MS ms
@@ -221,6 +224,22 @@ for mode, n in sorted({(s["mode"], s["n"]) for s in summary}):
     if b and c and b["first_to_last_s"] and c["first_to_last_s"]:
         lines.append("%s, %d goals: base/current time to the last conclusion %.2f"
                      % (mode, n, b["first_to_last_s"] / c["first_to_last_s"]))
+# what one more waiting goal costs: the slope of the peak RSS between the
+# two largest N of a build (the fixed costs, such as the fibers' stacks and
+# libcurl's handles, do not grow with the goals and fall out)
+for mode, build in sorted({(s["mode"], s["build"]) for s in summary}):
+    ns = sorted(s["n"] for s in summary if s["mode"] == mode and s["build"] == build)
+    if len(ns) >= 2:
+        lo, hi = by[(mode, ns[-2], build)], by[(mode, ns[-1], build)]
+        slope = (hi["rss_kib"] - lo["rss_kib"]) / (ns[-1] - ns[-2])
+        for s in summary:
+            if s["mode"] == mode and s["build"] == build:
+                s["kib_per_more_goal"] = round(slope, 2)
+        lines.append("%s, %s: %.2f KiB for each goal more (peak RSS from %d to %d goals)"
+                     % (mode, build, slope, ns[-2], ns[-1]))
+json.dump({"task_s": float(task_s), "base_ref": base_ref, "llm_ms": int(llm_ms),
+           "llm_concurrency": int(llm_conc), "runs": runs,
+           "summary": summary}, open(sys.argv[2], "w"), indent=1)
 open(sys.argv[3], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
