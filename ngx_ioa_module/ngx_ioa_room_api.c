@@ -16,7 +16,8 @@
  * read rule instead of a goal's owner rule.
  *
  * Who may read: ngx_ioa_auth_room() (open mode, "observer", "admin", or
- * "observer:<comm_id>"), else a member of the room.  One Redis command
+ * "observer:<comm_id>"), else a member of the room whose token has the
+ * "agent" or "launch" scope (no other scope makes its bearer a member).  One Redis command
  * settles it before anything is streamed: EXISTS on the members set for a
  * caller with the scope (a room exists while it has members, see
  * room_create.lua), SISMEMBER for one without it, whose 0 answers 403
@@ -127,6 +128,18 @@ ngx_ioa_room_api_start(ngx_http_request_t *r, ngx_str_t *comm_id,
     ra->comm_id = *comm_id;
     ra->who = who;
     ra->scoped = (ngx_ioa_auth_room(who, comm_id, &err) == NGX_OK);
+
+    /* scopes first, then membership, as /fetch_chat_record: a token that
+     * is no agent or launcher (the person of its goals' rooms) is a member
+     * of no room, whatever name it carries, so "metrics", another room's
+     * "observer:" or another service's scope read nothing here */
+    if (!ra->scoped
+        && ngx_ioa_auth_allows(who, NGX_IOA_SCOPE_MEMBER, NULL, &err)
+           != NGX_OK)
+    {
+        (void) ngx_ioa_auth_room(who, comm_id, &err);
+        return ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err);
+    }
 
     if (ngx_ioa_room_api_key(r, comm_id, ":members", &ra->key) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;

@@ -204,6 +204,20 @@ GET /health_check
     is "$code $d->{status}", '200 intact', 'a member verifies its room';
     ($code) = api($ctx, POST => "/rooms/$cid/events", '{}', headers => $h->('Bob'));
     is $code, 405, 'POST: 405';
+
+    # scopes first, then membership: a token in a member's name that is
+    # no agent's or launcher's is a member of nothing (as /fetch_chat_record)
+    for my $scope ('', 'metrics', 'observer:other', 'billing', 'metrics observer:other') {
+        my $t = tok('Bob', $scope);
+        my $hb = [ Authorization => "Bearer $t" ];
+        is $status->($t, $ev), '403 forbidden', "Bob with scope '$scope': events 403";
+        ($code, $d) = api($ctx, GET => "/rooms/$cid/verify", undef, headers => $hb);
+        is "$code $d->{code}", '403 forbidden', "Bob with scope '$scope': verify 403";
+        ($code, $d) = api($ctx, POST => '/fetch_chat_record', qq({"comm_id":"$cid"}),
+                          headers => $hb);
+        is $code, 403, "Bob with scope '$scope': /fetch_chat_record 403 as well";
+    }
+    is $status->(tok('Bob', 'launch'), $ev), '200', 'Bob as a launcher (the person of a goal\'s room): 200';
 --- no_error_log
 [alert]
 [crit]
