@@ -648,6 +648,8 @@ ngx_int_t ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id,
 void ngx_ioa_client_drained(ngx_ioa_client_t *cl);
 ngx_int_t ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name,
     ngx_ioa_error_t *err);
+ngx_str_t *ngx_ioa_limit_conn_who(ngx_ioa_client_kind_e kind,
+    ngx_str_t *agent, ngx_ioa_identity_t *who);
 void ngx_ioa_conf_trim(ngx_str_t *s);
 ngx_int_t ngx_ioa_conf_read_file(ngx_conf_t *cf, ngx_str_t *name,
     size_t max, ngx_str_t *out);

@@ -931,8 +931,36 @@ ngx_ioa_limit_failed(u_char kind, ngx_str_t *name)
 
 
 /*
+ * Who a long-lived connection counts against.  An agent's WebSocket or SSE
+ * inbox counts against its agent.  Every other stream (a room's or a goal's
+ * feed, an observer feed, an A2A stream) counts against its token's
+ * subject, in the same counter: a stream holds a connection, a buffer and
+ * a timer like a socket, so one token must not open them without bound
+ * while its sockets are limited.  In open mode a follower has no identity
+ * (NULL: not counted here); the shipped configuration's per-address
+ * limit_conn bounds it.
+ */
+
+ngx_str_t *
+ngx_ioa_limit_conn_who(ngx_ioa_client_kind_e kind, ngx_str_t *agent,
+    ngx_ioa_identity_t *who)
+{
+    if (kind == NGX_IOA_CLIENT_AGENT && agent->len) {
+        return agent;
+    }
+
+    if (who && !who->open && who->sub.len) {
+        return &who->sub;
+    }
+
+    return NULL;
+}
+
+
+/*
  * A connection of agent name (WebSocket or SSE inbox) that lives as long as
  * pool: NGX_OK and counted until the pool goes, or NGX_DECLINED with err.
+ * name NULL: nothing to count.
  */
 
 ngx_int_t
@@ -946,7 +974,7 @@ ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name, ngx_ioa_error_t *err)
 
     mcf = ngx_ioa_main_conf();
 
-    if (mcf->limit_conn == 0 || name->len == 0) {
+    if (mcf->limit_conn == 0 || name == NULL || name->len == 0) {
         return NGX_OK;
     }
 

@@ -595,19 +595,21 @@ ngx_ioa_sse_start(ngx_ioa_sse_t *sse)
     r = sse->request;
     kind = sse->client.kind;
 
-    /* ioa_limit_conn counts an agent's inboxes with its WebSockets */
-    if (kind == NGX_IOA_CLIENT_AGENT) {
-        switch (ngx_ioa_limit_conn(r->pool, &sse->client.name, &err)) {
+    /* ioa_limit_conn counts an agent's inboxes with its WebSockets, and
+     * every other stream with its token's other connections */
+    switch (ngx_ioa_limit_conn(r->pool,
+                               ngx_ioa_limit_conn_who(kind, &sse->client.name,
+                                                      sse->who),
+                               &err))
+    {
+    case NGX_OK:
+        break;
 
-        case NGX_OK:
-            break;
+    case NGX_DECLINED:
+        return ngx_ioa_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS, &err);
 
-        case NGX_DECLINED:
-            return ngx_ioa_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS, &err);
-
-        default:
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
+    default:
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     cln = ngx_pool_cleanup_add(r->pool, 0);

@@ -256,3 +256,57 @@ GET /health_check
 --- no_error_log
 [alert]
 [crit]
+
+
+
+=== TEST 5: every stream counts against its token's ioa_limit_conn, with its sockets: room feeds, goal feeds, the observer feeds; one more is 429 and holds nothing; other tokens and /health_check are untouched
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_auth jwt;
+    ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
+    ioa_limit_conn 4;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- ioa_scenario
+    my %tok = (Mal => tok('Mal', 'agent observer'), Bob => tok('Bob', 'agent'));
+    my $h = sub { [ Authorization => "Bearer $tok{$_[0]}" ] };
+    my $cid = room($ctx, $h, 'Mal', 'Bob');
+    say_as($ctx, $h, 'Mal', $cid, 'hello');
+    my $auth = [ Authorization => "Bearer $tok{Mal}" ];
+    my @held;
+    push @held, feed($ctx->port, $cid, @$auth) for 1 .. 2;
+    push @held, IoaTest::SSE->connect('127.0.0.1', $ctx->port, '/chatlist', headers => $auth);
+    push @held, $ctx->ws('/ws/Mal', headers => $auth);
+    is_deeply [map { $_->status } @held], [200, 200, 200, 101],
+        'two room feeds, the observer feed and a WebSocket: four, the limit';
+    my $more = feed($ctx->port, $cid, @$auth);
+    is $more->status, 429, 'a fifth stream: 429';
+    like $more->body, qr/"too_many_connections"/, 'too_many_connections';
+    like $more->body, qr/already holds 4 connections/, 'saying how many';
+    $more->close;
+    my $ws = $ctx->ws('/ws/Mal', headers => $auth);
+    is $ws->status, 429, 'a WebSocket as well: the streams count against the sockets';
+    my $obs = $ctx->ws('/chatlist_ws', headers => $auth);
+    is $obs->status, 429, 'and the observer WebSocket';
+    my $inbox = IoaTest::SSE->connect('127.0.0.1', $ctx->port, '/agents/Mal/inbox', headers => $auth);
+    is $inbox->status, 429, 'and the inbox';
+    $inbox->close;
+
+    my $bob = feed($ctx->port, $cid, @{ $h->('Bob') });
+    is $bob->status, 200, 'another token follows the room';
+    my $bws = $ctx->ws('/ws/Bob', headers => $h->('Bob'));
+    is $bws->status, 101, 'and connects';
+    my ($code) = api($ctx, GET => '/health_check');
+    is $code, 200, '/health_check answers';
+
+    $held[0]->close;
+    my $again;
+    ok wait_until(sub { $again = feed($ctx->port, $cid, @$auth);
+                        my $ok = $again->status == 200; $again->close unless $ok; $ok }, 3),
+       'one closed: its place is free again';
+    $_->close for grep { $_->can('close') } @held[1 .. $#held], $again, $bob, $bws;
+--- no_error_log
+[alert]
+[crit]

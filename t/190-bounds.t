@@ -363,6 +363,65 @@ GET /health_check
     }
     is $refused, 8, 'of 40 slow anonymous bodies held at once, 8 got 429 (limit_conn ioa_anonymous 32)';
     close $_ for @slow;
+
+    # streams with tokens: one token as many as it can open (ioa_limit_conn
+    # 16 counts them), then forty tokens on one address (limit_conn ioa_addr
+    # 512); /health_check, and an agent on another address, are untouched
+    my $stream = sub {
+        my ($t, $local) = @_;
+        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp',
+                                      $local ? (LocalAddr => $local) : ()) or return (undef, 0);
+        syswrite $s, "GET /chatlist HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer $t\r\n\r\n";
+        my ($buf, $sel) = ('', IO::Select->new($s));
+        while ($buf !~ /\r\n/ && $sel->can_read(5)) {
+            sysread($s, $buf, 4096, length $buf) or last;
+        }
+        my ($code) = $buf =~ m{^HTTP/1\.1 (\d{3})};
+        return ($s, $code // 0);
+    };
+    my $obs = sub { IoaTest::JWT::jwt($keys, 'HS256', { sub => $_[0], scope => 'observer', exp => time + 600 }) };
+    my (%codes, @held);
+    my $mal = $obs->('Mal');
+    for (1 .. 600) {
+        my ($s, $code) = $stream->($mal);
+        $codes{$code}++;
+        if ($code == 200) { push @held, $s } else { close $s if $s }
+    }
+    is $codes{200}, 16, 'one token opening 600 streams holds 16 (ioa_limit_conn)';
+    is $codes{429}, 584, 'the others: 429';
+    my $others = 0;
+    for my $i (1 .. 40) {
+        my $t = $obs->("Mal$i");
+        for (1 .. 16) {
+            my ($s, $code) = $stream->($t);
+            if ($code == 200) { push @held, $s; $others++ } else { close $s if $s }
+        }
+    }
+    is scalar(@held), 512, 'forty more tokens on one address: 512 streams in all (limit_conn ioa_addr 512)';
+    my $probe = $ctx->http(GET => '/health_check', port => $port, timeout => 5);
+    is $probe->code, 200, 'meanwhile /health_check answers from that address';
+    my $tok2 = IoaTest::JWT::jwt($keys, 'HS256', { sub => 'Other', scope => 'agent', exp => time + 600 });
+    my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp',
+                                  LocalAddr => '127.0.0.2');
+    my $body = '{"name":"Other","type":"Human Assistant","desc":"here"}';
+    syswrite $c, "POST /register HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer $tok2\r\n"
+               . "Content-Type: application/json\r\nContent-Length: " . length($body)
+               . "\r\nConnection: close\r\n\r\n$body";
+    my $ans = '';
+    while (sysread $c, my $buf, 4096) { $ans .= $buf }
+    like $ans, qr{^HTTP/1\.1 200}, 'and an agent on another address registers';
+    my ($ws, $wcode) = $stream->($tok2, '127.0.0.2');
+    close $ws if $ws;
+    my $a2 = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp',
+                                   LocalAddr => '127.0.0.2');
+    syswrite $a2, "GET /ws/Other HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer $tok2\r\n"
+                . "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                . "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    my $up = '';
+    IO::Select->new($a2)->can_read(5) and sysread $a2, $up, 4096;
+    like $up, qr{^HTTP/1\.1 101}, 'and connects its WebSocket';
+    close $a2;
+    close $_ for @held;
     $hub->stop;
 --- no_error_log
 [alert]
