@@ -108,6 +108,7 @@ http {
     client_body_temp_path $RUN/body;
     ioa_redis 127.0.0.1:$REDIS_PORT;
     ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off; ioa_limit_conn 0;
+    ioa_limit_launch_rate off;
     server {
         listen 127.0.0.1:$PORT;
         location / { ioa_api; ioa_auth off; }

@@ -135,6 +135,7 @@ typedef struct {
     ngx_ioa_limit_rate_t      limit_rate;     /* per agent */
     ngx_ioa_limit_rate_t      room_rate;      /* per room */
     ngx_ioa_limit_rate_t      teamup_rate;    /* per agent, /teamup */
+    ngx_ioa_limit_rate_t      launch_rate;    /* per launcher, goals */
     ngx_uint_t                limit_conn;     /* per agent, 0: none */
     ngx_flag_t                limit_fleet;    /* ioa_limit_scope fleet */
     ngx_msec_t                limit_slice;    /* fleet: a lease's worth */
@@ -182,6 +183,7 @@ typedef struct {
     ngx_uint_t                max_json_depth;
     ngx_uint_t                catchup_batch;
     ngx_flag_t                launch_goal_wait;  /* IoA's blocking answer */
+    time_t                    goal_input_timeout_max;  /* seconds */
     ngx_array_t              *cors_origins;   /* ngx_str_t; NULL: no CORS */
 
     ngx_uint_t                auth;           /* NGX_IOA_AUTH_* */
@@ -643,6 +645,8 @@ char *ngx_ioa_limit_scope_slot(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_int_t ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry,
     ngx_ioa_error_t *err);
+ngx_int_t ngx_ioa_limit_launch(ngx_str_t *name, ngx_msec_t *retry,
+    ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id,
     ngx_msec_t *retry, ngx_ioa_error_t *err);
 void ngx_ioa_client_drained(ngx_ioa_client_t *cl);
@@ -764,6 +768,7 @@ typedef enum {
     NGX_IOA_LIMIT_ROOM_MEMBERS,  /* ioa_max_room_members */
     NGX_IOA_LIMIT_AGENT_ROOMS,   /* ioa_max_agent_rooms */
     NGX_IOA_LIMIT_AGENTS,        /* ioa_max_agents */
+    NGX_IOA_LIMIT_LAUNCH_RATE,   /* ioa_limit_launch_rate */
     NGX_IOA_LIMIT_N
 } ngx_ioa_limit_e;
 

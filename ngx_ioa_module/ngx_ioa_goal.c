@@ -151,7 +151,10 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     size_t               argvlen[32];
     ngx_ioa_error_t      err;
     ngx_ioa_jbuf_t       b;
+    ngx_msec_t           retry;
+    ngx_str_t           *launcher;
     ngx_ioa_goal_ctx_t  *g;
+    ngx_ioa_identity_t  *who;
 
     doc = ngx_ioa_body_json(r, body);
     if (doc == NULL) {
@@ -165,6 +168,18 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
 
     if (ngx_ioa_launch_person(r, doc, &person, &err) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err));
+        return;
+    }
+
+    /* ioa_limit_launch_rate: a valid launch is charged to its token's
+     * subject (in open mode to the client's address); over the rate
+     * nothing is queued */
+    who = ngx_ioa_rest_identity(r);
+    launcher = (who && !who->open) ? &who->sub : &r->connection->addr_text;
+
+    if (ngx_ioa_limit_launch(launcher, &retry, &err) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_retry(r, NGX_HTTP_TOO_MANY_REQUESTS,
+                                             retry, &err));
         return;
     }
 
@@ -334,6 +349,75 @@ static ngx_ioa_launch_scalar_t  ngx_ioa_launch_scalars[] = {
 };
 
 
+/*
+ * The fields a goal's request may carry (IoA's LaunchGoalParam and ours).
+ * Others are kept with the goal's record as they came (IoA's clients may
+ * send fields of their own), but only up to NGX_IOA_LAUNCH_EXTRA_MAX bytes
+ * in all: the record lives for ioa_goal_retention, and a launcher must not
+ * park megabytes in Redis with each goal.
+ */
+
+#define NGX_IOA_LAUNCH_EXTRA_MAX  4096
+
+static const char  *ngx_ioa_launch_fields[] = {
+    "goal", "team_member_names", "team_up_depth", "max_turns", "comm_id",
+    "cont_input", "is_collaborative_planning_enabled", "skip_naming",
+    "deadline_s", "input_timeout_s", "person", NULL
+};
+
+
+static ngx_int_t
+ngx_ioa_launch_extra(ngx_http_request_t *r, yajl_val doc,
+    ngx_ioa_error_t *err)
+{
+    size_t           i, total;
+    ngx_str_t        out;
+    const char     **k, *first;
+    ngx_ioa_jbuf_t   b;
+
+    total = 0;
+    first = NULL;
+
+    for (i = 0; i < doc->u.object.len; i++) {
+        for (k = ngx_ioa_launch_fields; *k; k++) {
+            if (ngx_strcmp(*k, doc->u.object.keys[i]) == 0) {
+                break;
+            }
+        }
+
+        if (*k) {
+            continue;
+        }
+
+        if (ngx_ioa_jbuf_init(&b, r->pool, 64) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        ngx_ioa_jbuf_val(&b, doc->u.object.values[i]);
+
+        if (ngx_ioa_jbuf_done(&b, &out) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        total += ngx_strlen(doc->u.object.keys[i]) + out.len;
+
+        if (first == NULL) {
+            first = doc->u.object.keys[i];
+        }
+
+        if (total > NGX_IOA_LAUNCH_EXTRA_MAX) {
+            ngx_ioa_error_set(err, "invalid_request", first,
+                              "fields this hub does not know (\"%s\" is "
+                              "one) may hold %d bytes in all",
+                              first, NGX_IOA_LAUNCH_EXTRA_MAX);
+            return NGX_DECLINED;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
 static ngx_int_t
 ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
     ngx_ioa_error_t *err)
@@ -341,11 +425,32 @@ ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
     size_t                    i;
     yajl_val                  v, w;
     ngx_str_t                 s;
+    ngx_int_t                 rc;
+    ngx_ioa_loc_conf_t       *lcf;
     ngx_ioa_launch_scalar_t  *f;
 
     if (!YAJL_IS_OBJECT(doc)) {
         ngx_ioa_error_set(err, "invalid_request", NULL,
                           "the body must be a JSON object");
+        return NGX_ERROR;
+    }
+
+    rc = ngx_ioa_launch_extra(r, doc, err);
+    if (rc != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    /* how long a goal may wait for its person: the operator's ceiling */
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    v = ngx_ioa_json_get(doc, "input_timeout_s");
+
+    if (v && YAJL_IS_INTEGER(v)
+        && YAJL_GET_INTEGER(v) > (long long) lcf->goal_input_timeout_max)
+    {
+        ngx_ioa_error_set(err, "invalid_request", "input_timeout_s",
+                          "\"input_timeout_s\" may be at most %T here "
+                          "(ioa_goal_input_timeout_max)",
+                          lcf->goal_input_timeout_max);
         return NGX_ERROR;
     }
 

@@ -340,6 +340,11 @@ ngx_ioa_limit_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf)
 
     /* a room is a subscription and a read for every member's connections,
      * and stays: made far more rarely than envelopes are posted */
+    if (!mcf->launch_rate.set) {
+        mcf->launch_rate.rate = 2 * 1000;
+        mcf->launch_rate.burst = 20;
+    }
+
     if (!mcf->teamup_rate.set) {
         mcf->teamup_rate.rate = 2 * 1000;
         mcf->teamup_rate.burst = 20;
@@ -567,10 +572,17 @@ ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
 }
 
 
-/* ioa_limit_teamup_rate: how fast one agent makes rooms ("t" entries) */
+/*
+ * The makers' rates: one bucket per (kind, name) for a request that makes
+ * something lasting, so a token cannot make rooms ("t", ioa_limit_teamup_
+ * rate) or goals ("g", ioa_limit_launch_rate) as fast as it can send.
+ * NGX_OK, or NGX_DECLINED with *retry the wait before one more fits and
+ * *full set when the zone had no room for the entry.
+ */
 
-ngx_int_t
-ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
+static ngx_int_t
+ngx_ioa_limit_make(u_char kind, ngx_ioa_limit_rate_t *rate, ngx_str_t *name,
+    ngx_msec_t *retry, ngx_uint_t *full)
 {
     ngx_int_t              rc;
     ngx_msec_t             wait;
@@ -581,7 +593,9 @@ ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
 
     mcf = ngx_ioa_main_conf();
 
-    if (mcf->teamup_rate.rate == 0) {
+    *full = 0;
+
+    if (rate->rate == 0) {
         return NGX_OK;
     }
 
@@ -591,20 +605,19 @@ ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
 
     ngx_shmtx_lock(&ctx->shpool->mutex);
 
-    t = ngx_ioa_limit_get(ctx, 't', name, 1);
+    t = ngx_ioa_limit_get(ctx, kind, name, 1);
 
     if (t == NULL) {
         rc = NGX_DECLINED;
+        *full = 1;
 
     } else {
         excess = t->excess;
 
-        rc = ngx_ioa_limit_bucket(t, &mcf->teamup_rate, ngx_current_msec,
-                                  &wait);
+        rc = ngx_ioa_limit_bucket(t, rate, ngx_current_msec, &wait);
 
         if (rc == NGX_OK && mcf->limit_fleet) {
-            rc = ngx_ioa_limit_fleet(t, &mcf->teamup_rate, ngx_current_msec,
-                                     &wait, &want);
+            rc = ngx_ioa_limit_fleet(t, rate, ngx_current_msec, &wait, &want);
 
             if (rc == NGX_DECLINED) {
                 t->excess = excess;
@@ -615,7 +628,7 @@ ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
     ngx_shmtx_unlock(&ctx->shpool->mutex);
 
     if (want) {
-        ngx_ioa_limit_ask('t', name, &mcf->teamup_rate, want);
+        ngx_ioa_limit_ask(kind, name, rate, want);
     }
 
     if (rc == NGX_DONE) {
@@ -623,17 +636,57 @@ ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
         rc = NGX_OK;
     }
 
+    *retry = wait;
+
+    return rc;
+}
+
+
+/* ioa_limit_teamup_rate: how fast one agent makes rooms */
+
+ngx_int_t
+ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
+{
+    ngx_int_t   rc;
+    ngx_uint_t  full;
+
+    rc = ngx_ioa_limit_make('t', &ngx_ioa_main_conf()->teamup_rate, name,
+                            retry, &full);
+
     if (rc != NGX_OK) {
         ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS
-                         + (t ? NGX_IOA_LIMIT_TEAMUP_RATE : NGX_IOA_LIMIT_ZONE),
-                         1);
+                         + (full ? NGX_IOA_LIMIT_ZONE
+                                 : NGX_IOA_LIMIT_TEAMUP_RATE), 1);
         ngx_ioa_error_set(err, "rate_limited", NULL,
                           "\"%V\" makes rooms faster than "
                           "ioa_limit_teamup_rate allows; no room was made, "
-                          "ask again in %M ms", name, wait);
+                          "ask again in %M ms", name, *retry);
     }
 
-    *retry = wait;
+    return rc;
+}
+
+
+/* ioa_limit_launch_rate: how fast one launcher launches goals */
+
+ngx_int_t
+ngx_ioa_limit_launch(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
+{
+    ngx_int_t   rc;
+    ngx_uint_t  full;
+
+    rc = ngx_ioa_limit_make('g', &ngx_ioa_main_conf()->launch_rate, name,
+                            retry, &full);
+
+    if (rc != NGX_OK) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS
+                         + (full ? NGX_IOA_LIMIT_ZONE
+                                 : NGX_IOA_LIMIT_LAUNCH_RATE), 1);
+        ngx_ioa_error_set(err, "rate_limited", NULL,
+                          "\"%V\" launches goals faster than "
+                          "ioa_limit_launch_rate allows; no goal was "
+                          "queued, launch again in %M ms", name, *retry);
+    }
 
     return rc;
 }

@@ -220,6 +220,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       offsetof(ngx_ioa_main_conf_t, teamup_rate),
       NULL },
 
+    { ngx_string("ioa_limit_launch_rate"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      ngx_ioa_limit_rate_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, launch_rate),
+      NULL },
+
     { ngx_string("ioa_limit_room_rate"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
       ngx_ioa_limit_rate_slot,
@@ -295,6 +302,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       ngx_ioa_cors_origins_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_ioa_loc_conf_t, cors_origins),
+      NULL },
+
+    { ngx_string("ioa_goal_input_timeout_max"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_sec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, goal_input_timeout_max),
       NULL },
 
     { ngx_string("ioa_launch_goal_wait"),
@@ -979,6 +993,7 @@ ngx_ioa_create_loc_conf(ngx_conf_t *cf)
     lcf->max_json_depth = NGX_CONF_UNSET_UINT;
     lcf->catchup_batch = NGX_CONF_UNSET_UINT;
     lcf->launch_goal_wait = NGX_CONF_UNSET;
+    lcf->goal_input_timeout_max = NGX_CONF_UNSET;
     lcf->cors_origins = NGX_CONF_UNSET_PTR;
     lcf->auth = NGX_CONF_UNSET_UINT;
     lcf->jwt_keys = NGX_CONF_UNSET_PTR;
@@ -997,6 +1012,14 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 
     ngx_conf_merge_value(conf->api, prev->api, 0);
     ngx_conf_merge_value(conf->launch_goal_wait, prev->launch_goal_wait, 0);
+    ngx_conf_merge_sec_value(conf->goal_input_timeout_max,
+                             prev->goal_input_timeout_max, 3600);
+
+    if (conf->goal_input_timeout_max > 86400) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "ioa_goal_input_timeout_max is at most 1d");
+        return NGX_CONF_ERROR;
+    }
     ngx_conf_merge_ptr_value(conf->cors_origins, prev->cors_origins, NULL);
     /* room for a few envelopes of ioa_max_message_size, stamped */
     ngx_conf_merge_size_value(conf->send_queue_limit,

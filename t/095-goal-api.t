@@ -399,3 +399,58 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 7: bounds per launcher: ioa_limit_launch_rate (429 with Retry-After, nothing queued), fields the hub does not know at most 4 KiB, input_timeout_s under ioa_goal_input_timeout_max
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_limit_launch_rate 5r/s burst=10;
+--- config
+    location / { ioa_api; ioa_goal_input_timeout_max 600; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my %codes;
+    my $retry;
+    for my $i (1 .. 40) {
+        my $res = launch($ctx, qq({"goal":"goal $i"}));
+        $codes{$res->code}++;
+        $retry //= $res->header('Retry-After') if $res->code == 429;
+    }
+    cmp_ok $codes{202}, '>=', 10, 'the burst is queued';
+    cmp_ok $codes{202}, '<=', 13, '... and not much more in the time it took';
+    is $codes{202} + $codes{429}, 40, 'the others: 429';
+    ok defined $retry && $retry =~ /^\d+$/, "with Retry-After ($retry)";
+    is $ctx->redis('XLEN', 'ioa:{jobs}:goals'), $codes{202}, 'only the accepted ones are queued';
+    sleep 1.1;
+    is launch($ctx, '{"goal":"later"}')->code, 202, 'a second later the bucket has room again';
+    my $bad = launch($ctx, '{"goal":""}');
+    is $bad->code, 400, 'an invalid launch is refused as before, not charged';
+
+    sleep 2.5;
+    my $res = launch($ctx, json()->encode({ goal => 'x', mine => 'y' x 4000 }));
+    is $res->code, 202, '4,000 bytes of a field we do not know: kept';
+    $res = launch($ctx, json()->encode({ goal => 'x', mine => 'y' x 3000, yours => 'z' x 2000 }));
+    is $res->code, 400, 'two that hold 5,000 bytes: 400';
+    my $d = json()->decode($res->content);
+    is $d->{field}, 'mine', 'naming the first';
+    like $d->{message}, qr/4096 bytes in all/, 'and the bound';
+    $res = launch($ctx, json()->encode({ goal => 'x', extra => { pad => 'p' x (200 * 1024) } }));
+    is $res->code, 400, '200 KiB of them: 400';
+    $res = launch($ctx, json()->encode({ goal => 'x' x 5000 }));
+    is $res->code, 202, 'a long goal is no extra field';
+
+    $res = launch($ctx, '{"goal":"ask me","input_timeout_s":600}');
+    is $res->code, 202, 'input_timeout_s at the ceiling: 202';
+    $res = launch($ctx, '{"goal":"ask me","input_timeout_s":601}');
+    is $res->code, 400, 'over it: 400';
+    $d = json()->decode($res->content);
+    is $d->{field}, 'input_timeout_s', 'naming the field';
+    like $d->{message}, qr/at most 600 here \(ioa_goal_input_timeout_max\)/, 'and the ceiling';
+--- no_error_log
+[alert]
+[crit]
+[emerg]

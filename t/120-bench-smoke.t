@@ -186,7 +186,7 @@ my $Hub = IoaTest::Instance->start(
     # limits are off as in bench/run.sh (a generator posts far above one
     # agent's default rate)
     http_config => "ioa_redis 127.0.0.1:$RedisPort; keepalive_requests 10; "
-                 . "ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off; ioa_limit_conn 0;",
+                 . "ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off; ioa_limit_conn 0; ioa_limit_launch_rate off;",
     config      => 'location / { ioa_api; ioa_ping_interval 1s; }',
 );
 my $Url = 'http://127.0.0.1:' . $Hub->port;

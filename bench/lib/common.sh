@@ -91,6 +91,7 @@ http {
     client_body_temp_path $dir/body;
     ioa_redis 127.0.0.1:$redis_port;
     ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off;
+    ioa_limit_launch_rate off;
     ioa_limit_conn 0;
     $extra
     server {
