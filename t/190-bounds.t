@@ -16,8 +16,9 @@ use IoaTest::Api;
 use File::Temp ();
 use IO::Select ();
 use IO::Socket::INET ();
+use IoaTest::SSE;
 use POSIX ();
-use Socket qw(SOL_SOCKET SO_RCVBUF);
+use Socket qw(SOL_SOCKET SO_RCVBUF PF_INET SOCK_STREAM pack_sockaddr_in inet_aton);
 use Time::HiRes qw(sleep time);
 
 no_root_location();
@@ -185,6 +186,57 @@ GET /health_check
     ok $doc, 'the streamed answer is one JSON document' or diag $@;
     is_deeply [ map { $_->{id} } @{ $doc->{$big}{chat_record} } ], \@bid, 'every envelope, in order';
     is length($res->content) > 24_000_000, 1, 'all 24 MB of them';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 1b: room feeds that never read, on an 8 MB room: each holds at most half of ioa_send_queue_limit queued and one catch-up read (1 MiB) on its way, whatever the room's size; a reader still gets every envelope in order
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_limit_conn 0;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    for my $n (qw(Alice Bob)) {
+        api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => $n });
+    }
+    my (undef, $t) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
+    my $cid = $t->{comm_id};
+    my @ids = big_room($cid, 140, 60_000);
+    # warm up: one reader takes the whole room, so the worker's own
+    # buffers and the room's state are in place before the measure
+    my $all = IoaTest::SSE->connect('127.0.0.1', $ctx->port, "/rooms/$cid/events");
+    my @got = $all->messages(140, 20);
+    is scalar(@got), 140, 'a reader gets the 140 envelopes';
+    is_deeply [ map { json()->decode($_->{data})->{id} } @got ], \@ids, "in order";
+    $all->close;
+    sleep 0.5;
+    my $before = workers_rss($ctx);
+    my @idle;
+    for (1 .. 40) {
+        socket(my $s, PF_INET, SOCK_STREAM, 0) or die "socket: $!";
+        setsockopt $s, SOL_SOCKET, SO_RCVBUF, 4096;
+        connect($s, pack_sockaddr_in($ctx->port, inet_aton('127.0.0.1'))) or die "connect: $!";
+        syswrite $s, "GET /rooms/$cid/events HTTP/1.1\r\nHost: a\r\n\r\n";
+        push @idle, $s;
+    }
+    sleep 3;
+    my $per = (workers_rss($ctx) - $before) / 40;
+    SKIP: {
+        skip 'AddressSanitizer keeps freed memory', 1 unless rss_measured();
+        ok $per < 3 * 1024, sprintf('40 streams that never read: %.0f KiB each (bound 3 MiB: 2 MiB queued of the 4m limit, a 1 MiB read)', $per);
+    }
+    diag sprintf 'a stream that never reads an 8 MB room: %.0f KiB', $per;
+    my ($code) = api($ctx, GET => '/health_check');
+    is $code, 200, 'the hub answers meanwhile';
+    close $_ for @idle;
 --- no_error_log
 [alert]
 [crit]
