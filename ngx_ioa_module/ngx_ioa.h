@@ -979,15 +979,16 @@ typedef struct ngx_ioa_sse_s  ngx_ioa_sse_t;
 typedef ngx_int_t (*ngx_ioa_sse_rewrite_pt)(ngx_ioa_sse_t *sse,
     ngx_ioa_msg_t *m, void *data);
 typedef void (*ngx_ioa_sse_closing_pt)(ngx_ioa_sse_t *sse,
-    const char *reason, void *data);
+    ngx_uint_t expired, const char *reason, void *data);
 
 ngx_int_t ngx_ioa_agent_post_handler(ngx_http_request_t *r,
     ngx_str_t *name);
 ngx_int_t ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
     ngx_ioa_client_kind_e kind, ngx_ioa_identity_t *id);
 ngx_int_t ngx_ioa_sse_follow(ngx_http_request_t *r, ngx_str_t *stream,
-    ngx_ioa_sid_t *since, ngx_ioa_sse_rewrite_pt rewrite,
-    ngx_ioa_sse_closing_pt closing, void *data, ngx_str_t *first);
+    ngx_ioa_sid_t *since, ngx_ioa_identity_t *who,
+    ngx_ioa_sse_rewrite_pt rewrite, ngx_ioa_sse_closing_pt closing,
+    void *data, ngx_str_t *first);
 ngx_int_t ngx_ioa_sse_event(ngx_ioa_sse_t *sse, ngx_str_t *id,
     ngx_str_t *data);
 void ngx_ioa_sse_end(ngx_ioa_sse_t *sse);

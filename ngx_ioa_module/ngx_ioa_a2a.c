@@ -70,6 +70,9 @@
  * ends (XREVRANGE, ngx_ioa_a2a_locate), then the task as GET /goals/{id}
  * has it, and follows the feed from that end: the events before are the
  * task's past, and an input-required of long ago must not end the stream.
+ * A stream is the caller's as long as its token is: it ends at the token's
+ * exp plus leeway as an inbox does (ngx_ioa_expiry.c), with a JSON-RPC
+ * error that says so, and the task goes on without it.
  *
  * Input required.  A task launched here carries input_timeout_s (300 s
  * unless metadata.ioa says): before the team gives up on a part, the
@@ -266,6 +269,8 @@ ngx_ioa_a2a_handler(ngx_http_request_t *r)
     if (id == NULL) {
         return rc;
     }
+
+    a->who = id;
 
     ngx_ioa_rest_set_data(r, a);
 

@@ -106,6 +106,7 @@ struct ngx_ioa_a2a_s {
     ngx_str_t                 body;
     ngx_ioa_a2a_task_t        task;
     ngx_ioa_wait_t           *wait;          /* blocking send, cancel */
+    ngx_ioa_identity_t       *who;           /* its "exp" ends a stream */
 };
 
 

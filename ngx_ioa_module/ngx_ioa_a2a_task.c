@@ -34,8 +34,8 @@
 
 static ngx_int_t ngx_ioa_a2a_rewrite(ngx_ioa_sse_t *sse, ngx_ioa_msg_t *m,
     void *data);
-static void ngx_ioa_a2a_closing(ngx_ioa_sse_t *sse, const char *reason,
-    void *data);
+static void ngx_ioa_a2a_closing(ngx_ioa_sse_t *sse, ngx_uint_t expired,
+    const char *reason, void *data);
 static ngx_int_t ngx_ioa_a2a_feed(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
     ngx_ioa_msg_t *m, ngx_str_t *events, ngx_uint_t *n);
 static ngx_int_t ngx_ioa_a2a_status_event(ngx_ioa_a2a_t *a, ngx_pool_t *pool,
@@ -111,8 +111,8 @@ ngx_ioa_a2a_stream(ngx_http_request_t *r, ngx_ioa_a2a_t *a, ngx_uint_t follow)
     return ngx_ioa_sse_follow(r, &name,
                               a->has_since ? &a->since
                                            : (a->has_from ? &a->from : NULL),
-                              ngx_ioa_a2a_rewrite, ngx_ioa_a2a_closing, a,
-                              first);
+                              a->who, ngx_ioa_a2a_rewrite,
+                              ngx_ioa_a2a_closing, a, first);
 }
 
 
@@ -168,25 +168,68 @@ ngx_ioa_a2a_rewrite(ngx_ioa_sse_t *sse, ngx_ioa_msg_t *m, void *data)
 }
 
 
-/* the hub ends the stream (shutting down, a reader too slow): a JSON-RPC
- * error says so, and the client resubscribes */
+/*
+ * The hub ends the stream (shutting down, a reader too slow, the caller's
+ * token over): a JSON-RPC error says so, and the client resubscribes.  An
+ * A2A client takes every event for a response of its own, so the token's
+ * end is not an "ioa" close event as on an inbox but an error whose data
+ * names it, "token_expired" and closes_at, for a client that knows ioa to
+ * fetch a fresh token first; the warning before it was a comment
+ * (ngx_ioa_sse_send_text()).
+ */
 
 static void
-ngx_ioa_a2a_closing(ngx_ioa_sse_t *sse, const char *reason, void *data)
+ngx_ioa_a2a_closing(ngx_ioa_sse_t *sse, ngx_uint_t expired,
+    const char *reason, void *data)
 {
     ngx_ioa_a2a_t *a = data;
 
-    ngx_str_t  msg, e, out;
+    const char          *method;
+    ngx_str_t            msg, e, out;
+    ngx_pool_t          *pool;
+    ngx_ioa_jbuf_t       b;
+    ngx_ioa_loc_conf_t  *lcf;
 
-    msg.data = (u_char *) reason;
-    msg.len = ngx_strlen(reason);
+    pool = a->request->pool;
 
-    if (ngx_ioa_jsonrpc_error_object(a->request->pool,
-                                     NGX_IOA_JSONRPC_INTERNAL, &msg, &e)
-        == NGX_OK
-        && ngx_ioa_jsonrpc_message(a->request->pool, &a->rpc_id, "error", &e,
-                                   &out)
-           == NGX_OK)
+    if (!expired || a->who == NULL) {
+        msg.data = (u_char *) reason;
+        msg.len = ngx_strlen(reason);
+
+        if (ngx_ioa_jsonrpc_error_object(pool, NGX_IOA_JSONRPC_INTERNAL,
+                                         &msg, &e)
+            != NGX_OK)
+        {
+            return;
+        }
+
+    } else {
+        lcf = ngx_http_get_module_loc_conf(a->request, ngx_http_ioa_module);
+        method = a->v10 ? "SubscribeToTask" : "tasks/resubscribe";
+
+        if (ngx_ioa_jbuf_init(&b, pool, 256) != NGX_OK) {
+            return;
+        }
+
+        ngx_ioa_jbuf_literal(&b, "{\"code\":");
+        ngx_ioa_jbuf_int(&b, NGX_IOA_JSONRPC_INTERNAL);
+        ngx_ioa_jbuf_literal(&b, ",\"message\":\"token expired: "
+                             "resubscribe with a fresh token and "
+                             "Last-Event-ID (");
+        ngx_ioa_jbuf_raw(&b, (u_char *) method, ngx_strlen(method));
+        ngx_ioa_jbuf_literal(&b, "); the task goes on\",\"data\":"
+                             "{\"ioa_code\":\"token_expired\","
+                             "\"closes_at\":");
+        ngx_ioa_jbuf_int(&b, a->who->expires + lcf->auth_leeway);
+        ngx_ioa_jbuf_literal(&b, "}}");
+
+        if (ngx_ioa_jbuf_done(&b, &e) != NGX_OK) {
+            return;
+        }
+    }
+
+    if (ngx_ioa_jsonrpc_message(pool, &a->rpc_id, "error", &e, &out)
+        == NGX_OK)
     {
         (void) ngx_ioa_sse_event(sse, NULL, &out);
     }

@@ -11,12 +11,15 @@
  * and keeps to it:
  *
  *   ioa_auth_expiry_warning before   an error frame "token_expiring" (on
- *                                    SSE an "ioa" event) says when, and how
+ *                                    SSE an "ioa" event, on a facade's
+ *                                    stream a comment) says when, and how
  *                                    to go on;
  *   at exp + leeway                  the connection ends: a WebSocket with
  *                                    close code 1008 "token expired", an
- *                                    SSE stream with its close event, each
- *                                    after what was already queued for it.
+ *                                    SSE stream with its close event (an
+ *                                    A2A stream with a JSON-RPC error,
+ *                                    ngx_ioa_a2a_closing()), each after
+ *                                    what was already queued for it.
  *
  * A WebSocket may send {"op":"token","token":"<JWT>"} at any time.  The
  * token is verified as at the handshake (ngx_ioa_auth_jwt(): signature,

@@ -22,7 +22,8 @@
  *
  * With "ioa_auth jwt" a stream ends when its token expires, after a warning
  * event (ngx_ioa_expiry.c): an SSE client cannot send a fresh token, so it
- * reconnects with one and with Last-Event-ID, losing nothing.
+ * reconnects with one and with Last-Event-ID, losing nothing.  A facade's
+ * stream (ngx_ioa_sse_follow(), A2A's) keeps to its caller's token too.
  *
  * Output goes through nginx's filter chain (chunked on HTTP/1.1, DATA
  * frames on HTTP/2) with a flush per event-loop turn.  Every event is an
@@ -40,6 +41,10 @@
 
 
 #define NGX_IOA_SSE_KEEPALIVE  15000
+
+
+/* the "event" of ngx_ioa_sse_queue() that makes its data a comment */
+static const char  ngx_ioa_sse_comment[] = "";
 
 
 typedef struct ngx_ioa_sse_out_s  ngx_ioa_sse_out_t;
@@ -384,17 +389,22 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
  * stream (shutting down, a reader too slow), closing() queues the facade's
  * last word in its own protocol instead of our "ioa" event, and keepalives
  * are SSE comments: a facade's client may take every event for its own.
- * first, if given, is the first event; since, if given, the position the
- * stream resumes after (else its beginning).  An empty stream name sends
- * the first event and ends.  Called from a step of the request
- * (its body read, or an endpoint called): the caller finishes the request
- * with what this returns, NGX_DONE while the stream runs.
+ * So are our own frames (an error, the token_expiring warning): a comment
+ * ": {"op":"error",...}" that a person reading the wire sees and a
+ * facade's client skips.  who is the caller's identity: its token's "exp"
+ * ends the stream as it ends an inbox (ngx_ioa_expiry.c), with closing()
+ * told so (expired).  first, if given, is the first event; since, if
+ * given, the position the stream resumes after (else its beginning).  An
+ * empty stream name sends the first event and ends.  Called from a step of
+ * the request (its body read, or an endpoint called): the caller finishes
+ * the request with what this returns, NGX_DONE while the stream runs.
  */
 
 ngx_int_t
 ngx_ioa_sse_follow(ngx_http_request_t *r, ngx_str_t *stream,
-    ngx_ioa_sid_t *since, ngx_ioa_sse_rewrite_pt rewrite,
-    ngx_ioa_sse_closing_pt closing, void *data, ngx_str_t *first)
+    ngx_ioa_sid_t *since, ngx_ioa_identity_t *who,
+    ngx_ioa_sse_rewrite_pt rewrite, ngx_ioa_sse_closing_pt closing,
+    void *data, ngx_str_t *first)
 {
     ngx_ioa_sse_t  *sse;
 
@@ -408,6 +418,7 @@ ngx_ioa_sse_follow(ngx_http_request_t *r, ngx_str_t *stream,
     sse->rewrite = rewrite;
     sse->closing = closing;
     sse->rewrite_data = data;
+    sse->who = who;
 
     /* the stream keeps the module's context slot for itself from here
      * (the REST context's cleanup holds its own pointer) */
@@ -777,9 +788,11 @@ ngx_ioa_sse_send_text(ngx_ioa_client_t *cl, ngx_str_t *s)
     }
 
     /* our own frames (errors, teamup events) are named events, so an
-     * EventSource's onmessage sees envelopes only */
+     * EventSource's onmessage sees envelopes only; in a facade's stream,
+     * whose client reads every event as its protocol's, comments */
     return ngx_ioa_sse_queue(sse, NULL, s->data, s->len,
-                             cl->kind == NGX_IOA_CLIENT_OBSERVER
+                             sse->rewrite ? ngx_ioa_sse_comment
+                             : cl->kind == NGX_IOA_CLIENT_OBSERVER
                              ? NULL : "ioa");
 }
 
@@ -811,7 +824,8 @@ ngx_ioa_sse_close(ngx_ioa_client_t *cl, ngx_uint_t code, const char *reason)
     sse->out_bytes = 0;
 
     if (sse->closing) {
-        sse->closing(sse, reason ? reason : "", sse->rewrite_data);
+        sse->closing(sse, cl->expired, reason ? reason : "",
+                     sse->rewrite_data);
 
     } else {
         p = ngx_snprintf(buf, sizeof(buf),
@@ -861,18 +875,22 @@ ngx_ioa_sse_positioned(ngx_ioa_client_t *cl)
 
 
 /* queues "id: <id>\nevent: <event>\ndata: <data>\n\n"; without data, an
- * id-only block, without id and data the stream's opening "retry:", and
- * an event without id and data the comment ": <event>" */
+ * id-only block, without id and data the stream's opening "retry:", an
+ * event without id and data the comment ": <event>", and data with the
+ * event ngx_ioa_sse_comment the comment ": <data>" (one line) */
 
 static ngx_int_t
 ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id, u_char *data,
     size_t len, const char *event)
 {
     u_char             *p;
-    size_t              size;
+    size_t              size, i;
     ngx_ioa_sse_out_t  *o;
 
-    if (data == NULL && id == NULL && event) {
+    if (data && event == ngx_ioa_sse_comment) {
+        size = sizeof(": \n\n") - 1 + len;
+
+    } else if (data == NULL && id == NULL && event) {
         size = sizeof(": \n\n") - 1 + ngx_strlen(event);
 
     } else if (data == NULL && id == NULL) {
@@ -911,7 +929,19 @@ ngx_ioa_sse_queue(ngx_ioa_sse_t *sse, ngx_str_t *id, u_char *data,
     o->cl.buf = &o->buf;
     o->size = size;
 
-    if (data == NULL && id == NULL && event) {
+    if (data && event == ngx_ioa_sse_comment) {
+        *p++ = ':';
+        *p++ = ' ';
+
+        /* a newline would end the comment; JSON of ours has none */
+        for (i = 0; i < len; i++) {
+            *p++ = (data[i] == '\n' || data[i] == '\r') ? ' ' : data[i];
+        }
+
+        *p++ = '\n';
+        *p++ = '\n';
+
+    } else if (data == NULL && id == NULL && event) {
         p = ngx_sprintf(p, ": %s\n\n", event);
 
     } else if (data == NULL && id == NULL) {

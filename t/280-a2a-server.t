@@ -16,9 +16,12 @@ use IoaTest::Agent qw(fresh_hub json);
 use IoaTest::Api;
 use IoaTest::Facade qw(key token agent_proc stop_children online node_steps);
 use IoaTest::Goals qw(worker stop_workers);
+use IoaTest::SSE;
 use Cwd qw(abs_path);
 use FindBin;
 use LWP::UserAgent ();
+use MIME::Base64 ();
+use Time::HiRes qw(time);
 
 no_root_location();
 log_level('info');
@@ -71,6 +74,13 @@ sub sse_events {
         push @ev, { id => $id, data => $d, text => join("\n", @data) };
     }
     return @ev;
+}
+
+# a JWT's "exp"
+sub exp_of {
+    my $p = (split /\./, $_[0])[1];
+    $p =~ tr{-_}{+/};
+    return json()->decode(MIME::Base64::decode_base64($p))->{exp};
 }
 
 sub states_of { map { $_->{statusUpdate} ? $_->{statusUpdate}{status}{state} : () } @_ }
@@ -542,3 +552,72 @@ GET /health_check
 --- no_error_log
 [alert]
 [crit]
+
+
+
+=== TEST 6: an A2A stream ends at its token's exp plus leeway, after a warning comment, with a JSON-RPC error: resubscribe and streaming sends, both versions
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY;
+                 subrequest_output_buffer_size 1m; }
+    location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY;
+                      ioa_auth_leeway 1s; ioa_auth_expiry_warning 1s; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    # no worker: every task stays submitted, and a stream of it would
+    # follow it for ever
+    IoaTest::Goals::fresh($ctx);
+    my ($code, $doc) = rpc($ctx, 'SendMessage',
+        { message => { messageId => 'm', role => 'ROLE_USER', parts => [{ text => 'Wait' }] },
+          configuration => { returnImmediately => JSON::PP::true } },
+        Authorization => 'Bearer ' . token('Ann', 'launch'));
+    my $task = $doc->{result}{task}{id};
+    ok $task, 'a task that does not end' or diag json()->encode($doc);
+
+    my $m10 = { messageId => 'm', role => 'ROLE_USER', parts => [{ text => 'Wait more' }] };
+    my $m03 = { kind => 'message', messageId => 'm', role => 'user',
+                parts => [{ kind => 'text', text => 'Wait more' }] };
+    for my $c (['SubscribeToTask', { id => $task }], ['tasks/resubscribe', { id => $task }],
+               ['SendStreamingMessage', { message => $m10 }],
+               ['message/stream', { message => $m03 }])
+    {
+        my ($method, $params) = @$c;
+        my $short = token('Ann', 'launch', 3);
+        my $end = exp_of($short) + 1;                  # exp + ioa_auth_leeway
+        my $s = IoaTest::SSE->connect($ctx->host, $ctx->port, '/a2a', method => 'POST',
+            headers => [Authorization => "Bearer $short"],
+            body => json()->encode({ jsonrpc => '2.0', id => 9, method => $method,
+                                     params => $params }));
+        ok $s->ok, "$method: the stream opens with a token of 3 s" or diag $s->error;
+        my ($ev, @ev);
+        while (!$s->eof && !$s->done && time < $end + 4) {
+            $ev = $s->next_event(0.05) and defined $ev->{data} and push @ev, jdec($ev->{data});
+        }
+        my $at = time;
+        while ($ev = $s->next_event(0)) {              # what came with the end
+            push @ev, jdec($ev->{data}) if defined $ev->{data};
+        }
+        ok $s->eof || $s->done, "$method: the stream ends";
+        cmp_ok $at, '>', $end - 0.5, "$method: ... not before exp + leeway";
+        cmp_ok $at, '<', $end + 1.5, "$method: ... at exp + leeway"
+            or diag "ended at $at, exp + leeway $end";
+        my $task_of = $ev[0]{result}{task} // $ev[0]{result};
+        ok $task_of->{id}, "$method: first the task";
+        like $s->raw, qr/^: \{"op":"error","code":"token_expiring",.*"closes_at":$end\}$/m,
+            "$method: a comment warns first, naming the end";
+        my $last = $ev[-1];
+        is $last->{id}, 9, "$method: the last event answers the request";
+        is $last->{error}{code}, -32603, "$method: ... with an error";
+        is $last->{error}{data}{ioa_code}, 'token_expired', "$method: ... token_expired"
+            or diag json()->encode($last);
+        like $last->{error}{message}, qr/resubscribe with a fresh token/, "$method: ... saying how to go on";
+        is $last->{error}{data}{closes_at}, $end, "$method: ... and when it ended";
+        $s->close;
+    }
+--- no_error_log
+[alert]
+[crit]
+

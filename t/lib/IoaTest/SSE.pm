@@ -5,6 +5,9 @@
 #   # HTTP/1.1 over a raw socket (chunked bodies are decoded as they come)
 #   my $s = IoaTest::SSE->connect('127.0.0.1', $port, '/agents/Bob/inbox',
 #                                 headers => ['Last-Event-ID' => $id]);
+#   # a POST whose answer is a stream (a JSON-RPC facade's)
+#   my $s = IoaTest::SSE->connect('127.0.0.1', $port, '/a2a',
+#                                 method => 'POST', body => $json);
 #
 #   # anything curl speaks, e.g. HTTP/2 with prior knowledge; curl is our
 #   # child, read through a pipe, and killed by its pid in ->close
@@ -17,6 +20,7 @@
 #   my @m  = $s->messages(3, 2);  # the next 3 events without an `event:`
 #                                 # field (what EventSource's onmessage gets)
 #   $s->raw;                      # every body byte received so far
+#   $s->eof || $s->done;          # the connection, or the response, ended
 #   $s->close;
 #
 # Parsing follows the WHATWG rules: lines end in \n (or \r\n); "field: v"
@@ -54,10 +58,12 @@ sub connect {
     $self->{sock} = $s;
     my @h = (Host => "$host:$port", Accept => 'text/event-stream',
              @{ $opt{headers} || [] });
+    push @h, 'Content-Type' => 'application/json',
+             'Content-Length' => length $opt{body} if defined $opt{body};
     my $req = ($opt{method} // 'GET') . " $path HTTP/1.1\r\n";
     $req .= "$h[$_]: $h[$_ + 1]\r\n" for grep { $_ % 2 == 0 } 0 .. $#h;
     local $SIG{PIPE} = 'IGNORE';
-    syswrite $s, "$req\r\n";
+    syswrite $s, "$req\r\n" . ($opt{body} // '');
     $self->_read_head;
     return $self;
 }
@@ -96,6 +102,7 @@ sub headers { $_[0]{headers} }
 sub body    { $_[0]{body} }
 sub raw     { $_[0]{raw} }
 sub eof     { $_[0]{eof} }
+sub done    { $_[0]{done} }        # the chunked body's end seen
 sub last_id { $_[0]{last_id} }
 sub compressed { $_[0]{inflate} ? 1 : 0 }
 sub wire    { $_[0]{wire} // 0 }
