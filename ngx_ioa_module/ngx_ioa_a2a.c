@@ -1078,9 +1078,11 @@ ngx_ioa_a2a_answer(ngx_http_request_t *r, ngx_ioa_a2a_t *a)
 
 /*
  * The endpoint refused: its error as A2A's.  A task that is not there, or
- * not the caller's, is TaskNotFound either way (as GET /goals/{id} does not
- * say whose a goal is); a goal that ended cannot be cancelled or talked
- * to; the endpoint's own words are the message.
+ * not the caller's, is TaskNotFound in the same words either way: the goal
+ * endpoints answer both with the same 404 (ngx_ioa_goal_unknown()), so
+ * nothing here could tell them apart.  A 403 is the token's scope, for
+ * every operation.  A goal that ended cannot be cancelled or talked to;
+ * the endpoint's own words are the message.
  */
 
 static void
@@ -1112,17 +1114,14 @@ ngx_ioa_a2a_endpoint(ngx_http_request_t *r, ngx_ioa_a2a_t *a)
 
     case NGX_HTTP_NOT_FOUND:
         code = NGX_IOA_A2A_TASK_NOT_FOUND;
+
+        if (a->goal_id.len) {
+            ngx_str_set(&text, "no such task");
+        }
+
         break;
 
     case NGX_HTTP_FORBIDDEN:
-        if (a->goal_id.len && a->op != NGX_IOA_A2A_SEND
-            && a->op != NGX_IOA_A2A_STREAM)
-        {
-            code = NGX_IOA_A2A_TASK_NOT_FOUND;
-            ngx_str_set(&text, "no such task");
-            break;
-        }
-
         status = NGX_HTTP_FORBIDDEN;
         code = NGX_IOA_JSONRPC_INVALID_REQUEST;
         break;

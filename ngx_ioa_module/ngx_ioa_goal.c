@@ -95,8 +95,7 @@ static void ngx_ioa_goal_message_done(ngx_http_request_t *r,
     redisReply *reply);
 static ngx_ioa_goal_req_t *ngx_ioa_goal_req(ngx_http_request_t *r,
     ngx_str_t *id, ngx_ioa_identity_t *who);
-static ngx_int_t ngx_ioa_goal_not_yours(ngx_http_request_t *r,
-    ngx_str_t *id);
+static ngx_int_t ngx_ioa_goal_unknown(ngx_http_request_t *r);
 static void ngx_ioa_goal_events_owner(ngx_http_request_t *r,
     redisReply *reply);
 static ngx_int_t ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id,
@@ -896,7 +895,6 @@ ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply)
     ngx_str_t            s, name;
     redisReply          *e;
     ngx_ioa_jbuf_t       b;
-    ngx_ioa_error_t      err;
     ngx_ioa_goal_req_t  *gr;
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
@@ -906,8 +904,7 @@ ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply)
 
     if (reply->elements == 0 || reply->element[0]->type != REDIS_REPLY_STRING)
     {
-        ngx_ioa_error_set(&err, "unknown_goal", "goal_id", "no such goal");
-        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+        ngx_ioa_finish(r, ngx_ioa_goal_unknown(r));
         return;
     }
 
@@ -926,7 +923,7 @@ ngx_ioa_goal_read(ngx_http_request_t *r, redisReply *reply)
         if (e->type != REDIS_REPLY_STRING || e->len != gr->owner.len
             || ngx_strncmp(e->str, gr->owner.data, e->len) != 0)
         {
-            ngx_ioa_finish(r, ngx_ioa_goal_not_yours(r, &gr->goal_id));
+            ngx_ioa_finish(r, ngx_ioa_goal_unknown(r));
             return;
         }
     }
@@ -1027,7 +1024,6 @@ ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
 static void
 ngx_ioa_goal_events_owner(ngx_http_request_t *r, redisReply *reply)
 {
-    ngx_ioa_error_t      err;
     ngx_ioa_goal_req_t  *gr;
 
     gr = ngx_ioa_rest_get_data(r);
@@ -1038,15 +1034,14 @@ ngx_ioa_goal_events_owner(ngx_http_request_t *r, redisReply *reply)
     }
 
     if (reply->type != REDIS_REPLY_STRING) {
-        ngx_ioa_error_set(&err, "unknown_goal", "goal_id", "no such goal");
-        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err));
+        ngx_ioa_finish(r, ngx_ioa_goal_unknown(r));
         return;
     }
 
     if (reply->len != gr->owner.len
         || ngx_strncmp(reply->str, gr->owner.data, reply->len) != 0)
     {
-        ngx_ioa_finish(r, ngx_ioa_goal_not_yours(r, &gr->goal_id));
+        ngx_ioa_finish(r, ngx_ioa_goal_unknown(r));
         return;
     }
 
@@ -1129,17 +1124,24 @@ ngx_ioa_goal_req(ngx_http_request_t *r, ngx_str_t *id,
 }
 
 
+/*
+ * A goal that is not there, and one the caller may not see (another
+ * launcher's), get the same answer, byte for byte: a launcher must not
+ * learn that a goal id it guessed or saw in a log is live, nor when it
+ * ends.  So each check of ownership comes right after the check of
+ * existence (in goal_cancel.lua and goal_message.lua too, before the
+ * goal's state is looked at) and both end here, in words that do not name
+ * the id.
+ */
+
 static ngx_int_t
-ngx_ioa_goal_not_yours(ngx_http_request_t *r, ngx_str_t *id)
+ngx_ioa_goal_unknown(ngx_http_request_t *r)
 {
     ngx_ioa_error_t  err;
 
-    ngx_ioa_error_set(&err, "forbidden", "goal_id",
-                      "goal %V was launched by another client; only its "
-                      "launcher or an administrator may read, follow, "
-                      "cancel or post into it", id);
+    ngx_ioa_error_set(&err, "unknown_goal", "goal_id", "no such goal");
 
-    return ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err);
+    return ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND, &err);
 }
 
 
@@ -1205,19 +1207,12 @@ ngx_ioa_goal_cancel_done(ngx_http_request_t *r, redisReply *reply)
     id = &gr->goal_id;
 
     if (ngx_ioa_redis_error(reply, &code, &text) != NGX_OK) {
-        if (reply && code.len == 6 && ngx_strncmp(code.data, "NOGOAL", 6) == 0)
+        if (reply && ((code.len == 6
+                       && ngx_strncmp(code.data, "NOGOAL", 6) == 0)
+                      || (code.len == 8
+                          && ngx_strncmp(code.data, "NOTYOURS", 8) == 0)))
         {
-            ngx_ioa_error_set(&err, "unknown_goal", "goal_id",
-                              "no such goal");
-            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
-                                                 &err));
-            return;
-        }
-
-        if (reply && code.len == 8
-            && ngx_strncmp(code.data, "NOTYOURS", 8) == 0)
-        {
-            ngx_ioa_finish(r, ngx_ioa_goal_not_yours(r, id));
+            ngx_ioa_finish(r, ngx_ioa_goal_unknown(r));
             return;
         }
 
@@ -1388,19 +1383,12 @@ ngx_ioa_goal_message_done(ngx_http_request_t *r, redisReply *reply)
     gm = ngx_ioa_rest_get_data(r);
 
     if (ngx_ioa_redis_error(reply, &code, &text) != NGX_OK) {
-        if (reply && code.len == 6 && ngx_strncmp(code.data, "NOGOAL", 6) == 0)
+        if (reply && ((code.len == 6
+                       && ngx_strncmp(code.data, "NOGOAL", 6) == 0)
+                      || (code.len == 8
+                          && ngx_strncmp(code.data, "NOTYOURS", 8) == 0)))
         {
-            ngx_ioa_error_set(&err, "unknown_goal", "goal_id",
-                              "no such goal");
-            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_NOT_FOUND,
-                                                 &err));
-            return;
-        }
-
-        if (reply && code.len == 8
-            && ngx_strncmp(code.data, "NOTYOURS", 8) == 0)
-        {
-            ngx_ioa_finish(r, ngx_ioa_goal_not_yours(r, &gm->goal_id));
+            ngx_ioa_finish(r, ngx_ioa_goal_unknown(r));
             return;
         }
 

@@ -413,18 +413,19 @@ GET /health_check
                      { sender => 'ops', comm_id => $cid, content => 'let me in' });
     is "$code $d->{code}", '403 not_member', 'a launch token posts only where it is a member';
 
-    # a goal is its launcher's (and an administrator's)
+    # a goal is its launcher's (and an administrator's); to anyone else it
+    # is not there (t/280-a2a-server.t TEST 7: byte for byte)
     my $eve = tok('eve', 'launch');
     ($code, $d) = as($ctx, $eve, GET => "/goals/$gid");
-    is "$code $d->{code} $d->{field}", '403 forbidden goal_id', 'another launcher does not read it';
-    like $d->{message}, qr/launched by another client/, '... and is told why';
+    is "$code $d->{code} $d->{field}", '404 unknown_goal goal_id', 'another launcher does not read it';
+    is $d->{message}, 'no such goal', '... and is told no more than of an unknown goal';
     ($code, $d) = as($ctx, $eve, POST => "/goals/$gid/messages", { content => 'stop' });
-    is "$code $d->{code}", '403 forbidden', '... nor posts into it';
+    is "$code $d->{code}", '404 unknown_goal', '... nor posts into it';
     ($code, $d) = as($ctx, $eve, POST => "/goals/$gid/cancel");
-    is "$code $d->{code}", '403 forbidden', '... nor cancels it';
+    is "$code $d->{code}", '404 unknown_goal', '... nor cancels it';
     is redis_cmd('HGET', "ioa:{goal:$gid}:meta", 'state'), 'queued', '... which stays queued';
     $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, "/goals/$gid/events", headers => bearer($eve));
-    is $sse->status, 403, '... nor follows it';
+    is $sse->status, 404, '... nor follows it';
     $sse = IoaTest::SSE->connect($ctx->host, $ctx->port, "/goals/$gid/events", headers => bearer(tok('ops', 'launch')));
     ok $sse->ok, 'its launcher follows it' or diag $sse->error;
     my $ev = $sse->next_event(3);

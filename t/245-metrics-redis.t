@@ -286,7 +286,7 @@ GET /health_check
     ($code, $d) = goals($ctx, '?state=queued', @dev);
     is_deeply ids($d), [$d1], 'dev: its one goal, with a state filter';
     ($code) = api($ctx, GET => "/goals/$o1", undef, headers => [@dev]);
-    is $code, 403, 'as GET /goals/{id}: another launcher\'s goal is not dev\'s to read';
+    is $code, 404, 'as GET /goals/{id}: another launcher\'s goal is not there for dev';
 
     ($code, $d) = goals($ctx, '', @agt);
     is $code, 403, 'an agent token may not list goals';

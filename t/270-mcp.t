@@ -288,9 +288,9 @@ GET /health_check
     ok grep({ ($_->{task_conclusion} // '') =~ /GOOD NIGHT/ } @{ $tr->{room}{chat_record} // [] }),
         'its transcript, with the result' or diag json()->encode($o[3]);
     ok !$o[4]{ok}, 'Ann\'s goal\'s transcript: refused';
-    like $o[4]{error}{message}, qr/launched by another client/, 'saying why'
+    is $o[4]{error}{code}, -32002, '... as a goal that does not exist'
         or diag json()->encode($o[4]);
-    is $o[5]{result}{structuredContent}{status}, 403, 'and its status: 403';
+    is $o[5]{result}{structuredContent}{status}, 404, 'and its status: 404, as an unknown goal\'s';
     stop_children();
     stop_workers();
 --- no_error_log

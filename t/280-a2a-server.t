@@ -621,3 +621,78 @@ GET /health_check
 [alert]
 [crit]
 
+
+
+=== TEST 7: another launcher's task is answered exactly as one that does not exist, over A2A (both versions) and REST; an administrator sees it
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY;
+                 subrequest_output_buffer_size 1m; }
+    location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    IoaTest::Goals::fresh($ctx);
+    my $ann = token('Ann', 'launch');
+    my $bob = token('Bob', 'launch');
+    my ($code, $doc) = rpc($ctx, 'SendMessage',
+        { message => { messageId => 'm', role => 'ROLE_USER', parts => [{ text => 'Ann\'s' }] },
+          configuration => { returnImmediately => JSON::PP::true } },
+        Authorization => "Bearer $ann");
+    my $task = $doc->{result}{task}{id};
+    ok $task, 'Ann\'s task' or diag json()->encode($doc);
+    my $none = join '', map { sprintf '%x', int rand 16 } 1 .. 32;
+
+    # the answer to Bob about $id ($id for <id> in the request), with
+    # <id> for $id in it
+    my $ask = sub {
+        my ($id, $method, $path, $body) = @_;
+        $path =~ s/<id>/$id/g;
+        $body = json()->encode($body) =~ s/<id>/$id/gr if defined $body;
+        my (undef, undef, $res) = raw($ctx, $method, $path, $body, Authorization => "Bearer $bob");
+        (my $text = $res->content) =~ s/\Q$id\E/<id>/g;
+        return join "\n", $res->code, $res->header('Content-Type') // '', $text;
+    };
+    my $msg = sub {
+        my ($v10) = @_;
+        return { message => { messageId => 'm', taskId => '<id>',
+                              $v10 ? (role => 'ROLE_USER') : (kind => 'message', role => 'user'),
+                              parts => [{ $v10 ? () : (kind => 'text'), text => 'stop' }] } };
+    };
+    my $call = sub { (POST => '/a2a', { jsonrpc => '2.0', id => 7, method => $_[0], params => $_[1] }) };
+    my @cases = (
+        (map { [ $_, $call->($_, { id => '<id>' }) ] }
+             qw(GetTask tasks/get CancelTask tasks/cancel SubscribeToTask tasks/resubscribe)),
+        (map { [ $_, $call->($_, $msg->(/^[A-Z]/)) ] }
+             qw(SendMessage message/send SendStreamingMessage message/stream)),
+        [ 'GET /goals/{id}', GET => '/goals/<id>' ],
+        [ 'GET /goals/{id}/events', GET => '/goals/<id>/events' ],
+        [ 'POST /goals/{id}/cancel', POST => '/goals/<id>/cancel' ],
+        [ 'POST /goals/{id}/messages', POST => '/goals/<id>/messages', { content => 'stop' } ],
+    );
+    for my $c (@cases) {
+        my ($name, @req) = @$c;
+        my $theirs = $ask->($task, @req);
+        my $unknown = $ask->($none, @req);
+        is $theirs, $unknown, "$name: Ann's task, to Bob, as an unknown one";
+        like $unknown, $name =~ m{^(?:GET|POST) /}
+                       ? qr/^404\napplication\/json\n\{"op":"error","code":"unknown_goal",/
+                       : qr/^200\napplication\/json\n.*"code":-32001,/s,
+            "$name: which is not found" or diag $unknown;
+    }
+    is redis_cmd('HGET', "ioa:{goal:$task}:meta", 'state'), 'queued', 'Bob cancelled nothing';
+    is redis_cmd('XLEN', "ioa:{goal:$task}:inbox"), 0, '... and posted nothing';
+
+    ($code, $doc) = rpc($ctx, 'GetTask', { id => $task },
+                        Authorization => 'Bearer ' . token('root', 'admin'));
+    is $doc->{result}{id}, $task, 'an administrator gets the task' or diag json()->encode($doc);
+    ($code, $doc) = raw($ctx, GET => "/goals/$task", undef,
+                        Authorization => 'Bearer ' . token('root', 'admin'));
+    is "$code $doc->{launched_by}", '200 Ann', '... and the goal';
+    ($code, $doc) = rpc($ctx, 'tasks/get', { id => $task }, Authorization => "Bearer $ann");
+    is $doc->{result}{status}{state}, 'submitted', 'and Ann hers';
+--- no_error_log
+[alert]
+[crit]
