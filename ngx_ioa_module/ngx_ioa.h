@@ -428,9 +428,21 @@ ngx_ioa_main_conf_t *ngx_ioa_main_conf(void);
 /* the rule in words, for error messages */
 #define NGX_IOA_NAME_RULE                                                     \
     "1 to 64 characters of UTF-8, no control character, \"/\", \"{\" or "    \
-    "\"}\", no space at either end (and ioa_agent_name_pattern, if set)"
+    "\"}\", no space at either end, no invisible or bidirectional-control "  \
+    "character, in Unicode NFC (and ioa_agent_name_pattern, if set)"
+/* ngx_ioa_name_check()'s reason, NUL included: the rule is the longest */
+#define NGX_IOA_NAME_WHY_LEN      256
 
-ngx_int_t ngx_ioa_valid_name(ngx_str_t *name);
+/*
+ * ngx_ioa_name_check() answers NGX_OK, NGX_DECLINED (outside the rule) or
+ * NGX_IOA_NAME_LOOKALIKE (an invisible or bidirectional-control character,
+ * or not NFC): deletion accepts the last, so that an agent registered
+ * under such a name before the rule refused it can still be removed
+ */
+#define NGX_IOA_NAME_LOOKALIKE    NGX_ABORT
+
+ngx_int_t ngx_ioa_name_check(ngx_str_t *name, u_char *why);
+#define ngx_ioa_valid_name(name)  ngx_ioa_name_check(name, NULL)
 int64_t ngx_ioa_now_ms(void);
 
 

@@ -513,6 +513,7 @@ ngx_ioa_auth_jwt(ngx_pool_t *pool, ngx_ioa_loc_conf_t *lcf, ngx_str_t *token,
     ngx_str_t           alg, sig, raw, s;
     ngx_uint_t          i, want;
     ngx_ioa_jwt_key_t  *key;
+    u_char              why[NGX_IOA_NAME_WHY_LEN];
 
     if (token->len > NGX_IOA_JWT_MAX) {
         ngx_ioa_error_set(err, "unauthorized", NULL,
@@ -647,10 +648,9 @@ ngx_ioa_auth_jwt(ngx_pool_t *pool, ngx_ioa_loc_conf_t *lcf, ngx_str_t *token,
     }
 
     /* the same rule as every other place a name enters */
-    if (ngx_ioa_valid_name(&id->sub) != NGX_OK) {
+    if (ngx_ioa_name_check(&id->sub, why) != NGX_OK) {
         ngx_ioa_error_set(err, "unauthorized", NULL,
-                          "the token's \"sub\" is not a name: "
-                          NGX_IOA_NAME_RULE);
+                          "the token's \"sub\" is not a name: %s", why);
         return NGX_DECLINED;
     }
 
@@ -711,6 +711,7 @@ static ngx_int_t
 ngx_ioa_auth_request(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
     ngx_ioa_identity_t *id, ngx_ioa_error_t *err)
 {
+    u_char     why[NGX_IOA_NAME_WHY_LEN];
     ngx_str_t  scopes;
 
     if (ngx_http_complex_value(r, lcf->auth_identity, &id->sub) != NGX_OK) {
@@ -723,10 +724,10 @@ ngx_ioa_auth_request(ngx_http_request_t *r, ngx_ioa_loc_conf_t *lcf,
         return NGX_DECLINED;
     }
 
-    if (ngx_ioa_valid_name(&id->sub) != NGX_OK) {
+    if (ngx_ioa_name_check(&id->sub, why) != NGX_OK) {
         ngx_ioa_error_set(err, "unauthorized", NULL,
                           "the identity the authentication service named is "
-                          "not a name: " NGX_IOA_NAME_RULE);
+                          "not a name: %s", why);
         return NGX_DECLINED;
     }
 

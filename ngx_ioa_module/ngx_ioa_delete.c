@@ -140,10 +140,20 @@ ngx_ioa_agent_delete_handler(ngx_http_request_t *r, ngx_str_t *name,
     size_t             argvlen[2];
     ngx_str_t          key;
     const char        *argv[2];
+    ngx_int_t          rc;
     ngx_ioa_error_t    err;
     ngx_ioa_delete_t  *d;
 
-    if (ngx_ioa_valid_name(name) != NGX_OK) {
+    /*
+     * A look-alike name (ngx_ioa_name_check()) is deleted, not refused:
+     * one registered before the rule refused it must still be removable,
+     * and no token can carry such a name, so it takes an admin (or open
+     * mode) to name it.
+     */
+
+    rc = ngx_ioa_valid_name(name);
+
+    if (rc != NGX_OK && rc != NGX_IOA_NAME_LOOKALIKE) {
         ngx_ioa_error_set(&err, "invalid_name", "name",
                           "an agent name has " NGX_IOA_NAME_RULE);
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);

@@ -421,6 +421,7 @@ static ngx_int_t
 ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
     ngx_ioa_error_t *err)
 {
+    u_char                    why[NGX_IOA_NAME_WHY_LEN];
     size_t                    i;
     yajl_val                  v, w;
     ngx_str_t                 s;
@@ -485,10 +486,15 @@ ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
         for (i = 0; i < v->u.array.len; i++) {
             w = v->u.array.values[i];
 
-            if (ngx_ioa_json_string(w, &s) != NGX_OK
-                || ngx_ioa_valid_name(&s) != NGX_OK)
-            {
+            if (ngx_ioa_json_string(w, &s) != NGX_OK) {
                 goto bad_names;
+            }
+
+            if (ngx_ioa_name_check(&s, why) != NGX_OK) {
+                ngx_ioa_error_set(err, "invalid_request", "team_member_names",
+                                  "\"team_member_names\"[%uz] is not a "
+                                  "name: %s", i, why);
+                return NGX_ERROR;
             }
         }
     }
@@ -522,12 +528,15 @@ ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
 
     v = ngx_ioa_json_get(doc, "person");
 
-    if (v && !YAJL_IS_NULL(v)
-        && (ngx_ioa_json_string(v, &s) != NGX_OK
-            || ngx_ioa_valid_name(&s) != NGX_OK))
-    {
+    if (v && !YAJL_IS_NULL(v) && ngx_ioa_json_string(v, &s) != NGX_OK) {
         ngx_ioa_error_set(err, "invalid_request", "person",
                           "\"person\" must be an agent name, or null");
+        return NGX_ERROR;
+    }
+
+    if (v && !YAJL_IS_NULL(v) && ngx_ioa_name_check(&s, why) != NGX_OK) {
+        ngx_ioa_error_set(err, "invalid_request", "person",
+                          "\"person\" is not a name: %s", why);
         return NGX_ERROR;
     }
 
@@ -1289,7 +1298,7 @@ ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
 static void
 ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char              now[NGX_INT64_LEN];
+    u_char              now[NGX_INT64_LEN], why[NGX_IOA_NAME_WHY_LEN];
     yajl_val            doc, v;
     ngx_str_t           content, meta, inbox, control;
     const char         *argv[9];
@@ -1322,11 +1331,16 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
         if (v == NULL) {
             ngx_str_set(&gm->sender, "user");
 
-        } else if (ngx_ioa_json_string(v, &gm->sender) != NGX_OK
-                   || ngx_ioa_valid_name(&gm->sender) != NGX_OK)
-        {
+        } else if (ngx_ioa_json_string(v, &gm->sender) != NGX_OK) {
             ngx_ioa_error_set(&err, "invalid_request", "sender",
                               "\"sender\" must be a name as agents have");
+            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST,
+                                                 &err));
+            return;
+
+        } else if (ngx_ioa_name_check(&gm->sender, why) != NGX_OK) {
+            ngx_ioa_error_set(&err, "invalid_request", "sender",
+                              "\"sender\" is not a name: %s", why);
             ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST,
                                                  &err));
             return;

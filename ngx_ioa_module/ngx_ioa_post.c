@@ -76,6 +76,7 @@ ngx_ioa_envelope_read(ngx_pool_t *pool, u_char *data, size_t len,
     ngx_str_t *name, ngx_ioa_loc_conf_t *lcf, ngx_ioa_envelope_t *env,
     ngx_ioa_error_t *err)
 {
+    u_char       why[NGX_IOA_NAME_WHY_LEN];
     ngx_uint_t   i;
     ngx_str_t   *speaker;
 
@@ -88,9 +89,9 @@ ngx_ioa_envelope_read(ngx_pool_t *pool, u_char *data, size_t len,
         return NGX_ERROR;
     }
 
-    if (env->sender.len && ngx_ioa_valid_name(&env->sender) != NGX_OK) {
+    if (env->sender.len && ngx_ioa_name_check(&env->sender, why) != NGX_OK) {
         ngx_ioa_error_set(err, "invalid_name", "sender",
-                          "\"sender\" is not a name: " NGX_IOA_NAME_RULE);
+                          "\"sender\" is not a name: %s", why);
         return NGX_ERROR;
     }
 
@@ -103,10 +104,10 @@ ngx_ioa_envelope_read(ngx_pool_t *pool, u_char *data, size_t len,
         speaker = env->next_speaker->elts;
 
         for (i = 0; i < env->next_speaker->nelts; i++) {
-            if (ngx_ioa_valid_name(&speaker[i]) != NGX_OK) {
+            if (ngx_ioa_name_check(&speaker[i], why) != NGX_OK) {
                 ngx_ioa_error_set(err, "invalid_name", "next_speaker",
                                   "\"next_speaker\" entry %ui is not a "
-                                  "name: " NGX_IOA_NAME_RULE, i);
+                                  "name: %s", i, why);
                 return NGX_ERROR;
             }
         }

@@ -115,6 +115,8 @@ static ngx_int_t ngx_ioa_reg_terms(ngx_http_request_t *r, ngx_str_t *texts,
 static void ngx_ioa_presence_done(redisReply *reply, void *data);
 static ngx_int_t ngx_ioa_invalid(ngx_http_request_t *r, const char *field,
     const char *text);
+static ngx_int_t ngx_ioa_invalid_name(ngx_http_request_t *r,
+    const char *field, u_char *why);
 
 
 static ngx_str_t  ngx_ioa_agent_types[] = {
@@ -158,6 +160,7 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_str_t                agent_key, agents_key, stats_key;
     ngx_ioa_main_conf_t     *mcf;
     ngx_ioa_registry_ctx_t  *rctx;
+    u_char                   why[NGX_IOA_NAME_WHY_LEN];
 
     doc = ngx_ioa_body_json(r, body);
     if (doc == NULL) {
@@ -172,11 +175,14 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 
     v = ngx_ioa_json_get(doc, "name");
 
-    if (v == NULL || ngx_ioa_json_string(v, &name) != NGX_OK
-        || ngx_ioa_valid_name(&name) != NGX_OK)
-    {
+    if (v == NULL || ngx_ioa_json_string(v, &name) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_invalid(r, "name",
                        "\"name\" must be a name: " NGX_IOA_NAME_RULE));
+        return;
+    }
+
+    if (ngx_ioa_name_check(&name, why) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_invalid_name(r, "name", why));
         return;
     }
 
@@ -1027,6 +1033,7 @@ ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
     size_t                  *argvlen;
     ngx_ioa_main_conf_t     *mcf;
     ngx_ioa_registry_ctx_t  *rctx;
+    u_char                   why[NGX_IOA_NAME_WHY_LEN];
 
     doc = ngx_ioa_body_json(r, body);
     if (doc == NULL) {
@@ -1075,12 +1082,16 @@ ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
 
     for (i = 0; i < n; i++) {
         if (ngx_ioa_json_string(rctx->single ? v : v->u.array.values[i], &s)
-            != NGX_OK
-            || ngx_ioa_valid_name(&s) != NGX_OK)
+            != NGX_OK)
         {
             ngx_ioa_finish(r, ngx_ioa_invalid(r, "name",
                            "every name must be a name: "
                            NGX_IOA_NAME_RULE));
+            return;
+        }
+
+        if (ngx_ioa_name_check(&s, why) != NGX_OK) {
+            ngx_ioa_finish(r, ngx_ioa_invalid_name(r, "name", why));
             return;
         }
 
@@ -1577,6 +1588,24 @@ ngx_ioa_invalid(ngx_http_request_t *r, const char *field, const char *text)
     ngx_ioa_error_t  err;
 
     ngx_ioa_error_set(&err, "invalid_request", field, "%s", text);
+
+    return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+}
+
+
+/*
+ * A name the rule refuses, and why (ngx_ioa_name_check()).  The name
+ * itself is not echoed: it may hold the very bidirectional control that
+ * got it refused, which would reorder the message around it.
+ */
+
+static ngx_int_t
+ngx_ioa_invalid_name(ngx_http_request_t *r, const char *field, u_char *why)
+{
+    ngx_ioa_error_t  err;
+
+    ngx_ioa_error_set(&err, "invalid_request", field,
+                      "\"%s\" is not a name: %s", field, why);
 
     return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
 }

@@ -724,6 +724,7 @@ static void
 ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
 {
     u_char                rnd[16], *hex, max[NGX_INT_T_LEN];
+    u_char                why[NGX_IOA_NAME_WHY_LEN];
     ngx_msec_t            retry;
     size_t                i, j, n;
     yajl_val              doc, sender, names, team, v;
@@ -759,11 +760,16 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
     team = ngx_ioa_json_get(doc, "team_name");
 
     if (!YAJL_IS_OBJECT(doc)
-        || sender == NULL || ngx_ioa_json_string(sender, &t->creator) != NGX_OK
-        || ngx_ioa_valid_name(&t->creator) != NGX_OK)
+        || sender == NULL || ngx_ioa_json_string(sender, &t->creator) != NGX_OK)
     {
         ngx_ioa_error_set(&err, "invalid_request", "sender",
                           "\"sender\" must be a registered agent name");
+        goto invalid;
+    }
+
+    if (ngx_ioa_name_check(&t->creator, why) != NGX_OK) {
+        ngx_ioa_error_set(&err, "invalid_request", "sender",
+                          "\"sender\" is not a name: %s", why);
         goto invalid;
     }
 
@@ -806,12 +812,17 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
         if (i < names->u.array.len) {
             v = names->u.array.values[i];
 
-            if (ngx_ioa_json_string(v, &s) != NGX_OK
-                || ngx_ioa_valid_name(&s) != NGX_OK)
-            {
+            if (ngx_ioa_json_string(v, &s) != NGX_OK) {
                 ngx_ioa_error_set(&err, "invalid_request", "agent_names",
                                   "\"agent_names\"[%uz] is not a valid "
                                   "agent name", i);
+                goto invalid;
+            }
+
+            if (ngx_ioa_name_check(&s, why) != NGX_OK) {
+                ngx_ioa_error_set(&err, "invalid_request", "agent_names",
+                                  "\"agent_names\"[%uz] is not a name: %s",
+                                  i, why);
                 goto invalid;
             }
 

@@ -107,6 +107,7 @@ static void
 ngx_ioa_erase_body(ngx_http_request_t *r, ngx_str_t *body)
 {
     yajl_val          doc, v;
+    ngx_int_t         rc;
     ngx_str_t         s;
     const char       *argv[2];
     size_t            argvlen[2];
@@ -122,9 +123,11 @@ ngx_ioa_erase_body(ngx_http_request_t *r, ngx_str_t *body)
 
     v = ngx_ioa_json_get(doc, "sender");
 
-    if (v == NULL || ngx_ioa_json_string(v, &s) != NGX_OK
-        || ngx_ioa_valid_name(&s) != NGX_OK)
-    {
+    /* a look-alike sender too: see ngx_ioa_agent_delete_handler() */
+    rc = (v == NULL || ngx_ioa_json_string(v, &s) != NGX_OK)
+         ? NGX_DECLINED : ngx_ioa_valid_name(&s);
+
+    if (rc != NGX_OK && rc != NGX_IOA_NAME_LOOKALIKE) {
         ngx_ioa_error_set(&err, "invalid_request", "sender",
                           "\"sender\" must be the name of the agent whose "
                           "envelopes to erase");

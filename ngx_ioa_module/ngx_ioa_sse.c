@@ -143,11 +143,11 @@ ngx_ioa_agent_post_handler(ngx_http_request_t *r, ngx_str_t *name)
 {
     ngx_ioa_error_t       err;
     ngx_ioa_http_post_t  *hp;
+    u_char                why[NGX_IOA_NAME_WHY_LEN];
 
-    if (ngx_ioa_valid_name(name) != NGX_OK) {
+    if (ngx_ioa_name_check(name, why) != NGX_OK) {
         ngx_ioa_error_set(&err, "invalid_name", "agent_name",
-                          "agent name \"%V\" is not a name: "
-                          NGX_IOA_NAME_RULE, name);
+                          "agent name \"%V\" is not a name: %s", name, why);
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
     }
 
@@ -276,13 +276,15 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
     ngx_ioa_error_t       err;
     ngx_table_elt_t      *h;
     ngx_ioa_loc_conf_t   *lcf;
+    u_char                why[NGX_IOA_NAME_WHY_LEN];
 
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
 
-    if (kind == NGX_IOA_CLIENT_AGENT && ngx_ioa_valid_name(name) != NGX_OK) {
+    if (kind == NGX_IOA_CLIENT_AGENT
+        && ngx_ioa_name_check(name, why) != NGX_OK)
+    {
         ngx_ioa_error_set(&err, "invalid_name", "agent_name",
-                          "agent name \"%V\" is not a name: "
-                          NGX_IOA_NAME_RULE, name);
+                          "agent name \"%V\" is not a name: %s", name, why);
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
     }
 

@@ -199,6 +199,7 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
     ngx_pool_cleanup_t        *cln;
     ngx_ioa_loc_conf_t        *lcf;
     ngx_http_core_loc_conf_t  *clcf;
+    u_char                     why[NGX_IOA_NAME_WHY_LEN];
 
     c = r->connection;
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
@@ -230,10 +231,11 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
         return ngx_ioa_send_error(r, status, &err);
     }
 
-    if (kind == NGX_IOA_CLIENT_AGENT && ngx_ioa_valid_name(name) != NGX_OK) {
+    if (kind == NGX_IOA_CLIENT_AGENT
+        && ngx_ioa_name_check(name, why) != NGX_OK)
+    {
         ngx_ioa_error_set(&err, "invalid_name", "agent_name",
-                          "agent name \"%V\" is not a name: "
-                          NGX_IOA_NAME_RULE, name);
+                          "agent name \"%V\" is not a name: %s", name, why);
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
     }
 

@@ -66,7 +66,7 @@ build() {
             -I "$src/src/http/modules" -I "$OUT/obj" -I "$OUT/obj/addon/ioa" \
             -I "$REPO/ngx_ioa_module" -I "$REPO/fuzz" \
             "$REPO/fuzz/$h.c" "$REPO/fuzz/fuzz_common.c" $objs "$OUT/nginx-nomain.o" \
-            -lcrypt -lpcre2-8 -lssl -lcrypto -lz -lhiredis -lyajl -lpthread \
+            -lcrypt -lpcre2-8 -lssl -lcrypto -lz -lhiredis -lyajl -lunistring -lpthread \
             -o "$OUT/bin/$h"
     done
 }
