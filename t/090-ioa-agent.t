@@ -869,7 +869,9 @@ GET /health_check
     like $out, qr/--exec PROGRAM \[ARG\.\.\.\]/, '--help documents --exec';
 
     # the hub's built-in name rule is checked before anything is sent
-    for my $bad ('B{ad}', 'a/b', ' Lead', "Tab\tbed", 'x' x 65) {
+    # (bytes: "a" + U+0308 is not NFC; U+200B and U+202E render as nothing)
+    for my $bad ('B{ad}', 'a/b', ' Lead', "Tab\tbed", 'x' x 65,
+                 "Pla\xcc\x88", "Lk-x\xe2\x80\x8b", "Lk\xe2\x80\xae-x") {
         ($rc, $out) = $run->('--name', quotemeta $bad, '--desc', 'x', '--exec', 'true');
         is $rc, 2, "--name \"$bad\": exit 2";
         like $out, qr/is not a name the hub accepts: 1 to 64 characters of UTF-8/, '... stating the rule';

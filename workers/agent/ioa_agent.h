@@ -46,7 +46,8 @@
 #define IOA_NAME_MAX_BYTES 256
 #define IOA_NAME_RULE                                                          \
     "1 to 64 characters of UTF-8, no control character, \"/\", \"{\" or "     \
-    "\"}\", no space at either end"
+    "\"}\", no space at either end, no invisible or bidirectional-control "   \
+    "character, in Unicode NFC"
 
 /* log.c */
 
