@@ -63,6 +63,7 @@ struct ngx_ioa_sse_s {
     ngx_http_request_t       *request;
     ngx_ioa_sse_out_t        *out;
     ngx_ioa_sse_out_t       **out_tail;
+    ngx_ioa_sse_out_t        *sent;      /* written, still seen by filters */
     size_t                    out_bytes;
     ngx_event_t               keepalive;
     ngx_event_t               flush;
@@ -1054,23 +1055,40 @@ ngx_ioa_sse_flush(ngx_ioa_sse_t *sse)
         return NGX_ERROR;
     }
 
-    /* free what nginx has written */
+    /*
+     * A buffer nginx has written is not ours to free at once: the body
+     * filters keep chain links to it in their busy lists (the chunked
+     * filter's, the copy filter's) and look at it again the next time
+     * data passes (ngx_chain_update_chains), and only then let go of the
+     * links of the buffers that were written.  So a written buffer waits
+     * on `sent` and is freed after the next call that passed new data;
+     * freed at once, ASan saw the chunked filter read it.
+     */
+
+    if (first) {
+        while (sse->sent) {
+            o = sse->sent;
+            sse->sent = o->next;
+            ngx_free(o);
+        }
+    }
 
     while (sse->out && sse->out->buf.pos == sse->out->buf.last) {
         o = sse->out;
         sse->out = o->next;
         sse->out_bytes -= ngx_min(sse->out_bytes, o->size);
         ngx_ioa_stat_add(NGX_IOA_STAT_SENT_BYTES + NGX_IOA_VIA_SSE, o->size);
-        ngx_free(o);
+        o->next = sse->sent;
+        sse->sent = o;
     }
 
     if (sse->out == NULL) {
         sse->out_tail = &sse->out;
     }
 
-    /* a paused catch-up reads on once a quarter of the limit is left */
+    /* a paused catch-up reads on once half its window is left */
     if (sse->client.catchup_paused && !sse->client.closed
-        && sse->out_bytes <= sse->client.lcf->send_queue_limit / 4)
+        && sse->out_bytes <= ngx_ioa_catchup_window(&sse->client) / 2)
     {
         ngx_ioa_client_drained(&sse->client);
     }
@@ -1239,6 +1257,12 @@ ngx_ioa_sse_cleanup(void *data)
     while (sse->out) {
         o = sse->out;
         sse->out = o->next;
+        ngx_free(o);
+    }
+
+    while (sse->sent) {
+        o = sse->sent;
+        sse->sent = o->next;
         ngx_free(o);
     }
 }
