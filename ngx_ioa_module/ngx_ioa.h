@@ -662,7 +662,6 @@ ngx_int_t ngx_ioa_limit_launch(ngx_str_t *name, ngx_msec_t *retry,
 ngx_int_t ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id,
     ngx_msec_t *retry, ngx_ioa_error_t *err);
 void ngx_ioa_client_drained(ngx_ioa_client_t *cl);
-size_t ngx_ioa_catchup_window(ngx_ioa_client_t *cl);
 ngx_int_t ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name,
     ngx_ioa_error_t *err);
 ngx_str_t *ngx_ioa_limit_conn_who(ngx_ioa_client_kind_e kind,

@@ -37,9 +37,8 @@
  * 1 MiB envelopes asked for gigabytes in one pipeline: Redis built every
  * reply before writing the first, stayed silent past ioa_redis_timeout,
  * the connection was dropped, and the same reads were sent again.  A
- * catch-up also pauses while its client has its window queued (half of
- * ioa_send_queue_limit, at most NGX_IOA_CATCHUP_WINDOW), and reads on once
- * the client has taken half of it.
+ * catch-up also pauses while its client has half of ioa_send_queue_limit
+ * queued, and reads on once the client has taken most of it.
  *
  * Messages are built once per worker (ngx_ioa_msg_t, reference counted):
  * the WebSocket frame header is written right in front of the JSON, so one
@@ -62,17 +61,6 @@
 /* catch-up reads in flight per worker, and the bytes each asks for */
 #define NGX_IOA_CATCHUP_SLOTS    16
 #define NGX_IOA_CATCHUP_BYTES    (1024 * 1024)
-
-/*
- * What a catch-up may queue for one client before it pauses: half of
- * ioa_send_queue_limit, and never more than this.  A client that does not
- * read (a stream opened on a big room and left) then holds at most this
- * much queued, plus one read of at most half of it on its way: about
- * 768 KiB whatever the room's size, instead of 2 MiB of the default 4m
- * limit plus 1 MiB read.  A reader that keeps up only sees more, smaller
- * reads.
- */
-#define NGX_IOA_CATCHUP_WINDOW   (512 * 1024)
 
 
 static void ngx_ioa_link_catchup_read(ngx_ioa_link_t *lk);
@@ -105,16 +93,6 @@ ngx_ioa_link_init(ngx_cycle_t *cycle)
     }
 
     return NGX_OK;
-}
-
-
-/* what a catch-up queues for cl before it waits for cl to read; it reads
- * on once cl has half of it left (the transports' write handlers) */
-
-size_t
-ngx_ioa_catchup_window(ngx_ioa_client_t *cl)
-{
-    return ngx_min(cl->lcf->send_queue_limit / 2, NGX_IOA_CATCHUP_WINDOW);
 }
 
 
@@ -276,20 +254,19 @@ static void
 ngx_ioa_link_catchup_read(ngx_ioa_link_t *lk)
 {
     u_char            start[NGX_INT64_LEN * 2 + 4], count[NGX_INT_T_LEN];
-    size_t            argvlen[6], bytes;
+    size_t            argvlen[6];
     ngx_uint_t        n;
     const char       *argv[6];
     ngx_ioa_link_t  **w;
 
-    /* about NGX_IOA_CATCHUP_BYTES, and half the client's window, one
-     * envelope at least */
+    /* about NGX_IOA_CATCHUP_BYTES, one envelope at least */
 
     n = lk->client->lcf->catchup_batch;
-    bytes = ngx_min(NGX_IOA_CATCHUP_BYTES,
-                    ngx_ioa_catchup_window(lk->client) / 2);
 
-    if (lk->room->entry_len && bytes / lk->room->entry_len < n) {
-        n = ngx_max(bytes / lk->room->entry_len, 1);
+    if (lk->room->entry_len
+        && NGX_IOA_CATCHUP_BYTES / lk->room->entry_len < n)
+    {
+        n = ngx_max(NGX_IOA_CATCHUP_BYTES / lk->room->entry_len, 1);
     }
 
     lk->count = n;
@@ -408,8 +385,8 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
 
         /*
          * Flow control: a backlog larger than ioa_send_queue_limit would
-         * close the very client that resumes to read it.  Once its window
-         * is queued (ngx_ioa_catchup_window), the catch-up stops here (lk->last is the last
+         * close the very client that resumes to read it.  Once half the
+         * limit is queued, the catch-up stops here (lk->last is the last
          * entry queued) and reads on from there when the client has taken
          * most of it (ngx_ioa_client_drained).  Live traffic stays held
          * meanwhile, as during any catch-up.
@@ -417,7 +394,7 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
 
         queued = cl->transport->queued(cl);
 
-        if (queued && queued + f->len > ngx_ioa_catchup_window(cl)) {
+        if (queued && queued + f->len > cl->lcf->send_queue_limit / 2) {
             lk->paused = 1;
             cl->catchup_paused = 1;
             return;

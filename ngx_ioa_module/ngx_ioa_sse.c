@@ -1086,9 +1086,9 @@ ngx_ioa_sse_flush(ngx_ioa_sse_t *sse)
         sse->out_tail = &sse->out;
     }
 
-    /* a paused catch-up reads on once half its window is left */
+    /* a paused catch-up reads on once a quarter of the limit is left */
     if (sse->client.catchup_paused && !sse->client.closed
-        && sse->out_bytes <= ngx_ioa_catchup_window(&sse->client) / 2)
+        && sse->out_bytes <= sse->client.lcf->send_queue_limit / 4)
     {
         ngx_ioa_client_drained(&sse->client);
     }

@@ -1701,9 +1701,9 @@ ngx_ioa_ws_flush(ngx_ioa_ws_t *ws)
             ws->out_tail = &ws->out;
         }
 
-        /* a paused catch-up reads on once half its window is left */
+        /* a paused catch-up reads on once a quarter of the limit is left */
         if (ws->client.catchup_paused && !ws->closing
-            && ws->out_bytes <= ngx_ioa_catchup_window(&ws->client) / 2)
+            && ws->out_bytes <= ws->client.lcf->send_queue_limit / 4)
         {
             ngx_ioa_client_drained(&ws->client);
         }
