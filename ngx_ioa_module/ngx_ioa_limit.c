@@ -576,13 +576,14 @@ ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id, ngx_msec_t *retry,
  * The makers' rates: one bucket per (kind, name) for a request that makes
  * something lasting, so a token cannot make rooms ("t", ioa_limit_teamup_
  * rate) or goals ("g", ioa_limit_launch_rate) as fast as it can send.
- * NGX_OK, or NGX_DECLINED with *retry the wait before one more fits and
- * *full set when the zone had no room for the entry.
+ * NGX_OK, or NGX_DECLINED with *retry the wait before one more fits,
+ * counted as a refusal of stat (NGX_IOA_LIMIT_*), or of the zone when it
+ * had no room for the entry.
  */
 
 static ngx_int_t
-ngx_ioa_limit_make(u_char kind, ngx_ioa_limit_rate_t *rate, ngx_str_t *name,
-    ngx_msec_t *retry, ngx_uint_t *full)
+ngx_ioa_limit_make(u_char kind, ngx_ioa_limit_rate_t *rate, ngx_uint_t stat,
+    ngx_str_t *name, ngx_msec_t *retry)
 {
     ngx_int_t              rc;
     ngx_msec_t             wait;
@@ -592,8 +593,6 @@ ngx_ioa_limit_make(u_char kind, ngx_ioa_limit_rate_t *rate, ngx_str_t *name,
     ngx_ioa_main_conf_t   *mcf;
 
     mcf = ngx_ioa_main_conf();
-
-    *full = 0;
 
     if (rate->rate == 0) {
         return NGX_OK;
@@ -609,7 +608,6 @@ ngx_ioa_limit_make(u_char kind, ngx_ioa_limit_rate_t *rate, ngx_str_t *name,
 
     if (t == NULL) {
         rc = NGX_DECLINED;
-        *full = 1;
 
     } else {
         excess = t->excess;
@@ -636,6 +634,11 @@ ngx_ioa_limit_make(u_char kind, ngx_ioa_limit_rate_t *rate, ngx_str_t *name,
         rc = NGX_OK;
     }
 
+    if (rc != NGX_OK) {
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS
+                         + (t ? stat : NGX_IOA_LIMIT_ZONE), 1);
+    }
+
     *retry = wait;
 
     return rc;
@@ -647,16 +650,12 @@ ngx_ioa_limit_make(u_char kind, ngx_ioa_limit_rate_t *rate, ngx_str_t *name,
 ngx_int_t
 ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
 {
-    ngx_int_t   rc;
-    ngx_uint_t  full;
+    ngx_int_t  rc;
 
-    rc = ngx_ioa_limit_make('t', &ngx_ioa_main_conf()->teamup_rate, name,
-                            retry, &full);
+    rc = ngx_ioa_limit_make('t', &ngx_ioa_main_conf()->teamup_rate,
+                            NGX_IOA_LIMIT_TEAMUP_RATE, name, retry);
 
     if (rc != NGX_OK) {
-        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS
-                         + (full ? NGX_IOA_LIMIT_ZONE
-                                 : NGX_IOA_LIMIT_TEAMUP_RATE), 1);
         ngx_ioa_error_set(err, "rate_limited", NULL,
                           "\"%V\" makes rooms faster than "
                           "ioa_limit_teamup_rate allows; no room was made, "
@@ -672,16 +671,12 @@ ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
 ngx_int_t
 ngx_ioa_limit_launch(ngx_str_t *name, ngx_msec_t *retry, ngx_ioa_error_t *err)
 {
-    ngx_int_t   rc;
-    ngx_uint_t  full;
+    ngx_int_t  rc;
 
-    rc = ngx_ioa_limit_make('g', &ngx_ioa_main_conf()->launch_rate, name,
-                            retry, &full);
+    rc = ngx_ioa_limit_make('g', &ngx_ioa_main_conf()->launch_rate,
+                            NGX_IOA_LIMIT_LAUNCH_RATE, name, retry);
 
     if (rc != NGX_OK) {
-        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS
-                         + (full ? NGX_IOA_LIMIT_ZONE
-                                 : NGX_IOA_LIMIT_LAUNCH_RATE), 1);
         ngx_ioa_error_set(err, "rate_limited", NULL,
                           "\"%V\" launches goals faster than "
                           "ioa_limit_launch_rate allows; no goal was "
