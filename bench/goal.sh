@@ -109,6 +109,7 @@ http {
     ioa_redis 127.0.0.1:$REDIS_PORT;
     ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off; ioa_limit_conn 0;
     ioa_limit_launch_rate off;
+    ioa_limit_goals_in_flight off;
     server {
         listen 127.0.0.1:$PORT;
         location / { ioa_api; ioa_auth off; }

@@ -137,6 +137,7 @@ typedef struct {
     ngx_ioa_limit_rate_t      teamup_rate;    /* per agent, /teamup */
     ngx_ioa_limit_rate_t      launch_rate;    /* per launcher, goals */
     ngx_uint_t                limit_conn;     /* per agent, 0: none */
+    ngx_uint_t                goals_in_flight;  /* per launcher, 0: none */
     ngx_flag_t                limit_fleet;    /* ioa_limit_scope fleet */
     ngx_msec_t                limit_slice;    /* fleet: a lease's worth */
     ngx_msec_t                limit_lease;    /* fleet: a lease's life */
@@ -176,12 +177,15 @@ typedef struct ngx_ioa_a2a_conf_s  ngx_ioa_a2a_conf_t;
 typedef struct {
     ngx_flag_t                api;
     size_t                    max_message_size;
-    ngx_uint_t                max_message_given;  /* not the default */
+    size_t                    max_message_conf;   /* as given, or unset */
     size_t                    send_queue_limit;
     ngx_msec_t                ping_interval;
     ngx_flag_t                ws_deflate;     /* ioa_ws_deflate */
     ngx_uint_t                max_json_depth;
     ngx_uint_t                catchup_batch;
+    size_t                    catchup_window; /* queued before a catch-up
+                                               * waits for its client */
+    size_t                    catchup_window_conf;  /* as given */
     ngx_flag_t                launch_goal_wait;  /* IoA's blocking answer */
     time_t                    goal_input_timeout_max;  /* seconds */
     ngx_array_t              *cors_origins;   /* ngx_str_t; NULL: no CORS */
@@ -653,6 +657,8 @@ ngx_int_t ngx_ioa_send_json(ngx_http_request_t *r, ngx_uint_t status,
 char *ngx_ioa_limit_rate_slot(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_ioa_limit_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf);
+char *ngx_ioa_limit_count_slot(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 char *ngx_ioa_limit_scope_slot(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_int_t ngx_ioa_limit_teamup(ngx_str_t *name, ngx_msec_t *retry,
@@ -781,6 +787,7 @@ typedef enum {
     NGX_IOA_LIMIT_AGENT_ROOMS,   /* ioa_max_agent_rooms */
     NGX_IOA_LIMIT_AGENTS,        /* ioa_max_agents */
     NGX_IOA_LIMIT_LAUNCH_RATE,   /* ioa_limit_launch_rate */
+    NGX_IOA_LIMIT_GOALS_IN_FLIGHT,  /* ioa_limit_goals_in_flight */
     NGX_IOA_LIMIT_N
 } ngx_ioa_limit_e;
 

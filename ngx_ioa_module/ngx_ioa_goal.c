@@ -47,6 +47,7 @@ typedef struct {
     ngx_str_t                 meta;
     ngx_str_t                 goal;       /* for the goal index */
     ngx_str_t                 person;
+    ngx_str_t                 launcher;   /* whom the launch is charged */
     int64_t                   created;
     ngx_uint_t                wait;
 } ngx_ioa_goal_ctx_t;
@@ -73,6 +74,11 @@ typedef struct {
 #define NGX_IOA_GOAL_MESSAGE_MAX  8192
 #define NGX_IOA_GOAL_INBOX_MAX    "100"
 
+/* Retry-After of a launch past ioa_limit_goals_in_flight: when one of the
+ * launcher's goals ends cannot be foreseen, so a few seconds, as nginx's
+ * own limit_req_status clients are told to come back soon */
+#define NGX_IOA_GOALS_RETRY       5000
+
 
 static void ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body);
 static ngx_int_t ngx_ioa_launch_person(ngx_http_request_t *r, yajl_val doc,
@@ -80,6 +86,8 @@ static ngx_int_t ngx_ioa_launch_person(ngx_http_request_t *r, yajl_val doc,
 static ngx_int_t ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
     ngx_ioa_error_t *err);
 static void ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_launch_forget(ngx_ioa_goal_ctx_t *g);
 static void ngx_ioa_launch_queued(ngx_http_request_t *r, redisReply *reply);
 static ngx_int_t ngx_ioa_goal_wait(ngx_http_request_t *r,
     ngx_ioa_goal_ctx_t *g);
@@ -103,8 +111,8 @@ static ngx_int_t ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id,
 static ngx_int_t ngx_ioa_goal_bad_id(ngx_http_request_t *r);
 static ngx_int_t ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id,
     const char *suffix, ngx_str_t *key);
-static void ngx_ioa_goal_index(ngx_str_t *id, const char *state,
-    int64_t created, ngx_str_t *goal, ngx_str_t *person);
+static ngx_int_t ngx_ioa_goal_index(ngx_http_request_t *r,
+    ngx_ioa_goal_ctx_t *g, ngx_str_t *id, const char *state);
 
 
 /* the fields of the meta HASH a client may read, in answer order, and
@@ -281,6 +289,7 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     }
 
     g->person = person;
+    g->launcher = *launcher;
 
     v = ngx_ioa_json_get(doc, "comm_id");
     if (v && ngx_ioa_json_string(v, &s) == NGX_OK && s.len) {
@@ -615,11 +624,7 @@ ngx_ioa_launch_person(ngx_http_request_t *r, yajl_val doc, ngx_str_t *person,
 static void
 ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply)
 {
-    u_char                key[256];
-    const char           *argv[5];
-    size_t                argvlen[5];
-    ngx_ioa_goal_ctx_t   *g;
-    ngx_ioa_main_conf_t  *mcf;
+    ngx_ioa_goal_ctx_t  *g;
 
     if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
         ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
@@ -627,18 +632,66 @@ ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply)
     }
 
     g = ngx_ioa_rest_get_data(r);
+
+    /*
+     * The goal index (GET /goals, /metrics) hears of it before any worker
+     * can, and admits it: goal_index.lua counts the launcher's goals in
+     * flight and refuses one past ioa_limit_goals_in_flight in the same
+     * call, so launches racing on several instances cannot both take the
+     * last place.  This is why the launch waits for the index's answer.
+     */
+
+    if (ngx_ioa_goal_index(r, g, &g->goal_id, "queued") != NGX_OK) {
+        ngx_ioa_launch_forget(g);
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+    }
+}
+
+
+static void
+ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply)
+{
+    u_char                key[256];
+    const char           *argv[5];
+    size_t                argvlen[5];
+    ngx_ioa_error_t       err;
+    ngx_ioa_goal_ctx_t   *g;
+    ngx_ioa_main_conf_t  *mcf;
+
+    g = ngx_ioa_rest_get_data(r);
     mcf = ngx_ioa_main_conf();
+
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+        ngx_ioa_launch_forget(g);
+        ngx_ioa_finish(r, ngx_ioa_rest_redis_failed(r, reply));
+        return;
+    }
+
+    if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2
+        && reply->element[0]->type == REDIS_REPLY_INTEGER
+        && reply->element[0]->integer == -1)
+    {
+        /* no worker ever saw it: its record goes, nothing is queued */
+        ngx_ioa_launch_forget(g);
+
+        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_GOALS_IN_FLIGHT,
+                         1);
+        ngx_ioa_error_set(&err, "too_many_goals", NULL,
+                          "\"%V\" has %L goals in flight, as many as "
+                          "ioa_limit_goals_in_flight allows; no goal was "
+                          "queued, launch again once one of them ends",
+                          &g->launcher,
+                          reply->element[1]->type == REDIS_REPLY_INTEGER
+                          ? reply->element[1]->integer : (long long) 0);
+        ngx_ioa_finish(r, ngx_ioa_send_retry(r, NGX_HTTP_TOO_MANY_REQUESTS,
+                                             NGX_IOA_GOALS_RETRY, &err));
+        return;
+    }
 
     /* the group may be gone with a Redis that lost its data; a launch is
      * rare enough to make sure of it every time, on the same connection
      * and so before the job */
     ngx_ioa_goal_ensure_group();
-
-    /* the goal index (GET /goals, /metrics) hears of it before any worker
-     * can; no answer is waited for: should the write be lost, the worker
-     * that takes the goal adds it (goal_index.lua) */
-    ngx_ioa_goal_index(&g->goal_id, "queued", g->created, &g->goal,
-                       &g->person);
 
     /* the job: any worker of the "workers" group takes it */
 
@@ -659,6 +712,25 @@ ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
     }
+}
+
+
+/* a launch that was not queued leaves no record behind (no answer is
+ * waited for: a record left by a lost DEL names a goal nobody was told
+ * of, and no worker ever takes it) */
+
+static void
+ngx_ioa_launch_forget(ngx_ioa_goal_ctx_t *g)
+{
+    const char  *argv[2];
+    size_t       argvlen[2];
+
+    argv[0] = "DEL";
+    argvlen[0] = 3;
+    argv[1] = (const char *) g->meta.data;
+    argvlen[1] = g->meta.len;
+
+    (void) ngx_ioa_redis_command(NULL, NULL, 2, argv, argvlen);
 }
 
 
@@ -1238,7 +1310,7 @@ ngx_ioa_goal_cancel_done(ngx_http_request_t *r, redisReply *reply)
 
     /* as at launch: a lost write is mended by the worker, which indexes
      * the cancel when it sees it */
-    ngx_ioa_goal_index(id, "cancelling", 0, NULL, NULL);
+    (void) ngx_ioa_goal_index(NULL, NULL, id, "cancelling");
 
     out.data = ngx_pnalloc(r->pool, 128);
     if (out.data == NULL) {
@@ -1543,15 +1615,17 @@ ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id, const char *suffix,
  * it sets itself, "queued" and "cancelling"; the workers write the rest.
  * The index only moves forward, so this write may arrive after a worker's
  * on a Cluster (other slots, other connections) and changes nothing then.
+ * A launch (r and g) is admitted or refused there and waits for the
+ * answer (ngx_ioa_launch_admitted); a cancel does not wait.
  */
 
-static void
-ngx_ioa_goal_index(ngx_str_t *id, const char *state, int64_t created,
-    ngx_str_t *goal, ngx_str_t *person)
+static ngx_int_t
+ngx_ioa_goal_index(ngx_http_request_t *r, ngx_ioa_goal_ctx_t *g,
+    ngx_str_t *id, const char *state)
 {
-    u_char                base[256], ms[NGX_INT64_LEN];
-    const char           *argv[8];
-    size_t                argvlen[8];
+    u_char                base[256], ms[NGX_INT64_LEN], cap[NGX_INT_T_LEN];
+    const char           *argv[10];
+    size_t                argvlen[10];
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
@@ -1565,16 +1639,26 @@ ngx_ioa_goal_index(ngx_str_t *id, const char *state, int64_t created,
     argvlen[2] = ngx_strlen(state);
     argv[3] = "0";                      /* only a worker ends a goal */
     argvlen[3] = 1;
-    argv[4] = (const char *) ms;
-    argvlen[4] = created ? (size_t) (ngx_sprintf(ms, "%L", created) - ms)
-                         : 0;
-    argv[5] = goal && goal->len ? (const char *) goal->data : "";
-    argvlen[5] = goal && goal->len ? goal->len : 0;
-    argv[6] = person && person->len ? (const char *) person->data : "";
-    argvlen[6] = person && person->len ? person->len : 0;
-    argv[7] = "";
-    argvlen[7] = 0;
 
-    (void) ngx_ioa_redis_script(NGX_IOA_SCRIPT_GOAL_INDEX, NULL, NULL, 1, 8,
-                                argv, argvlen);
+    if (g == NULL) {
+        return ngx_ioa_redis_script(NGX_IOA_SCRIPT_GOAL_INDEX, NULL, NULL, 1,
+                                    4, argv, argvlen)
+               ? NGX_OK : NGX_ERROR;
+    }
+
+    argv[4] = (const char *) ms;
+    argvlen[4] = ngx_sprintf(ms, "%L", g->created) - ms;
+    argv[5] = g->goal.len ? (const char *) g->goal.data : "";
+    argvlen[5] = g->goal.len;
+    argv[6] = g->person.len ? (const char *) g->person.data : "";
+    argvlen[6] = g->person.len;
+    argv[7] = "";                       /* no parent */
+    argvlen[7] = 0;
+    argv[8] = (const char *) cap;
+    argvlen[8] = ngx_sprintf(cap, "%ui", mcf->goals_in_flight) - cap;
+    argv[9] = (const char *) g->launcher.data;
+    argvlen[9] = g->launcher.len;
+
+    return ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_INDEX,
+                               ngx_ioa_launch_admitted, 1, 10, argv, argvlen);
 }

@@ -164,6 +164,43 @@ static void ngx_ioa_limit_leased(redisReply *reply, void *data);
 static ngx_uint_t  ngx_ioa_limit_fleet_down;
 
 
+/* ioa_limit_goals_in_flight 16 | off: a count, "off" being 0 (none) */
+
+char *
+ngx_ioa_limit_count_slot(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_str_t   *value;
+    ngx_int_t    n;
+    ngx_uint_t  *field;
+
+    field = (ngx_uint_t *) ((char *) conf + cmd->offset);
+
+    if (*field != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "off") == 0) {
+        *field = 0;
+        return NGX_CONF_OK;
+    }
+
+    n = ngx_atoi(value[1].data, value[1].len);
+
+    if (n <= 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\": a number of 1 or more, "
+                           "or \"off\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    *field = n;
+
+    return NGX_CONF_OK;
+}
+
+
 /* ioa_limit_rate 50r/s [burst=100] | off, and the same for rooms */
 
 char *
@@ -351,6 +388,11 @@ ngx_ioa_limit_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf)
     }
 
     ngx_conf_init_uint_value(mcf->limit_conn, 16);
+
+    /* goals are long (seconds to hours) and each holds a worker's fiber
+     * while it runs: 16 is a busy person's or service's share, a quarter
+     * of one worker's 64 fibers (workers/worker/fiber.c) */
+    ngx_conf_init_uint_value(mcf->goals_in_flight, 16);
 
     /* a tenth of a second's worth: a lease per slice costs Redis ten
      * small scripts a second per busy agent, and lets each instance be at

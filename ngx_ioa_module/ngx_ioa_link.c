@@ -32,13 +32,16 @@
  * That last case puts every link of the worker into CATCHING at once, so
  * the reads are metered: at most NGX_IOA_CATCHUP_SLOTS are in flight per
  * worker (the others queue for a slot, in order), and each asks for about
- * NGX_IOA_CATCHUP_BYTES of envelopes, counted from the room's typical
- * envelope (ioa_catchup_batch at most).  Unmetered, a thousand rooms of
+ * NGX_IOA_CATCHUP_BYTES of envelopes (half the client's catch-up window if
+ * that is less), counted from the room's typical envelope
+ * (ioa_catchup_batch at most).  Unmetered, a thousand rooms of
  * 1 MiB envelopes asked for gigabytes in one pipeline: Redis built every
  * reply before writing the first, stayed silent past ioa_redis_timeout,
  * the connection was dropped, and the same reads were sent again.  A
- * catch-up also pauses while its client has half of ioa_send_queue_limit
- * queued, and reads on once the client has taken most of it.
+ * catch-up also pauses while its client has its window
+ * (ioa_catchup_window) queued, and reads on once the client has taken half
+ * of it: what a stream that never reads holds is that window and one read,
+ * whatever the room's size.
  *
  * Messages are built once per worker (ngx_ioa_msg_t, reference counted):
  * the WebSocket frame header is written right in front of the JSON, so one
@@ -254,19 +257,24 @@ static void
 ngx_ioa_link_catchup_read(ngx_ioa_link_t *lk)
 {
     u_char            start[NGX_INT64_LEN * 2 + 4], count[NGX_INT_T_LEN];
-    size_t            argvlen[6];
+    size_t            argvlen[6], bytes;
     ngx_uint_t        n;
     const char       *argv[6];
     ngx_ioa_link_t  **w;
 
-    /* about NGX_IOA_CATCHUP_BYTES, one envelope at least */
+    /*
+     * About half the client's catch-up window, NGX_IOA_CATCHUP_BYTES at
+     * most, one envelope at least: the reply waits in hiredis' reader
+     * until it is queued, so a read the size of the window would double
+     * what a stream that never reads holds.
+     */
 
     n = lk->client->lcf->catchup_batch;
+    bytes = ngx_min(NGX_IOA_CATCHUP_BYTES,
+                    lk->client->lcf->catchup_window / 2);
 
-    if (lk->room->entry_len
-        && NGX_IOA_CATCHUP_BYTES / lk->room->entry_len < n)
-    {
-        n = ngx_max(NGX_IOA_CATCHUP_BYTES / lk->room->entry_len, 1);
+    if (lk->room->entry_len && bytes / lk->room->entry_len < n) {
+        n = ngx_max(bytes / lk->room->entry_len, 1);
     }
 
     lk->count = n;
@@ -385,16 +393,19 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
 
         /*
          * Flow control: a backlog larger than ioa_send_queue_limit would
-         * close the very client that resumes to read it.  Once half the
-         * limit is queued, the catch-up stops here (lk->last is the last
-         * entry queued) and reads on from there when the client has taken
-         * most of it (ngx_ioa_client_drained).  Live traffic stays held
-         * meanwhile, as during any catch-up.
+         * close the very client that resumes to read it, and a thousand
+         * streams that never read would each hold that much.  Once the
+         * catch-up window (ioa_catchup_window) is queued, the catch-up
+         * stops here (lk->last is the last entry queued) and reads on from
+         * there when the client has taken half of it
+         * (ngx_ioa_client_drained).  Live traffic stays held meanwhile, as
+         * during any catch-up.  One envelope is always let through, so a
+         * window smaller than an envelope still moves.
          */
 
         queued = cl->transport->queued(cl);
 
-        if (queued && queued + f->len > cl->lcf->send_queue_limit / 2) {
+        if (queued && queued + f->len > cl->lcf->catchup_window) {
             lk->paused = 1;
             cl->catchup_paused = 1;
             return;

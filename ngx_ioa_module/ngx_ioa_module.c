@@ -246,6 +246,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       0,
       NULL },
 
+    { ngx_string("ioa_limit_goals_in_flight"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_ioa_limit_count_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_ioa_main_conf_t, goals_in_flight),
+      NULL },
+
     { ngx_string("ioa_limit_conn"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_num_slot,
@@ -292,7 +299,7 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_size_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
-      offsetof(ngx_ioa_loc_conf_t, max_message_size),
+      offsetof(ngx_ioa_loc_conf_t, max_message_conf),
       NULL },
 
     { ngx_string("ioa_send_queue_limit"),
@@ -350,6 +357,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_ioa_loc_conf_t, catchup_batch),
       &ngx_ioa_batch_bounds },
+
+    { ngx_string("ioa_catchup_window"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, catchup_window_conf),
+      NULL },
 
     { ngx_string("ioa_auth"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -922,6 +936,7 @@ ngx_ioa_create_main_conf(ngx_conf_t *cf)
     mcf->limit_zone_size = NGX_CONF_UNSET_SIZE;
     mcf->index_zone_size = NGX_CONF_UNSET_SIZE;
     mcf->limit_conn = NGX_CONF_UNSET_UINT;
+    mcf->goals_in_flight = NGX_CONF_UNSET_UINT;
     mcf->limit_fleet = NGX_CONF_UNSET;
     mcf->limit_slice = NGX_CONF_UNSET_MSEC;
     mcf->limit_lease = NGX_CONF_UNSET_MSEC;
@@ -1075,12 +1090,13 @@ ngx_ioa_create_loc_conf(ngx_conf_t *cf)
     }
 
     lcf->api = NGX_CONF_UNSET;
-    lcf->max_message_size = NGX_CONF_UNSET_SIZE;
+    lcf->max_message_conf = NGX_CONF_UNSET_SIZE;
     lcf->send_queue_limit = NGX_CONF_UNSET_SIZE;
     lcf->ping_interval = NGX_CONF_UNSET_MSEC;
     lcf->ws_deflate = NGX_CONF_UNSET;
     lcf->max_json_depth = NGX_CONF_UNSET_UINT;
     lcf->catchup_batch = NGX_CONF_UNSET_UINT;
+    lcf->catchup_window_conf = NGX_CONF_UNSET_SIZE;
     lcf->launch_goal_wait = NGX_CONF_UNSET;
     lcf->goal_input_timeout_max = NGX_CONF_UNSET;
     lcf->cors_origins = NGX_CONF_UNSET_PTR;
@@ -1113,15 +1129,19 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     /* room for a few envelopes of ioa_max_message_size, stamped */
     ngx_conf_merge_size_value(conf->send_queue_limit,
                               prev->send_queue_limit, 4 * 1024 * 1024);
-    /* 1m (IoA's results carry files and long model outputs), or the send
+    /*
+     * 1m (IoA's results carry files and long model outputs), or the send
      * queue if that was set smaller: a message must fit in it.  Given at
-     * this level or above, it is taken as given (and checked below). */
-    if (conf->max_message_size != NGX_CONF_UNSET_SIZE) {
-        conf->max_message_given = 1;
+     * this level or above, it is taken as given (and checked below).  The
+     * directive's own value is kept apart (max_message_conf), as nginx's
+     * proxy_busy_buffers_size is: the http level's conf is never merged
+     * itself, so only the raw value tells "given there" from a default.
+     */
+    ngx_conf_merge_size_value(conf->max_message_conf, prev->max_message_conf,
+                              NGX_CONF_UNSET_SIZE);
 
-    } else if (prev->max_message_given) {
-        conf->max_message_given = 1;
-        conf->max_message_size = prev->max_message_size;
+    if (conf->max_message_conf != NGX_CONF_UNSET_SIZE) {
+        conf->max_message_size = conf->max_message_conf;
 
     } else {
         conf->max_message_size = ngx_min(1024 * 1024,
@@ -1136,6 +1156,20 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_value(conf->ws_deflate, prev->ws_deflate, 0);
     ngx_conf_merge_uint_value(conf->max_json_depth, prev->max_json_depth, 32);
     ngx_conf_merge_uint_value(conf->catchup_batch, prev->catchup_batch, 256);
+    /* what a stream that never reads holds of a big room's backlog: 512k
+     * keeps a thousand such streams near half a gigabyte, and is still
+     * several round trips of envelopes for a client that does read; half
+     * the send queue where that is smaller, so live traffic finds room */
+    ngx_conf_merge_size_value(conf->catchup_window_conf,
+                              prev->catchup_window_conf, NGX_CONF_UNSET_SIZE);
+
+    if (conf->catchup_window_conf != NGX_CONF_UNSET_SIZE) {
+        conf->catchup_window = conf->catchup_window_conf;
+
+    } else {
+        conf->catchup_window = ngx_min(512 * 1024,
+                                       conf->send_queue_limit / 2);
+    }
 
     if (conf->max_message_size < 125) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -1147,6 +1181,13 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"ioa_send_queue_limit\" must not be less than "
                            "\"ioa_max_message_size\"");
+        return NGX_CONF_ERROR;
+    }
+
+    if (conf->catchup_window > conf->send_queue_limit) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"ioa_catchup_window\" must not be more than "
+                           "\"ioa_send_queue_limit\"");
         return NGX_CONF_ERROR;
     }
 

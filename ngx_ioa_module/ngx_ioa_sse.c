@@ -1086,9 +1086,9 @@ ngx_ioa_sse_flush(ngx_ioa_sse_t *sse)
         sse->out_tail = &sse->out;
     }
 
-    /* a paused catch-up reads on once a quarter of the limit is left */
+    /* a paused catch-up reads on once half its window is taken */
     if (sse->client.catchup_paused && !sse->client.closed
-        && sse->out_bytes <= sse->client.lcf->send_queue_limit / 4)
+        && sse->out_bytes <= sse->client.lcf->catchup_window / 2)
     {
         ngx_ioa_client_drained(&sse->client);
     }

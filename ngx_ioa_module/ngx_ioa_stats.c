@@ -241,7 +241,7 @@ static const char  *ngx_ioa_stats_kind[] = { "agent", "observer",
                                              "follower" };
 static const char  *ngx_ioa_stats_limit[] = {
     "rate", "room_rate", "teamup_rate", "conn", "zone", "room_members",
-    "agent_rooms", "agents", "launch_rate"
+    "agent_rooms", "agents", "launch_rate", "goals_in_flight"
 };
 
 /* ngx_ioa_lease_e */

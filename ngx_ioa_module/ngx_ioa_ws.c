@@ -1701,9 +1701,9 @@ ngx_ioa_ws_flush(ngx_ioa_ws_t *ws)
             ws->out_tail = &ws->out;
         }
 
-        /* a paused catch-up reads on once a quarter of the limit is left */
+        /* a paused catch-up reads on once half its window is taken */
         if (ws->client.catchup_paused && !ws->closing
-            && ws->out_bytes <= ws->client.lcf->send_queue_limit / 4)
+            && ws->out_bytes <= ws->client.lcf->catchup_window / 2)
         {
             ngx_ioa_client_drained(&ws->client);
         }

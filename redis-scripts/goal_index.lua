@@ -13,8 +13,15 @@
 -- ARGV[5]  goal text       } (launch, a sub-goal's spawn, or a worker
 -- ARGV[6]  launched_by     } healing an index that missed the launch);
 -- ARGV[7]  parent          } "" when unknown
+-- ARGV[8]  in-flight cap   } a launch (nginx, "queued"): the most goals
+-- ARGV[9]  counted as      } ARGV[9] (the launcher: a token's subject, or
+--                          in open mode the client's address) may have in
+--                          flight (ioa_limit_goals_in_flight); "0" or
+--                          absent: no cap, the goal is still counted
 --
--- Returns  1 written, 0 refused (the index is at that state or past it)
+-- Returns  1 written, 0 refused (the index is at that state or past it),
+--          {-1, n} over the cap: the launcher has n goals in flight, and
+--          nothing was written
 --
 -- Keys:
 --   B..'g:'..id      HASH state goal created_at updated_at launched_by
@@ -26,6 +33,10 @@
 --   B..'by:'..who    ZSET the same, per launcher (a launch token lists its
 --                    own goals without reading everyone's)
 --   B..'ended'       ZSET id scored by when it leaves the index
+--   B..'open:'..who  ZSET the goals in flight that a launch counted as
+--                    who (ARGV[9]), scored by their launch; a goal leaves
+--                    it when it reaches a final state (the field
+--                    'inflight' of its g: HASH says which set)
 --
 -- Why an index beside the goal's record: the record, P{goal:<id>}:meta,
 -- has a slot of its own per goal, so counting or listing goals from it
@@ -48,11 +59,23 @@
 -- Ended goals whose time has come are removed at the start of each call
 -- (at most 100 at a time, the rest at the next call): the index expires
 -- with the records without a timer of its own.
+--
+-- Why the in-flight cap is checked here: the count and the goal's entry
+-- change in one call, so two launches at the same moment cannot both take
+-- the last place, on any number of nginx instances.  A goal whose final
+-- state never reaches the index (its worker died between writing the
+-- record and the index, and nothing took the goal over) would hold its
+-- place for ever; entries older than IN_FLIGHT_HORIZON are let go when the
+-- cap is checked, so such a place comes back after a day at the latest.
 
 local B = KEYS[1]
 
 local RANK = { queued = 0, forming = 1, running = 2, cancelling = 3,
                concluded = 4, failed = 4, cancelled = 4 }
+
+-- ms: the longest a place of the in-flight cap is held without the goal
+-- ending (see above); as long as ioa_goal_input_timeout_max may be
+local IN_FLIGHT_HORIZON = 86400000
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -91,6 +114,13 @@ if cur then
     return 0
   end
   created = redis.call('HGET', gk, 'created_at')
+  if RANK[state] == 4 then
+    local counted = redis.call('HGET', gk, 'inflight')
+    if counted then
+      redis.call('ZREM', B .. 'open:' .. counted, id)
+      redis.call('HDEL', gk, 'inflight')
+    end
+  end
   redis.call('ZREM', B .. 'st:' .. cur, id)
   if redis.call('HINCRBY', B .. 'count', cur, -1) <= 0 then
     redis.call('HDEL', B .. 'count', cur)
@@ -109,8 +139,24 @@ else
     text = text:sub(1, n)
   end
   local who = ARGV[6] or ''
+  local counted = ARGV[9] or ''
+  if counted ~= '' and RANK[state] < 4 then
+    local open = B .. 'open:' .. counted
+    local cap = tonumber(ARGV[8]) or 0
+    if cap > 0 then
+      redis.call('ZREMRANGEBYSCORE', open, '-inf', now - IN_FLIGHT_HORIZON)
+      local n = redis.call('ZCARD', open)
+      if n >= cap then
+        return { -1, n }
+      end
+    end
+    redis.call('ZADD', open, created, id)
+  end
   redis.call('HSET', gk, 'state', state, 'goal', text, 'created_at', created,
              'updated_at', now, 'launched_by', who, 'parent', ARGV[7] or '')
+  if counted ~= '' and RANK[state] < 4 then
+    redis.call('HSET', gk, 'inflight', counted)
+  end
   redis.call('ZADD', B .. 'created', created, id)
   if who ~= '' then
     redis.call('ZADD', B .. 'by:' .. who, created, id)

@@ -271,6 +271,30 @@ GET /health_check
 
 
 
+=== TEST 6b: ioa_max_message_size given in the http block holds in every location below it (it fell back to the 1m default: the http level's conf is never merged itself)
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_max_message_size 2k;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- ioa_scenario
+    my $cid = room($ctx, 'Alice', 'Bob');
+    my ($code, $d) = api($ctx, POST => '/agents/Alice/messages', { comm_id => $cid, content => 'x' x 1500 });
+    is $code, 200, '1.5 KB under 2k: accepted' or diag jenc($d);
+    ($code, $d) = api($ctx, POST => '/agents/Alice/messages', { comm_id => $cid, content => 'x' x 3000 });
+    is $code, 413, '3 KB over the http block\'s 2k: 413';
+    is $d->{code}, 'too_big', 'code too_big';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
 === TEST 7: with Redis down a POST is 503 redis_unavailable with Retry-After, and works again after
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;

@@ -406,6 +406,7 @@ GET /health_check
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_launch_rate 5r/s burst=10;
+    ioa_limit_goals_in_flight off;
 --- config
     location / { ioa_api; ioa_goal_input_timeout_max 600; }
 --- request
@@ -450,6 +451,80 @@ GET /health_check
     $d = json()->decode($res->content);
     is $d->{field}, 'input_timeout_s', 'naming the field';
     like $d->{message}, qr/at most 600 here \(ioa_goal_input_timeout_max\)/, 'and the ceiling';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 8: ioa_limit_goals_in_flight: a launcher past its goals in flight gets 429 too_many_goals with Retry-After, nothing is queued and no record stays; another launcher is not affected; a place comes back when a goal ends (the worker's goal_index.lua write), and ten launches at once never take more places than there are
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_limit_launch_rate off;
+    ioa_limit_goals_in_flight 3;
+--- config
+    location / { ioa_api; }
+    location = /metrics { ioa_metrics; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my @ids;
+    for my $i (1 .. 3) {
+        my $res = launch($ctx, qq({"goal":"goal $i"}));
+        is $res->code, 202, "goal $i: 202";
+        push @ids, json()->decode($res->content)->{goal_id};
+    }
+    my $res = launch($ctx, '{"goal":"one too many"}');
+    is $res->code, 429, 'the fourth in flight: 429';
+    my $d = json()->decode($res->content);
+    is $d->{code}, 'too_many_goals', 'code too_many_goals';
+    like $d->{message}, qr/"127\.0\.0\.1" has 3 goals in flight, as many as ioa_limit_goals_in_flight allows/,
+        'naming the launcher, the count and the directive';
+    is $res->header('Retry-After'), 5, 'Retry-After: 5';
+    is $ctx->redis('XLEN', 'ioa:{jobs}:goals'), 3, 'nothing more queued';
+    is scalar(@{ $ctx->redis('KEYS', 'ioa:{goal:*}:meta') }), 3, 'no record of the refused launch stays';
+    is $ctx->redis('HGET', 'ioa:{goals}:count', 'queued'), 3, 'the index counts the three';
+
+    $res = $ctx->http(POST => '/launch_goal', body => '{"goal":"elsewhere"}', local => '127.0.0.2');
+    is $res->code, 202, 'another launcher (another address in open mode): 202';
+
+    # a worker ends the first goal: the state it writes frees the place
+    open my $fh, '<', 'redis-scripts/goal_index.lua' or die "goal_index.lua: $!";
+    my $lua = do { local $/; <$fh> };
+    is $ctx->redis('EVAL', $lua, 1, 'ioa:{goals}:', $ids[0], 'concluded', '0'), 1, 'the worker concludes goal 1';
+    is launch($ctx, '{"goal":"now there is room"}')->code, 202, 'a place came back: 202';
+    is launch($ctx, '{"goal":"and then none"}')->code, 429, 'and the cap holds again';
+
+    # ten at once from a launcher with no goal yet: each is admitted in
+    # the same call that counts, so no two take the last place
+    my @kids;
+    for my $i (1 .. 10) {
+        pipe my $r, my $w or die "pipe: $!";
+        my $pid = fork // die "fork: $!";
+        if (!$pid) {
+            close $r;
+            my $res = eval { $ctx->http(POST => '/launch_goal', body => qq({"goal":"rush $i"}), local => '127.0.0.3') };
+            print {$w} $res ? $res->code : 'error';
+            close $w;
+            POSIX::_exit(0);
+        }
+        close $w;
+        push @kids, [$pid, $r];
+    }
+    my %codes;
+    for (@kids) {
+        my ($pid, $r) = @$_;
+        my $code = do { local $/; <$r> };
+        waitpid $pid, 0;
+        $codes{$code}++;
+    }
+    is $codes{202}, 3, 'ten at once: three admitted';
+    is $codes{429}, 7, '... seven refused';
+    my $m = $ctx->http(GET => '/metrics')->content;
+    like $m, qr/^ioa_limits_hit_total\{limit="goals_in_flight"\} 9$/m, '/metrics counts the nine refusals';
 --- no_error_log
 [alert]
 [crit]

@@ -517,7 +517,51 @@ GET /health_check
 
 
 
-=== TEST 7: a member resuming in a room of large envelopes reads about 1 MiB per round trip (COUNT 3 for 256 KiB envelopes, not ioa_catchup_batch's 256), and gets all of them in order
+=== TEST 7: with ioa_catchup_window 2m, a member resuming in a room of large envelopes reads about 1 MiB per round trip (COUNT 3 for 256 KiB envelopes, not ioa_catchup_batch's 256), and gets all of them in order
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
+    ioa_limit_rate off;
+    ioa_limit_room_rate off;
+    ioa_catchup_window 2m;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    my ($cid, $alice, $bob) = talking_room($ctx);
+    sleep 0.3;
+    my $pad = 'z' x (256 * 1024);
+    $alice->send("first $pad");
+    $bob->drain(1);
+    is scalar @{ $bob->{seen} }, 1, 'Bob got the first';
+    $bob->{a}->disconnect;
+    my @later = map { sprintf "later%02d %s", $_, $pad } 1 .. 12;
+    $alice->send($_) for @later;
+    # 3 MB through an AOF with appendfsync always: seconds when busy
+    my $live_by = time + 20;
+    $alice->drain(0.5) while @{ $alice->{seen} } < 13 && time < $live_by;
+    is scalar @{ $alice->{seen} }, 13, 'Alice saw all 13 live';
+    my $mon = IoaTest::Redis->new(port => $main::RedisPort, timeout => 5);
+    $mon->cmd('MONITOR');
+    $bob->reconnect;
+    my $until = time + 10;
+    $bob->drain(0.5) while @{ $bob->{seen} } < 13 && time < $until;
+    is_deeply [ map { substr $_, 0, 7 } @{ $bob->contents } ], [ 'first z', map { substr $_, 0, 7 } @later ],
+        'Bob, back, has all 13 in order';
+    my @counts;
+    while (my ($line) = $mon->try_read_reply(0.3)) {
+        push @counts, $1 if $line =~ /"XRANGE" "ioa:\{room:\Q$cid\E\}:log" .* "COUNT" "(\d+)"/;
+    }
+    $mon->close;
+    ok scalar(@counts) >= 4, 'the backlog was read in ' . scalar(@counts) . ' round trips';
+    is scalar(grep { $_ == 3 } @counts), scalar(@counts), 'each asked for 3 envelopes (about 1 MiB)'
+        or diag "COUNT @counts";
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+=== TEST 7b: with the default window (512k), the same member reads half of it per round trip: one 256 KiB envelope at a time, all 13 in order
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
     ioa_limit_rate off;
@@ -553,8 +597,8 @@ GET /health_check
         push @counts, $1 if $line =~ /"XRANGE" "ioa:\{room:\Q$cid\E\}:log" .* "COUNT" "(\d+)"/;
     }
     $mon->close;
-    ok scalar(@counts) >= 4, 'the backlog was read in ' . scalar(@counts) . ' round trips';
-    is scalar(grep { $_ == 3 } @counts), scalar(@counts), 'each asked for 3 envelopes (about 1 MiB)'
+    ok scalar(@counts) >= 12, 'the backlog was read in ' . scalar(@counts) . ' round trips';
+    is scalar(grep { $_ == 1 } @counts), scalar(@counts), 'each asked for 1 envelope (256 KiB, half the window)'
         or diag "COUNT @counts";
 --- no_error_log
 [alert]

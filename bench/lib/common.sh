@@ -92,6 +92,7 @@ http {
     ioa_redis 127.0.0.1:$redis_port;
     ioa_limit_rate off; ioa_limit_room_rate off; ioa_limit_teamup_rate off;
     ioa_limit_launch_rate off;
+    ioa_limit_goals_in_flight off;
     ioa_limit_conn 0;
     $extra
     server {

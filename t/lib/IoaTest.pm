@@ -534,7 +534,8 @@ sub connect {
     my ($self, %opt) = @_;
     my $port = $opt{port} // $self->port;
     my $s = IO::Socket::INET->new(PeerAddr => $self->host, PeerPort => $port,
-        Proto => 'tcp', Timeout => $opt{timeout} // 5)
+        Proto => 'tcp', Timeout => $opt{timeout} // 5,
+        ($opt{local} ? (LocalAddr => $opt{local}) : ()))
         or die "connect to " . $self->host . ":$port failed: $!\n";
     binmode $s;
     return $s;
@@ -563,7 +564,7 @@ sub http {
         if length $body || $method =~ /^(POST|PUT|PATCH)$/;
     my $req = "$method $path HTTP/1.1\r\n";
     $req .= "$h[$_]: $h[$_ + 1]\r\n" for grep { $_ % 2 == 0 } 0 .. $#h;
-    my $s = $self->connect(port => $opt{port}, timeout => $timeout);
+    my $s = $self->connect(port => $opt{port}, timeout => $timeout, local => $opt{local});
     local $SIG{PIPE} = 'IGNORE';
     print {$s} "$req\r\n$body";
     my $raw = $self->read_all($s, $timeout);
