@@ -481,6 +481,7 @@ typedef enum {
     NGX_IOA_SCRIPT_WORKER_LIST,
     NGX_IOA_SCRIPT_LIMIT_LEASE,
     NGX_IOA_SCRIPT_ROOM_ERASE,
+    NGX_IOA_SCRIPT_CONN_COUNT,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -668,8 +669,19 @@ ngx_int_t ngx_ioa_limit_launch(ngx_str_t *name, ngx_msec_t *retry,
 ngx_int_t ngx_ioa_limit_post(ngx_str_t *name, ngx_str_t *comm_id,
     ngx_msec_t *retry, ngx_ioa_error_t *err);
 void ngx_ioa_client_drained(ngx_ioa_client_t *cl);
+/* one connection counted by ioa_limit_conn (the pool cleanup's data) */
+typedef struct {
+    ngx_str_t                 name;       /* its bytes follow the struct */
+    ngx_ioa_client_t         *client;     /* closed if the fleet refuses */
+    ngx_ioa_redis_req_t      *req;        /* the fleet's check in flight */
+    ngx_uint_t                fleet;      /* counted for the fleet */
+} ngx_ioa_limit_conn_t;
+
 ngx_int_t ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name,
-    ngx_ioa_error_t *err);
+    ngx_ioa_client_t *cl, ngx_ioa_error_t *err);
+void ngx_ioa_limit_conn_fleet_open(ngx_ioa_limit_conn_t *lc);
+void ngx_ioa_limit_conn_fleet_close(ngx_ioa_limit_conn_t *lc);
+void ngx_ioa_limit_conn_fleet_tick(void);
 ngx_str_t *ngx_ioa_limit_conn_who(ngx_ioa_client_kind_e kind,
     ngx_str_t *agent, ngx_ioa_identity_t *who);
 void ngx_ioa_conf_trim(ngx_str_t *s);

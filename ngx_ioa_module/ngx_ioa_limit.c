@@ -68,8 +68,10 @@
  * again; one log line per worker when that starts and one when leases come
  * back, and ioa_limit_fallbacks_total counts the posts so decided.  So a
  * fleet without Redis gets per-instance limits: never unlimited, never
- * everything refused.  ioa_limit_conn stays per instance: a connection is
- * held, not spent, and a lease cannot follow it to its end.
+ * everything refused.  ioa_limit_conn is counted for the fleet another way
+ * (ngx_ioa_limit_conn_fleet.c): a connection is held, not spent, and a
+ * lease cannot follow it to its end, so each worker's count of each
+ * identity is kept in Redis and renewed while it lasts.
  *
  * What a client sees: a post over the limit is not stored and gets the error
  * rate_limited (HTTP 429 with Retry-After, or a WebSocket error frame with
@@ -1054,9 +1056,11 @@ ngx_ioa_limit_conn_who(ngx_ioa_client_kind_e kind, ngx_str_t *agent,
  */
 
 ngx_int_t
-ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name, ngx_ioa_error_t *err)
+ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name, ngx_ioa_client_t *cl,
+    ngx_ioa_error_t *err)
 {
     ngx_uint_t             count;
+    ngx_ioa_limit_conn_t  *lc;
     ngx_pool_cleanup_t    *cln;
     ngx_ioa_limit_ctx_t   *ctx;
     ngx_ioa_limit_node_t  *ln;
@@ -1069,7 +1073,8 @@ ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name, ngx_ioa_error_t *err)
     }
 
     /* before the count, so a failure here leaves nothing counted */
-    cln = ngx_pool_cleanup_add(pool, sizeof(ngx_str_t) + name->len);
+    cln = ngx_pool_cleanup_add(pool, sizeof(ngx_ioa_limit_conn_t)
+                                     + name->len);
     if (cln == NULL) {
         return NGX_ERROR;
     }
@@ -1105,11 +1110,20 @@ ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name, ngx_ioa_error_t *err)
 
     /* the name is kept in the cleanup's own memory: the pool's other data
      * may already be gone when it runs */
-    ((ngx_str_t *) cln->data)->len = name->len;
-    ((ngx_str_t *) cln->data)->data = (u_char *) cln->data + sizeof(ngx_str_t);
-    ngx_memcpy((u_char *) cln->data + sizeof(ngx_str_t), name->data,
-               name->len);
+    lc = cln->data;
+    lc->name.len = name->len;
+    lc->name.data = (u_char *) lc + sizeof(ngx_ioa_limit_conn_t);
+    ngx_memcpy(lc->name.data, name->data, name->len);
+    lc->client = cl;
+    lc->req = NULL;
+    lc->fleet = 0;
     cln->handler = ngx_ioa_limit_conn_cleanup;
+
+    /* ioa_limit_scope fleet: counted in Redis too, and closed if the fleet
+     * already holds the most (ngx_ioa_limit_conn_fleet.c) */
+    if (mcf->limit_fleet && cl) {
+        ngx_ioa_limit_conn_fleet_open(lc);
+    }
 
     return NGX_OK;
 }
@@ -1118,8 +1132,9 @@ ngx_ioa_limit_conn(ngx_pool_t *pool, ngx_str_t *name, ngx_ioa_error_t *err)
 static void
 ngx_ioa_limit_conn_cleanup(void *data)
 {
-    ngx_str_t *name = data;
+    ngx_ioa_limit_conn_t *lc = data;
 
+    ngx_str_t             *name;
     ngx_ioa_limit_ctx_t   *ctx;
     ngx_ioa_limit_node_t  *ln;
     ngx_ioa_main_conf_t   *mcf;
@@ -1130,6 +1145,9 @@ ngx_ioa_limit_conn_cleanup(void *data)
         return;
     }
 
+    ngx_ioa_limit_conn_fleet_close(lc);
+
+    name = &lc->name;
     ctx = mcf->limit_zone->data;
 
     ngx_shmtx_lock(&ctx->shpool->mutex);

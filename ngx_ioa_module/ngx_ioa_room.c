@@ -665,8 +665,10 @@ ngx_ioa_room_on_map_changed(void)
 void
 ngx_ioa_room_on_cmd_ready(void)
 {
-    /* agents that connected while Redis was away are not marked online */
+    /* agents that connected while Redis was away are not marked online,
+     * nor their connections counted for the fleet */
     ngx_ioa_clients_presence();
+    ngx_ioa_limit_conn_fleet_tick();
 
     ngx_ioa_clients_retry();
     ngx_ioa_links_retry();
@@ -682,6 +684,7 @@ ngx_ioa_room_tick(ngx_event_t *ev)
     ngx_ioa_room_t  *room;
 
     ngx_ioa_clients_presence();
+    ngx_ioa_limit_conn_fleet_tick();
     ngx_ioa_observers_tick();
     ngx_ioa_retention_tick();
 

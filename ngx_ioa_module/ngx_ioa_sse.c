@@ -614,7 +614,7 @@ ngx_ioa_sse_start(ngx_ioa_sse_t *sse)
     switch (ngx_ioa_limit_conn(r->pool,
                                ngx_ioa_limit_conn_who(kind, &sse->client.name,
                                                       sse->who),
-                               &err))
+                               &sse->client, &err))
     {
     case NGX_OK:
         break;

@@ -270,7 +270,7 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
     rc = ngx_ioa_limit_conn(c->pool,
                             ngx_ioa_limit_conn_who(kind, &ws->client.name,
                                                    id),
-                            &err);
+                            &ws->client, &err);
 
     if (rc == NGX_DECLINED) {
         return ngx_ioa_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS, &err);

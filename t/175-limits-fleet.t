@@ -428,6 +428,76 @@ fleet-wide limit's lease got no answer
 
 
 
+=== TEST 8b: fleet scope: ioa_limit_conn holds across instances: a connection past the fleet's count is closed right after its handshake with 1008 too_many_connections; a closed one frees its place; an instance killed with its connections lets them go within ioa_presence_ttl
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+    ioa_limit_scope fleet;
+    ioa_limit_conn 3;
+    ioa_presence_ttl 10s;
+--- config
+    location / { ioa_api; }
+    location = /metrics { ioa_metrics; }
+--- request
+GET /health_check
+--- response_body
+"ok"
+--- ioa_scenario
+    my $b = start_b($ctx, "ioa_limit_scope fleet;\nioa_limit_conn 3;\nioa_presence_ttl 10s;\n");
+    register($ctx, 'Alice');
+    my $open = sub {
+        my $port = shift;
+        my $ws = $ctx->ws('/ws/Alice', port => $port);
+        die "handshake failed: " . ($ws->error // '') . ' ' . ($ws->body // '') . "\n" unless $ws->ok;
+        return $ws;
+    };
+    # stays open: no close frame within the time a check takes
+    my $stays = sub { !defined $_[0]->recv_close(1.5) };
+    my $closed = sub {
+        my ($code, $reason) = $_[0]->recv_close(3);
+        $_[0]->disconnect;
+        return ($code // 0) == 1008 && ($reason // '') =~ /^too_many_connections: .*ioa_limit_conn.*fleet/;
+    };
+    my @a = ($open->($ctx->port), $open->($ctx->port));
+    my @b = ($open->($b->port));
+    ok $stays->($_), 'one of the three stays open' for @a, @b;
+    my %h = @{ redis_cmd('HGETALL', 'ioa:{conn:Alice}') };
+    my $sum = 0;
+    $sum += (split / /, $_)[0] for values %h;
+    is $sum, 3, 'Redis counts three, per worker (' . join(', ', values %h) . ')';
+
+    ok $closed->($open->($b->port)), 'a fourth on B: closed with 1008 too_many_connections';
+    ok $closed->($open->($ctx->port)), 'a fourth on A: the same';
+    like $ctx->error_log, qr/"Alice" already holds 3 connections across the fleet/, 'logged on A with the count';
+
+    $a[0]->close;
+    ok $a[0]->wait_eof(3), 'one on A closes';
+    $a[0]->disconnect;
+    sleep 0.3;
+    push @b, $open->($b->port);
+    ok $stays->($b[-1]), 'after one closed on A, a new one on B stays';
+    ok $closed->($open->($ctx->port)), 'and the fleet is full again';
+
+    # B dies with its two connections: its entry runs out in Redis
+    my @pids = ($b->pid, $b->worker_pids);
+    kill 'KILL', @pids;
+    ok $closed->($open->($ctx->port)), 'right after B is killed its connections still count';
+    my $t0 = time;
+    ok wait_until(sub { my %e = @{ redis_cmd('HGETALL', 'ioa:{conn:Alice}') };
+                        my $n = 0; $n += (split / /, $_)[0] for values %e; $n == 1 }, 25),
+        'B\'s entry runs out within ioa_presence_ttl and a heartbeat (' . sprintf('%.1f', time - $t0) . ' s)';
+    my @more = ($open->($ctx->port), $open->($ctx->port));
+    ok $stays->($_), 'then A takes the places back' for @more;
+    my $third = $ctx->ws('/ws/Alice');
+    is $third->status, 429, 'up to the limit: A alone holds three now, and its own count refuses at the handshake';
+    like metric($ctx, $ctx->port, 'ioa_limits_hit_total\{limit="conn"\}'), qr/^[4-9]$/, 'A counted its refusals';
+    $_->close for $a[1], @more;
+--- no_error_log
+[alert]
+[crit]
+fleet-wide connection count got no answer
+
+
+
 === TEST 9: ioa_limit_scope: a bad value fails nginx -t naming the directive
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
