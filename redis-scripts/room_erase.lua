@@ -1,9 +1,14 @@
--- room_erase.lua: erase one sender's envelopes from a room's log, and/or
--- re-chain the log under chain v2; one batch per call.
+-- room_erase.lua: erase one sender's envelopes from a room's log, and its
+-- words where the coordinator's envelopes quote them, and/or re-chain the
+-- log under chain v2; one batch per call.
 --
 -- KEYS[1]  log stream      R..'log'      R = e.g. "ioa:{room:<comm_id>}:"
 -- KEYS[2]  copy stream     R..'log:rw'   the rewrite in progress
 -- KEYS[3]  chain head      R..'chain'
+-- KEYS[4]  quoted texts    R..'log:rwq'  optional: what the sender said,
+--                          looked for in the coordinator's envelopes while
+--                          the rewrite runs ("Quotes" below); without it
+--                          nothing but the sender's envelopes changes
 -- ARGV[1]  sender          whose envelopes to erase; "" erases nothing
 --                          (a migration only: ioa-worker migrate-chain)
 -- ARGV[2]  at              the erasure's time in ms, for the marker
@@ -14,11 +19,21 @@
 --                          the log had it (its link is verified)
 -- ARGV[6]  new state       the same for the copy ("<id> <h>" as rewritten)
 -- ARGV[7]  count           entries per call, >= 1
+-- ARGV[8]  mode            optional: "" or "erase" (the sender's envelopes
+--                          and its quotes); "quotes" (only quotes of the
+--                          texts given: the sender's envelopes stay, as in
+--                          the room of a goal whose sub-goal's room is
+--                          erased)
+-- ARGV[9..] texts          on the first call (cursor ""): what the sender
+--                          said that the room's coordinator envelopes may
+--                          quote without the room holding it any more (its
+--                          results in the goals' records, a sub-goal's)
 --
--- Returns  {status, cursor, old state, new state, erased, rehashed}
+-- Returns  {status, cursor, old state, new state, erased, rehashed, quoted}
 --   "more"   call again with this cursor and these states
 --   "done"   the copy replaced the log (RENAME) and the head was set to
---            the new state; erased/rehashed count this call's entries
+--            the new state; erased/rehashed/quoted count this call's
+--            entries
 --            (a copy that changed nothing replaces the log all the same:
 --            it is byte for byte what it replaces)
 --   "same"   the log is empty: nothing was copied
@@ -58,12 +73,26 @@
 --     log) keeps its h, which was taken as given anyway.  Erasing a v1
 --     entry without this would leave nothing its hash could be checked
 --     against: erasure and migration are the one pass.
+--   * an envelope of the coordinator (it carries "ioa_goal", which the hub
+--     drops from every client's envelope) that quotes the sender: each
+--     string value is redacted (the redact block below: its texts become
+--     "[erased]"), the other bytes kept; "erased": {"at", "by",
+--     "quoting": ARGV[1]} is added, unless it has one, and "r" (d and h
+--     kept), so that it verifies as redacted, not as tampered.
 --   * every other entry is copied as it is.
+--
 -- Before anything is rewritten each entry's old link is verified: a log
 -- that does not verify is refused (TAMPERED), since re-chaining it would
 -- launder the tampering into a valid chain.  The old and new heads are
 -- returned in the states, for the caller's audit record: an auditor who
 -- kept the old head can tie it to the new one.
+--
+-- Quotes.  The coordinator quotes a member's results in later steps (the
+-- next task of a sequence, the CONCLUSION), so the texts of each of the
+-- sender's envelopes erased on the way (content, task_conclusion) are kept
+-- in KEYS[4], with ARGV[9..], for the batches after; KEYS[4] expires and
+-- goes with the copy.  Other members' envelopes are their own words and
+-- stay as they are, quotes or not.
 
 local sender, at, actor = ARGV[1], ARGV[2], ARGV[3]
 local cursor, old, new = ARGV[4], ARGV[5], ARGV[6]
@@ -71,6 +100,11 @@ local count = tonumber(ARGV[7])
 if not count or count < 1 then
   return redis.error_reply('BADARG count must be a number >= 1')
 end
+local mode = ARGV[8] or ''
+if mode ~= '' and mode ~= 'erase' and mode ~= 'quotes' then
+  return redis.error_reply('BADARG mode must be "erase" or "quotes"')
+end
+local QK = sender ~= '' and KEYS[4] or nil
 
 local comm_id = string.match(KEYS[1], '{room:([^}]*)}') or KEYS[1]
 local function genesis(v)
@@ -91,27 +125,167 @@ local function is_marker(e)
   return ok and type(v) == 'table' and type(v.erased) == 'table'
 end
 
--- the marker for envelope e, or nil when e is not the sender's
+-- BEGIN redact (the same in room_erase.lua, goal_feed_erase.lua and
+-- goal_erase.lua; t/redis-scripts.t compares them)
+--
+-- An erased sender's words where the hub's own writers quote them (the
+-- coordinator's envelopes, a goal's feed and record) become "[erased]".
+-- A text of QUOTE_MIN bytes or more goes wherever it stands; a shorter one
+-- only where it is attributed to the sender, as a goal's account writes
+-- results ("<sender>: <text>", "<sender> failed (<text>)"): "ok" or "done"
+-- alone are also pieces of other words.  Longest first, so that a text
+-- inside another leaves nothing behind.
+local ERASED, QUOTE_MIN = '[erased]', 8
+
+local function replace_all(s, t, by)
+  local a, b = string.find(s, t, 1, true)
+  if not a then return s, 0 end
+  local out, i, n = {}, 1, 0
+  while a do
+    out[#out + 1] = string.sub(s, i, a - 1)
+    out[#out + 1] = by
+    i, n = b + 1, n + 1
+    a, b = string.find(s, t, i, true)
+  end
+  out[#out + 1] = string.sub(s, i)
+  return table.concat(out), n
+end
+
+-- texts: a list as texts_sorted() makes it
+local function redact(s, texts, sender)
+  local n, k = 0, 0
+  for _, t in ipairs(texts) do
+    if #t >= QUOTE_MIN then
+      s, k = replace_all(s, t, ERASED)
+      n = n + k
+    else
+      s, k = replace_all(s, sender .. ': ' .. t, sender .. ': ' .. ERASED)
+      n = n + k
+      s, k = replace_all(s, sender .. ' failed (' .. t .. ')',
+                         sender .. ' failed (' .. ERASED .. ')')
+      n = n + k
+    end
+  end
+  return s, n
+end
+
+-- the same in a JSON text: each string value (not a member's name) is
+-- decoded, redacted and, when it changed, encoded again in its place;
+-- every other byte stays (the members' order, the other escapes)
+local function redact_json(j, texts, sender)
+  local out, from, pos, n = {}, 1, 1, 0
+  while true do
+    local a = string.find(j, '"', pos, true)
+    if not a then break end
+    local b = a + 1
+    while true do
+      local q = string.find(j, '["\\]', b)
+      if not q then return j, 0 end             -- not JSON: left as it is
+      if string.byte(j, q) == 92 then b = q + 2 else b = q; break end
+    end
+    pos = b + 1
+    if not string.find(j, '^%s*:', pos) then
+      local ok, v = pcall(cjson.decode, string.sub(j, a, b))
+      if ok and type(v) == 'string' then
+        local w, k = redact(v, texts, sender)
+        if k > 0 then
+          out[#out + 1] = string.sub(j, from, a - 1)
+          out[#out + 1] = cjson.encode(w)
+          from, n = pos, n + k
+        end
+      end
+    end
+  end
+  if n == 0 then return j, 0 end
+  out[#out + 1] = string.sub(j, from)
+  return table.concat(out), n
+end
+
+-- a list of texts, longest first, without "" and "[erased]"
+local function texts_sorted(list)
+  local t = {}
+  for _, s in ipairs(list) do
+    if s ~= '' and s ~= ERASED then t[#t + 1] = s end
+  end
+  table.sort(t, function(x, y) return #x > #y end)
+  return t
+end
+
+-- what an envelope (decoded) says: the texts worth looking for
+local function said(v)
+  local t = {}
+  for _, k in ipairs({ 'content', 'task_conclusion' }) do
+    if type(v[k]) == 'string' and v[k] ~= '' and v[k] ~= ERASED then
+      t[#t + 1] = v[k]
+    end
+  end
+  return t
+end
+-- END redact
+
+-- KEYS[4] as a list, read when a batch first needs it
+local texts
+
+-- the marker for envelope e, or nil when e is not the sender's; what the
+-- sender said in it is kept for the quotes
 local KEEP = { 'comm_id', 'sender', 'type', 'id', 'timestamp' }
 local function marker(e)
-  if sender == '' or not string.find(e, sender, 1, true) then return nil end
+  if sender == '' or mode == 'quotes'
+     or not string.find(e, sender, 1, true) then
+    return nil
+  end
   local ok, v = pcall(cjson.decode, e)
   if not ok or type(v) ~= 'table' or v.sender ~= sender then return nil end
   local m = {}
   for _, k in ipairs(KEEP) do m[k] = v[k] end
-  m.content = '[erased]'
+  m.content = ERASED
   m.erased = { at = tonumber(at) or at, by = actor }
+  if QK then
+    local t = said(v)
+    if #t > 0 then
+      redis.call('SADD', QK, unpack(t))
+      texts = nil
+    end
+  end
   return cjson.encode(m)
+end
+
+-- a coordinator's envelope e with the sender's words quoted in it
+-- redacted, or nil when it quotes none (or is not the coordinator's)
+local function unquoted(e)
+  if not QK or not string.find(e, '"ioa_goal"', 1, true) then return nil end
+  local ok, v = pcall(cjson.decode, e)
+  if not ok or type(v) ~= 'table' or type(v.ioa_goal) ~= 'string'
+     or v.sender == sender or string.byte(e, -1) ~= 125 then
+    return nil
+  end
+  texts = texts or texts_sorted(redis.call('SMEMBERS', QK))
+  local w, n = redact_json(e, texts, sender)
+  if n == 0 then return nil end
+  if v.erased == nil then
+    w = string.sub(w, 1, -2) .. ',"erased":' .. cjson.encode(
+      { at = tonumber(at) or at, by = actor, quoting = sender }) .. '}'
+  end
+  return w
 end
 
 local function tampered(id, why)
   redis.call('DEL', KEYS[2])
+  if QK then redis.call('DEL', QK) end
   return redis.error_reply('TAMPERED ' .. id .. ' ' .. why)
 end
 
 if cursor == '' then
   if redis.call('EXISTS', KEYS[2]) == 1 then
     return redis.error_reply('BUSY a rewrite of this room is in progress')
+  end
+  if QK then
+    redis.call('DEL', QK)
+    local seeds = {}
+    for i = 9, #ARGV do
+      if ARGV[i] ~= '' then seeds[#seeds + 1] = ARGV[i] end
+    end
+    if #seeds > 0 then redis.call('SADD', QK, unpack(seeds)) end
   end
 elseif redis.call('EXISTS', KEYS[2]) == 0 then
   return redis.error_reply('LOST the copy expired between batches')
@@ -120,7 +294,7 @@ end
 local start = '-'
 if cursor ~= '' then start = '(' .. cursor end
 local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', count)
-local erased, rehashed = 0, 0
+local erased, rehashed, quoted = 0, 0, 0
 
 for _, entry in ipairs(entries) do
   local id, f = entry[1], entry[2]
@@ -174,11 +348,15 @@ for _, entry in ipairs(entries) do
 
   -- 2. the new entry
   local ne, nr = e, r
-  if not r then
-    local m = marker(e)
+  local m = not r and marker(e)
+  if m then
+    ne, nr = m, at .. ' ' .. actor
+    erased = erased + 1
+  else
+    m = unquoted(e)
     if m then
-      ne, nr = m, at .. ' ' .. actor
-      erased = erased + 1
+      ne, nr = m, r or (at .. ' ' .. actor)
+      quoted = quoted + 1
     end
   end
 
@@ -210,8 +388,11 @@ end
 
 if #entries == count then
   redis.call('PEXPIRE', KEYS[2], 60000)
-  return { 'more', cursor, old, new, erased, rehashed }
+  if QK then redis.call('PEXPIRE', QK, 60000) end
+  return { 'more', cursor, old, new, erased, rehashed, quoted }
 end
+
+if QK then redis.call('DEL', QK) end
 
 -- The end.  The log must end where its head says (verify.lua's last check),
 -- then the copy takes its place, with the log's last id (an XDEL'd top
@@ -225,7 +406,7 @@ end
 
 -- An empty log leaves no copy: nothing to do.
 if redis.call('EXISTS', KEYS[2]) == 0 then
-  return { 'same', cursor, old, new, erased, rehashed }
+  return { 'same', cursor, old, new, erased, rehashed, quoted }
 end
 
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
@@ -245,4 +426,4 @@ end
 if chained then
   redis.call('SET', KEYS[3], new)
 end
-return { 'done', cursor, old, new, erased, rehashed }
+return { 'done', cursor, old, new, erased, rehashed, quoted }

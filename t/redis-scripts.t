@@ -77,7 +77,8 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
-                 room_create post room_record presence verify room_erase goal_message goal_cancel agent_rooms
+                 room_create post room_record presence verify room_erase room_goals goal_feed_erase
+                 goal_erase goal_message goal_cancel agent_rooms
                  position_save position_load room_expire room_forget agent_forget
                  goal_index goal_list worker_list limit_lease)) {
     my $file = "$scripts/$name.lua";
@@ -98,6 +99,10 @@ for my $name (qw(register retrieve query list_agents teamup_members
     ($b) = slurp("$scripts/retrieve.lua") =~ /(-- BEGIN record.*?-- END record)/s;
     ok(defined $a && defined $b && $a eq $b,
        'the task record is read the same way in query.lua and retrieve.lua');
+    my @redact = map { (slurp("$scripts/$_.lua") =~ /(-- BEGIN redact.*?-- END redact)/s)[0] }
+                 qw(room_erase goal_feed_erase goal_erase);
+    ok(defined $redact[0] && !grep({ !defined || $_ ne $redact[0] } @redact),
+       'quotes are redacted the same way in room_erase.lua, goal_feed_erase.lua and goal_erase.lua');
 }
 
 # an agent's task record as query.lua and retrieve.lua return it
@@ -1261,6 +1266,185 @@ sub env_of { my ($s, $i, $cid) = @_; qq({"sender":"$s","comm_id":"$cid","type":8
     is_deeply([ (verify_all($RA))[0, 2, 3] ], [ 'ok', "anchor $a[0][0] $a[0][1]{h}", 4 ],
               'it verifies from the same anchor');
     is((erase_all(room('nothing'), 'ann'))[0], 'same', 'an empty log: "same"');
+}
+
+# --- an erasure's other copies: the coordinator's quotes (room_erase.lua KEYS[4]),
+# a goal's feed (goal_feed_erase.lua), its record (goal_erase.lua), the goals of a
+# room (room_goals.lua) -------------------------------------------------------------
+
+# loops room_erase.lua with its quotes key: (status, erased, quoted)
+sub erase_quotes {
+    my ($R, $sender, $mode, @texts) = @_;
+    my ($cursor, $old, $new, $erased, $quoted) = ('', '', '', 0, 0);
+    while (1) {
+        my $v = run_script('room_erase', [ "${R}log", "${R}log:rw", "${R}chain", "${R}log:rwq" ],
+                           $sender, 1_700_000_000_123, 'root', $cursor, $old, $new, 2, $mode,
+                           $cursor eq '' ? @texts : ());
+        return ('error', $$v) if ref $v eq 'Err';
+        ($cursor, $old, $new) = @$v[1 .. 3];
+        $erased += $v->[4];
+        $quoted += $v->[6];
+        next if $v->[0] eq 'more';
+        return ($v->[0], $erased, $quoted);
+    }
+}
+# loops goal_feed_erase.lua: (status, erased, quoted)
+sub erase_feed {
+    my ($G, $sender, $mode, @texts) = @_;
+    my ($cursor, $erased, $quoted) = ('', 0, 0);
+    while (1) {
+        my $v = run_script('goal_feed_erase', [ "${G}log", "${G}log:rw", "${G}log:rwq" ],
+                           $sender, 1_700_000_000_123, 'root', $cursor, 2, $mode,
+                           $cursor eq '' ? @texts : ());
+        return ('error', $$v) if ref $v eq 'Err';
+        $cursor = $v->[1];
+        $erased += $v->[2];
+        $quoted += $v->[3];
+        next if $v->[0] eq 'more';
+        return ($v->[0], $erased, $quoted);
+    }
+}
+
+{
+    my $secret = 'Ann did: write the report';
+    my $RQ = room('q1');
+    run_script('room_create', [ "${RQ}meta", "${RQ}members" ], 'q1', '', 'coord', $NOW, '',
+               qw(coord ann bob));
+    post($RQ, 'coord', '{"sender":"coord","comm_id":"q1","type":6,"content":"tasks","ioa_goal":"g1","ioa_step":10}', '0', 'chan:q1');
+    post($RQ, 'ann', qq({"sender":"ann","comm_id":"q1","type":7,"content":"result","task_conclusion":"$secret"}), '0', 'chan:q1');
+    post($RQ, 'bob', qq({"sender":"bob","comm_id":"q1","type":7,"content":"I saw: $secret"}), '0', 'chan:q1');
+    post($RQ, 'ann', '{"sender":"ann","comm_id":"q1","type":8,"content":"ok"}', '0', 'chan:q1');
+    post($RQ, 'coord', qq({"sender":"coord","comm_id":"q1","type":11,"content":"Goal: g\\n   ann: $secret\\n   bob: ok\\n   carl: ann: ok","ioa_goal":"g1","ioa_step":41}), '0', 'chan:q1');
+    my @before = chain_entries($RQ);
+
+    is_deeply([ map { $_->[0] } @{ $r->cmd('XRANGE', "${RQ}log", '-', '+') } ], [ map { $_->[0] } @before ], 'five entries');
+    my $g = run_script('room_goals', [ "${RQ}log" ], '', 2);
+    is_deeply($g, [ $before[1][0], 'g1' ], 'room_goals.lua: a batch names the goals of its coordinator steps ...');
+    is_deeply(run_script('room_goals', [ "${RQ}log" ], $g->[0], 2), [ $before[3][0] ], '... each once per batch ...');
+    is_deeply(run_script('room_goals', [ "${RQ}log" ], $before[3][0], 2), [ '', 'g1' ], '... and "" at the end');
+
+    is_deeply([ erase_quotes($RQ, 'ann', 'erase') ], [ 'done', 2, 1 ],
+              'room_erase.lua with KEYS[4]: ann\'s 2 envelopes erased, 1 coordinator step quoting her redacted');
+    my @after = chain_entries($RQ);
+    my $c = JSON::PP::decode_json($after[4][1]{e});
+    is($c->{content}, "Goal: g\n   ann: [erased]\n   bob: ok\n   carl: ann: [erased]",
+       'the CONCLUSION: her result, and her short "ok" only where it is attributed to her');
+    is_deeply($c->{erased}, { at => 1_700_000_000_123, by => 'root', quoting => 'ann' }, 'marked: erased, quoting ann');
+    is($after[4][1]{r}, '1700000000123 root', 'with "r"');
+    is_deeply([ @{ $after[4][1] }{qw(d h)} ], [ @{ $before[4][1] }{qw(d h)} ], 'd and h kept');
+    like($after[4][1]{e}, qr/^\{"sender":"coord","comm_id":"q1","type":11,"content":/, 'the other bytes as they were');
+    is($after[2][1]{e}, $before[2][1]{e}, 'bob quoting her: his own words, untouched');
+    is($after[0][1]{e}, $before[0][1]{e}, 'a coordinator step without her words: untouched');
+    is_deeply([ (verify_all($RQ))[0, 3] ], [ 'ok', 5 ], 'verify.lua: intact ...');
+    is($Counts{redacted}, 3, '... 3 redacted');
+    is($r->cmd('EXISTS', "${RQ}log:rwq"), 0, 'the texts key is gone');
+    is_deeply([ erase_quotes($RQ, 'ann', 'erase') ], [ 'done', 0, 0 ], 'again: nothing');
+
+    # "quotes": a text from elsewhere, the sender's own envelopes kept
+    my $RP = room('q2');
+    run_script('room_create', [ "${RP}meta", "${RP}members" ], 'q2', '', 'coord', $NOW, '', qw(coord ann));
+    post($RP, 'ann', '{"sender":"ann","comm_id":"q2","type":4,"content":"hello there everyone"}', '0', 'chan:q2');
+    post($RP, 'coord', qq({"sender":"coord","comm_id":"q2","type":7,"task_conclusion":"Sub: $secret","ioa_goal":"g2","ioa_step":16}), '0', 'chan:q2');
+    is_deeply([ erase_quotes($RP, 'ann', 'quotes', $secret) ], [ 'done', 0, 1 ],
+              '"quotes": the texts given redacted in the coordinator\'s step, ann\'s envelope kept');
+    my @q2 = chain_entries($RP);
+    like($q2[0][1]{e}, qr/hello there everyone/, 'her own envelope there stays');
+    is(JSON::PP::decode_json($q2[1][1]{e})->{task_conclusion}, 'Sub: [erased]', 'the quote is gone');
+    is(err_code(run_script('room_erase', [ "${RP}log", "${RP}log:rw", "${RP}chain", "${RP}log:rwq" ],
+                           'ann', 1, 'r', '', '', '', 5, 'nope')), 'BADARG', 'an unknown mode: BADARG');
+
+    # the feed
+    my $G = 'hub:{room:goal-g1}:';
+    my @ev = (
+        '{"sender":"ioa-worker","timestamp":1,"event":"state","goal_id":"g1","state":"running","comm_id":"q1","conclusion":null,"error":null}',
+        qq({"sender":"ioa-worker","timestamp":2,"event":"envelope","goal_id":"g1","envelope":{"id":"5-1","sender":"ann","comm_id":"q1","type":7,"content":"result","task_conclusion":"$secret","timestamp":2}}),
+        qq({"sender":"ioa-worker","timestamp":3,"event":"envelope","goal_id":"g1","envelope":{"id":"5-2","sender":"bob","comm_id":"q1","type":7,"content":"I saw: $secret"}}),
+        qq({"sender":"ioa-worker","timestamp":4,"event":"envelope","goal_id":"g1","envelope":{"id":"5-3","sender":"coord","comm_id":"q1","type":11,"content":"ann: $secret","ioa_goal":"g1"}}),
+        qq({"sender":"ioa-worker","timestamp":5,"event":"state","goal_id":"g1","state":"concluded","comm_id":"q1","conclusion":"ann: $secret","error":null}),
+    );
+    $r->cmd('XADD', "${G}log", '*', 'e', $_) for @ev;
+    $r->cmd('PEXPIRE', "${G}log", 600000);
+    my @fb = @{ $r->cmd('XRANGE', "${G}log", '-', '+') };
+    is_deeply([ erase_feed($G, 'ann', 'erase') ], [ 'done', 1, 2 ],
+              'goal_feed_erase.lua: her envelope\'s copy erased, the coordinator\'s step and the conclusion redacted');
+    my @fa = @{ $r->cmd('XRANGE', "${G}log", '-', '+') };
+    is_deeply([ map { $_->[0] } @fa ], [ map { $_->[0] } @fb ], 'the ids unchanged');
+    is($fa[1][1][1], '{"sender":"ioa-worker","timestamp":2,"event":"envelope","goal_id":"g1","envelope":{"id":"5-1",'
+                     . '"comm_id":"q1","sender":"ann","type":7,"timestamp":2,"content":"[erased]",'
+                     . '"erased":{"at":1700000000123,"by":"root"}}}',
+       'her copy: the room\'s marker, in the order events.c writes, sender first');
+    is($fa[2][1][1], $fb[2][1][1], 'bob\'s copy untouched');
+    is(JSON::PP::decode_json($fa[3][1][1])->{envelope}{content}, 'ann: [erased]', 'the coordinator\'s step redacted');
+    is_deeply(JSON::PP::decode_json($fa[3][1][1])->{envelope}{erased}, { at => 1_700_000_000_123, by => 'root', quoting => 'ann' },
+              'and marked inside the envelope');
+    my $fin = JSON::PP::decode_json($fa[4][1][1]);
+    is($fin->{conclusion}, 'ann: [erased]', 'the final state\'s conclusion redacted');
+    is($fin->{erased}{quoting}, 'ann', 'and marked');
+    like($fa[4][1][1], qr/^\{"sender":"ioa-worker","timestamp":5,"event":"state",/, 'the rest as it was');
+    is($fa[0][1][1], $fb[0][1][1], 'a state without her words untouched');
+    ok($r->cmd('PTTL', "${G}log") > 500000, 'the feed keeps its expiry');
+    is($r->cmd('EXISTS', "${G}log:rw") + $r->cmd('EXISTS', "${G}log:rwq"), 0, 'no copy, no texts left');
+    is_deeply([ erase_feed($G, 'ann', 'erase') ], [ 'done', 0, 0 ], 'again: nothing');
+    is((erase_feed('hub:{room:goal-none}:', 'ann', 'erase'))[0], 'same', 'no feed: "same"');
+
+    # the record: the built-in planner's conclusion, and the LLM's
+    my $M = 'hub:{goal:g1}:';
+    my $tasks = '[{"agent":"ann","task_id":"t1","task_desc":"write the report"},'
+              . '{"agent":"bob","task_id":"t2","task_desc":"check it"}]';
+    my $account = "Goal: write and check\n2 of 2 parts done.\n1. write the report\n   ann: $secret\n"
+                . "2. check it\n   bob: bob did: check it";
+    $r->cmd('HSET', "${M}meta", state => 'concluded', comm_id => 'q1', parent => '', planner => 'builtin',
+            goal => 'write and check', conclusion => $account);
+    $r->cmd('HSET', "${M}fsm", tasks => $tasks, 'res:t1' => $secret, 'res:t2' => 'bob did: check it',
+            conclusion => $account, stopped_by => 'ann: stop now please',
+            proposals => qq([{"sid":"1-1","sender":"ann","type":6,"content":"let me do more work","tasks":{}}]));
+    is_deeply(run_script('goal_erase', [ "${M}meta", "${M}fsm" ], 'ann', 1, 'root', 'erase', 'check'),
+              [ 'concluded', 'q1', '', $secret, 'let me do more work', 'stop now please' ],
+              'goal_erase.lua check: the state, the room, no parent, and what the record holds of ann');
+    is($r->cmd('HGET', "${M}meta", 'conclusion'), $account, 'check changes nothing');
+    is_deeply(run_script('goal_erase', [ "${M}meta", "${M}fsm" ], 'ann', 1700000000123, 'root', 'erase', ''),
+              [ 5 ], 'erase: 5 fields (her result, her stop, her proposal, the conclusion twice)');
+    (my $want = $account) =~ s/\Q$secret\E/[erased]/;
+    is($r->cmd('HGET', "${M}meta", 'conclusion'), $want, 'the conclusion: her result redacted, bob\'s kept');
+    is($r->cmd('HGET', "${M}fsm", 'conclusion'), $want, 'in the fsm too');
+    is($r->cmd('HGET', "${M}fsm", 'res:t1'), '[erased]', 'her result');
+    is($r->cmd('HGET', "${M}fsm", 'res:t2'), 'bob did: check it', 'his kept');
+    is($r->cmd('HGET', "${M}fsm", 'stopped_by'), 'ann: [erased]', 'her stop');
+    like($r->cmd('HGET', "${M}fsm", 'proposals'), qr/"content":"\[erased\]"/, 'her proposal');
+    is($r->cmd('HGET', "${M}meta", 'erased'), '1700000000123 root', 'meta "erased": when and by whom');
+    is_deeply(run_script('goal_erase', [ "${M}meta", "${M}fsm" ], 'ann', 1, 'root', 'erase', ''), [ 0 ], 'again: nothing');
+    is_deeply(run_script('goal_erase', [ 'hub:{goal:none}:meta', 'hub:{goal:none}:fsm' ], 'ann', 1, 'root', 'erase', 'check'),
+              [ '', '', '' ], 'no record: state ""');
+
+    my $L = 'hub:{goal:g3}:';
+    my $model = "The report is written (ann: $secret) and checked.\nWell done.";
+    my $conc = "$model\n\nConcluded at the turn limit (max_turns 9).\n$account";
+    $r->cmd('HSET', "${L}meta", state => 'concluded', comm_id => 'q3', parent => 'g4', planner => 'llm',
+            conclusion => $conc);
+    $r->cmd('HSET', "${L}fsm", tasks => $tasks, 'res:t1' => $secret, 'res:t2' => 'bob did: check it', conclusion => $conc);
+    my $chk = run_script('goal_erase', [ "${L}meta", "${L}fsm" ], 'ann', 1, 'root', 'erase', 'check');
+    is_deeply($chk, [ 'concluded', 'q3', 'g4', $secret, $model ],
+              'the LLM wrote the conclusion from her result: its text is among the texts, the parent named');
+    run_script('goal_erase', [ "${L}meta", "${L}fsm" ], 'ann', 1, 'root', 'erase', '');
+    is($r->cmd('HGET', "${L}meta", 'conclusion'),
+       "[erased]\n\nConcluded at the turn limit (max_turns 9).\n$want",
+       'the model\'s text goes whole, the account keeps its reason line and bob\'s result');
+    $r->cmd('HSET', "${L}meta", conclusion => $conc);
+    $r->cmd('HSET', "${L}fsm", 'res:t1' => 'ann did nothing of note here', conclusion => $conc);
+    is_deeply(run_script('goal_erase', [ "${L}meta", "${L}fsm" ], 'bob', 1, 'root', 'erase', 'check'),
+              [ 'concluded', 'q3', 'g4', 'bob did: check it', $model ], 'bob had a result: the same for him');
+    my $P = 'hub:{goal:g4}:';
+    $r->cmd('HSET', "${P}meta", state => 'concluded', comm_id => 'q4', planner => 'builtin',
+            conclusion => "Goal: p\n1 of 1 part done.\n1. p\n   coord: $conc");
+    $r->cmd('HSET', "${P}fsm", tasks => '[{"agent":"ann","task_id":"t9"},{"agent":"coord","task_id":"t8"}]',
+            'res:t9' => 'ann in the parent', 'res:t8' => $conc);
+    is_deeply(run_script('goal_erase', [ "${P}meta", "${P}fsm" ], 'ann', 1, 'root', 'quotes', 'check', $secret),
+              [ 'concluded', 'q4', '' ], '"quotes" check: her own words in the parent are not what is erased');
+    is_deeply(run_script('goal_erase', [ "${P}meta", "${P}fsm" ], 'ann', 1, 'root', 'quotes', '', $secret, $model),
+              [ 2 ], '"quotes": the sub-goal\'s texts where the parent quotes them');
+    unlike($r->cmd('HGET', "${P}meta", 'conclusion') . $r->cmd('HGET', "${P}fsm", 'res:t8'), qr/\Q$secret\E|Well done/,
+           'the parent\'s conclusion and the sub-team\'s result no longer hold them');
+    is($r->cmd('HGET', "${P}fsm", 'res:t9'), 'ann in the parent', 'her own result in the parent stays');
 }
 
 # --- the publish mode (post.lua ARGV[6]): PUBLISH, or SPUBLISH on a Cluster --------
