@@ -481,6 +481,9 @@ typedef enum {
     NGX_IOA_SCRIPT_WORKER_LIST,
     NGX_IOA_SCRIPT_LIMIT_LEASE,
     NGX_IOA_SCRIPT_ROOM_ERASE,
+    NGX_IOA_SCRIPT_ROOM_GOALS,
+    NGX_IOA_SCRIPT_GOAL_FEED_ERASE,
+    NGX_IOA_SCRIPT_GOAL_ERASE,
     NGX_IOA_SCRIPT_CONN_COUNT,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
@@ -902,8 +905,21 @@ ngx_int_t ngx_ioa_room_api_copy(ngx_http_request_t *r, redisReply *reply,
     size_t i, ngx_str_t *s);
 
 /* ngx_ioa_room_erase.c */
+typedef struct ngx_ioa_erase_s  ngx_ioa_erase_t;
+typedef ngx_int_t (*ngx_ioa_erase_done_pt)(ngx_http_request_t *r,
+    ngx_ioa_erase_t *er);
+
 ngx_int_t ngx_ioa_room_erase_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
+ngx_ioa_erase_t *ngx_ioa_erase_create(ngx_http_request_t *r,
+    ngx_str_t *sender, ngx_str_t *actor);
+ngx_int_t ngx_ioa_erase_add(ngx_http_request_t *r, ngx_ioa_erase_t *er,
+    ngx_str_t *comm_id);
+ngx_int_t ngx_ioa_erase_run(ngx_http_request_t *r, ngx_ioa_erase_t *er,
+    ngx_ioa_erase_done_pt done, void *data);
+void *ngx_ioa_erase_data(ngx_ioa_erase_t *er);
+void ngx_ioa_erase_summary(ngx_ioa_erase_t *er, ngx_ioa_jbuf_t *b);
+int64_t ngx_ioa_erase_erased(ngx_ioa_erase_t *er);
 
 
 /* ngx_ioa_delete.c */

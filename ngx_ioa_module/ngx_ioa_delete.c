@@ -25,6 +25,12 @@
  *                                                its connections: 1008
  *                                                "agent deleted"
  *
+ *          With ?erase=1 (admin), between 2 and 3: what the agent said in
+ *          each of those rooms is erased, and every copy of it
+ *          (ngx_ioa_room_erase.c), each room audited as its own erasure;
+ *          a room that refuses (409 room_tampered, goal_running) stops the
+ *          DELETE there, the agent not deleted.
+ *
  *   room   1. HGET {room:<id>}:meta creator      404 (tombstone: expired,
  *                                                deleted) or 403
  *          2. SMEMBERS {room:<id>}:members
@@ -39,8 +45,11 @@
  *                                                links of the room, then
  *                                                drops them
  *
- * The rooms an agent was in keep their logs: what it said stays, only its
- * membership goes (erasing envelopes is another endpoint's).
+ * Without ?erase=1 the rooms an agent was in keep their logs: what it said
+ * stays, only its membership goes.  The flag is explicit, not the default:
+ * an erasure rewrites history the other members share and rely on (their
+ * results, a goal's conclusion), which is not what deleting an account
+ * says by itself, and it takes an admin, as POST /rooms/{id}/erase does.
  *
  * On a Redis Cluster the room keys and the registry keys are in different
  * slots, so no one script can do either deletion.  The steps are ordered
@@ -96,6 +105,7 @@ typedef struct {
     ngx_uint_t                floor;      /* the room's floor is next */
     ngx_str_t                 envelope;   /* a room's final envelope */
     ngx_str_t                 sid;        /* its id */
+    ngx_ioa_erase_t          *erase;      /* ?erase=1: what it said */
 } ngx_ioa_delete_t;
 
 
@@ -107,6 +117,8 @@ static void ngx_ioa_agent_delete_exists(ngx_http_request_t *r,
     redisReply *reply);
 static void ngx_ioa_agent_delete_rooms(ngx_http_request_t *r,
     redisReply *reply);
+static ngx_int_t ngx_ioa_agent_delete_erased(ngx_http_request_t *r,
+    ngx_ioa_erase_t *er);
 static ngx_int_t ngx_ioa_agent_delete_next(ngx_http_request_t *r);
 static void ngx_ioa_agent_delete_left(ngx_http_request_t *r,
     redisReply *reply);
@@ -138,9 +150,10 @@ ngx_ioa_agent_delete_handler(ngx_http_request_t *r, ngx_str_t *name,
     ngx_ioa_identity_t *who)
 {
     size_t             argvlen[2];
-    ngx_str_t          key;
+    ngx_str_t          key, v;
     const char        *argv[2];
     ngx_int_t          rc;
+    ngx_uint_t         erase;
     ngx_ioa_error_t    err;
     ngx_ioa_delete_t  *d;
 
@@ -159,6 +172,26 @@ ngx_ioa_agent_delete_handler(ngx_http_request_t *r, ngx_str_t *name,
         return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
     }
 
+    /* ?erase=1 (or true): what the agent said goes too; 0, false or
+     * absent: as without the flag */
+    erase = 0;
+
+    if (ngx_http_arg(r, (u_char *) "erase", 5, &v) == NGX_OK) {
+        if ((v.len == 1 && v.data[0] == '1')
+            || (v.len == 4 && ngx_strncmp(v.data, "true", 4) == 0))
+        {
+            erase = 1;
+
+        } else if (!(v.len == 1 && v.data[0] == '0')
+                   && !(v.len == 5 && ngx_strncmp(v.data, "false", 5) == 0))
+        {
+            ngx_ioa_error_set(&err, "invalid_request", "erase",
+                              "\"erase\" is 1 (what the agent said is "
+                              "erased too) or 0");
+            return ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err);
+        }
+    }
+
     if (!who->open
         && !(who->scopes & NGX_IOA_SCOPE_ADMIN)
         && (name->len != who->sub.len
@@ -171,9 +204,24 @@ ngx_ioa_agent_delete_handler(ngx_http_request_t *r, ngx_str_t *name,
         return ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err);
     }
 
+    if (erase && !who->open && !(who->scopes & NGX_IOA_SCOPE_ADMIN)) {
+        ngx_ioa_error_set(&err, "forbidden", "erase",
+                          "erasing what \"%V\" said takes an \"admin\" "
+                          "token, as POST /rooms/{comm_id}/erase does; "
+                          "without ?erase=1 it may delete itself", name);
+        return ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err);
+    }
+
     d = ngx_ioa_delete_start(r, name, who);
     if (d == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (erase) {
+        d->erase = ngx_ioa_erase_create(r, &d->target, &d->actor);
+        if (d->erase == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
     }
 
     if (ngx_ioa_delete_key(r->pool, &key, "%Vagent:%V", &d->target)
@@ -275,6 +323,7 @@ ngx_ioa_agent_delete_exists(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_agent_delete_rooms(ngx_http_request_t *r, redisReply *reply)
 {
+    ngx_uint_t         i;
     ngx_ioa_delete_t  *d;
 
     d = ngx_ioa_rest_get_data(r);
@@ -284,7 +333,31 @@ ngx_ioa_agent_delete_rooms(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    ngx_ioa_finish(r, ngx_ioa_agent_delete_next(r));
+    if (d->erase == NULL) {
+        ngx_ioa_finish(r, ngx_ioa_agent_delete_next(r));
+        return;
+    }
+
+    /* while it is still a member, so that nothing is left half done: an
+     * erasure that stops leaves the agent as it was, to be asked again */
+    for (i = 0; i < d->nsets; i++) {
+        if (ngx_ioa_erase_add(r, d->erase, &d->sets[i]) != NGX_OK) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+    }
+
+    ngx_ioa_finish(r, ngx_ioa_erase_run(r, d->erase,
+                                        ngx_ioa_agent_delete_erased, d));
+}
+
+
+static ngx_int_t
+ngx_ioa_agent_delete_erased(ngx_http_request_t *r, ngx_ioa_erase_t *er)
+{
+    ngx_ioa_rest_set_data(r, ngx_ioa_erase_data(er));
+
+    return ngx_ioa_agent_delete_next(r);
 }
 
 
@@ -430,14 +503,21 @@ ngx_ioa_agent_delete_forgotten(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    p = ngx_pnalloc(r->pool, 2 * NGX_INT_T_LEN + sizeof("rooms= left="));
+    p = ngx_pnalloc(r->pool, 2 * NGX_INT_T_LEN + NGX_INT64_LEN
+                             + sizeof("rooms= left= erased="));
     if (p == NULL) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
     detail.data = p;
-    detail.len = ngx_sprintf(p, "rooms=%ui left=%ui", d->nsets, d->left) - p;
+    p = ngx_sprintf(p, "rooms=%ui left=%ui", d->nsets, d->left);
+
+    if (d->erase) {
+        p = ngx_sprintf(p, " erased=%L", ngx_ioa_erase_erased(d->erase));
+    }
+
+    detail.len = p - detail.data;
 
     ngx_ioa_audit("agent_deleted", &d->actor, &d->target, &detail);
 
@@ -450,6 +530,12 @@ ngx_ioa_agent_delete_forgotten(ngx_http_request_t *r, redisReply *reply)
     ngx_ioa_jbuf_str(&b, &d->target);
     ngx_ioa_jbuf_literal(&b, ",\"rooms\":");
     ngx_ioa_jbuf_int(&b, (int64_t) d->nsets);
+
+    if (d->erase) {
+        ngx_ioa_jbuf_literal(&b, ",\"erased\":");
+        ngx_ioa_erase_summary(d->erase, &b);
+    }
+
     ngx_ioa_jbuf_byte(&b, '}');
 
     if (ngx_ioa_jbuf_done(&b, &out) != NGX_OK) {

@@ -129,7 +129,7 @@ static const ngx_ioa_goal_field_t  ngx_ioa_goal_fields[] = {
     { "planner", 0 }, { "ended", 0 }, { "launched_by", 0 },
     { "tokens", 1 },
     { "prompt_tokens", 1 }, { "completion_tokens", 1 },
-    { "awaiting_input", 0 }, { NULL, 0 }
+    { "awaiting_input", 0 }, { "erased", 0 }, { NULL, 0 }
 };
 
 
