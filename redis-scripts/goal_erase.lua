@@ -267,11 +267,16 @@ end
 local changed = 0
 local mset, fset = {}, {}
 
+-- a JSON field (proposals, a decision) keeps its JSON; a text, even one
+-- that starts with "[" (a conclusion whose model text is "[erased]"), is
+-- redacted as text
 local function walk(v)
   if not v or v == '' then return nil end
   local w, n
   local c = string.sub(v, 1, 1)
-  if c == '{' or c == '[' then
+  local okj, j = false, nil
+  if c == '{' or c == '[' then okj, j = pcall(cjson.decode, v) end
+  if okj and type(j) == 'table' then
     w, n = redact_json(v, texts, sender)
   else
     w, n = redact(v, texts, sender)

@@ -36,6 +36,7 @@ use IoaTest::Agent qw(envelope fresh_hub json);
 use IoaTest::Api;
 use IoaTest::Goals;
 use IoaTest::JWT;
+use IoaTest::ScriptedLLM;
 use IoaTest::SSE;
 use File::Temp ();
 use LWP::UserAgent ();
@@ -376,6 +377,61 @@ GET /health_check
     like $d->{message}, qr/room "\Q$bad\E" does not verify/, 'naming it';
     is redis_cmd('EXISTS', 'ioa:{reg}:agent:Dot'), 1, 'the agent is not deleted';
     ok redis_cmd('SISMEMBER', "ioa:{room:$bad}:members", 'Dot'), 'nor out of its room';
+    stop_workers();
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 3b: a conclusion the LLM wrote from the sender's result loses the model's whole text, in the record, the room and the feed; the account keeps the other results
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
+    my $ag = connect_agents($ctx, qw(Ann Ben));
+    my $model = 'The report is written and its figures are checked; Ann wrote that '
+              . 'the figures were hard to gather.';
+    my $llm = scripted_llm(sub {
+        my ($req) = @_;
+        return '{}' unless ($req->{messages}[0]{content} // '') =~ /write the conclusion/;
+        return JSON::PP->new->encode({ conclusion => $model });
+    });
+    worker($ctx, 'w1', env => { IOA_LLM_BASE_URL => $llm->{url}, IOA_LLM_MAX_ATTEMPTS => 1 });
+    my $gid = launch(goal => 'Write the report. Check the figures.', team_member_names => [qw(Ann Ben)]);
+    ok drive(agents => $ag, secs => 20, until => sub { state_of($gid) eq 'concluded' }),
+       'the goal concluded' or diag worker_logs($ctx);
+    my $cid = meta($gid)->{comm_id};
+    my $m = meta($gid);
+    is $m->{planner}, 'llm', 'planned with the LLM';
+    like $m->{conclusion}, qr/^\Q$model\E\n\nGoal: /, 'the conclusion: the model\'s text, then the account';
+    ok holding($model, copies($gid, $cid)) >= 5, 'the model\'s text is in the room, the feed and the record';
+
+    my ($code, $d) = api($ctx, POST => "/rooms/$cid/erase", { sender => 'Ann' });
+    is $code, 200, 'erase Ann';
+    is_deeply [ holding($model, copies($gid, $cid)) ], [], 'the model\'s text is nowhere';
+    is_deeply [ holding('Ann did: Write the report', copies($gid, $cid)) ], [], 'nor her result';
+    $m = meta($gid);
+    like $m->{conclusion}, qr/^\[erased\]\n\nGoal: Write the report\. Check the figures\.\n2 of 2 parts done\./,
+         'the conclusion: "[erased]" where the model\'s text was, the account after it';
+    like $m->{conclusion}, qr/\n   Ann: \[erased\]\n.*\n   Ben: Ben did: Check the figures/s,
+         'her result erased, his kept';
+    my ($final) = grep { $_->{sender} eq $COORD && $_->{type} == 11 } room($cid);
+    is $final->{content}, $m->{conclusion}, 'the room\'s CONCLUSION says the same';
+    is((feed($gid))[-1]{conclusion}, $m->{conclusion}, 'and the feed\'s last state');
+
+    # the model drew on Ben's result too: erasing him after her changes nothing more of it
+    ($code, $d) = api($ctx, POST => "/rooms/$cid/erase", { sender => 'Ben' });
+    is $code, 200, 'erase Ben' or diag json()->encode($d);
+    like meta($gid)->{conclusion}, qr/^\[erased\]\n\nGoal: .*\n   Ann: \[erased\]\n.*\n   Ben: \[erased\]$/s,
+         'then Ben: both results erased';
     stop_workers();
 --- no_error_log
 [alert]

@@ -1429,8 +1429,12 @@ sub erase_feed {
     is($r->cmd('HGET', "${L}meta", 'conclusion'),
        "[erased]\n\nConcluded at the turn limit (max_turns 9).\n$want",
        'the model\'s text goes whole, the account keeps its reason line and bob\'s result');
+    run_script('goal_erase', [ "${L}meta", "${L}fsm" ], 'bob', 1, 'root', 'erase', '');
+    like($r->cmd('HGET', "${L}meta", 'conclusion'), qr/^\[erased\]\n\n.*\n   bob: \[erased\]$/s,
+         'a conclusion that starts with "[erased]" is text, not JSON: bob\'s result goes too');
     $r->cmd('HSET', "${L}meta", conclusion => $conc);
-    $r->cmd('HSET', "${L}fsm", 'res:t1' => 'ann did nothing of note here', conclusion => $conc);
+    $r->cmd('HSET', "${L}fsm", 'res:t1' => 'ann did nothing of note here', 'res:t2' => 'bob did: check it',
+            conclusion => $conc);
     is_deeply(run_script('goal_erase', [ "${L}meta", "${L}fsm" ], 'bob', 1, 'root', 'erase', 'check'),
               [ 'concluded', 'q3', 'g4', 'bob did: check it', $model ], 'bob had a result: the same for him');
     my $P = 'hub:{goal:g4}:';
