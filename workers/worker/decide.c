@@ -91,7 +91,8 @@ typedef struct {
 
 static void iw_decide_parts(iw_goal_t *g, iw_part_state_t *ps);
 static void iw_decide_parts_free(iw_goal_t *g, iw_part_state_t *ps);
-static void iw_decide_take_requests(iw_goal_t *g, ioa_buf_t *why);
+static void iw_decide_take_requests(const iw_conf_t *conf, iw_goal_t *g,
+    ioa_buf_t *why);
 static int iw_decide_next(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     iw_part_state_t *ps, iw_agent_t *to, const char **kind);
 static void iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a,
@@ -213,7 +214,7 @@ iw_decide(const iw_conf_t *conf, iw_goal_t *g)
     ioa_buf_init(&text);
 
     /* a person's requests since the last review: more parts */
-    iw_decide_take_requests(g, &why);
+    iw_decide_take_requests(conf, g, &why);
 
     ps = ioa_alloc((g->nparts + 1) * sizeof(iw_part_state_t));
     iw_decide_parts(g, ps);
@@ -636,7 +637,8 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
  */
 
 static void
-iw_decide_take_requests(iw_goal_t *g, ioa_buf_t *why)
+iw_decide_take_requests(const iw_conf_t *conf, iw_goal_t *g,
+    ioa_buf_t *why)
 {
     size_t       i, c;
     yajl_val     reqs, q;
@@ -662,7 +664,7 @@ iw_decide_take_requests(iw_goal_t *g, ioa_buf_t *why)
             continue;                   /* a review entered again */
         }
 
-        iw_plan_clauses(content, &plan);
+        iw_plan_clauses(content, &plan, iw_form_is_task, (void *) conf);
 
         for (c = 0; c < plan.nclauses; c++) {
             if (g->nparts == IW_PLAN_MAX_CLAUSES) {

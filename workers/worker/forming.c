@@ -167,7 +167,7 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
     n = 0;
 
     text = iw_form_text(g);
-    iw_plan_clauses(text, &plan);
+    iw_plan_clauses(text, &plan, iw_form_is_task, (void *) conf);
 
     rc = iw_form_given(conf, g, &members, &names, &n, error);
     if (rc != IW_OK || *error) {
@@ -405,6 +405,38 @@ iw_form_known(const iw_conf_t *conf, char **names, size_t n,
     ioa_buf_free(&unknown);
 
     return IW_OK;
+}
+
+
+/*
+ * The registry's say on a clause boundary the text leaves open (planner.c,
+ * "maybe"): the piece after it is a task of its own when an agent online
+ * matches it well enough on its own (iw_plan_eligible), as it would be
+ * matched as a clause.  A registry that does not answer cuts nothing: the
+ * text stays as the person wrote it.
+ */
+
+int
+iw_form_is_task(void *data, const char *piece, size_t n)
+{
+    int              ok;
+    char            *text, *query;
+    iw_agents_t      ranked;
+    const iw_conf_t *conf = data;
+
+    text = ioa_strndup(piece, n);
+    query = iw_plan_query(text);
+    free(text);
+
+    ok = iw_reg_retrieve(conf, query, IW_FORM_RETRIEVE_LIMIT, 1, &ranked)
+         == IW_OK
+         && iw_plan_eligible(&ranked, 0, conf->min_score);
+
+    iw_agents_free(&ranked);
+
+    free(query);
+
+    return ok;
 }
 
 

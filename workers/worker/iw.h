@@ -440,7 +440,13 @@ typedef struct {
  * for it (iw_plan_eligible) */
 #define IW_PLAN_MIN_SHARE    0.5
 
-void iw_plan_clauses(const char *goal, iw_plan_t *plan);
+/* whether an agent online does what a piece of a goal says (a clause
+ * boundary the text leaves open, planner.c) */
+typedef int (*iw_plan_task_pt)(void *data, const char *piece, size_t n);
+
+void iw_plan_clauses(const char *goal, iw_plan_t *plan,
+    iw_plan_task_pt is_task, void *data);
+int iw_form_is_task(void *data, const char *piece, size_t n);
 void iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
     const char *coordinator, int allow_sub, double min_score);
 int iw_plan_eligible(iw_agents_t *ranked, size_t k, double min_score);

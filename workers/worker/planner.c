@@ -5,18 +5,33 @@
  * makes a conversation without a model testable.
  *
  * Decomposition.  The goal is cut into clauses, the parts a person would
- * hand to different people: sentences (. ! ? ; and newlines),
- * "then"-chained steps ("..., then ...") and two verb phrases joined by
- * "and" ("reverse the words of X and count the words in Y").  An "and"
- * cuts only when what precedes it since the last cut has two words or
- * more and what follows starts a task of its own: its first word is a
- * verb of IW_PLAN_VERBS, or the word after that opens an object ("the",
- * "it", a quote: "... and shout the text").  So "poems about cats, dogs
- * and birds" stays one clause, and commas alone never cut.  Nothing cuts
- * inside quotes ("..." or curly ones): quoted text is the task's data.
- * Leading connectives ("and", "then", "finally", ...) are dropped, and so
- * are fragments without a word of two letters ("e.g." leaves nothing).
- * At most IW_PLAN_MAX_CLAUSES clauses; the rest are merged into the last.
+ * hand to different people.  Boundaries come from the text's structure,
+ * and, where the structure leaves it open, from what the agents online can
+ * do; never from a list of verbs, which would know only some agents' work.
+ *
+ *   always    sentences (". ", "!", "?"), ";", new lines (numbered or
+ *             bulleted items: "1.", "2)", "a)", "-", "*", "•" are dropped),
+ *             "then"-chained steps (", then", " and then "), and a comma or
+ *             "and" followed by "also", "finally", "next", "afterwards",
+ *             "lastly".
+ *   maybe     a comma or an "and": it cuts when the text since the last cut
+ *             has two words or more and what follows, up to the next
+ *             boundary, reads as a task of its own: two words or more, not
+ *             opening with an article or a pronoun, and either its second
+ *             word opens an object (an article, a pronoun, a quote, a
+ *             number: 'reverse the words', 'shout "hi"', 'bake a cake'), or
+ *             an agent online matches it on its own (iw_plan_task_pt, the
+ *             registry; 'summarise findings' where a summariser is online).
+ *   never     inside quotes ("..." or curly ones: the task's data).
+ *
+ * So 'Shout "hi", reverse the words of "a b" and count the words in "c"'
+ * is three clauses; "poems about cats, dogs and birds", "translate it to
+ * French and German" and "the memo and the letter" stay one.  A line that
+ * ends with ":" before more lines ("Please do the following:") is a
+ * lead-in, not a part.  Leading connectives ("and", "then", "finally",
+ * ...) are dropped, and so are fragments without a word of two letters
+ * ("e.g.", a list's "10.").  At most IW_PLAN_MAX_CLAUSES clauses; the rest
+ * are merged into the last.
  *
  * Matching.  Each clause is one capability query to the registry (BM25 over
  * the agents' descriptions, retrieve.lua), as IoA's LLM sends one query per
@@ -44,7 +59,11 @@
 
 
 static void iw_plan_add_clause(iw_plan_t *plan, const char *s, size_t n);
-static int iw_plan_and_cuts(const char *s, size_t n, size_t i, size_t from);
+static int iw_plan_maybe_cuts(const char *s, size_t n, size_t at, size_t x,
+    size_t from, iw_plan_task_pt is_task, void *data);
+static size_t iw_plan_piece_end(const char *s, size_t n, size_t i);
+static size_t iw_plan_words(const char *s, size_t from, size_t to);
+static size_t iw_plan_marker(const char *s, size_t n, size_t i);
 static int iw_word_in(const char *s, size_t n, size_t i, const char **list);
 static size_t iw_word_end(const char *s, size_t n, size_t i);
 static size_t iw_quote_len(const char *s, size_t n, size_t i, int *open);
@@ -62,24 +81,14 @@ static const char  *iw_connectives[] = {
 };
 
 
-/* verbs that start a task of their own after "and"; a list rather than a
- * grammar, so it is documented here and easy to extend */
-static const char  *iw_plan_verbs[] = {
-    "add", "analyse", "analyze", "answer", "build", "calculate", "check",
-    "classify", "compare", "compile", "compose", "compute", "convert",
-    "count", "create", "debug", "define", "delete", "describe", "design",
-    "detect", "draft", "draw", "edit", "estimate", "evaluate", "explain",
-    "extract", "fetch", "find", "fix", "format", "generate", "give",
-    "identify", "list", "make", "measure", "outline", "plan", "plot",
-    "predict", "prepare", "print", "produce", "prove", "rank", "read",
-    "recommend", "rename", "reverse", "review", "rewrite", "run", "save",
-    "search", "send", "shout", "show", "simplify", "solve", "sort", "spell",
-    "split", "suggest", "summarise", "summarize", "tell", "test",
-    "transcribe", "translate", "uppercase", "verify", "write", NULL
+/* connectives that start a step of their own after a comma or "and" */
+static const char  *iw_plan_steps[] = {
+    "also", "finally", "next", "afterwards", "lastly", NULL
 };
 
 
-/* words that open a verb's object: "... and <verb> the text" */
+/* words that open an object: "... and <word> the text"; a piece that
+ * starts with one ("the memo") is a noun phrase, not a task */
 static const char  *iw_plan_objects[] = {
     "the", "a", "an", "this", "that", "these", "those", "it", "them", "its",
     "their", "his", "her", "my", "our", "your", "all", "each", "every",
@@ -167,55 +176,162 @@ iw_quote_len(const char *s, size_t n, size_t i, int *open)
 }
 
 
-/* " and " at i (the space before it) ends a clause: see the top */
+/* the words (letters, digits, UTF-8) in s[from, to) */
 
-static int
-iw_plan_and_cuts(const char *s, size_t n, size_t i, size_t from)
+static size_t
+iw_plan_words(const char *s, size_t from, size_t to)
 {
-    size_t  k, words, x, y;
+    size_t  k, words;
 
-    for (k = from, words = 0; k < i; k = iw_word_end(s, n, k) + 1) {
-        while (k < i && !isalnum((unsigned char) s[k])
+    for (k = from, words = 0; k < to; k = iw_word_end(s, to, k) + 1) {
+        while (k < to && !isalnum((unsigned char) s[k])
                && (unsigned char) s[k] < 0x80)
         {
             k++;
         }
 
-        if (k < i) {
+        if (k < to) {
             words++;
         }
     }
 
-    if (words < 2) {
+    return words;
+}
+
+
+/* where the piece that starts at i ends: the next boundary of any kind
+ * outside quotes (see the top), or n */
+
+static size_t
+iw_plan_piece_end(const char *s, size_t n, size_t i)
+{
+    int     quoted;
+    size_t  q;
+
+    for (quoted = 0; i < n; i++) {
+        if ((q = iw_quote_len(s, n, i, &quoted))) {
+            i += q - 1;
+            continue;
+        }
+
+        if (quoted) {
+            continue;
+        }
+
+        if (s[i] == ',' || s[i] == ';' || s[i] == '\n' || s[i] == '!'
+            || s[i] == '?' || iw_word_at(s, n, i, " and ")
+            || (s[i] == '.' && (i + 1 == n || isspace((unsigned char) s[i + 1]))))
+        {
+            return i;
+        }
+    }
+
+    return n;
+}
+
+
+/*
+ * A comma or an "and" (at: where it starts; x: the first byte after it)
+ * that may end a clause: see "maybe" at the top.  from: where the clause
+ * began.
+ */
+
+static int
+iw_plan_maybe_cuts(const char *s, size_t n, size_t at, size_t x, size_t from,
+    iw_plan_task_pt is_task, void *data)
+{
+    size_t  end, y;
+
+    if (iw_plan_words(s, from, at) < 2) {
         return 0;
     }
 
-    x = i + 5;                          /* the word after " and " */
+    while (x < n && s[x] == ' ') {
+        x++;
+    }
 
-    if (x >= n || !isalpha((unsigned char) s[x])) {
+    /* ", and ...": the "and" is the comma's; what follows it decides */
+    if (iw_word_at(s, n, x, "and ") ) {
+        x += 4;
+    }
+
+    if (x >= n) {
         return 0;
     }
 
-    if (iw_word_in(s, n, x, iw_plan_verbs)
-        || iw_word_in(s, n, x, iw_connectives))
-    {
+    if (iw_word_in(s, n, x, iw_plan_steps)) {
         return 1;
     }
 
-    if (iw_word_in(s, n, x, iw_plan_objects)) {
-        return 0;                       /* "the text and the title" */
-    }
+    end = iw_plan_piece_end(s, n, x);
 
-    y = iw_word_end(s, n, x);
-
-    if (y >= n || s[y] != ' ') {
+    if (iw_plan_words(s, x, end) < 2 || iw_word_in(s, n, x, iw_plan_objects)
+        || !isalpha((unsigned char) s[x]))
+    {
         return 0;
     }
 
-    y++;
+    /* the word after the first: an object opens ("reverse the words") */
 
-    return s[y] == '"' || (unsigned char) s[y] == 0xe2
-           || iw_word_in(s, n, y, iw_plan_objects);
+    y = iw_word_end(s, n, x);
+
+    if (y < end && s[y] == ' ') {
+        y++;
+
+        if (s[y] == '"' || (unsigned char) s[y] == 0xe2
+            || isdigit((unsigned char) s[y])
+            || iw_word_in(s, n, y, iw_plan_objects))
+        {
+            return 1;
+        }
+    }
+
+    /* or an agent online does what it says */
+    return is_task != NULL && is_task(data, s + x, end - x);
+}
+
+
+/* a list item's marker at i ("1.", "12)", "a)", "-", "*", "•", each with
+ * a space after it): its length, or 0 */
+
+static size_t
+iw_plan_marker(const char *s, size_t n, size_t i)
+{
+    size_t  k;
+
+    k = i;
+
+    while (k < n && isdigit((unsigned char) s[k]) && k - i < 3) {
+        k++;
+    }
+
+    if (k > i && k < n && (s[k] == '.' || s[k] == ')')) {
+        k++;
+
+    } else if (k == i && k + 1 < n && isalpha((unsigned char) s[k])
+               && s[k + 1] == ')')
+    {
+        k += 2;
+
+    } else if (k == i && k < n && (s[k] == '-' || s[k] == '*' || s[k] == '+'))
+    {
+        k++;
+
+    } else if (k == i && k + 2 < n && (unsigned char) s[k] == 0xe2
+               && (unsigned char) s[k + 1] == 0x80
+               && (unsigned char) s[k + 2] == 0xa2)
+    {
+        k += 3;
+
+    } else {
+        return 0;
+    }
+
+    if (k < n && s[k] != ' ' && s[k] != '\t') {
+        return 0;
+    }
+
+    return k - i;
 }
 
 
@@ -259,9 +375,10 @@ iw_plan_add_clause(iw_plan_t *plan, const char *s, size_t n)
         }
     }
 
-    /* a clause needs one word of two letters or more (UTF-8 counts) */
+    /* a clause needs one word of two letters or more (UTF-8 counts;
+     * digits do not: a list's "10." is no clause) */
     for (i = 0, letters = 0, word = 0; i < n && word < 2; i++) {
-        if (isalnum((unsigned char) s[i]) || (unsigned char) s[i] >= 0x80) {
+        if (isalpha((unsigned char) s[i]) || (unsigned char) s[i] >= 0x80) {
             word++;
             letters = 1;
 
@@ -289,11 +406,12 @@ iw_plan_add_clause(iw_plan_t *plan, const char *s, size_t n)
 
 
 void
-iw_plan_clauses(const char *goal, iw_plan_t *plan)
+iw_plan_clauses(const char *goal, iw_plan_t *plan, iw_plan_task_pt is_task,
+    void *data)
 {
     int     quoted;
     char    c;
-    size_t  i, from, n, skip, q;
+    size_t  i, from, n, skip, q, m, end;
 
     memset(plan, 0, sizeof(*plan));
     plan->clauses = ioa_alloc(IW_PLAN_MAX_CLAUSES * sizeof(char *));
@@ -306,6 +424,18 @@ iw_plan_clauses(const char *goal, iw_plan_t *plan)
     for (i = 0, from = 0; i <= n; i++) {
         c = goal[i];
         skip = 0;
+
+        /* a list item's marker at the start of a line is no text */
+        if (i == from) {
+            while (i < n && (goal[i] == ' ' || goal[i] == '\t')) {
+                i++;
+            }
+
+            m = iw_plan_marker(goal, n, i);
+            from = i + m;
+            i = from;
+            c = goal[i];
+        }
 
         if (i < n && (q = iw_quote_len(goal, n, i, &quoted))) {
             i += q - 1;
@@ -322,6 +452,18 @@ iw_plan_clauses(const char *goal, iw_plan_t *plan)
             quoted = 0;
             skip = 1;
 
+            /* "Please do the following:" before more lines: a lead-in */
+            for (end = i; end > from && isspace((unsigned char) goal[end - 1]);
+                 end--)
+            { /* void */ }
+
+            if (c == '\n' && end > from && goal[end - 1] == ':'
+                && goal[i + 1 + strspn(goal + i + 1, " \t\n")] != '\0')
+            {
+                from = i + 1;
+                continue;
+            }
+
         } else if (c == '.'
                    && (i + 1 == n || isspace((unsigned char) goal[i + 1])))
         {
@@ -335,8 +477,14 @@ iw_plan_clauses(const char *goal, iw_plan_t *plan)
             skip = 10;
             plan->then = 1;
 
+        } else if (c == ',' && iw_plan_maybe_cuts(goal, n, i, i + 1, from,
+                                                  is_task, data))
+        {
+            skip = 1;
+
         } else if (c == ' ' && iw_word_at(goal, n, i, " and ")
-                   && iw_plan_and_cuts(goal, n, i, from))
+                   && iw_plan_maybe_cuts(goal, n, i, i + 5, from,
+                                         is_task, data))
         {
             skip = 5;
         }
