@@ -728,6 +728,64 @@ GET /health_check
 [emerg]
 
 
+=== TEST 13b: IoA's collaborative planning: with is_collaborative_planning_enabled a member's updated_plan is reviewed like a proposal and recorded as a decision (update_plan), and the plan goes back out in updated_plan; without the flag, or too long, it is refused with the reason (keep_plan)
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx, Planner => ['plans the work of a team', 1]);
+    worker($ctx, 'w1', turn_timeout => 5);
+    my $team = [qw(Planner Counter)];
+    my $goal = 'Count the words in "a b".';
+    my $plan = "## Strategic Objectives\n- count the words\n## Expected Milestones\n- the count";
+
+    my $g1 = launch(goal => $goal, team_member_names => $team,
+                    is_collaborative_planning_enabled => JSON::PP::true);
+    ok drive(agents => $ag, how => { Planner => { plan => $plan } },
+             until => sub { state_of($g1) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my %step = by_step(room(meta($g1)->{comm_id}));
+    my $ans = $step{9};
+    is_deeply $ans->{ioa_proposals}, [{ sender => 'Planner', kind => 'plan', accepted => JSON::PP::true, reason => '' }],
+        'step 9 answers the plan: taken';
+    is $ans->{ioa_decision}{decision}, 'update_plan', 'recorded as a decision: update_plan';
+    is $ans->{ioa_decision}{plan_by}, 'Planner', '... by the proposer';
+    is $ans->{ioa_decision}{plan}, $plan, '... quoting the plan';
+    is $ans->{updated_plan}, $plan, 'and the plan goes out in updated_plan, for every member\'s planner';
+    like $ans->{content}, qr/^Planner's plan is taken: it is the team's plan now\.$/, 'said in the room';
+    like meta($g1)->{conclusion}, qr/\n1 of 1 part done\./, 'the goal runs on with its parts';
+
+    my $g2 = launch(goal => $goal, team_member_names => $team);
+    ok drive(agents => $ag, how => { Planner => { plan => $plan } },
+             until => sub { state_of($g2) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    %step = by_step(room(meta($g2)->{comm_id}));
+    is $step{9}{ioa_proposals}[0]{accepted}, JSON::PP::false, 'without the flag: refused';
+    like $step{9}{ioa_proposals}[0]{reason}, qr/is_collaborative_planning_enabled/, 'naming the flag';
+    is $step{9}{ioa_decision}{decision}, 'keep_plan', 'recorded: keep_plan';
+    ok !defined $step{9}{updated_plan} || $step{9}{updated_plan} eq '', 'no plan goes out';
+    is $step{9}{ioa_error}{code}, 'invalid_proposal', 'an error envelope';
+
+    my $g3 = launch(goal => $goal, team_member_names => $team,
+                    is_collaborative_planning_enabled => JSON::PP::true);
+    ok drive(agents => $ag, how => { Planner => { plan => 'p' x 5000 } },
+             until => sub { state_of($g3) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    %step = by_step(room(meta($g3)->{comm_id}));
+    like $step{9}{ioa_proposals}[0]{reason}, qr/at most 4000 bytes/, 'a plan of 5,000 bytes: refused, saying the bound';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
 === TEST 14: cancel in a later round: the re-routed task is cancelled, the goal ends cancelled and its account says what was done
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;

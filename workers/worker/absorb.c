@@ -194,6 +194,15 @@ iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g, iw_entries_t *e)
 
                     } else {
                         spoke |= iw_decide_answered(g, sender);
+
+                        /* IoA's collaborative planning: a turn of the
+                         * plan's discussion may carry an updated_plan */
+                        if (g->round == 0 && g->step < IW_STEP_PROPOSALS
+                            && iw_proposal_has_plan(env))
+                        {
+                            spoke |= iw_proposal_keep(g, e->v[i].sid, env,
+                                                      sender, type);
+                        }
                     }
 
                     mark = ioa_sprintf(",%s,", sender);

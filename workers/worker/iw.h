@@ -534,7 +534,8 @@ typedef struct {
     char         *stopped_by;        /* "sender: message" that ended it */
     char         *proposals;         /* JSON: members' proposals in the
                                         discussion (proposal.c) */
-    char         *proposal_answer;   /* JSON: the coordinator's answer */
+    char         *proposal_answer;   /* JSON: the coordinator's answer,
+                                        with the plan it accepted */
     char         *ask;               /* JSON: the review's latest question
                                         {"round","k","agent","parts",
                                         "deadline","answered"} */
@@ -712,6 +713,7 @@ size_t iw_decide_done(iw_goal_t *g);
 /* proposal.c: proposals of the members that speak the protocol */
 int iw_proposal_keep(iw_goal_t *g, const char *sid, yajl_val env,
     const char *sender, long long type);
+int iw_proposal_has_plan(yajl_val env);
 int iw_proposal_answer(const iw_conf_t *conf, iw_goal_t *g);
 int iw_proposal_concludes(iw_goal_t *g);
 

@@ -11,7 +11,11 @@
  *       "tasks": {"<member>": {"task_desc": "..."}}: more work, for members
  *       of the team;
  *   CONCLUDE_GROUP_DISCUSSION (10): conclude now; its content is the
- *       proposer's answer.
+ *       proposer's answer;
+ *   any of these or a DISCUSSION (4) with a non-empty "updated_plan":
+ *       IoA's collaborative planning (its "Dynamic Collaborative
+ *       Planner": objectives, milestones, dependencies, as markdown), a
+ *       new plan for the team.
  *
  * conversation.c keeps each proposal (fsm "proposals", with its Stream id,
  * so a re-read after a takeover adds nothing twice).  When the turns are
@@ -29,7 +33,17 @@
  *   - the goal keeps at most IW_PLAN_MAX_CLAUSES parts;
  *   - a proposal to conclude is followed unless a task proposal was
  *     accepted before it; after a followed conclude, task proposals are
- *     refused.
+ *     refused;
+ *   - an updated_plan is taken only from a goal launched with
+ *     is_collaborative_planning_enabled, at most IW_PROPOSAL_PLAN_MAX
+ *     bytes, and not after a followed conclude; the last one taken is the
+ *     team's plan.
+ *
+ * A plan is reviewed like the other proposals (its own entry in
+ * "ioa_proposals", "kind": "plan") and recorded as a decision: the
+ * answer carries "ioa_decision": {"decision": "update_plan", "round": 0,
+ * "by": "rule", "reason", "plan"} and, as IoA's clients expect, the plan
+ * taken in "updated_plan", so every member's planner holds the same one.
  *
  * The answer is computed once and saved with the amended tasks before it
  * is posted (fsm "proposal_answer"), so a worker that takes over posts the
@@ -44,11 +58,29 @@
 
 #define IW_PROPOSAL_DESC_MAX  600
 
+/* an updated_plan: a page of markdown, as IoA's planner prompt asks for */
+#define IW_PROPOSAL_PLAN_MAX  4000
+
 
 static char *iw_proposal_check(iw_goal_t *g, iw_agents_t *team,
     yajl_val tasks);
 static void iw_proposal_take(iw_goal_t *g, yajl_val tasks);
 static char *iw_proposal_decide(iw_goal_t *g, iw_agents_t *team);
+static char *iw_proposal_plan_check(iw_goal_t *g, const char *plan,
+    int conclude);
+
+
+/* the envelope carries IoA's collaborative plan: a non-empty updated_plan */
+
+int
+iw_proposal_has_plan(yajl_val env)
+{
+    const char  *plan;
+
+    plan = ioa_json_get_str(env, "updated_plan");
+
+    return plan != NULL && plan[strspn(plan, " \t\r\n")] != '\0';
+}
 
 
 /* a member's envelope during the discussion, kept for the answer; 1 when
@@ -86,11 +118,16 @@ iw_proposal_keep(iw_goal_t *g, const char *sid, yajl_val env,
     ioa_buf_adds(&b, ",\"tasks\":");
     tasks = ioa_json_get(env, "tasks");
 
-    if (tasks) {
+    if (tasks && type != IW_TYPE_DISCUSSION) {
         ioa_json_emit(&b, tasks);
 
     } else {
         ioa_buf_adds(&b, "null");
+    }
+
+    if (iw_proposal_has_plan(env)) {
+        ioa_buf_adds(&b, ",\"plan\":");
+        ioa_json_str(&b, ioa_json_get_str(env, "updated_plan"));
     }
 
     ioa_buf_adds(&b, "}]");
@@ -99,7 +136,8 @@ iw_proposal_keep(iw_goal_t *g, const char *sid, yajl_val env,
     g->proposals = ioa_buf_take(&b);
 
     iw_info("goal %s: %s proposes %s", g->goal_id, sender,
-            type == IW_TYPE_CONCLUDE ? "to conclude" : "tasks");
+            type == IW_TYPE_CONCLUDE ? "to conclude"
+            : type == IW_TYPE_DISCUSSION ? "a plan" : "tasks");
 
     return 1;
 }
@@ -139,7 +177,7 @@ iw_proposal_answer(const iw_conf_t *conf, iw_goal_t *g)
     yajl_val     a, v;
     ioa_buf_t    e;
     iw_agents_t  team;
-    const char  *text, *error;
+    const char  *text, *error, *plan, *by;
 
     if (g->proposal_answer == NULL) {
         if (iw_goal_members(g, &team) != IW_OK) {
@@ -148,6 +186,16 @@ iw_proposal_answer(const iw_conf_t *conf, iw_goal_t *g)
 
         g->proposal_answer = iw_proposal_decide(g, &team);
         iw_agents_free(&team);
+
+        a = ioa_json_parse(g->proposal_answer, strlen(g->proposal_answer));
+        v = ioa_json_get(a, "plan");
+
+        if (v) {
+            iw_stats_addf(1, "decisions:%s:rule",
+                          YAJL_IS_STRING(v) ? "update_plan" : "keep_plan");
+        }
+
+        yajl_tree_free(a);
 
         tasks = iw_store_tasks_json(g);
         parts = iw_store_parts_json(g);
@@ -185,6 +233,32 @@ iw_proposal_answer(const iw_conf_t *conf, iw_goal_t *g)
         ioa_buf_addc(&e, '}');
     }
 
+    /* a plan was proposed: the decision on it, and the plan taken, in
+     * IoA's own field, for every member's planner */
+    v = ioa_json_get(a, "plan");
+
+    if (v) {
+        plan = YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : NULL;
+        by = ioa_json_get_str(a, "plan_by");
+
+        ioa_buf_addf(&e, ",\"ioa_decision\":{\"decision\":\"%s\","
+                    "\"round\":0,\"by\":\"rule\",\"reason\":",
+                    plan ? "update_plan" : "keep_plan");
+        ioa_json_str(&e, text ? text : "");
+
+        if (plan) {
+            ioa_buf_adds(&e, ",\"plan_by\":");
+            ioa_json_str(&e, by ? by : "");
+            ioa_buf_adds(&e, ",\"plan\":");
+            ioa_json_str(&e, plan);
+            ioa_buf_adds(&e, "},\"updated_plan\":");
+            ioa_json_str(&e, plan);
+
+        } else {
+            ioa_buf_addc(&e, '}');
+        }
+    }
+
     extra = ioa_buf_take(&e);
     ioa_buf_init(&e);
     v = ioa_json_get(a, "next");
@@ -219,16 +293,19 @@ iw_proposal_answer(const iw_conf_t *conf, iw_goal_t *g)
 static char *
 iw_proposal_decide(iw_goal_t *g, iw_agents_t *team)
 {
-    int          conclude, accepted;
-    char        *error;
+    int          conclude, accepted, plans;
+    char        *error, *taken, *taken_by;
     size_t       i;
     ioa_buf_t    ans, text, next, errs, out;
     yajl_val     all, p, t, type;
-    const char  *sender, *content;
+    const char  *sender, *content, *plan;
 
     all = ioa_json_parse(g->proposals, strlen(g->proposals));
     conclude = 0;
     accepted = 0;
+    plans = 0;
+    taken = NULL;
+    taken_by = NULL;
     ioa_buf_init(&ans);
     ioa_buf_init(&text);
     ioa_buf_init(&next);
@@ -243,6 +320,14 @@ iw_proposal_decide(iw_goal_t *g, iw_agents_t *team)
 
         if (sender == NULL) {
             continue;
+        }
+
+        plan = ioa_json_get_str(p, "plan");
+
+        if (type && YAJL_IS_INTEGER(type)
+            && YAJL_GET_INTEGER(type) == IW_TYPE_DISCUSSION)
+        {
+            goto take_plan;             /* a plan and nothing else */
         }
 
         if (type && YAJL_IS_INTEGER(type)
@@ -296,6 +381,47 @@ iw_proposal_decide(iw_goal_t *g, iw_agents_t *team)
         ioa_buf_adds(&next, next.len ? "," : "");
         ioa_json_str(&next, sender);
         free(error);
+
+    take_plan:
+
+        if (plan == NULL || *plan == '\0') {
+            continue;
+        }
+
+        plans++;
+        error = iw_proposal_plan_check(g, plan, conclude);
+
+        if (error == NULL) {
+            free(taken);
+            free(taken_by);
+            taken = ioa_strdup(plan);
+            taken_by = ioa_strdup(sender);
+        }
+
+        ioa_buf_adds(&ans, ans.len ? ",{\"sender\":" : "{\"sender\":");
+        ioa_json_str(&ans, sender);
+        ioa_buf_addf(&ans, ",\"kind\":\"plan\",\"accepted\":%s,"
+                    "\"reason\":", error ? "false" : "true");
+        ioa_json_str(&ans, error ? error : "");
+        ioa_buf_addc(&ans, '}');
+
+        ioa_buf_addf(&text, "%s%s's plan ", text.len ? " " : "", sender);
+
+        if (error) {
+            ioa_buf_addf(&text, "is refused: %s.", error);
+            ioa_buf_addf(&errs, "%s%s: %s", errs.len ? "; " : "", sender,
+                        error);
+
+        } else {
+            ioa_buf_adds(&text, "is taken: it is the team's plan now.");
+        }
+
+        if (next.len == 0 || strstr(next.data, sender) == NULL) {
+            ioa_buf_adds(&next, next.len ? "," : "");
+            ioa_json_str(&next, sender);
+        }
+
+        free(error);
     }
 
     yajl_tree_free(all);
@@ -309,7 +435,25 @@ iw_proposal_decide(iw_goal_t *g, iw_agents_t *team)
     ioa_buf_add(&out, ans.data ? ans.data : "", ans.len);
     ioa_buf_adds(&out, "],\"error\":");
     ioa_json_str(&out, errs.len ? errs.data : "");
-    ioa_buf_addf(&out, ",\"conclude\":%s}", conclude ? "true" : "false");
+    ioa_buf_addf(&out, ",\"conclude\":%s", conclude ? "true" : "false");
+
+    if (plans) {
+        ioa_buf_adds(&out, ",\"plan\":");
+
+        if (taken) {
+            ioa_json_str(&out, taken);
+            ioa_buf_adds(&out, ",\"plan_by\":");
+            ioa_json_str(&out, taken_by);
+
+        } else {
+            ioa_buf_adds(&out, "null");
+        }
+    }
+
+    ioa_buf_addc(&out, '}');
+
+    free(taken);
+    free(taken_by);
 
     ioa_buf_free(&ans);
     ioa_buf_free(&text);
@@ -317,6 +461,33 @@ iw_proposal_decide(iw_goal_t *g, iw_agents_t *team)
     ioa_buf_free(&errs);
 
     return ioa_buf_take(&out);
+}
+
+
+/* NULL when an updated_plan can be taken, else why not */
+
+static char *
+iw_proposal_plan_check(iw_goal_t *g, const char *plan, int conclude)
+{
+    yajl_val  v;
+
+    v = ioa_json_get(g->req, "is_collaborative_planning_enabled");
+
+    if (!(v && YAJL_IS_TRUE(v))) {
+        return ioa_strdup("the goal was not launched with "
+                          "is_collaborative_planning_enabled");
+    }
+
+    if (conclude) {
+        return ioa_strdup("the goal concludes on an earlier proposal");
+    }
+
+    if (strlen(plan) > IW_PROPOSAL_PLAN_MAX) {
+        return ioa_sprintf("an updated_plan is at most %d bytes",
+                           IW_PROPOSAL_PLAN_MAX);
+    }
+
+    return NULL;
 }
 
 

@@ -29,7 +29,8 @@
  * so that a takeover does not count twice where it can be avoided):
  *
  *   decisions:<kind>:<by>   a review's decision, saved (decide.c): kind
- *                           reroute iterate conclude ask, by rule llm
+ *                           reroute iterate conclude ask, by rule llm;
+ *                           update_plan keep_plan (proposal.c), by rule
  *   llm_calls, llm_failures, llm_requests, prompt_tokens,
  *   completion_tokens       per structured call (llm_planner.c): a failure
  *                           is a call that gave no usable answer (the

@@ -297,9 +297,13 @@ sub act {
     return unless grep { $_ eq $name } names_in($m->{next_speaker});
     if (ref $how eq 'HASH') {       # a proposal on the first turn, once
         return unless $type == 4 && !$how->{done}++;
+        # plan: IoA's collaborative planning, an updated_plan in the turn
+        # (alone: a DISCUSSION; with tasks or conclude: in that proposal)
         $a->post(envelope(comm_id => $m->{comm_id},
-            type => $how->{conclude} ? 10 : 6, next_speaker => [$m->{sender}],
+            type => $how->{conclude} ? 10 : $how->{tasks} || !defined $how->{plan} ? 6 : 4,
+            next_speaker => [$m->{sender}],
             content => $how->{conclude} // "$name proposes more work",
+            (defined $how->{plan} ? (updated_plan => $how->{plan}) : ()),
             $how->{tasks} ? (extra => [tasks => $how->{tasks}]) : ()));
         return;
     }
