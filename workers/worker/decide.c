@@ -55,12 +55,14 @@
  * "ended" names the bound: settled, max_rounds, max_turns, token_budget,
  * cancelled.
  *
- * Records.  Every settled task (completed, partial, failed, timed_out) is
- * counted in its agent's record when its round is reviewed and again when
- * the goal concludes (rep_record.lua counts a task once, whoever asks);
- * query.lua and retrieve.lua return the record, and among equally good
- * matches the planner and the re-route prefer the agent that finished
- * more of its tasks (registry.c: iw_reg_prefer_reliable).
+ * Records.  The verdict on every settled task (iw_decide_verdict:
+ * completed only for a non-empty result in time, else rejected, partial,
+ * failed, timed_out) is counted in its agent's record when its round is
+ * reviewed and again when the goal concludes (rep_record.lua counts a task
+ * once, whoever asks); query.lua and retrieve.lua return the record, and
+ * every ranking of the planner and the re-route weighs it against the
+ * match, with a share of the work for newcomers (registry.c:
+ * iw_reg_rank).
  *
  * Exactly once.  Round r's steps are numbered from IW_ROUND_STEPS * r (the
  * offsets of iw.h), and its decision is step IW_ROUND_STEPS * r +
@@ -774,7 +776,7 @@ iw_decide_candidates(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     iw_part_state_t *ps, iw_agents_t *out, size_t *matched)
 {
     int          rc, given;
-    char        *query, *mark;
+    char        *query, *mark, *salt;
     size_t       k;
     yajl_val     v;
     iw_agents_t  ranked;
@@ -786,9 +788,13 @@ iw_decide_candidates(const iw_conf_t *conf, iw_goal_t *g, size_t p,
     given = (v && YAJL_IS_ARRAY(v) && v->u.array.len > 0)
             || (g->cont_comm_id && *g->cont_comm_id);
 
+    /* a re-route gives a newcomer its turn too, by its own salt
+     * (iw_reg_rank); not within a given team */
     query = iw_plan_query(g->parts[p]);
+    salt = given ? NULL : ioa_sprintf("%s:%zu:%d", g->goal_id, p, g->round);
     rc = iw_reg_retrieve(conf, query, given ? 50 : IW_DECIDE_CANDIDATES, 1,
-                         &ranked);
+                         salt, &ranked);
+    free(salt);
     free(query);
 
     if (rc != IW_OK) {
@@ -1034,8 +1040,38 @@ iw_decide_done(iw_goal_t *g)
 }
 
 
+/*
+ * The coordinator's verdict on a settled task, which is what its agent's
+ * record counts: "completed" only for a result that arrived in time (a
+ * late one leaves the task timed_out, absorb.c) and says something; a
+ * result reported completed with nothing in it is "rejected" (counted as
+ * a failure).  failed and timed_out stand, and so does a part re-routed
+ * away, since only those are re-routed.  What the agent said of itself is
+ * thus never enough to gain.
+ */
+
+static const char *
+iw_decide_verdict(const iw_task_t *t)
+{
+    const char  *s;
+
+    if (!iw_streq(t->status, "completed")) {
+        return t->status;
+    }
+
+    for (s = t->result ? t->result : ""; *s; s++) {
+        if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r') {
+            return "completed";
+        }
+    }
+
+    return "rejected";
+}
+
+
 /* Every settled task of round `round` (-1: of every round) goes into its
- * agent's record; a task of a nested team is not one agent's doing. */
+ * agent's record as the coordinator's verdict; a task of a nested team is
+ * not one agent's doing. */
 
 int
 iw_decide_record_tasks(const iw_conf_t *conf, iw_goal_t *g, int round)
@@ -1050,7 +1086,7 @@ iw_decide_record_tasks(const iw_conf_t *conf, iw_goal_t *g, int round)
             continue;
         }
 
-        if (iw_reg_record(conf, t->agent, t->task_id, t->status,
+        if (iw_reg_record(conf, t->agent, t->task_id, iw_decide_verdict(t),
                           t->latency_ms)
             != IW_OK)
         {

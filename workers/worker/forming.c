@@ -28,8 +28,7 @@
 
 
 /* discovery: agents read per capability query; more than IoA's 3, so that
- * among equally good matches the one with the better record can be found
- * (iw_reg_prefer_reliable) */
+ * a close match with a better record can be found (iw_reg_rank) */
 #define IW_FORM_RETRIEVE_LIMIT  10
 
 /* agents read per clause for a given team: it ranks every member */
@@ -42,7 +41,7 @@ static int iw_form_given(const iw_conf_t *conf, iw_goal_t *g,
     iw_agents_t *members, char ***names, size_t *n, char **error);
 static int iw_form_known(const iw_conf_t *conf, char **names, size_t n,
     iw_agents_t *given, char **error);
-static int iw_form_rank(const iw_conf_t *conf, iw_plan_t *plan,
+static int iw_form_rank(const iw_conf_t *conf, iw_goal_t *g, iw_plan_t *plan,
     iw_agents_t *given, int online_only, int allow_sub);
 static int iw_form_room(const iw_conf_t *conf, iw_goal_t *g, char **start);
 static char *iw_form_team_json(const iw_conf_t *conf, iw_plan_t *plan);
@@ -198,7 +197,7 @@ iw_goal_plan(const iw_conf_t *conf, iw_goal_t *g, char **error)
     allow_sub = g->depth && *g->depth && atoll(g->depth) >= 1
                 && !(g->cont_comm_id && *g->cont_comm_id);
 
-    rc = iw_form_rank(conf, &plan, names ? &given : NULL, online_only,
+    rc = iw_form_rank(conf, g, &plan, names ? &given : NULL, online_only,
                       allow_sub);
     if (rc != IW_OK) {
         goto done;
@@ -444,11 +443,11 @@ iw_form_is_task(void *data, const char *piece, size_t n)
  * ranks everyone, online or not, and keeps its own members */
 
 static int
-iw_form_rank(const iw_conf_t *conf, iw_plan_t *plan, iw_agents_t *given,
-    int online_only, int allow_sub)
+iw_form_rank(const iw_conf_t *conf, iw_goal_t *g, iw_plan_t *plan,
+    iw_agents_t *given, int online_only, int allow_sub)
 {
     int           rc;
-    char         *query;
+    char         *query, *salt;
     size_t        i;
     iw_agents_t  *ranked;
 
@@ -457,11 +456,15 @@ iw_form_rank(const iw_conf_t *conf, iw_plan_t *plan, iw_agents_t *given,
     memset(ranked, 0, (plan->nclauses + 1) * sizeof(iw_agents_t));
 
     for (i = 0; i < plan->nclauses && rc == IW_OK; i++) {
+        /* a newcomer's turn is the goal's and the clause's (iw_reg_rank);
+         * a given team is the launcher's choice, not a trial */
         query = iw_plan_query(plan->clauses[i]);
+        salt = given ? NULL : ioa_sprintf("%s:%zu", g->goal_id, i);
         rc = iw_reg_retrieve(conf, query,
                              given ? IW_FORM_RETRIEVE_GIVEN
                                    : IW_FORM_RETRIEVE_LIMIT,
-                             given ? 0 : online_only, &ranked[i]);
+                             given ? 0 : online_only, salt, &ranked[i]);
+        free(salt);
         free(query);
     }
 

@@ -356,8 +356,11 @@ typedef struct {
     int           online;
     int           protocol;          /* speaks IoA itself: its turns are its own */
     double        score;             /* BM25 against the query, retrieve only */
-    long long     completed;         /* its task record (rep_record.lua) */
-    long long     unfinished;        /* failed + timed_out */
+    long long     completed;         /* its record (rep_record.lua): */
+    long long     partial;           /* the coordinator's verdicts */
+    long long     unfinished;        /* failed + timed_out (+ rejected) */
+    long long     latency_ms;        /* mean, -1: not known */
+    double        rank;              /* score weighed by the record */
 } iw_agent_t;
 
 typedef struct {
@@ -373,10 +376,13 @@ int iw_reg_register(const iw_conf_t *conf);
 int iw_reg_query(const iw_conf_t *conf, char **names, size_t n,
     iw_agents_t *out);
 int iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
-    int online_only, iw_agents_t *out);
+    int online_only, const char *salt, iw_agents_t *out);
 int iw_reg_teamup(const iw_conf_t *conf, const char *comm_id,
     const char *team_name, char **members, size_t n, char **refused);
-void iw_reg_prefer_reliable(iw_agents_t *ranked);
+void iw_reg_rank(const iw_conf_t *conf, iw_agents_t *ranked,
+    const char *salt);
+double iw_reg_rate(const iw_agent_t *a);
+long long iw_reg_trials(const iw_agent_t *a);
 int iw_reg_record(const iw_conf_t *conf, const char *agent,
     const char *task_id, const char *status, long long latency_ms);
 int iw_reg_person(const iw_conf_t *conf, const char *comm_id,

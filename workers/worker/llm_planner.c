@@ -77,6 +77,7 @@ static int iw_llm_account(const iw_conf_t *conf, iw_goal_t *g,
     long long prompt, long long completion);
 static void iw_llm_team_list(ioa_buf_t *b, const char *coordinator,
     iw_agents_t *a);
+static void iw_llm_record(ioa_buf_t *b, const iw_agent_t *a);
 static int iw_llm_blank(const char *s);
 
 
@@ -334,6 +335,37 @@ iw_llm_account(const iw_conf_t *conf, iw_goal_t *g, long long prompt,
 }
 
 
+/*
+ * An agent's record as the model reads it, one bounded line (numbers
+ * only, about 100 bytes): the coordinator's verdicts, the smoothed rate the
+ * built-in ranking uses (registry.c: iw_reg_rank), the mean time to a
+ * result.  A newcomer is called one, so that the model can give it a
+ * low-stakes part rather than read "0 tasks" as a bad sign.
+ */
+
+static void
+iw_llm_record(ioa_buf_t *b, const iw_agent_t *a)
+{
+    long long  n;
+
+    n = iw_reg_trials(a);
+
+    if (n == 0) {
+        ioa_buf_adds(b, "\n  record: newcomer, no verdicts yet");
+        return;
+    }
+
+    ioa_buf_addf(b, "\n  record: %lld tasks, %lld accepted, %lld partial, "
+                "%lld failed or timed out or rejected; smoothed success "
+                "rate %.2f", n, a->completed, a->partial, a->unfinished,
+                iw_reg_rate(a));
+
+    if (a->latency_ms >= 0) {
+        ioa_buf_addf(b, "; mean time to result %lld ms", a->latency_ms);
+    }
+}
+
+
 static void
 iw_llm_team_list(ioa_buf_t *b, const char *coordinator, iw_agents_t *a)
 {
@@ -346,6 +378,7 @@ iw_llm_team_list(ioa_buf_t *b, const char *coordinator, iw_agents_t *a)
 
         ioa_buf_addf(b, "\n- %s (%s): %s", a->v[i].name, a->v[i].type,
                     a->v[i].desc);
+        iw_llm_record(b, &a->v[i]);
     }
 }
 
@@ -444,7 +477,7 @@ iw_llm_team(const iw_conf_t *conf, iw_goal_t *g, const char *text,
 
                 k++;
                 rc = iw_reg_retrieve(conf, YAJL_GET_STRING(q), 3,
-                                     online_only, &found);
+                                     online_only, NULL, &found);
                 if (rc != IW_OK) {
                     yajl_tree_free(ans);
                     ioa_buf_free(&seen);

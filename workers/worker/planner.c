@@ -569,26 +569,40 @@ iw_plan_join(iw_plan_t *plan, iw_agent_t *a)
     m->online = a->online;
     m->protocol = a->protocol;
     m->score = a->score;
+    m->completed = a->completed;
+    m->partial = a->partial;
+    m->unfinished = a->unfinished;
+    m->latency_ms = a->latency_ms;
+    m->rank = a->rank;
 }
 
 
 /*
  * An agent matches a clause well enough: ranked->v[k] scores at least
- * min_score and at least IW_PLAN_MIN_SHARE of the best score (v[0]).
- * The share keeps a weak second from taking a clause whose best agent is
- * busy or failed: "count the words" is not for the agent that reverses
- * words because both descriptions say "words".
+ * min_score and at least IW_PLAN_MIN_SHARE of the best score.  The share
+ * keeps a weak second from taking a clause whose best agent is busy or
+ * failed: "count the words" is not for the agent that reverses words
+ * because both descriptions say "words".  Both look at the match alone:
+ * the order is by match and record (iw_reg_rank), so the best match need
+ * not be first.
  */
 
 int
 iw_plan_eligible(iw_agents_t *ranked, size_t k, double min_score)
 {
+    size_t  i;
+    double  best;
+
     if (k >= ranked->n) {
         return 0;
     }
 
+    for (i = 0, best = 0; i < ranked->n; i++) {
+        best = ranked->v[i].score > best ? ranked->v[i].score : best;
+    }
+
     return ranked->v[k].score >= min_score
-           && ranked->v[k].score >= IW_PLAN_MIN_SHARE * ranked->v[0].score;
+           && ranked->v[k].score >= IW_PLAN_MIN_SHARE * best;
 }
 
 

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "iw.h"
@@ -184,12 +185,12 @@ iw_reg_query(const iw_conf_t *conf, char **names, size_t n, iw_agents_t *out)
 }
 
 
-/* retrieve.lua for one capability query: BM25-ranked, best first, without
- * the coordinator itself */
+/* retrieve.lua for one capability query, without the coordinator itself,
+ * ranked by match and record (iw_reg_rank); salt: see there */
 
 int
 iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
-    int online_only, iw_agents_t *out)
+    int online_only, const char *salt, iw_agents_t *out)
 {
     size_t       i, n;
     iw_args_t    a;
@@ -236,7 +237,7 @@ iw_reg_retrieve(const iw_conf_t *conf, const char *query, int limit,
         iw_agent_record(&out->v[i], iw_reply_str(e[7]));
     }
 
-    iw_reg_prefer_reliable(out);
+    iw_reg_rank(conf, out, salt);
 
     freeReplyObject(r);
 
@@ -260,53 +261,154 @@ iw_agent_record(iw_agent_t *a, const char *json)
 
     rec = ioa_json_parse(json, strlen(json));
     a->completed = ioa_json_get_int(rec, "completed", &n) == 0 ? n : 0;
+    a->partial = ioa_json_get_int(rec, "partial", &n) == 0 ? n : 0;
     a->unfinished = (ioa_json_get_int(rec, "failed", &n) == 0 ? n : 0)
                     + (ioa_json_get_int(rec, "timed_out", &n) == 0 ? n : 0);
+    a->latency_ms = ioa_json_get_int(rec, "latency_ms", &n) == 0 ? n : -1;
+    a->rank = a->score;
     yajl_tree_free(rec);
 }
 
 
-/* the share of an agent's tasks it finished, with one finished and one
- * unfinished task assumed, so that a newcomer stands at 1/2 */
+/*
+ * Reputation as a gradient.  An agent's record is the coordinator's
+ * verdicts on its tasks (decide.c: accepted, partial, failed, timed out,
+ * rejected), and it weighs in every ranking:
+ *
+ *   r     = (accepted + partial / 2 + P * K) / (verdicts + K)
+ *   rank  = match * (A + (1 - A) * r)
+ *
+ * r is the success rate smoothed by a Beta prior: P = 1/2 worth K = 2
+ * verdicts, so a newcomer stands at 1/2 and one verdict moves it by a
+ * third of the way, not all of it (1/1 is not "always").  A = 1/2 is the
+ * weight the match keeps whatever the record: a perfect record can at most
+ * double an agent's standing against a hopeless one, so a record decides
+ * between close matches and never makes a poor match win (the planner's
+ * min_score and IW_PLAN_MIN_SHARE still apply to the match alone).  With
+ * one failure against a newcomer's 1/2 an agent falls from 0.75 to 0.67
+ * of its match: a 12% better description is then worth less than a clean
+ * record.  Equal ranks go to the faster agent (mean time from assignment
+ * to result, an agent without one last), then retrieve.lua's order.
+ *
+ * Newcomers.  Ranked so, an agent with no record would rarely get work
+ * where a proven one matches as well.  So an agent with fewer than
+ * IW_REP_NEWCOMER verdicts that is eligible (the planner's rule:
+ * min_score, and IW_PLAN_MIN_SHARE of the best match) is put first in
+ * IW_REP_EXPLORE percent of the rankings, chosen by a hash of the salt
+ * (the goal and its part), so the same goal ranks the same on every worker
+ * and after a takeover, and a test can tell in advance which goals
+ * explore.  Among several newcomers the best ranked is chosen.  Without a
+ * salt (the model's discovery, which sees the records itself) nobody is
+ * put first.
+ */
 
-static double
-iw_agent_reliability(const iw_agent_t *a)
+#define IW_REP_PRIOR     0.5
+#define IW_REP_WEIGHT    2.0
+#define IW_REP_MATCH     0.5
+#define IW_REP_NEWCOMER  5
+#define IW_REP_EXPLORE   20
+
+
+long long
+iw_reg_trials(const iw_agent_t *a)
 {
-    return (a->completed + 1.0) / (a->completed + a->unfinished + 2.0);
+    return a->completed + a->partial + a->unfinished;
 }
 
 
-/*
- * Among equally good matches (the same BM25 score), the agent with the
- * better record first; equal records keep retrieve.lua's order (by name).
- * A flaky agent thus loses work to a reliable one that describes itself
- * the same way, but never to a weaker match.
- */
+double
+iw_reg_rate(const iw_agent_t *a)
+{
+    return (a->completed + a->partial / 2.0 + IW_REP_PRIOR * IW_REP_WEIGHT)
+           / (iw_reg_trials(a) + IW_REP_WEIGHT);
+}
+
+
+/* a before b: the better rank, then the faster, then as retrieve.lua had
+ * them (the insertion sort below is stable) */
+
+static int
+iw_reg_before(const iw_agent_t *a, const iw_agent_t *b)
+{
+    if (a->rank != b->rank) {
+        return a->rank > b->rank;
+    }
+
+    if (a->latency_ms >= 0 && b->latency_ms >= 0) {
+        return a->latency_ms < b->latency_ms;
+    }
+
+    return a->latency_ms >= 0 && b->latency_ms < 0;
+}
+
+
+/* FNV-1a: small, and the same on every worker (a test computes it too) */
+
+static uint32_t
+iw_reg_hash(const char *s)
+{
+    uint32_t  h;
+
+    for (h = 2166136261u; *s; s++) {
+        h = (h ^ (unsigned char) *s) * 16777619u;
+    }
+
+    return h;
+}
+
 
 void
-iw_reg_prefer_reliable(iw_agents_t *ranked)
+iw_reg_rank(const iw_conf_t *conf, iw_agents_t *ranked, const char *salt)
 {
     size_t      i, j;
+    double      best;
     iw_agent_t  a;
+
+    best = 0;
+
+    for (i = 0; i < ranked->n; i++) {
+        a = ranked->v[i];
+        best = a.score > best ? a.score : best;
+        ranked->v[i].rank = a.score
+                            * (IW_REP_MATCH
+                               + (1 - IW_REP_MATCH) * iw_reg_rate(&a));
+    }
 
     for (i = 1; i < ranked->n; i++) {
         a = ranked->v[i];
 
-        for (j = i; j > 0 && ranked->v[j - 1].score == a.score
-                    && iw_agent_reliability(&ranked->v[j - 1])
-                       < iw_agent_reliability(&a); j--)
-        {
+        for (j = i; j > 0 && iw_reg_before(&a, &ranked->v[j - 1]); j--) {
             ranked->v[j] = ranked->v[j - 1];
         }
 
         ranked->v[j] = a;
     }
+
+    if (salt == NULL || ranked->n < 2
+        || iw_reg_trials(&ranked->v[0]) < IW_REP_NEWCOMER
+        || iw_reg_hash(salt) % 100 >= IW_REP_EXPLORE)
+    {
+        return;
+    }
+
+    for (i = 1; i < ranked->n; i++) {
+        a = ranked->v[i];
+
+        if (iw_reg_trials(&a) < IW_REP_NEWCOMER && a.score >= conf->min_score
+            && a.score >= IW_PLAN_MIN_SHARE * best)
+        {
+            memmove(&ranked->v[1], &ranked->v[0], i * sizeof(iw_agent_t));
+            ranked->v[0] = a;
+            return;
+        }
+    }
 }
 
 
 /*
- * Counts a settled task in its agent's record (rep_record.lua), once per
- * task whoever calls it; a cancelled task is not the agent's doing.
+ * Counts a verdict in its agent's record (rep_record.lua), once per task
+ * whoever calls it; a cancelled task is not the agent's doing.  status is
+ * the verdict (iw_decide_verdict), not what the agent said.
  */
 
 int
@@ -317,7 +419,8 @@ iw_reg_record(const iw_conf_t *conf, const char *agent, const char *task_id,
     redisReply  *r;
 
     if (!(iw_streq(status, "completed") || iw_streq(status, "partial")
-          || iw_streq(status, "failed") || iw_streq(status, "timed_out")))
+          || iw_streq(status, "failed") || iw_streq(status, "timed_out")
+          || iw_streq(status, "rejected")))
     {
         return IW_OK;
     }

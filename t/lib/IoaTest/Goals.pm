@@ -265,6 +265,7 @@ sub names_in {
 # result for another agent's task), 'mute' (answers tasks, but never takes
 # a discussion turn), 'fail_mute' (both), 'partial' (answers "partial"
 # every time),
+# 'empty' (reports "completed" with nothing in its result),
 # 'partial_once' (the first task partial, later ones completed; %Partial
 # counts them), 'vanish' (reports progress, then drops its connection for
 # good), or a proposal on its first discussion turn: { tasks => {member =>
@@ -349,6 +350,12 @@ sub answer {
     $how = $Partial{$name}++ ? 'answer' : 'partial' if $how eq 'partial_once';
     my $status = $how =~ /^fail/ ? 'failed'
                : $how eq 'partial' ? 'partial' : 'completed';
+    if ($how eq 'empty') {
+        $a->post(envelope(comm_id => $m->{comm_id}, type => 7, next_speaker => '',
+            task_id => $task->{task_id}, task_conclusion => '', content => '',
+            extra => [task_status => 'completed']));
+        return;
+    }
     $a->post(envelope(comm_id => $m->{comm_id}, type => 7, next_speaker => '',
         task_id => $task->{task_id},
         task_conclusion => $status eq 'completed' ? "$name did: $task->{task_desc}"
