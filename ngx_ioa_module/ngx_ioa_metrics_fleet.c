@@ -184,7 +184,7 @@ static ngx_ioa_fleet_family_t  ngx_ioa_fleet_families[] = {
 
     { "ioa_worker_tasks_total",
       "Task outcomes the worker counted first in an agent's record "
-      "(completed, partial, failed, timed_out, rejected): each task once, "
+      "(completed, partial, failed, timed_out): each task once, "
       "fleet-wide.",
       "tasks:", "outcome", NULL },
 

@@ -163,7 +163,7 @@ GET /health_check
 
 
 
-=== TEST 3: an agent that reports "completed" with an empty result gains nothing: the verdict is rejected
+=== TEST 3: an agent that reports "completed" with an empty result gains nothing: rejected, re-routed, a failure
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -181,9 +181,16 @@ GET /health_check
                         'Tally the words in "one two".');
     is scalar(@ids), 1, 'concluded' or diag worker_logs($ctx);
     is first_assignee($ids[0]), 'Hollow', 'the better match goes first';
+    my @assign = grep { $_->{type} == 6 } room(meta($ids[0])->{comm_id});
+    is_deeply [map { keys %{ $_->{tasks} } } @assign], [qw(Hollow Steady)],
+        'the review did not accept it: re-routed to Steady';
+    like meta($ids[0])->{conclusion}, qr/\n1 of 1 part done\.\n.*\n   Steady: Steady did: /,
+        'done by Steady';
+    like worker_log($ctx, 'w1'), qr/\(Hollow\) reported completed with an empty result; rejected/,
+        'the worker says why';
     is_deeply [map { redis_cmd('HGET', 'ioa:{reg}:rep:Hollow', $_) // 0 }
-               qw(completed failed rejected)], [0, 1, 1],
-        'Hollow: no success, one failure, because the result was rejected';
+               qw(completed failed)], [0, 1],
+        'Hollow: no success, one failure';
     my (undef, $d) = api($ctx, POST => '/query_assistant', { name => 'Hollow' });
     is_deeply [@{ $d->{record} }{qw(completed failed)}], [0, 1],
         'query_assistant shows a failure, no success';
@@ -225,7 +232,7 @@ GET /health_check
     my ($rq) = grep { ($_->{messages}[1]{content} // '') =~ /agent_discovery\(/ }
                scripted_requests($llm);
     my $user = $rq ? $rq->{messages}[1]{content} : '';
-    like $user, qr/\n- Steady \(Thing Assistant\): [^\n]*\n  record: 3 tasks, 3 accepted, 0 partial, 0 failed or timed out or rejected; smoothed success rate 0\.80; mean time to result 1200 ms/,
+    like $user, qr/\n- Steady \(Thing Assistant\): [^\n]*\n  record: 3 tasks, 3 accepted, 0 partial, 0 failed, timed out or rejected; smoothed success rate 0\.80; mean time to result 1200 ms/,
         'Steady: its verdicts, (3 + 1) / (3 + 2), and its time';
     like $user, qr/\n- Flaky \(Thing Assistant\): [^\n]*\n  record: newcomer, no verdicts yet/,
         'Flaky: a newcomer';

@@ -24,6 +24,11 @@
 #include "iw.h"
 
 
+/* what the coordinator keeps of a "completed" result with nothing in it:
+ * the conclusion and the record say why the part is not done */
+#define IW_REJECTED_EMPTY  "an empty result, not accepted by the coordinator"
+
+
 static int iw_goal_absorb(const iw_conf_t *conf, iw_goal_t *g,
     iw_entries_t *e);
 static iw_task_t *iw_goal_task_update(iw_goal_t *g, yajl_val env,
@@ -308,6 +313,16 @@ iw_goal_task_update(iw_goal_t *g, yajl_val env, const char *sender,
 
     if (text == NULL || *text == '\0') {
         text = ioa_json_get_str(env, "content");
+    }
+
+    /* the coordinator's verdict, not the agent's word: "completed" with
+     * nothing in it is not accepted, so the review re-routes the part and
+     * the agent's record counts a failure (decide.c, "Records") */
+    if (iw_streq(status, "completed") && iw_blank(text)) {
+        iw_warn("goal %s: task %s (%s) reported completed with an empty "
+                "result; rejected", g->goal_id, t->task_id, t->agent);
+        status = "failed";
+        text = IW_REJECTED_EMPTY;
     }
 
     free(t->status);

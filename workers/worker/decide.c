@@ -55,13 +55,16 @@
  * "ended" names the bound: settled, max_rounds, max_turns, token_budget,
  * cancelled.
  *
- * Records.  The verdict on every settled task (iw_decide_verdict:
- * completed only for a non-empty result in time, else rejected, partial,
- * failed, timed_out) is counted in its agent's record when its round is
- * reviewed and again when the goal concludes (rep_record.lua counts a task
- * once, whoever asks); query.lua and retrieve.lua return the record, and
- * every ranking of the planner and the re-route weighs it against the
- * match, with a share of the work for newcomers (registry.c:
+ * Records.  A task's status is the coordinator's verdict, not the
+ * agent's word: completed only for a result that arrived in time (a late
+ * one finds the task timed_out) and says something (an empty "completed"
+ * is rejected as failed when it arrives, absorb.c), so the review
+ * re-routes what it did not accept.  Every settled task (completed,
+ * partial, failed, timed_out) is counted in its agent's record when its
+ * round is reviewed and again when the goal concludes (rep_record.lua
+ * counts a task once, whoever asks); query.lua and retrieve.lua return the
+ * record, and every ranking of the planner and the re-route weighs it
+ * against the match, with a share of the work for newcomers (registry.c:
  * iw_reg_rank).
  *
  * Exactly once.  Round r's steps are numbered from IW_ROUND_STEPS * r (the
@@ -1040,38 +1043,8 @@ iw_decide_done(iw_goal_t *g)
 }
 
 
-/*
- * The coordinator's verdict on a settled task, which is what its agent's
- * record counts: "completed" only for a result that arrived in time (a
- * late one leaves the task timed_out, absorb.c) and says something; a
- * result reported completed with nothing in it is "rejected" (counted as
- * a failure).  failed and timed_out stand, and so does a part re-routed
- * away, since only those are re-routed.  What the agent said of itself is
- * thus never enough to gain.
- */
-
-static const char *
-iw_decide_verdict(const iw_task_t *t)
-{
-    const char  *s;
-
-    if (!iw_streq(t->status, "completed")) {
-        return t->status;
-    }
-
-    for (s = t->result ? t->result : ""; *s; s++) {
-        if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r') {
-            return "completed";
-        }
-    }
-
-    return "rejected";
-}
-
-
 /* Every settled task of round `round` (-1: of every round) goes into its
- * agent's record as the coordinator's verdict; a task of a nested team is
- * not one agent's doing. */
+ * agent's record; a task of a nested team is not one agent's doing. */
 
 int
 iw_decide_record_tasks(const iw_conf_t *conf, iw_goal_t *g, int round)
@@ -1086,7 +1059,7 @@ iw_decide_record_tasks(const iw_conf_t *conf, iw_goal_t *g, int round)
             continue;
         }
 
-        if (iw_reg_record(conf, t->agent, t->task_id, iw_decide_verdict(t),
+        if (iw_reg_record(conf, t->agent, t->task_id, t->status,
                           t->latency_ms)
             != IW_OK)
         {

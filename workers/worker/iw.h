@@ -114,6 +114,7 @@ extern volatile sig_atomic_t  iw_stop;
 
 /* util.c: what only the worker needs; the rest is in ../common/ */
 int iw_streq(const char *a, const char *b);
+int iw_blank(const char *s);
 void iw_sleep_ms(long long ms);
 
 
@@ -358,7 +359,7 @@ typedef struct {
     double        score;             /* BM25 against the query, retrieve only */
     long long     completed;         /* its record (rep_record.lua): */
     long long     partial;           /* the coordinator's verdicts */
-    long long     unfinished;        /* failed + timed_out (+ rejected) */
+    long long     unfinished;        /* failed + timed_out */
     long long     latency_ms;        /* mean, -1: not known */
     double        rank;              /* score weighed by the record */
 } iw_agent_t;

@@ -78,7 +78,6 @@ static int iw_llm_account(const iw_conf_t *conf, iw_goal_t *g,
 static void iw_llm_team_list(ioa_buf_t *b, const char *coordinator,
     iw_agents_t *a);
 static void iw_llm_record(ioa_buf_t *b, const iw_agent_t *a);
-static int iw_llm_blank(const char *s);
 
 
 static int
@@ -90,23 +89,6 @@ iw_llm_on(const iw_conf_t *conf, iw_goal_t *g)
 
     return conf->token_budget == 0
            || g->prompt_tokens + g->completion_tokens < conf->token_budget;
-}
-
-
-/* NULL, "" or only white space: nothing a reader could use */
-
-static int
-iw_llm_blank(const char *s)
-{
-    if (s == NULL) {
-        return 1;
-    }
-
-    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') {
-        s++;
-    }
-
-    return *s == '\0';
 }
 
 
@@ -356,7 +338,7 @@ iw_llm_record(ioa_buf_t *b, const iw_agent_t *a)
     }
 
     ioa_buf_addf(b, "\n  record: %lld tasks, %lld accepted, %lld partial, "
-                "%lld failed or timed out or rejected; smoothed success "
+                "%lld failed, timed out or rejected; smoothed success "
                 "rate %.2f", n, a->completed, a->partial, a->unfinished,
                 iw_reg_rate(a));
 
@@ -755,7 +737,7 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     {
         d = ioa_json_get_str(v->u.array.values[i], "part");
 
-        if (!iw_llm_blank(d)) {
+        if (!iw_blank(d)) {
             parts[nparts++] = ioa_strdup(d);
         }
     }
@@ -767,19 +749,19 @@ iw_llm_plan(const iw_conf_t *conf, iw_goal_t *g, const char *text,
     {
         t = v->u.array.values[i];
 
-        if (iw_llm_blank(ioa_json_get_str(t, "part"))) {
+        if (iw_blank(ioa_json_get_str(t, "part"))) {
             continue;
         }
 
         desc = ioa_json_get_str(t, "why");
-        plan->why[j++] = ioa_strdup(iw_llm_blank(desc)
+        plan->why[j++] = ioa_strdup(iw_blank(desc)
                                    ? "no member of the team can do it"
                                    : desc);
     }
 
     d = ioa_json_get_str(ans, "discussion");
 
-    if (!iw_llm_blank(d)) {
+    if (!iw_blank(d)) {
         *discussion = ioa_strdup(d);
     }
 
@@ -846,7 +828,7 @@ iw_llm_conclusion(const iw_conf_t *conf, iw_goal_t *g, char **text)
 
     c = ioa_json_get_str(ans, "conclusion");
 
-    if (!iw_llm_blank(c)) {
+    if (!iw_blank(c)) {
         *text = ioa_strdup(c);
     }
 
@@ -1059,7 +1041,7 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
         out->ask_agent = ioa_json_get_str(v, "agent");
         out->ask_text = ioa_json_get_str(v, "text");
 
-        if (out->ask_agent == NULL || iw_llm_blank(out->ask_text)) {
+        if (out->ask_agent == NULL || iw_blank(out->ask_text)) {
             out->ask_agent = NULL;
             out->ask_text = NULL;
         }
@@ -1082,11 +1064,11 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
         d = ioa_json_get_str(t, "task_desc");
         out->tasks[out->ntasks].part = (int) part - 1;
         out->tasks[out->ntasks].agent = ioa_json_get_str(t, "agent");
-        out->tasks[out->ntasks].desc = iw_llm_blank(d) ? NULL : d;
+        out->tasks[out->ntasks].desc = iw_blank(d) ? NULL : d;
         out->ntasks++;
     }
 
-    if (iw_llm_blank(out->reason)) {
+    if (iw_blank(out->reason)) {
         out->reason = NULL;
     }
 

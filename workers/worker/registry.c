@@ -272,8 +272,8 @@ iw_agent_record(iw_agent_t *a, const char *json)
 
 /*
  * Reputation as a gradient.  An agent's record is the coordinator's
- * verdicts on its tasks (decide.c: accepted, partial, failed, timed out,
- * rejected), and it weighs in every ranking:
+ * verdicts on its tasks (decide.c, "Records": accepted, partial, failed,
+ * timed out), and it weighs in every ranking:
  *
  *   r     = (accepted + partial / 2 + P * K) / (verdicts + K)
  *   rank  = match * (A + (1 - A) * r)
@@ -408,7 +408,8 @@ iw_reg_rank(const iw_conf_t *conf, iw_agents_t *ranked, const char *salt)
 /*
  * Counts a verdict in its agent's record (rep_record.lua), once per task
  * whoever calls it; a cancelled task is not the agent's doing.  status is
- * the verdict (iw_decide_verdict), not what the agent said.
+ * the coordinator's verdict (decide.c, "Records"), not what the agent
+ * said.
  */
 
 int
@@ -419,8 +420,7 @@ iw_reg_record(const iw_conf_t *conf, const char *agent, const char *task_id,
     redisReply  *r;
 
     if (!(iw_streq(status, "completed") || iw_streq(status, "partial")
-          || iw_streq(status, "failed") || iw_streq(status, "timed_out")
-          || iw_streq(status, "rejected")))
+          || iw_streq(status, "failed") || iw_streq(status, "timed_out")))
     {
         return IW_OK;
     }

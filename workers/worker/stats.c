@@ -40,9 +40,8 @@
  *   retries:redis           connection attempts that failed (main.c)
  *   retries:goal            goals run again after a Redis error (main.c)
  *   tasks:<outcome>         tasks counted in an agent's record for the
- *                           first time (rep_record.lua said 1), by the
- *                           verdict: completed partial failed timed_out
- *                           rejected, once per task
+ *                           first time (rep_record.lua said 1): completed
+ *                           partial failed timed_out, once per task
  *                           fleet-wide
  *   goals:<state>           goals this worker ended: concluded failed
  *                           cancelled (meta_state.lua wrote the state:

@@ -17,6 +17,23 @@ iw_streq(const char *a, const char *b)
 }
 
 
+/* NULL, "" or only white space: nothing a reader could use */
+
+int
+iw_blank(const char *s)
+{
+    if (s == NULL) {
+        return 1;
+    }
+
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') {
+        s++;
+    }
+
+    return *s == '\0';
+}
+
+
 /* returns early when a signal arrives, so SIGTERM is not delayed */
 
 void

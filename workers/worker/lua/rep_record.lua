@@ -1,13 +1,9 @@
 -- rep_record.lua: count one task's outcome in its agent's record.
 --
 -- KEYS[1]  record hash   B..'rep:'..agent   (completed partial failed
---                        timed_out: counts; rejected: how many of the
---                        failed were results the review did not accept)
+--                        timed_out: counts)
 -- KEYS[2]  marker        B..'repdone:'..task_id
--- ARGV[1]  outcome       the coordinator's verdict (decide.c):
---                        completed (accepted) | partial | failed |
---                        timed_out | rejected (reported completed, not
---                        accepted: an empty result), counted as failed
+-- ARGV[1]  outcome       completed | partial | failed | timed_out
 -- ARGV[2]  marker ttl    seconds the marker is kept
 -- ARGV[3]  latency ms    assignment to result, "0" or absent: unknown
 --                        (summed in latency_ms, counted in timed)
@@ -27,17 +23,11 @@
 
 local o = ARGV[1]
 if o ~= 'completed' and o ~= 'partial' and o ~= 'failed'
-   and o ~= 'timed_out' and o ~= 'rejected' then
+   and o ~= 'timed_out' then
   return redis.error_reply('BADARG unknown outcome ' .. tostring(o))
 end
 if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', tonumber(ARGV[2]) or 604800) then
   return 0
-end
-if o == 'rejected' then
-  -- a failure to every reader of the record (query.lua, retrieve.lua, the
-  -- hubs' index), which need not know why
-  redis.call('HINCRBY', KEYS[1], 'rejected', 1)
-  o = 'failed'
 end
 redis.call('HINCRBY', KEYS[1], o, 1)
 local ms = tonumber(ARGV[3]) or 0
