@@ -294,7 +294,8 @@ iw_agent_record(iw_agent_t *a, const char *json)
  * where a proven one matches as well.  So an agent with fewer than
  * IW_REP_NEWCOMER verdicts that is eligible (the planner's rule:
  * min_score, and IW_PLAN_MIN_SHARE of the best match) is put first in
- * IW_REP_EXPLORE percent of the rankings, chosen by a hash of the salt
+ * IW_REP_EXPLORE percent of the rankings that a proven agent leads (one
+ * with IW_REP_NEWCOMER verdicts or more), chosen by a hash of the salt
  * (the goal and its part), so the same goal ranks the same on every worker
  * and after a takeover, and a test can tell in advance which goals
  * explore.  Among several newcomers the best ranked is chosen.  Without a
