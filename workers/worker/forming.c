@@ -427,7 +427,8 @@ iw_form_is_task(void *data, const char *piece, size_t n)
     query = iw_plan_query(text);
     free(text);
 
-    ok = iw_reg_retrieve(conf, query, IW_FORM_RETRIEVE_LIMIT, 1, &ranked)
+    ok = iw_reg_retrieve(conf, query, IW_FORM_RETRIEVE_LIMIT, 1, NULL,
+                         &ranked)
          == IW_OK
          && iw_plan_eligible(&ranked, 0, conf->min_score);
 
