@@ -353,7 +353,7 @@ iw_goal_assigned(iw_goal_t *g, size_t i)
     iw_goal_round_tasks(g, &first);
     base = g->round * IW_ROUND_STEPS;
 
-    if (g->sync) {
+    if (iw_goal_one_at_a_time(g)) {
         return g->step >= base + IW_STEP_SYNC + 2 * (int) (i - first);
     }
 

@@ -118,7 +118,8 @@ iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
     rc = g->round == 0 ? iw_goal_discuss(conf, g) : IW_GOAL_NEXT;
 
     if (rc == IW_GOAL_NEXT) {
-        rc = g->sync ? iw_goal_sequence(conf, g) : iw_goal_parallel(conf, g);
+        rc = iw_goal_one_at_a_time(g) ? iw_goal_sequence(conf, g)
+                                      : iw_goal_parallel(conf, g);
     }
 
     if (rc == IW_GOAL_NEXT) {
@@ -180,7 +181,9 @@ iw_goal_discuss(const iw_conf_t *conf, iw_goal_t *g)
         }
 
         text = g->discussion ? ioa_strdup(g->discussion)
-                             : iw_plan_discussion(g->goal, g->sync, g->tasks,
+                             : iw_plan_discussion(g->goal,
+                                                  iw_goal_one_at_a_time(g),
+                                                  g->tasks,
                                                   g->ntasks);
         rc = iw_goal_post(conf, g, IW_STEP_DISCUSSION, IW_TYPE_DISCUSSION,
                           text, b.data, NULL, NULL);
@@ -417,7 +420,43 @@ iw_goal_parallel(const iw_conf_t *conf, iw_goal_t *g)
 }
 
 
-/* one task after the other, each handed the results before it */
+/*
+ * Whether round g->round runs one task at a time: the goal is a sequence
+ * ("..., then ..."), or the round gives one agent two tasks.  A part is a
+ * task of its own (it is counted done only when its own task is), and
+ * IoA's ASYNC_TASK_ASSIGNMENT maps each agent to one task, so an agent
+ * with two parts takes them one after the other.  Known from the round's
+ * saved tasks alone, so a worker that takes over runs the round the same
+ * way.
+ */
+
+int
+iw_goal_one_at_a_time(iw_goal_t *g)
+{
+    size_t      i, k, first, n;
+    iw_task_t  *t;
+
+    if (g->sync) {
+        return 1;
+    }
+
+    n = iw_goal_round_tasks(g, &first);
+    t = g->tasks + first;
+
+    for (i = 0; i < n; i++) {
+        for (k = i + 1; k < n; k++) {
+            if (!t[i].sub && !t[k].sub && iw_streq(t[i].agent, t[k].agent)) {
+                return 1;
+            }
+        }
+    }
+
+    return 0;
+}
+
+
+/* one task after the other: a sequence's steps each handed the results
+ * before them */
 
 static int
 iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
@@ -441,7 +480,7 @@ iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
                 return rc;
             }
 
-            text = iw_plan_sync_task(t, i);
+            text = iw_plan_sync_task(t, i, g->sync);
 
             ioa_buf_init(&b);
             ioa_buf_init(&tasks);
@@ -478,7 +517,7 @@ iw_goal_sequence(const iw_conf_t *conf, iw_goal_t *g)
 
         if (t[i].sub) {
             if (!t[i].queued) {
-                text = iw_plan_sync_task(t, i);
+                text = iw_plan_sync_task(t, i, g->sync);
                 rc = iw_sub_spawn(conf, g, first + i, text);
                 free(text);
                 return rc;

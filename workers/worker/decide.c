@@ -40,8 +40,9 @@
  *              r + 1 would pass --max-rounds      and the CONCLUSION
  *
  * Re-routes and iterations of one review go out together as round r + 1,
- * in parallel (in sequence when the goal is a sequence), one task per agent
- * with its parts joined, after a DISCUSSION from the coordinator that
+ * in parallel (in sequence when the goal is a sequence, or one agent has
+ * two of them: conversation.c, iw_goal_one_at_a_time), one task per part,
+ * after a DISCUSSION from the coordinator that
  * carries "ioa_decision": {"decision", "round", "reason", "bound",
  * "tasks", "text"}; the coordinator keeps the floor (next_speaker) and
  * the round's assignment follows.  A conclude decision is the
@@ -860,8 +861,9 @@ iw_decide_in_team(iw_goal_t *g, const char *name)
 }
 
 
-/* the part as a task of the next round, joined with the agent's other
- * parts of that round; an iteration carries the result so far */
+/* the part as a task of the next round, a task of its own (a sub-team's
+ * parts are joined into one sub-goal, which counts them itself); an
+ * iteration carries the result so far */
 
 static void
 iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
@@ -901,7 +903,7 @@ iw_decide_add_task(iw_goal_t *g, const iw_agent_t *a, size_t p,
         t = &g->tasks[i];
 
         if (t->round == g->round + 1 && strcmp(t->agent, a->name) == 0
-            && t->sub == sub)
+            && t->sub && sub)
         {
             joined = ioa_sprintf(sub ? "%s %s." : "%s; %s", t->desc, desc);
             free(t->desc);

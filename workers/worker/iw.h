@@ -466,7 +466,7 @@ char *iw_plan_team_name(const char *goal);
 char *iw_plan_discussion(const char *goal, int sync, iw_task_t *t, size_t n);
 char *iw_plan_behalf(const iw_agent_t *a, iw_task_t *t, size_t n);
 char *iw_plan_assignment(iw_task_t *t, size_t n);
-char *iw_plan_sync_task(iw_task_t *t, size_t i);
+char *iw_plan_sync_task(iw_task_t *t, size_t i, int chained);
 char *iw_plan_pause(iw_task_t *t, size_t n, long long timeout_ms);
 char *iw_plan_conclude(const char *ended, long long max_turns);
 
@@ -701,6 +701,7 @@ int iw_goal_save_tasks(const iw_conf_t *conf, iw_goal_t *g);
 
 /* conversation.c: the running phase */
 int iw_goal_running(const iw_conf_t *conf, iw_goal_t *g);
+int iw_goal_one_at_a_time(iw_goal_t *g);
 int iw_goal_drain(const iw_conf_t *conf, iw_goal_t *g);
 int iw_goal_members(iw_goal_t *g, iw_agents_t *out);
 size_t iw_goal_round_tasks(iw_goal_t *g, size_t *first);

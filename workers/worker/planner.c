@@ -722,17 +722,20 @@ iw_plan_pick(iw_plan_t *plan, iw_agents_t *ranked, iw_agents_t *fixed,
 
 
 /*
- * The tasks from the clauses' owners.  In sequence ("..., then ...") one
- * task per clause, in order, each handed the results before it.  In
- * parallel one task per member with its clauses joined (the assignment's
- * "tasks" map is keyed by agent), and the clauses for nested teams as one
- * sub-goal.  A member who owns no clause has no task and stands by.
+ * The tasks from the clauses' owners: one task per clause, in order, so a
+ * part is done only when its own task is (never because a task that also
+ * held another part came back).  In sequence ("..., then ...") each is
+ * handed the results before it; in parallel a member with two clauses
+ * takes them one after the other (conversation.c, iw_goal_one_at_a_time:
+ * IoA's assignment maps each agent to one task).  The clauses for nested
+ * teams go as one sub-goal, whose own review counts its parts.  A member
+ * who owns no clause has no task and stands by.
  */
 
 static void
 iw_plan_assign(iw_plan_t *plan, int *owner, const char *coordinator)
 {
-    size_t     i, j;
+    size_t     i;
     unsigned   parts;
     ioa_buf_t  b;
 
@@ -741,54 +744,48 @@ iw_plan_assign(iw_plan_t *plan, int *owner, const char *coordinator)
     plan->nwork = 0;
     plan->sync = plan->then;
 
-    if (plan->sync) {
-        for (i = 0; i < plan->nclauses; i++) {
-            if (owner[i] == -1) {
-                continue;
-            }
-
-            plan->work[plan->nwork].agent = ioa_strdup(owner[i] >= 0
-                                            ? plan->team[owner[i]].name
-                                            : coordinator);
-            plan->work[plan->nwork].desc = ioa_strdup(plan->clauses[i]);
-            plan->work[plan->nwork].sub = (owner[i] == IW_PLAN_SUB);
-            plan->work[plan->nwork].parts = 1u << i;
-            plan->nwork++;
-        }
-
-        return;
-    }
-
-    for (j = 0; j <= plan->nteam; j++) {
-        ioa_buf_init(&b);
-        parts = 0;
-
-        for (i = 0; i < plan->nclauses; i++) {
-            if (j < plan->nteam ? owner[i] != (int) j
-                                : owner[i] != IW_PLAN_SUB)
-            {
-                continue;
-            }
-
-            ioa_buf_adds(&b, b.len ? (j < plan->nteam ? "; " : " ") : "");
-            ioa_buf_adds(&b, plan->clauses[i]);
-            ioa_buf_adds(&b, j < plan->nteam ? "" : ".");
-            parts |= 1u << i;
-        }
-
-        if (parts == 0) {
-            ioa_buf_free(&b);
+    /* a clause of a member is a task of its own, in order; the clauses
+     * for a sub-team are one sub-goal, after them (below) */
+    for (i = 0; i < plan->nclauses; i++) {
+        if (owner[i] == -1 || (!plan->sync && owner[i] == IW_PLAN_SUB)) {
             continue;
         }
 
-        plan->work[plan->nwork].agent = ioa_strdup(j < plan->nteam
-                                                  ? plan->team[j].name
-                                                  : coordinator);
-        plan->work[plan->nwork].desc = ioa_buf_take(&b);
-        plan->work[plan->nwork].sub = (j == plan->nteam);
-        plan->work[plan->nwork].parts = parts;
+        plan->work[plan->nwork].agent = ioa_strdup(owner[i] >= 0
+                                        ? plan->team[owner[i]].name
+                                        : coordinator);
+        plan->work[plan->nwork].desc = ioa_strdup(plan->clauses[i]);
+        plan->work[plan->nwork].sub = (owner[i] == IW_PLAN_SUB);
+        plan->work[plan->nwork].parts = 1u << i;
         plan->nwork++;
     }
+
+    if (plan->sync) {
+        return;
+    }
+
+    ioa_buf_init(&b);
+    parts = 0;
+
+    for (i = 0; i < plan->nclauses; i++) {
+        if (owner[i] == IW_PLAN_SUB) {
+            ioa_buf_adds(&b, b.len ? " " : "");
+            ioa_buf_adds(&b, plan->clauses[i]);
+            ioa_buf_adds(&b, ".");
+            parts |= 1u << i;
+        }
+    }
+
+    if (parts == 0) {
+        ioa_buf_free(&b);
+        return;
+    }
+
+    plan->work[plan->nwork].agent = ioa_strdup(coordinator);
+    plan->work[plan->nwork].desc = ioa_buf_take(&b);
+    plan->work[plan->nwork].sub = 1;
+    plan->work[plan->nwork].parts = parts;
+    plan->nwork++;
 }
 
 
@@ -961,10 +958,12 @@ iw_plan_assignment(iw_task_t *t, size_t n)
 }
 
 
-/* step i of a sequence: its task, with what the steps before produced */
+/* step i of a sequence: its task, with what the steps before produced when
+ * they are chained (the goal is a sequence, not a round whose agent has two
+ * parts) */
 
 char *
-iw_plan_sync_task(iw_task_t *t, size_t i)
+iw_plan_sync_task(iw_task_t *t, size_t i, int chained)
 {
     size_t    k;
     ioa_buf_t b;
@@ -972,7 +971,7 @@ iw_plan_sync_task(iw_task_t *t, size_t i)
     ioa_buf_init(&b);
     ioa_buf_adds(&b, t[i].desc);
 
-    for (k = 0; k < i; k++) {
+    for (k = 0; chained && k < i; k++) {
         if (iw_streq(t[k].status, "completed") && t[k].result
             && *t[k].result)
         {

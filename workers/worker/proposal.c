@@ -542,13 +542,15 @@ iw_proposal_check(iw_goal_t *g, iw_agents_t *team, yajl_val tasks)
 }
 
 
-/* the proposal's tasks join the first round, each a part of the goal */
+/* the proposal's tasks join the first round, each a part of the goal and
+ * a task of its own (a part is done only when its own task is: an agent
+ * given two takes them one after the other, conversation.c) */
 
 static void
 iw_proposal_take(iw_goal_t *g, yajl_val tasks)
 {
-    char       *joined, hex[33];
-    size_t      i, k;
+    char        hex[33];
+    size_t      i;
     iw_task_t  *t;
     const char *agent, *desc;
 
@@ -562,32 +564,15 @@ iw_proposal_take(iw_goal_t *g, yajl_val tasks)
         g->parts[g->nparts] = ioa_strdup(desc);
         g->part_why[g->nparts] = NULL;
 
-        for (k = 0; k < g->ntasks; k++) {
-            t = &g->tasks[k];
-
-            if (t->round == 0 && !t->sub && !g->sync
-                && iw_streq(t->agent, agent))
-            {
-                joined = ioa_sprintf("%s; %s", t->desc, desc);
-                free(t->desc);
-                t->desc = joined;
-                t->parts |= 1u << g->nparts;
-                break;
-            }
-        }
-
-        if (k == g->ntasks) {
-            g->tasks = ioa_realloc(g->tasks,
-                                  (g->ntasks + 1) * sizeof(iw_task_t));
-            t = &g->tasks[g->ntasks++];
-            memset(t, 0, sizeof(*t));
-            ioa_uuid4_hex(hex);
-            t->agent = ioa_strdup(agent);
-            t->task_id = ioa_strdup(hex);
-            t->desc = ioa_strdup(desc);
-            t->status = ioa_strdup("pending");
-            t->parts = 1u << g->nparts;
-        }
+        g->tasks = ioa_realloc(g->tasks, (g->ntasks + 1) * sizeof(iw_task_t));
+        t = &g->tasks[g->ntasks++];
+        memset(t, 0, sizeof(*t));
+        ioa_uuid4_hex(hex);
+        t->agent = ioa_strdup(agent);
+        t->task_id = ioa_strdup(hex);
+        t->desc = ioa_strdup(desc);
+        t->status = ioa_strdup("pending");
+        t->parts = 1u << g->nparts;
 
         g->nparts++;
     }
