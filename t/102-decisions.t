@@ -113,6 +113,39 @@ GET /health_check
 
 
 
+=== TEST 1c: one part, one task: an agent with two parts gets each as a task of its own, one after the other, so an agent that answers only the first clause of what it is handed cannot get both counted
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    my $ag = demo_agents($ctx);
+    worker($ctx, 'w1');
+    my $gid = launch(goal => 'Shout "one". Shout "two". Count the words in "a b".');
+    ok drive(agents => $ag, how => { Shouter => 'first_clause', Counter => 'first_clause' },
+             until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my @env = room(meta($gid)->{comm_id});
+    my @assign = grep { $_->{type} == 5 || $_->{type} == 6 } @env;
+    my @shout = map { $_->{tasks}{Shouter} // () } @assign;
+    is_deeply [map { $_->{task_desc} } @shout], ['Shout "one"', 'Shout "two"'],
+        'the Shouter gets two tasks, one part each';
+    ok !(grep { $_->{type} == 6 } @assign), 'one after the other (SYNC_TASK_ASSIGNMENT), since IoA maps an agent to one task';
+    my $c = meta($gid)->{conclusion};
+    like $c, qr/\n3 of 3 parts done\./, 'three parts, each done by its own task';
+    like $c, qr/\n2\. Shout "two"\n   Shouter: Shouter did: Shout "two"/, 'part 2 carries its own answer';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
+
+
+
 === TEST 2: a part nobody matches well enough is handed to nobody, and the conclusion says so instead of claiming it
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;

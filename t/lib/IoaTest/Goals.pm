@@ -348,6 +348,10 @@ sub answer {
         unless $how eq 'sync';
     return if $how eq 'progress';
     $how = $Partial{$name}++ ? 'answer' : 'partial' if $how eq 'partial_once';
+    # first_clause: an agent that does only the first of the clauses a task
+    # carries ("a; b"), and says it completed the task
+    $task = { %$task, task_desc => (split /; /, $task->{task_desc})[0] }
+        if $how eq 'first_clause';
     my $status = $how =~ /^fail/ ? 'failed'
                : $how eq 'partial' ? 'partial' : 'completed';
     if ($how eq 'empty') {
