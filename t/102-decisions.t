@@ -429,7 +429,7 @@ GET /health_check
 
 
 
-=== TEST 9: a person posts into a running goal: a request becomes work at the next review, quoted in the decision; "stop" ends the goal at once with what it has; clear errors otherwise
+=== TEST 9: a person posts into a running goal: a request becomes work at the next review, quoted in the decision; the command "stop" ends the goal at once with what it has; clear errors otherwise
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -471,7 +471,7 @@ GET /health_check
     ok drive(agents => $ag, how => { Counter => 'silent' },
              until => sub { grep { $_->{type} == 6 } room(meta($g2)->{comm_id} // 'none') }),
        'assigned' or diag worker_logs($ctx);
-    ($code) = api($ctx, POST => "/goals/$g2/messages", { content => 'Stop, that is enough.' });
+    ($code) = api($ctx, POST => "/goals/$g2/messages", { content => '/STOP' });
     is $code, 202, 'accepted, as "user"';
     ok drive(agents => $ag, how => { Counter => 'silent' }, secs => 10,
              until => sub { state_of($g2) eq 'concluded' }),
@@ -479,10 +479,10 @@ GET /health_check
     ok time - $t0 < 10, 'long before the task timeout';
     my $m = meta($g2);
     is $m->{ended}, 'person', 'ended: person';
-    like $m->{conclusion}, qr/^Concluded when asked to \(user: Stop, that is enough\.\)\.\n.*\n0 of 1 part done\..*task was cancelled/s,
+    like $m->{conclusion}, qr/^Concluded when asked to \(user: \/STOP\)\.\n.*\n0 of 1 part done\..*task was cancelled/s,
         'the conclusion says who stopped it, and nothing is claimed';
     my ($concl) = grep { $_->{type} == 10 } room($m->{comm_id});
-    like $concl->{content}, qr/^Asked to stop \(user: Stop, that is enough\.\)/, 'so does the conclude';
+    like $concl->{content}, qr/^Asked to stop \(user: \/STOP\)/, 'so does the conclude';
     is $concl->{ioa_decision}{bound}, 'person', 'its decision names the bound';
 
     # errors
@@ -1032,7 +1032,7 @@ GET /health_check
 [emerg]
 
 
-=== TEST 18: the goal's person is a member of its room: it reads the room over WebSocket or SSE and posts into it like any member; a request becomes work, "stop" ends the goal; floor control still holds; a continued room's team leaves the person out
+=== TEST 18: the goal's person is a member of its room: it reads the room over WebSocket or SSE and posts into it like any member; a request becomes work, the command "stop" ends the goal; floor control still holds; a continued room's team leaves the person out
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1099,7 +1099,7 @@ GET /health_check
                      grep { ($_->{type} // -1) == 6 && $_->{comm_id} eq $c2 } @got }, 5);
     ok scalar(grep { ($_->{type} // -1) == 6 && $_->{comm_id} eq $c2 } @got), 'the assignment reaches her over SSE';
     my ($code, $d) = api($ctx, POST => '/agents/Ann/messages',
-                         { sender => 'Ann', comm_id => $c2, content => 'Stop, that is enough.' });
+                         { sender => 'Ann', comm_id => $c2, content => 'Stop' });
     is $code, 200, 'she posts over HTTP' or diag explain $d;
     ok drive(agents => $ag, how => { Counter => 'silent' }, secs => 10,
              until => sub { state_of($g2) eq 'concluded' }),
@@ -1107,7 +1107,7 @@ GET /health_check
     ok time - $t0 < 10, 'long before the task timeout';
     my $m = meta($g2);
     is $m->{ended}, 'person', 'ended: person';
-    like $m->{conclusion}, qr/^Concluded when asked to \(Ann: Stop, that is enough\.\)\.\n.*\n0 of 1 part done\./s,
+    like $m->{conclusion}, qr/^Concluded when asked to \(Ann: Stop\)\.\n.*\n0 of 1 part done\./s,
         'the conclusion says who stopped it, and claims nothing';
     is_deeply [ coordinator_steps(room($c2)) ], [ usual_steps(1) ], 'one CONCLUDE and one CONCLUSION, no step twice';
     $sse->close;

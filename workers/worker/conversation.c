@@ -42,9 +42,9 @@
  * Reading the room: every entry is copied to the goal's feed and absorbed
  * in Stream order, and the read position is saved with what was learnt
  * (iw_store_save_progress), so a successor re-reads at most one batch.
- * The goal's person is a member too: its plain envelopes are its messages
- * (person.c), and a stop among them moves the phase to concluding in that
- * same write, so every wait returns into iw_goal_concluding.
+ * The goal's person is a member too: its plain envelopes are its messages,
+ * kept with that write (fsm "said") and decided right after with the
+ * inbox's (person.c); an end moves the phase to concluding there.
  */
 
 #include <stdio.h>
@@ -75,7 +75,7 @@ iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
 
     rc = iw_goal_drain(conf, g);
     if (rc != IW_OK || g->phase != IW_PHASE_RUNNING) {
-        return rc;                     /* the person in the room said stop */
+        return rc;
     }
 
     if (g->max_turns && g->turns >= g->max_turns) {
@@ -101,8 +101,8 @@ iw_goal_running(const iw_conf_t *conf, iw_goal_t *g)
         iw_goal_wake_in(g, g->created_at + g->deadline_ms - now);
     }
 
-    /* a person's messages: a stop ends the goal here, a request waits for
-     * the review */
+    /* a person's messages, the room's and the inbox's: an end concludes
+     * the goal here, work waits for the review (person.c) */
     rc = iw_person_read(conf, g);
     if (rc != IW_OK || g->phase != IW_PHASE_RUNNING) {
         return rc;

@@ -639,7 +639,10 @@ iw_decide_by_model(const iw_conf_t *conf, iw_goal_t *g, iw_part_state_t *ps,
 /*
  * A person's requests (person.c) become parts of the goal, cut like the
  * goal itself; they go to agents in the loop that follows, like
- * re-routed parts.  The decision's reason quotes them.
+ * re-routed parts.  A change to part N (the model read the message so) is
+ * one part, its new text, in place of part N: N keeps its result so far
+ * in the account, and the new part is handed out.  The decision's reason
+ * quotes the messages.
  */
 
 static void
@@ -649,7 +652,8 @@ iw_decide_take_requests(const iw_conf_t *conf, iw_goal_t *g,
     size_t       i, c;
     yajl_val     reqs, q;
     iw_plan_t    plan;
-    const char  *sender, *content;
+    long long    part;
+    const char  *sender, *content, *text;
 
     reqs = g->requests && *g->requests
            ? ioa_json_parse(g->requests, strlen(g->requests)) : NULL;
@@ -658,19 +662,40 @@ iw_decide_take_requests(const iw_conf_t *conf, iw_goal_t *g,
         q = reqs->u.array.values[i];
         sender = ioa_json_get_str(q, "sender");
         content = ioa_json_get_str(q, "content");
+        text = ioa_json_get_str(q, "text");
 
         if (sender == NULL || content == NULL) {
             continue;
         }
 
-        ioa_buf_addf(why, "%s%s asked: \"%s\"", why->len ? "; " : "",
-                    sender, content);
+        if (ioa_json_get_int(q, "part", &part) != 0) {
+            part = 0;
+        }
+
+        if (part) {
+            ioa_buf_addf(why, "%s%s asked to change part %lld: \"%s\"",
+                        why->len ? "; " : "", sender, part, content);
+
+        } else {
+            ioa_buf_addf(why, "%s%s asked: \"%s\"", why->len ? "; " : "",
+                        sender, content);
+        }
 
         if (i < g->requests_taken) {
             continue;                   /* a review entered again */
         }
 
-        iw_plan_clauses(content, &plan, iw_form_is_task, (void *) conf);
+        text = text ? text : content;
+
+        if (part) {
+            memset(&plan, 0, sizeof(plan));
+            plan.clauses = ioa_alloc(sizeof(char *));
+            plan.clauses[0] = ioa_strdup(text);
+            plan.nclauses = 1;
+
+        } else {
+            iw_plan_clauses(text, &plan, iw_form_is_task, (void *) conf);
+        }
 
         for (c = 0; c < plan.nclauses; c++) {
             if (g->nparts == IW_PLAN_MAX_CLAUSES) {

@@ -4,7 +4,7 @@
  * P{room:goal-<goal_id>}:log is shaped exactly like a room log (one field
  * `e` per entry, published as "<id> <json>" on P{room:goal-<goal_id>}:ch),
  * so nginx delivers it to followers (SSE, IoA's blocking launch_goal) with
- * its room machinery.  Three kinds of event:
+ * its room machinery.  Four kinds of event:
  *
  *   {"sender":"ioa-worker","timestamp":..,"event":"state","state":..,
  *    "goal_id":..,"comm_id":..,"conclusion":..,"error":..}
@@ -13,6 +13,9 @@
  *
  *   {"sender":"ioa-worker","timestamp":..,"event":"input","goal_id":..,
  *    "awaiting":..,"question":..}
+ *   {"sender":"ioa-worker","timestamp":..,"event":"person","goal_id":..,
+ *    "decision":{"decision","by","sender","message","part","text",
+ *    "reason"}}   what a person's message was taken to ask (person.c)
  *
  * "sender" comes first because the hub's echo check reads it there.  Every
  * envelope of the goal's room is copied once, in room order, and a state
@@ -133,6 +136,35 @@ iw_event_input(const iw_conf_t *conf, const char *goal_id, int awaiting,
     ioa_buf_addc(&b, '}');
 
     rc = iw_event_append(conf, goal_id, &b, "input", key);
+    ioa_buf_free(&b);
+
+    return rc;
+}
+
+
+/*
+ * A person's message and what it was taken to ask (person.c): decision is
+ * the record's JSON object, id the message's Stream id (inbox or room).
+ * The step that waited for the model decides the messages before it
+ * again, in the same order, and appends nothing for the last one already
+ * there; a worker that crashed between this and the fsm write leaves a
+ * successor to append the batch's earlier ones again.
+ */
+
+int
+iw_event_person(const iw_conf_t *conf, const char *goal_id,
+    const char *decision, const char *id)
+{
+    int       rc;
+    ioa_buf_t b;
+
+    ioa_buf_init(&b);
+    iw_event_head(&b, "person", goal_id);
+    ioa_buf_adds(&b, ",\"decision\":");
+    ioa_buf_adds(&b, decision);
+    ioa_buf_addc(&b, '}');
+
+    rc = iw_event_append(conf, goal_id, &b, "person", id);
     ioa_buf_free(&b);
 
     return rc;

@@ -539,6 +539,9 @@ typedef struct {
     size_t        requests_taken;    /* how many are parts already (memory
                                         only) */
     char         *stopped_by;        /* "sender: message" that ended it */
+    char         *said;              /* JSON [{"id","sender","content"}]:
+                                        the person's words in the room, not
+                                        decided yet (person.c) */
     char         *proposals;         /* JSON: members' proposals in the
                                         discussion (proposal.c) */
     char         *proposal_answer;   /* JSON: the coordinator's answer,
@@ -560,8 +563,8 @@ typedef struct {
                                         is in meta and the feed */
     long long     renewed;           /* ioa_mono_ms() of the lease renewal */
     int           person_said;       /* the person posted in the room:
-                                        requests (and a stop) go into the
-                                        next progress write */
+                                        "said" goes into the next progress
+                                        write */
     struct iw_llm_memo_s  *llm_memo; /* the engine's, not freed with the
                                         goal (llm_planner.c) */
     long long     wake_in;           /* ms: the waiting step looks again
@@ -595,6 +598,8 @@ int iw_event_state(const iw_conf_t *conf, const char *goal_id,
     const char *error);
 int iw_event_input(const iw_conf_t *conf, const char *goal_id,
     int awaiting, const char *question, const char *key);
+int iw_event_person(const iw_conf_t *conf, const char *goal_id,
+    const char *decision, const char *id);
 int iw_event_envelope(const iw_conf_t *conf, const char *goal_id,
     const char *sid, const char *env, size_t len);
 
@@ -769,6 +774,15 @@ typedef struct {
     size_t             ntasks;
 } iw_review_t;
 
+/* the model's reading of a person's message (person.c checks it) */
+typedef struct {
+    yajl_val      answer;            /* owns the strings below, NULL: none */
+    const char   *decision;          /* end, change_part, add_work */
+    long long     part;              /* change_part: 1-based */
+    const char   *text;              /* the work, or the part's new text */
+    const char   *reason;
+} iw_person_reading_t;
+
 /*
  * A goal's planner, chosen once when the goal is loaded (iw_goal_open):
  * the built-in one (planner.c), or the LLM's (llm_planner.c) when an
@@ -776,7 +790,8 @@ typedef struct {
  * this: the team (names, or none: the ranking recruits), the assignment
  * (plan, changed or left as the built-in planner made it), the review
  * after a round (NULL: the rule decides; a review without an answer too),
- * and the conclusion's text (NULL: the account of every part alone).
+ * the reading of a person's message (NULL: it is work, person.c), and the
+ * conclusion's text (NULL: the account of every part alone).
  */
 typedef struct iw_planner_s {
     const char  *name;               /* meta "planner": builtin, llm */
@@ -787,6 +802,9 @@ typedef struct iw_planner_s {
     int        (*review)(const iw_conf_t *conf, iw_goal_t *g,
                          const char *state, iw_agents_t *cands,
                          iw_agents_t *askable, iw_review_t *out);
+    int        (*person)(const iw_conf_t *conf, iw_goal_t *g,
+                         const char *sender, const char *content,
+                         iw_person_reading_t *out);
     int        (*conclusion)(const iw_conf_t *conf, iw_goal_t *g,
                              char **text);
 } iw_planner_t;

@@ -1,6 +1,6 @@
 /*
  * ioa-worker: the LLM's part of a goal, when an endpoint is configured
- * (IOA_LLM_BASE_URL, see llm.c).  Four decisions, each one structured
+ * (IOA_LLM_BASE_URL, see llm.c).  Five decisions, each one structured
  * call whose answer is checked before it is used, and each with the
  * built-in planner as its fallback:
  *
@@ -25,6 +25,9 @@
  *            prompt shows where the parts stand and the room's latest
  *            envelopes (IW_LLM_TRANSCRIPT_MAX bytes).  decide.c checks the
  *            answer and keeps the rule's decision when it is unusable.
+ *   person   what a person's message asks (person.c): end, change_part
+ *            (a part, its new text) or add_work; person.c checks it, and
+ *            an unusable answer makes the message work, never an end.
  *   conclusion  the answer to the goal from the results.
  *
  * Why checks and not trust: with a schema-constrained server the answer
@@ -1076,6 +1079,94 @@ iw_llm_review(const iw_conf_t *conf, iw_goal_t *g, const char *state,
 }
 
 
+/* ---- a person's message ---- */
+
+/*
+ * One structured call: what a person's message asks, end, change_part or
+ * add_work, with the part and the text.  IW_OK with out->answer set when
+ * the model answered (person.c checks it against the goal), NULL when it
+ * did not: the message is then work.  The prompt is made from the goal's
+ * text, its parts and the message, all persisted before the call, so the
+ * step that runs again after the answer asks the same.
+ */
+
+static int
+iw_llm_person(const iw_conf_t *conf, iw_goal_t *g, const char *sender,
+    const char *content, iw_person_reading_t *out)
+{
+    int        rc;
+    char      *system, *user;
+    size_t     p;
+    ioa_buf_t  schema, parts;
+    yajl_val   ans;
+
+    memset(out, 0, sizeof(*out));
+
+    if (!iw_llm_on(conf, g)) {
+        return IW_OK;
+    }
+
+    ioa_buf_init(&schema);
+    ioa_buf_addf(&schema, "{\"type\":\"object\",\"properties\":{"
+                "\"decision\":{\"type\":\"string\","
+                "\"enum\":[\"end\",%s\"add_work\"]},",
+                g->nparts ? "\"change_part\"," : "");
+
+    if (g->nparts) {
+        ioa_buf_addf(&schema, "\"part\":{\"type\":\"integer\","
+                    "\"minimum\":1,\"maximum\":%zu},", g->nparts);
+    }
+
+    ioa_buf_adds(&schema, "\"text\":{\"type\":\"string\","
+                "\"maxLength\":600},"
+                "\"reason\":{\"type\":\"string\",\"maxLength\":400}},"
+                "\"required\":[\"decision\",\"text\",\"reason\"],"
+                "\"additionalProperties\":false}");
+
+    ioa_buf_init(&parts);
+
+    for (p = 0; p < g->nparts; p++) {
+        ioa_buf_addf(&parts, "\n%zu. %s", p + 1, g->parts[p]);
+    }
+
+    system = ioa_sprintf(
+        "You are %s, the coordinator of a team of AI agents working on a "
+        "goal. A person in the goal's conversation has written to you; "
+        "decide what the message asks. Answer \"end\" only when it asks to "
+        "end the goal now, with text \"\". Answer \"change_part\" when it "
+        "changes how one of the listed parts is done: its number in "
+        "\"part\" and the part as it should now read in \"text\". Answer "
+        "\"add_work\" when it asks for more work, the work in \"text\". "
+        "A message that asks for more before ending (\"conclude with a "
+        "table\") is work. Say why in \"reason\". Answer with one JSON "
+        "object.", conf->name);
+    user = ioa_sprintf("Goal: %s\n\nIts parts:%s\n\nThe message, from %s:\n"
+                      "%s", g->goal, parts.len ? parts.data : "\n(none)",
+                      sender, content);
+    ioa_buf_free(&parts);
+
+    rc = iw_llm_call(conf, g, "person", system, user, schema.data, &ans);
+    free(system);
+    free(user);
+    ioa_buf_free(&schema);
+
+    if (rc != IW_OK || ans == NULL) {
+        return rc;
+    }
+
+    out->answer = ans;
+    out->decision = ioa_json_get_str(ans, "decision");
+    out->text = ioa_json_get_str(ans, "text");
+    out->reason = ioa_json_get_str(ans, "reason");
+
+    if (ioa_json_get_int(ans, "part", &out->part) != 0) {
+        out->part = 0;
+    }
+
+    return IW_OK;
+}
+
+
 /* the LLM's planner; each of its decisions falls back on the built-in one
  * (planner.c) when the model gives nothing usable or the token budget is
  * spent */
@@ -1085,5 +1176,6 @@ const iw_planner_t  iw_planner_llm = {
     iw_llm_team,
     iw_llm_plan,
     iw_llm_review,
+    iw_llm_person,
     iw_llm_conclusion
 };

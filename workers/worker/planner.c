@@ -1074,5 +1074,6 @@ const iw_planner_t  iw_planner_builtin = {
     iw_builtin_team,
     iw_builtin_plan,
     NULL,
+    NULL,
     iw_builtin_conclusion
 };

@@ -26,6 +26,9 @@
  *       inbox_last      the last message read from P{goal:<id>}:inbox
  *       requests        JSON [{"sender","content"}]: a person's requests
  *                       for the next review ("" none; person.c)
+ *       said            JSON [{"id","sender","content"}]: the person's
+ *                       words in the room, decided in the same step
+ *                       ("" none; person.c)
  *       stopped_by      "sender: message" when a person ended the goal,
  *                       or what a followed proposal to conclude said
  *       proposals       JSON [{"sid","sender","type","content","tasks"}]:
@@ -330,6 +333,11 @@ iw_store_field(iw_goal_t *g, const char *k, const char *v, size_t vlen)
     } else if (strcmp(k, "proposal_answer") == 0) {
         if (vlen) {
             iw_store_replace(&g->proposal_answer, v, vlen);
+        }
+
+    } else if (strcmp(k, "said") == 0) {
+        if (vlen) {
+            iw_store_replace(&g->said, v, vlen);
         }
 
     } else if (strcmp(k, "stopped_by") == 0) {
@@ -652,17 +660,8 @@ iw_store_save_progress(const iw_conf_t *conf, iw_goal_t *g)
     /* what the person said in the room, with the position after it: read
      * again by a successor only if neither was written */
     if (g->person_said) {
-        iw_args_add(&a, "requests");
-        iw_args_add(&a, g->requests ? g->requests : "");
-        iw_args_add(&a, "stopped_by");
-        iw_args_add(&a, g->stopped_by ? g->stopped_by : "");
-        iw_args_add(&a, "phase");
-        iw_args_add(&a, iw_phase_name(g->phase));
-
-        if (g->ended) {
-            iw_args_add(&a, "ended");
-            iw_args_add(&a, g->ended);
-        }
+        iw_args_add(&a, "said");
+        iw_args_add(&a, g->said ? g->said : "");
     }
 
     for (i = 0; i < g->ntasks; i++) {
@@ -924,6 +923,7 @@ iw_goal_free(iw_goal_t *g)
     free(g->inbox_last);
     free(g->requests);
     free(g->stopped_by);
+    free(g->said);
     free(g->proposals);
     free(g->proposal_answer);
     free(g->ask);

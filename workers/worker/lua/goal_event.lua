@@ -1,16 +1,19 @@
 -- goal_event.lua: append one event to a goal's feed and publish it, at most
--- once per room envelope, once per state and once per input change.
+-- once per room envelope, once per state, once per input change and once
+-- per person's message.
 --
 -- KEYS[1]  feed stream   G..'log'     G = P..'{room:goal-<goal_id>}:'
 -- KEYS[2]  mirror hash   G..'mirror'  env = last room id copied,
 --                                     state = last state appended,
---                                     input = its last change
+--                                     input = its last change,
+--                                     person = the last message decided
 -- ARGV[1]  event json    its first member is "sender" (the hub reads it)
 -- ARGV[2]  channel       G..'ch'
--- ARGV[3]  kind          "env", "state" or "input"
+-- ARGV[3]  kind          "env", "state", "input" or "person"
 -- ARGV[4]  key           env: the room Stream id of the envelope copied;
 --                        state: the state; input: the question and
---                        whether it is open ("<round>.<k>:1")
+--                        whether it is open ("<round>.<k>:1"); person:
+--                        the message's Stream id (inbox or room)
 -- ARGV[5]  publish       "s": SPUBLISH (Redis Cluster: the feed's channel
 --                        is a shard channel, as a room's); else PUBLISH
 --
