@@ -76,7 +76,7 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: no model: words that begin like a stop are work, the command "stop" ends the goal, each decision quoted in the feed
+=== TEST 1: no model: only the command "stop" ends the goal, words are work
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -142,7 +142,7 @@ GET /health_check
 
 
 
-=== TEST 2: with a model: its reading decides, end, change_part or add_work, quoting the message; an answer that fails the check is work, never an end
+=== TEST 2: a model reads each message; an answer that fails the check is work
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -255,7 +255,7 @@ GET /health_check
 
 
 
-=== TEST 3: the person in the goal's room: words are work, the command ends the goal, and with a model its reading decides, as in the inbox
+=== TEST 3: the person's words in the goal's room are decided the same way
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
