@@ -290,6 +290,9 @@ GET /health_check
         'work, quoted';
     is state_of($g1), 'running', 'the goal goes on';
     is fsm($g1)->{said}, '', 'nothing is left undecided';
+    ok say_all($ctx, $g1, 'Also shout "hi"'), 'her inbox is read after her room'
+        or diag worker_logs($ctx);
+    is((person_decisions($g1))[1]{message}, 'Also shout "hi"', '... and decided');
     $ann->post(envelope(comm_id => $c1, sender => 'Ann', drop => ['type'], content => 'stop'));
     ok wait_until(sub { state_of($g1) eq 'concluded' }, 10), 'the command concluded it'
         or diag worker_logs($ctx);

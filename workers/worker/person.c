@@ -185,12 +185,20 @@ iw_person_read(const iw_conf_t *conf, iw_goal_t *g)
             }
         }
 
-        if (sender && content) {
-            rc = iw_person_said(conf, g, last, sender, content, &end);
+        if (sender == NULL || content == NULL) {
+            continue;
+        }
 
-            if (end && rc == IW_OK) {
-                stopped = ioa_sprintf("%s: %s", sender, content);
-            }
+        rc = iw_person_said(conf, g, last, sender, content, &end);
+
+        if (end && rc == IW_OK) {
+            stopped = ioa_sprintf("%s: %s", sender, content);
+        }
+
+        /* the answer to the review's question to the person, if one is
+         * open (decide.c); the room's is seen by absorb.c */
+        if (rc == IW_OK) {
+            (void) iw_decide_answered(g, sender);
         }
     }
 
@@ -214,8 +222,9 @@ iw_person_read(const iw_conf_t *conf, iw_goal_t *g)
     free(g->said);
     g->said = NULL;
 
+    /* "0-0" while no inbox message was read: XREAD takes no empty id */
     rc = iw_store_save(conf, g, "inbox_last",
-                       g->inbox_last ? g->inbox_last : "",
+                       g->inbox_last ? g->inbox_last : "0-0",
                        "said", "",
                        "requests", g->requests ? g->requests : "",
                        "stopped_by", stopped ? stopped : "",
