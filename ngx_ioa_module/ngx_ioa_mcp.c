@@ -181,8 +181,9 @@ static ngx_ioa_mcp_param_t  ngx_ioa_mcp_post_params[] = {
     { "goal_id", NGX_IOA_MCP_STRING, 1, 1,
       "The goal_id launch_goal answered" },
     { "content", NGX_IOA_MCP_STRING, 1, 0,
-      "The message, 1 to 8192 bytes; one that starts with \"stop\", "
-      "\"conclude\", \"wrap up\" ... ends the goal with what it has" },
+      "The message, 1 to 8192 bytes; the command \"stop\" (the whole "
+      "message) ends the goal with what it has, anything else is work "
+      "(or, with a model, what the model reads it as asking)" },
     { "sender", NGX_IOA_MCP_STRING, 0, 0,
       "Open mode only: who speaks (user)" },
     { NULL, 0, 0, 0, NULL }
