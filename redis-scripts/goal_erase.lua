@@ -26,7 +26,9 @@
 --   * the results of its tasks (fsm tasks: agent; res:<task_id>), which
 --     the goal's account quotes in the conclusion ("<agent>: <result>");
 --   * its proposals and its requests as a person (fsm proposals,
---     requests: JSON lists with sender and content), and the message that
+--     requests: JSON lists with sender and content, a request also with
+--     the model's reading of it in text; said: its words in the room not
+--     decided yet, person.c), and the message that
 --     stopped the goal (fsm stopped_by: "<sender>: <message>" or
 --     "<sender> proposed it: <message>");
 --   * the LLM's own text in the conclusion, when the LLM planner wrote it
@@ -37,7 +39,7 @@
 -- "erase" sets the sender's results and stopped_by's message to "[erased]"
 -- (whatever their length), then redacts every text found (the redact
 -- block) in the fields that quote members: meta conclusion, error and
--- awaiting_input, fsm conclusion, stopped_by, proposals, requests, ask,
+-- awaiting_input, fsm conclusion, stopped_by, proposals, requests, said, ask,
 -- proposal_answer, discussion, decision:<round> and the other tasks'
 -- results (a sub-team's result is a sub-goal's conclusion).  The goal's
 -- text, its parts and the tasks' descriptions are the launcher's and the
@@ -176,14 +178,16 @@ if ok and type(tasks) == 'table' then
     end
   end
 end
-for _, k in ipairs({ 'proposals', 'requests' }) do
+for _, k in ipairs({ 'proposals', 'requests', 'said' }) do
   local okl, list = pcall(cjson.decode, f[k] or '[]')
   if okl and type(list) == 'table' then
     for _, p in ipairs(list) do
-      if type(p) == 'table' and p.sender == sender
-         and type(p.content) == 'string' and p.content ~= ''
-         and p.content ~= ERASED then
-        own[#own + 1] = p.content
+      if type(p) == 'table' and p.sender == sender then
+        for _, w in ipairs({ p.content, p.text }) do
+          if type(w) == 'string' and w ~= '' and w ~= ERASED then
+            own[#own + 1] = w
+          end
+        end
       end
     end
   end
@@ -302,7 +306,7 @@ end
 
 local MQ = { 'conclusion', 'error', 'awaiting_input' }
 local FQ = { conclusion = 1, stopped_by = 1, proposals = 1, requests = 1,
-             ask = 1, proposal_answer = 1, discussion = 1 }
+             said = 1, ask = 1, proposal_answer = 1, discussion = 1 }
 if #texts > 0 then
   local mv = redis.call('HMGET', KEYS[1], unpack(MQ))
   for i, k in ipairs(MQ) do

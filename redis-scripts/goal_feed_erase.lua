@@ -39,7 +39,13 @@
 --     envelope: {"id", "comm_id", "sender", "type", "timestamp",
 --     "content": "[erased]", "erased": {"at", "by"}}; what it said is kept
 --     in KEYS[3] for the events after it.
---   * a "state" or "input" event (the conclusion, a question), or an
+--   * a "person" event of the sender's message (its decision, person.c),
+--     not yet erased: written again in events.c's order with its
+--     "message", "text" and "reason" "[erased]" (the model's text and
+--     reason may be its words again) and "erased": {"at", "by"}; its
+--     message and text are kept in KEYS[3] for the events after it.
+--   * a "state", "input" or another's "person" event (the conclusion, a
+--     question), or an
 --     envelope event of the coordinator's (its envelope has "ioa_goal"):
 --     each string value redacted (the redact block), the other bytes kept,
 --     and "erased": {"at", "by", "quoting"} added, unless there is one
@@ -182,6 +188,28 @@ local function marker(ev, env)
   return table.concat(m)
 end
 
+-- the sender's "person" event ev (decoded) with its words erased
+local function person_marker(ev, d)
+  local t = {}
+  for _, k in ipairs({ 'message', 'text' }) do
+    if type(d[k]) == 'string' and d[k] ~= '' and d[k] ~= ERASED then
+      t[#t + 1] = d[k]
+    end
+  end
+  if #t > 0 then
+    redis.call('SADD', QK, unpack(t))
+    texts = nil
+  end
+  local text = 'null'
+  if type(d.text) == 'string' then text = '"' .. ERASED .. '"' end
+  return table.concat({ '{"sender":', enc(ev.sender), ',"timestamp":',
+    enc(ev.timestamp), ',"event":"person","goal_id":', enc(ev.goal_id),
+    ',"decision":{"decision":', enc(d.decision), ',"by":', enc(d.by),
+    ',"sender":', enc(d.sender), ',"message":"', ERASED, '","part":',
+    enc(d.part), ',"text":', text, ',"reason":"', ERASED, '"},"erased":',
+    cjson.encode({ at = tonumber(at) or at, by = actor }), '}' })
+end
+
 -- e with the quotes redacted, or nil when it quotes nothing; inner: the
 -- "erased" member goes inside the envelope (e ends with "}}")
 local function unquoted(e, has, inner)
@@ -218,7 +246,14 @@ local function rewrite(e)
     if w then return w, 'quoted' end
     return e
   end
-  if ev.event == 'state' or ev.event == 'input' then
+  if ev.event == 'person' and type(ev.decision) == 'table'
+     and ev.decision.sender == sender then
+    if mode == 'erase' and ev.erased == nil then
+      return person_marker(ev, ev.decision), 'erased'
+    end
+    return e
+  end
+  if ev.event == 'state' or ev.event == 'input' or ev.event == 'person' then
     local w = unquoted(e, ev.erased ~= nil, false)
     if w then return w, 'quoted' end
   end

@@ -542,3 +542,52 @@ GET /health_check
 [alert]
 [crit]
 [emerg]
+
+
+
+=== TEST 6: the goal's person erased: the feed's decisions on her messages lose her words, marked
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh($ctx);
+    @Held = ();
+    register_agents($ctx, Counter => 'counts the words in a text',
+                    Shouter => 'shouts a text in upper case');
+    my $ag = connect_agents($ctx, qw(Counter Shouter));
+    my $ann = IoaTest::Agent->connect($ctx, 'Ann');
+    ok $ann->ok, 'Ann is connected' or diag $ann->error;
+    worker($ctx, 'w1', task_timeout => 60);
+    my $gid = launch(goal => 'Count the words in "a b c".', _person => 'Ann');
+    ok drive(agents => $ag, how => { Counter => 'hold' }, until => sub { @Held }),
+       'Counter has its task' or diag worker_logs($ctx);
+    my $cid = meta($gid)->{comm_id};
+    my $secret = 'Also shout "my secret plan"';
+    $ann->post(envelope(comm_id => $cid, sender => 'Ann', drop => ['type'], content => $secret));
+    my $person = sub { grep { ($_->{event} // '') eq 'person' } feed($gid) };
+    ok wait_until(sub { $person->() }, 10), 'her message is decided' or diag worker_logs($ctx);
+    release();
+    ok drive(agents => $ag, until => sub { state_of($gid) eq 'concluded' }),
+       'concluded' or diag worker_logs($ctx);
+    my ($p) = $person->();
+    is $p->{decision}{message}, $secret, 'before: the feed quotes her';
+
+    my ($code, $d) = api($ctx, POST => "/rooms/$cid/erase", { sender => 'Ann' });
+    is $code, 200, 'erase Ann: 200' or diag explain $d;
+    ($p) = $person->();
+    is_deeply [ @{ $p->{decision} }{qw(decision by sender message text reason)} ],
+              [ 'add_work', 'rule', 'Ann', '[erased]', '[erased]', '[erased]' ],
+              'after: the decision stands, her words are "[erased]"';
+    is $p->{erased}{by}, '-', 'marked as erased';
+    is $p->{sender}, 'ioa-worker', 'still the worker\'s event';
+    is_deeply [ grep { /^feed / } holding($secret, copies($gid, $cid)) ], [],
+              'no entry of the feed holds her message';
+    is_deeply stop_workers(), { w1 => 0 }, 'the worker exits 0';
+--- no_error_log
+[alert]
+[crit]
+[emerg]
