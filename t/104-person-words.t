@@ -1,4 +1,4 @@
-# t/103-person-words.t -- a person's words in a running goal
+# t/104-person-words.t -- a person's words in a running goal
 # (workers/worker/person.c): without a model only the command "stop" (the
 # whole message, trimmed, any case, "/stop" too) ends the goal, and every
 # other message is work, even one that starts with "stop" or "conclude";
@@ -10,7 +10,7 @@
 # (IoaTest::ScriptedLLM).
 #
 #   TEST_NGINX_LOAD_MODULES=$PWD/build/ngx_http_ioa_module.so \
-#       prove -It/lib t/103-person-words.t
+#       prove -It/lib t/104-person-words.t
 
 use strict;
 use warnings;
