@@ -57,6 +57,7 @@ ngx_int_t
 ngx_ioa_call(ngx_http_request_t *r, ngx_ioa_call_t *call, ngx_uint_t post,
     ngx_str_t *path, const char *args, ngx_str_t *body, ngx_ioa_call_pt next)
 {
+    u_char                      *p;
     ngx_str_t                    uri, a;
     ngx_buf_t                   *b;
     ngx_chain_t                 *cl;
@@ -74,8 +75,15 @@ ngx_ioa_call(ngx_http_request_t *r, ngx_ioa_call_t *call, ngx_uint_t post,
         return NGX_ERROR;
     }
 
-    ngx_memcpy(ngx_cpymem(uri.data, call->api.data, call->api.len),
-               path->data, path->len);
+    /* api= is unset (data NULL) for "location / { ioa_api; }": memcpy()
+     * must not be given NULL, even for no bytes */
+    p = uri.data;
+
+    if (call->api.len) {
+        p = ngx_cpymem(p, call->api.data, call->api.len);
+    }
+
+    ngx_memcpy(p, path->data, path->len);
 
     if (body && body->len) {
         b = ngx_calloc_buf(r->pool);

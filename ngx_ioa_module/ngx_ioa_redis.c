@@ -980,7 +980,9 @@ ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler, void *data,
 }
 
 
-/* "$<len>\r\n<data>\r\n": one RESP bulk string */
+/* "$<len>\r\n<data>\r\n": one RESP bulk string; an empty argument may
+ * come as an ngx_str_t that was never set (data NULL), which memcpy() must
+ * not be given even for no bytes */
 
 static u_char *
 ngx_ioa_redis_bulk(u_char *p, u_char *data, size_t len)
@@ -988,7 +990,11 @@ ngx_ioa_redis_bulk(u_char *p, u_char *data, size_t len)
     *p++ = '$';
     p = ngx_ioa_redis_uint(p, len);
     *p++ = CR; *p++ = LF;
-    p = ngx_cpymem(p, data, len);
+
+    if (len) {
+        p = ngx_cpymem(p, data, len);
+    }
+
     *p++ = CR; *p++ = LF;
 
     return p;

@@ -239,6 +239,11 @@ ngx_ioa_body_read(ngx_http_request_t *r)
         return;
     }
 
+    /* "0\r\n\r\n" alone leaves one buffer that points nowhere: "" it is */
+    if (len == 0) {
+        goto done;
+    }
+
     b = r->request_body->bufs->buf;
 
     if (r->request_body->bufs->next == NULL && !b->in_file) {
@@ -271,7 +276,10 @@ ngx_ioa_body_read(ngx_http_request_t *r)
             continue;
         }
 
-        p = ngx_cpymem(p, b->pos, b->last - b->pos);
+        /* a chunked body ends in an empty buffer with no memory at all */
+        if (b->last != b->pos) {
+            p = ngx_cpymem(p, b->pos, b->last - b->pos);
+        }
     }
 
     body.len = p - body.data;
