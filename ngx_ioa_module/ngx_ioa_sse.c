@@ -668,6 +668,13 @@ ngx_ioa_sse_start(ngx_ioa_sse_t *sse)
     r->write_event_handler = ngx_ioa_sse_write_handler;
     r->read_event_handler = ngx_http_test_reading;
 
+    /* a client that half-closed with its request is not told of again by
+     * epoll (see ngx_ioa_wait_start()): without this the stream would
+     * live until a keepalive found the socket gone */
+    if (r->connection->read->pending_eof) {
+        ngx_post_event(r->connection->read, &ngx_posted_events);
+    }
+
     sse->keepalive.handler = ngx_ioa_sse_keepalive_handler;
     sse->keepalive.data = sse;
     sse->keepalive.log = r->connection->log;

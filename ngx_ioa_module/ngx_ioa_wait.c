@@ -92,8 +92,15 @@ ngx_ioa_wait_start(ngx_ioa_wait_t *w, ngx_http_request_t *r,
 
     w->attached = 1;
 
-    /* a client that goes away is noticed; its request cleanup detaches */
+    /* a client that goes away is noticed; its request cleanup detaches.
+     * One that closed its side with the request's last bytes was told by
+     * epoll then (pending_eof), and no event will tell of it again: the
+     * read event is posted, so that ngx_http_test_reading() sees it */
     r->read_event_handler = ngx_http_test_reading;
+
+    if (r->connection->read->pending_eof) {
+        ngx_post_event(r->connection->read, &ngx_posted_events);
+    }
 
     return NGX_OK;
 }

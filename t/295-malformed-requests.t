@@ -12,7 +12,9 @@
 #
 # Each TEST is one way the hub is set up (open mode; tokens, with a token of
 # no scope and one of every scope), so that the refusals in the handlers'
-# first steps and the paths past them are both reached.
+# first steps and the paths past them are both reached; TEST 3 is a client
+# that half-closes with its request.  fuzz/http_request.c mutates the same
+# endpoints and malformations (make fuzz).
 
 use strict;
 use warnings;
@@ -20,7 +22,7 @@ use warnings;
 use Test::Nginx::Socket 'no_plan';
 use lib 't/lib';      # after Test::Nginx::Socket: see IoaTest.pm
 use IoaTest;
-use IoaTest::Agent qw(fresh_hub);
+use IoaTest::Agent qw(fresh_hub register teamup);
 use IoaTest::Facade qw(key token);
 use IO::Select ();
 use IO::Socket::INET ();
@@ -205,6 +207,25 @@ sub burst {
     return $silent;
 }
 
+# sends $text and half-closes, as a client that has nothing more to say
+# does; returns how long the hub took to close the connection (undef: not
+# within $wait seconds)
+sub half_closed {
+    my ($port, $text, $wait) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                                  Proto => 'tcp', Timeout => 5)
+        or return undef;
+    syswrite $s, $text;
+    shutdown $s, 1;
+    my ($t0, $sel) = (time, IO::Select->new($s));
+    while ((my $left = $t0 + $wait - time) > 0) {
+        last unless $sel->can_read($left);
+        my $n = sysread $s, my $buf, 65536;
+        return time - $t0 unless $n;
+    }
+    return undef;
+}
+
 sub workers_alive {
     my $ctx = shift;
     my $log = $ctx->servroot . '/logs/error.log';
@@ -286,3 +307,34 @@ GET /health_check
 [alert]
 [crit]
 exited on signal
+
+
+
+=== TEST 3: a half-closed client: a goal wait and a room feed end at once
+epoll told of the end with the request's bytes, and never again: the goal
+wait (no timeout) and the feed (a keepalive every 15 s) must look at it
+themselves.  Found by fuzz/http_request.c.
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth off; }
+--- request
+GET /health_check
+--- error_code_like: ^(?:200|503)$
+--- ioa_scenario
+    fresh_hub($ctx);
+    register($ctx, 'Ann', 'Ben');
+    my $room = teamup($ctx, 'Ann', ['Ben'], 'half');
+    my $goal = '{"goal":"never done","team_member_names":["Ben"]}';
+    for my $c (['POST /launch_goal?wait=1',
+                request_text('POST', '/launch_goal?wait=1', ['', [], $goal])],
+               ['GET /rooms/{comm_id}/events',
+                request_text('GET', "/rooms/$room/events", ['', []])]) {
+        my $took = half_closed($ctx->port, $c->[1], 5);
+        ok defined $took && $took < 2,
+           "$c->[0]: closed " . (defined $took ? sprintf('after %.2f s', $took)
+                                                : 'not within 5 s');
+    }
+--- no_error_log
+[alert]
+[crit]
