@@ -14,14 +14,28 @@
 # build/fuzz/corpus/<harness> (not committed); a crash is written to
 # build/fuzz/crashes/ and fails the run: fix it, then commit the input under
 # fuzz/regressions/<harness>/ so `regress` replays it from then on.
+#
+# Four harnesses take the bytes of one parser (ws_frame, envelope,
+# rest_body, redis_reply).  http_request takes whole HTTP byte streams
+# (requests, pipelined ones, several connections, WebSocket frames) and
+# runs them through nginx's own HTTP code into every handler of the module,
+# in a hub the harness starts in its own process, with a redis-server of
+# its own (fuzz/http_request.c says how; its seeds come from
+# fuzz/http_request_seeds.py, the endpoints and malformations of
+# t/295-malformed-requests.t).  A crash replays with
+#   build/fuzz/bin/http_request build/fuzz/crashes/http_request-crash-...
+# and IOA_FUZZ_VERBOSE=1 prints what the hub answered.
 
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$REPO/build/fuzz"
 VERSION=1.22.1
-HARNESSES="ws_frame envelope rest_body redis_reply"
-SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+HARNESSES="ws_frame envelope rest_body redis_reply http_request"
+# nonnull-attribute off: it reports memcpy(p, NULL, 0), which nginx's own
+# %V does for every empty ngx_str_t; a NULL with bytes to copy is still a
+# SEGV that ASan reports
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-sanitize=nonnull-attribute"
 
 log() { echo "fuzz: $*" >&2; }
 
@@ -37,13 +51,19 @@ build() {
         tar -xzf "$REPO/build/asan/src/nginx_$VERSION.orig.tar.gz" -C "$OUT/src"
     fi
 
-    # configure again only when the module's sources changed
-    if [[ ! -e $OUT/obj/Makefile || -n $(find "$REPO/config" "$REPO/ngx_ioa_module" "$REPO/redis-scripts" -newer "$OUT/obj/Makefile" 2>/dev/null | head -1) ]]; then
+    # configure again only when the module's sources (or these flags)
+    # changed.
+    # NGX_HAVE_NONALIGNED=0: nginx's request-line parser compares methods
+    # with unaligned 32-bit loads on x86, which UBSan (fatal here) reports
+    # as soon as http_request sends a pipelined request; this takes the
+    # byte-wise branch nginx builds on strict-alignment machines, so the
+    # alignment check stays on for the module's own code
+    if [[ ! -e $OUT/obj/Makefile || -n $(find "$REPO/config" "$REPO/ngx_ioa_module" "$REPO/redis-scripts" "$REPO/scripts/fuzz.sh" -newer "$OUT/obj/Makefile" 2>/dev/null | head -1) ]]; then
         log "configuring nginx with clang"
         (cd "$src" && CC=clang ./configure --builddir="$OUT/obj" \
             --with-debug --with-threads --with-http_ssl_module \
             --with-http_v2_module --with-http_auth_request_module \
-            --with-cc-opt="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link $SAN -DNGX_DEBUG_PALLOC=1" \
+            --with-cc-opt="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link $SAN -DNGX_DEBUG_PALLOC=1 -DNGX_HAVE_NONALIGNED=0" \
             --with-ld-opt="$SAN" --add-module="$REPO" >"$OUT/configure.log" 2>&1) \
             || { cat "$OUT/configure.log" >&2; exit 1; }
     fi
@@ -60,7 +80,11 @@ build() {
     mkdir -p "$OUT/bin"
     for h in $HARNESSES; do
         log "linking $h"
-        clang -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer $SAN \
+        # http_request sees every message nginx logs (a crit or worse is
+        # a finding): the log's one entry point is wrapped at link time
+        local wrap=()
+        [[ $h == http_request ]] && wrap=(-Wl,--wrap=ngx_log_error_core)
+        clang -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer $SAN "${wrap[@]}" \
             -I "$src/src/core" -I "$src/src/event" -I "$src/src/event/modules" \
             -I "$src/src/os/unix" -I "$src/src/http" -I "$src/src/http/v2" \
             -I "$src/src/http/modules" -I "$OUT/obj" -I "$OUT/obj/addon/ioa" \
@@ -73,31 +97,51 @@ build() {
 
 # run SECONDS: each harness for that long (make fuzz); run SECONDS RUNS: at
 # most RUNS inputs each from a fixed seed, so a CI pass is the same every
-# time and a failure there is a finding, not luck
+# time and a failure there is a finding, not luck.  http_request runs a
+# whole hub per input (about 400 a second here, against tens of thousands
+# for the byte-level harnesses), so it takes a fifth of RUNS; its hub also
+# keeps nginx's timers on the wall clock, so two passes from one seed take
+# the same mutations but may not keep the same corpus
 run() {
     local secs=${1:-60} runs=${2:-} h rc=0
-    local fixed=()
-    [[ -n $runs ]] && fixed=(-runs="$runs" -seed=1)
     mkdir -p "$OUT/crashes"
     for h in $HARNESSES; do
-        local corpus="$OUT/corpus/$h"
+        local corpus="$OUT/corpus/$h" fixed=() opts=()
         if [[ -n $runs ]]; then
             # from the committed seeds only: the same inputs on every machine
             corpus="$OUT/corpus-fixed/$h"
             rm -rf "$corpus"
+            fixed=(-runs="$runs" -seed=1)
+            [[ $h == http_request ]] && fixed=(-runs="$((runs / 5))" -seed=1)
         fi
         mkdir -p "$corpus"
+        [[ -e $REPO/fuzz/$h.dict ]] && opts+=(-dict="$REPO/fuzz/$h.dict")
+        # nginx in the harness keeps memory across inputs (the module's
+        # caches, connections an input left): libFuzzer's per-input leak
+        # check would run every such input twice and find nothing
+        [[ $h == http_request ]] && opts+=(-detect_leaks=0)
         log "$h for ${secs}s"
-        local dict=()
-        [[ -e $REPO/fuzz/$h.dict ]] && dict=(-dict="$REPO/fuzz/$h.dict")
+        harness_env "$h"
         "$OUT/bin/$h" -max_total_time="$secs" "${fixed[@]}" -print_final_stats=1 \
-            -artifact_prefix="$OUT/crashes/$h-" -max_len=65536 "${dict[@]}" \
+            -artifact_prefix="$OUT/crashes/$h-" -max_len=65536 "${opts[@]}" \
             "$corpus" "$REPO/fuzz/corpus/$h" 2>"$OUT/$h.log" \
             || { rc=1; log "$h FOUND A CRASH:"; tail -40 "$OUT/$h.log" >&2; }
-        grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$OUT/$h.log" \
+        grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb' "$OUT/$h.log" \
+            | sed "s/^/fuzz: $h: /" >&2 || true
+        grep -aE '^#[0-9]+.*(DONE|INITED)' "$OUT/$h.log" | tail -1 \
             | sed "s/^/fuzz: $h: /" >&2 || true
     done
     return $rc
+}
+
+# http_request's hub (its configuration, error.log, Redis) lives in a
+# directory of its own under build/fuzz/http, left there when it crashed
+harness_env() {
+    if [[ $1 == http_request ]]; then
+        rm -rf "$OUT/http"
+        mkdir -p "$OUT/http"
+        export IOA_FUZZ_DIR="$OUT/http"
+    fi
 }
 
 regress() {
@@ -105,6 +149,7 @@ regress() {
     for h in $HARNESSES; do
         files=$(find "$REPO/fuzz/corpus/$h" "$REPO/fuzz/regressions/$h" -type f 2>/dev/null | sort || true)
         [[ -n $files ]] || continue
+        harness_env "$h"
         # shellcheck disable=SC2086
         "$OUT/bin/$h" $files >"$OUT/$h-regress.log" 2>&1 \
             || { rc=1; log "$h: an input fails:"; tail -40 "$OUT/$h-regress.log" >&2; }
