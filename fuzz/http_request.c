@@ -50,9 +50,10 @@
  * half-closed, until the hub has closed them all (a keep-alive one ends, a
  * feed sees its client go) or is quiet; every connection closed; then up
  * to IOA_HTTP_CLOSE_MS for the hub to close its side.  One it still holds
- * after that (nginx's lingering close of a body it discards waits for its
- * lingering_timeout) is named on stderr and counted as the hub's own from
- * then on.
+ * after that is named on stderr and counted as the hub's own from then on:
+ * nginx, discarding a body whose client half-closed before its end, waits
+ * for lingering_timeout (1 s here) once it has answered, as epoll told of
+ * the end only once.
  *
  * Redis.  The harness starts a redis-server of its own on a free loopback
  * port (IOA_FUZZ_REDIS=host:port uses one that runs; =off runs without,
@@ -93,7 +94,7 @@
 #define IOA_HTTP_QUIET_MS     1      /* the longest turn that waits */
 #define IOA_HTTP_QUIET_US     200
 #define IOA_HTTP_STEP_MS      2000   /* the longest one step waits */
-#define IOA_HTTP_CLOSE_MS     200    /* for the hub to close its side */
+#define IOA_HTTP_CLOSE_MS     50     /* for the hub to close its side */
 #define IOA_HTTP_RESET_TURNS  4      /* accepted, read, not yet answered */
 #define IOA_HTTP_CAPTURE      65536
 
@@ -927,10 +928,11 @@ ioa_http_conf_write(int port)
 
     /*
      * The two servers of t/295-malformed-requests.t, open mode and tokens,
-     * on one port.  Timeouts are short so that a connection an input left
-     * behind goes within seconds; bodies and headers are kept small on the
-     * token server, so that inputs of a few KB reach the temp-file body,
-     * the 413 and the large header buffers.
+     * on one port, the open one with CORS and permessage-deflate.
+     * Timeouts are short so that a connection an input left behind goes
+     * within seconds; bodies, headers and catch-up batches are kept small
+     * on the token server, so that inputs of a few KB reach the temp-file
+     * body, the 413, the large header buffers and a catch-up in rounds.
      */
     fprintf(f,
         "daemon off;\n"
@@ -962,6 +964,8 @@ ioa_http_conf_write(int port)
         "    server {\n"
         "        listen 127.0.0.1:%d;\n"
         "        server_name open;\n"
+        "        ioa_cors_origins http://example.com;\n"
+        "        ioa_ws_deflate on;\n"
         "        location / { ioa_api; ioa_auth off;\n"
         "                     subrequest_output_buffer_size 1m; }\n"
         "        location = /mcp { ioa_mcp; ioa_auth off; }\n"
@@ -977,6 +981,7 @@ ioa_http_conf_write(int port)
         "        client_body_buffer_size 1k;\n"
         "        client_header_buffer_size 1k;\n"
         "        large_client_header_buffers 4 4k;\n"
+        "        ioa_catchup_batch 2;\n"
         "        ioa_auth jwt;\n"
         "        ioa_auth_jwt_key %s;\n"
         "        location / { ioa_api; subrequest_output_buffer_size 1m; }\n"

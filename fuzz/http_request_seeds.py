@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import struct
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "http_request")
@@ -66,11 +67,16 @@ def rpc(method, params, rid=1):
                        "params": params}, separators=(",", ":"))
 
 
-def ws_frame(payload, opcode=1, fin=True, mask=b"\x1f\x2e\x3d\x4c"):
-    """a client frame: masked, as RFC 6455 wants from clients"""
+def ws_frame(payload, opcode=1, fin=True, mask=b"\x1f\x2e\x3d\x4c",
+             deflate=False):
+    """a client frame: masked, as RFC 6455 wants from clients; with
+    deflate, the payload compressed as RFC 7692 says (RSV1)"""
     if isinstance(payload, str):
         payload = payload.encode()
-    b0 = (0x80 if fin else 0) | opcode
+    if deflate:
+        z = zlib.compressobj(wbits=-12)
+        payload = (z.compress(payload) + z.flush(zlib.Z_SYNC_FLUSH))[:-4]
+    b0 = (0x80 if fin else 0) | (0x40 if deflate else 0) | opcode
     n = len(payload)
     if n < 126:
         head = struct.pack("!BB", b0, 0x80 | n)
@@ -343,6 +349,7 @@ def main():
                                      auth="@@alice@@"))
 
     # WebSockets: an envelope, a ping, fragments, deflate, a bad frame
+    post_bob = req("POST", "/agents/Bob/messages", env_bob)
     up = ws_upgrade("/ws/Alice")
     seed("ws-envelope", up + ws_frame(env_hi) + ws_frame(b"", opcode=9)
          + ws_frame(b"\x03\xe8bye", opcode=8))
@@ -353,9 +360,16 @@ def main():
         {"op": "resume", "rooms": {ROOM: "0-0"}})))
     seed("ws-token-op", ws_upgrade("/ws/Alice", host="jwt", auth="@@alice@@")
          + ws_frame(json.dumps({"op": "token", "token": "@@bob@@"})))
-    seed("ws-deflate", ws_upgrade("/ws/Alice", extra=[
-        "Sec-WebSocket-Extensions: permessage-deflate; "
-        "client_max_window_bits"]) + ws_frame(env_hi))
+    deflate = ["Sec-WebSocket-Extensions: permessage-deflate; "
+               "client_max_window_bits"]
+    seed("ws-deflate", ws_upgrade("/ws/Alice", extra=deflate)
+         + ws_frame(env_hi))
+    seed("ws-deflate-compressed", ws_upgrade("/ws/Alice", extra=deflate)
+         + ws_frame(env_hi, deflate=True)
+         + ws_frame(json.dumps({"op": "resume", "since": "0-0"}),
+                    deflate=True))
+    seed("ws-deflate-pair", ws_upgrade("/ws/Alice", extra=deflate)
+         + b"@@next@@" + post_bob)
     seed("ws-options", ws_upgrade("/ws/Alice?echo=0&since=0-0&resume="
                                   + ROOM + ":0-0&wait_resume=1")
          + ws_frame(env_hi))
@@ -366,7 +380,6 @@ def main():
     seed("ws-pipelined-after-upgrade", up + ws_frame(env_hi) + HEALTH)
 
     # two connections: a feed or a socket that hears what the other posts
-    post_bob = req("POST", "/agents/Bob/messages", env_bob)
     seed("pair-room-events", req("GET", "/rooms/" + ROOM + "/events")
          + b"@@next@@" + post_bob)
     seed("pair-inbox", req("GET", "/agents/Alice/inbox",
@@ -405,6 +418,16 @@ def main():
                                   ["MCP-Protocol-Version: 2025-03-26",
                                    "Content-Length: 40"], ctype=None)
          + b"@@pause@@" + b'{"jsonrpc":"2.0","id":1,"method":"ping"}' + HEALTH)
+
+    # CORS for the one origin the open server allows
+    for n in ["register", "fetch", "room-events", "mcp-init"]:
+        e = by_name[n]
+        seed(f"cors-preflight-{n}", req("OPTIONS", e[2], None, [
+            "Origin: http://example.com",
+            "Access-Control-Request-Method: " + e[1],
+            "Access-Control-Request-Headers: authorization, content-type"]))
+        seed(f"cors-{n}", req(e[1], e[2], e[3],
+                              ["Origin: http://example.com"]))
 
     # HTTP itself
     seed("http10", b"GET /health_check HTTP/1.0\r\n\r\n")
