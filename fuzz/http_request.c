@@ -839,8 +839,8 @@ ioa_http_nginx_start(char **argv)
     init->conf_file.len = ngx_strlen(ioa_http_conf);
     ngx_str_set(&init->error_log, "error.log");
 
-    /* not NULL: ngx_init_cycle() copies it with memcpy(), which UBSan
-     * (fatal here) refuses a NULL source even for no bytes */
+    /* not NULL: ngx_init_cycle() copies it with memcpy() (the one UBSan
+     * finding in nginx's core that t/ubsan.supp names) */
     ngx_str_set(&init->conf_param, "");
 
     if (ngx_os_init(log) != NGX_OK
@@ -864,8 +864,8 @@ ioa_http_nginx_start(char **argv)
     ngx_use_stderr = 0;
     ngx_process = NGX_PROCESS_SINGLE;
 
-    /* no ngx_set_environment(): it would leave the process TZ alone, and
-     * libFuzzer's -fork and the sanitizers' symbolizer want PATH */
+    /* no ngx_set_environment(): it would leave the process no variable but
+     * TZ, and libFuzzer's -fork and the sanitizers' symbolizer want PATH */
 
     for (i = 0; cycle->modules[i]; i++) {
         if (cycle->modules[i]->init_process
@@ -930,7 +930,10 @@ ioa_http_conf_write(int port)
      * The two servers of t/295-malformed-requests.t, open mode and tokens,
      * on one port, the open one with CORS and permessage-deflate.
      * Timeouts are short so that a connection an input left behind goes
-     * within seconds; bodies, headers and catch-up batches are kept small
+     * within seconds.  The limits count in Redis (fleet), which is put
+     * back before each input, and are far above what inputs reach: an
+     * input's answer must not depend on the inputs before it, in this
+     * worker's memory.  Bodies, headers and catch-up batches are kept small
      * on the token server, so that inputs of a few KB reach the temp-file
      * body, the 413, the large header buffers and a catch-up in rounds.
      */
@@ -948,7 +951,13 @@ ioa_http_conf_write(int port)
         "    send_timeout 2s;\n"
         "    keepalive_timeout 2s;\n"
         "    lingering_timeout 1s;\n"
-        "    reset_timedout_connection on;\n",
+        "    reset_timedout_connection on;\n"
+        "    ioa_limit_scope fleet;\n"
+        "    ioa_limit_rate 100000r/s burst=100000;\n"
+        "    ioa_limit_room_rate 100000r/s burst=100000;\n"
+        "    ioa_limit_teamup_rate 100000r/s burst=100000;\n"
+        "    ioa_limit_launch_rate 100000r/s burst=100000;\n"
+        "    ioa_limit_conn 1000;\n",
         ioa_http_dir, ioa_http_dir);
 
     if (ioa_http_redis) {

@@ -98,10 +98,10 @@ build() {
 # run SECONDS: each harness for that long (make fuzz); run SECONDS RUNS: at
 # most RUNS inputs each from a fixed seed, so a CI pass is the same every
 # time and a failure there is a finding, not luck.  http_request runs a
-# whole hub per input (about 400 a second here, against tens of thousands
-# for the byte-level harnesses), so it takes a fifth of RUNS; its hub also
-# keeps nginx's timers on the wall clock, so two passes from one seed take
-# the same mutations but may not keep the same corpus
+# whole hub per input (a few hundred a second here, against tens of
+# thousands for the byte-level harnesses), so it takes a fifth of RUNS;
+# its hub keeps nginx's timers on the wall clock, so two passes from one
+# seed start alike but may part once a timer decides what an input covers
 run() {
     local secs=${1:-60} runs=${2:-} h rc=0
     mkdir -p "$OUT/crashes"
