@@ -297,7 +297,11 @@ sub act {
     my $type = $m->{type} // -1;
     return unless grep { $_ eq $name } names_in($m->{next_speaker});
     if (ref $how eq 'HASH') {       # a proposal on the first turn, once
-        return unless $type == 4 && !$how->{done}++;
+        # the first turn is the plan's DISCUSSION (step 1) of this goal's
+        # room: a DISCUSSION of an earlier goal's room still in the socket
+        # (its step 9 answer, addressed to the proposer) must not take it
+        return unless $type == 4 && ($m->{ioa_step} // 1) == 1
+                      && !$how->{done}++;
         # plan: IoA's collaborative planning, an updated_plan in the turn
         # (alone: a DISCUSSION; with tasks or conclude: in that proposal)
         $a->post(envelope(comm_id => $m->{comm_id},
