@@ -473,7 +473,9 @@ GET /health_check
 
     ($code, $d) = api($ctx, DELETE => '/agents/Ann?erase=1', undef, headers => main::bearer('root', 'admin'));
     is_deeply [ $code, $d->{erased}{envelopes} ], [ 200, 1 ], 'admin: 200, her envelope erased';
-    my @a = main::audit();
+    # the deletion's audit entry is written after its answer: waited for
+    my @a;
+    wait_until(sub { @a = main::audit(); @a >= 2 }, 5);
     is_deeply [ map { "$_->{action} $_->{actor} $_->{target}" } @a ],
               [ "envelopes_erased root $cid/Ann", 'agent_deleted root Ann' ], 'audited with the actor';
 --- no_error_log
