@@ -199,7 +199,7 @@ CLUSTER_TESTS := t/020-rooms.t t/025-floor.t t/040-http-transport.t t/045-room-f
     t/050-scale-out.t t/100-goals.t t/175-limits-fleet.t t/102-decisions.t t/190-bounds.t \
     t/215-metrics.t t/220-retention.t t/230-discovery-index.t \
     t/245-metrics-redis.t t/280-a2a-server.t t/330-delete.t t/140-chain.t t/145-erase.t \
-    t/146-erase-goals.t \
+    t/146-erase-goals.t t/205-ioa-frontend.t \
     t/125-engine.t
 
 # scripts/suite.pl: test passes as one parallel prove (TEST_JOBS files at

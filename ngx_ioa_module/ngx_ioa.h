@@ -186,6 +186,9 @@ typedef struct {
     size_t                    catchup_window; /* queued before a catch-up
                                                * waits for its client */
     size_t                    catchup_window_conf;  /* as given */
+    ngx_uint_t                chat_record_latest;   /* a room's newest
+                                               * envelopes when no page is
+                                               * asked for */
     ngx_flag_t                launch_goal_wait;  /* IoA's blocking answer */
     time_t                    goal_input_timeout_max;  /* seconds */
     ngx_array_t              *cors_origins;   /* ngx_str_t; NULL: no CORS */
@@ -485,6 +488,7 @@ typedef enum {
     NGX_IOA_SCRIPT_GOAL_FEED_ERASE,
     NGX_IOA_SCRIPT_GOAL_ERASE,
     NGX_IOA_SCRIPT_CONN_COUNT,
+    NGX_IOA_SCRIPT_ROOM_TAIL,
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 

@@ -82,6 +82,11 @@ static ngx_conf_num_bounds_t  ngx_ioa_batch_bounds = {
     ngx_conf_check_num_bounds, 1, 10000
 };
 
+/* as "limit" of /fetch_chat_record (NGX_IOA_RECORD_LIMIT_MAX) */
+static ngx_conf_num_bounds_t  ngx_ioa_record_latest_bounds = {
+    ngx_conf_check_num_bounds, 1, 10000
+};
+
 
 static ngx_command_t  ngx_http_ioa_commands[] = {
 
@@ -364,6 +369,13 @@ static ngx_command_t  ngx_http_ioa_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_ioa_loc_conf_t, catchup_window_conf),
       NULL },
+
+    { ngx_string("ioa_chat_record_latest"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_ioa_loc_conf_t, chat_record_latest),
+      &ngx_ioa_record_latest_bounds },
 
     { ngx_string("ioa_auth"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -1097,6 +1109,7 @@ ngx_ioa_create_loc_conf(ngx_conf_t *cf)
     lcf->max_json_depth = NGX_CONF_UNSET_UINT;
     lcf->catchup_batch = NGX_CONF_UNSET_UINT;
     lcf->catchup_window_conf = NGX_CONF_UNSET_SIZE;
+    lcf->chat_record_latest = NGX_CONF_UNSET_UINT;
     lcf->launch_goal_wait = NGX_CONF_UNSET;
     lcf->goal_input_timeout_max = NGX_CONF_UNSET;
     lcf->cors_origins = NGX_CONF_UNSET_PTR;
@@ -1156,6 +1169,11 @@ ngx_ioa_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_value(conf->ws_deflate, prev->ws_deflate, 0);
     ngx_conf_merge_uint_value(conf->max_json_depth, prev->max_json_depth, 32);
     ngx_conf_merge_uint_value(conf->catchup_batch, prev->catchup_batch, 256);
+    /* IoA's frontend reads one answer of /fetch_chat_record and no page
+     * after it: a room's newest thousand envelopes, as many as a page
+     * from the start holds by default */
+    ngx_conf_merge_uint_value(conf->chat_record_latest,
+                              prev->chat_record_latest, 1000);
     /* what a stream that never reads holds of a big room's backlog: 512k
      * keeps a thousand such streams near half a gigabyte, and is still
      * several round trips of envelopes for a client that does read; half

@@ -20,6 +20,17 @@
  * another instance sees the feed at most a tick after it connected; the
  * feed is a live view without resume, so that is all it can miss.
  *
+ * A goal's feed is stored and published as a room, "goal-<id>" (the
+ * worker's events.c), so that its followers use the room machinery; on a
+ * single Redis its PUBLISH matches the rooms' pattern too.  It is no room
+ * agents talk in: IoA's frontend would draw each of its state changes and
+ * copies of envelopes as an empty "ioa-worker" message, and the room's own
+ * envelopes already reach the feed.  So the feed drops it here, where
+ * every observer transport passes (on a Cluster it never arrives: the
+ * goal feed is a shard channel).  A goal's events stay on its own feed,
+ * GET /goals/{id}/events.  No room is named so: the hub makes every
+ * comm_id, 32 hex digits (ngx_ioa_rest.c).
+ *
  * The registry's event channel carries teamup events: the local members
  * of a new room start reading it from its beginning, and observers see it
  * as IoA's frontend does ("frontend_type":"teamup").  It carries the
@@ -117,6 +128,12 @@ ngx_ioa_observer_feed(ngx_str_t *comm_id, ngx_str_t *sid, ngx_str_t *json)
 
     if (ngx_queue_empty(&ngx_ioa_observers)) {
         return;
+    }
+
+    if (comm_id->len > sizeof("goal-") - 1
+        && ngx_strncmp(comm_id->data, "goal-", sizeof("goal-") - 1) == 0)
+    {
+        return;                         /* a goal's feed, not a room */
     }
 
     m = ngx_ioa_msg_create(comm_id, sid, json, 1);

@@ -13,11 +13,18 @@
  * or held whole:
  *
  *   - the list is deduplicated and capped (NGX_IOA_RECORD_MAX_ROOMS; null,
- *     every room, is an administrator's and means the newest that many);
- *   - each room gives at most "limit" envelopes (default
- *     NGX_IOA_RECORD_LIMIT, at most NGX_IOA_RECORD_LIMIT_MAX) from after
- *     "after" (exclusive, one room only); "more" says whether the log goes
- *     on, "next_after" is the "after" of the next page;
+ *     every room, is an administrator's and means the newest that many,
+ *     in IoA's order: the room that spoke last comes last);
+ *   - a page asked for ("limit" or "after") gives at most "limit"
+ *     envelopes (default NGX_IOA_RECORD_LIMIT, at most
+ *     NGX_IOA_RECORD_LIMIT_MAX) from after "after" (exclusive, one room
+ *     only), or from the start; "more" says whether the log goes on,
+ *     "next_after" is the "after" of the next page;
+ *   - no page asked for (IoA's own {} or {"comm_id": ...}, which reads no
+ *     further page) gives each room's newest ioa_chat_record_latest
+ *     envelopes, oldest first, and "older" says whether the log goes on
+ *     before them: a person opening a room wants its latest conversation,
+ *     and IoA's frontend shows what the first answer holds;
  *   - the answer is streamed: Redis is asked for one piece at a time
  *     (room_record.lua, at most NGX_IOA_RECORD_PIECE_ENTRIES envelopes and
  *     about NGX_IOA_RECORD_PIECE_BYTES), each piece is written to the
@@ -33,6 +40,12 @@
  *           it exist.  Any refusal is the whole answer (403, 404) and
  *           nothing else is sent, as before streaming: the status line
  *           waits for this pass.
+ *   LATEST  (no page asked for) before a room's first piece: a walk back
+ *           from its log's end over limit + 1 entries, room_tail.lua a
+ *           step at a time (about a piece's bytes each, so a long room
+ *           of big envelopes never holds Redis long); the last entry
+ *           walked is the page's exclusive start.  A log of no more than
+ *           limit is the page whole.
  *   SEND    the header, then for each room its pieces; a piece that ends
  *           before the room's limit with more in the log is followed by
  *           another from its last id.  A room removed since CHECK is left
@@ -65,12 +78,28 @@
 
 
 typedef struct {
+    ngx_str_t                 id;
+    ngx_ioa_sid_t             spoke;        /* its last envelope's id */
+} ngx_ioa_record_order_t;
+
+
+typedef struct {
     ngx_array_t               ids;          /* of ngx_str_t, no repeats */
+    ngx_array_t               spoke;        /* all: ngx_ioa_sid_t per id */
     ngx_uint_t                next;         /* the room checked or sent */
     ngx_uint_t                all;          /* null: every room */
     ngx_uint_t                sending;      /* CHECK done */
     ngx_uint_t                limit;        /* envelopes per room */
     ngx_str_t                 after;        /* the request's, or "" */
+    ngx_uint_t                latest;       /* no page asked for */
+
+    /* LATEST: where the room's newest page starts */
+    ngx_uint_t                tail_room;    /* 1 + the room it is for */
+    ngx_uint_t                tail_want;    /* entries still to walk */
+    ngx_uint_t                tail_done;
+    ngx_uint_t                older;        /* the log goes on before it */
+    ngx_str_t                 start;        /* in start_buf; "": "-" */
+    u_char                    start_buf[NGX_IOA_RECORD_SID_LEN];
 
     /* the room being sent */
     ngx_uint_t                in_room;      /* its head is written */
@@ -92,6 +121,9 @@ static ngx_int_t ngx_ioa_record_options(ngx_ioa_record_t *rec, yajl_val doc,
 static void ngx_ioa_record_listed(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_record_ask(ngx_http_request_t *r);
 static void ngx_ioa_record_checked(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_record_order(ngx_ioa_record_t *rec);
+static ngx_int_t ngx_ioa_record_order_cmp(const void *one, const void *two);
+static void ngx_ioa_record_tailed(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_record_piece(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_record_room_head(ngx_ioa_record_t *rec, ngx_str_t *id,
     redisReply *reply);
@@ -119,6 +151,7 @@ ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_ioa_error_t       err;
     ngx_ioa_record_t     *rec;
     ngx_ioa_identity_t   *who;
+    ngx_ioa_loc_conf_t   *lcf;
     ngx_ioa_main_conf_t  *mcf;
 
     who = ngx_ioa_rest_identity(r);
@@ -126,6 +159,8 @@ ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
     rec = ngx_pcalloc(r->pool, sizeof(ngx_ioa_record_t));
     if (rec == NULL
         || ngx_array_init(&rec->ids, r->pool, 4, sizeof(ngx_str_t)) != NGX_OK
+        || ngx_array_init(&rec->spoke, r->pool, 4, sizeof(ngx_ioa_sid_t))
+           != NGX_OK
         || ngx_ioa_jbuf_init(&rec->out, r->pool, 4096) != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
@@ -134,7 +169,11 @@ ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
 
     ngx_ioa_rest_set_data(r, rec);
 
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
     rec->limit = NGX_IOA_RECORD_LIMIT;
+    /* a page is asked for with "limit" or "after"; without either (IoA's
+     * own request) a room gives its newest envelopes */
+    rec->latest = 1;
     doc = NULL;
     id = NULL;
 
@@ -155,6 +194,10 @@ ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
         if (ngx_ioa_record_options(rec, doc, &err) != NGX_OK) {
             goto invalid;
         }
+    }
+
+    if (rec->latest) {
+        rec->limit = lcf->chat_record_latest;
     }
 
     if (id && !YAJL_IS_NULL(id)) {
@@ -333,6 +376,7 @@ ngx_ioa_record_options(ngx_ioa_record_t *rec, yajl_val doc,
         }
 
         rec->limit = (ngx_uint_t) YAJL_GET_INTEGER(v);
+        rec->latest = 0;
     }
 
     v = ngx_ioa_json_get(doc, "after");
@@ -349,6 +393,7 @@ ngx_ioa_record_options(ngx_ioa_record_t *rec, yajl_val doc,
         }
 
         rec->after = s;
+        rec->latest = 0;
     }
 
     return NGX_OK;
@@ -410,6 +455,10 @@ ngx_ioa_record_ask(ngx_http_request_t *r)
         rec->sending = 1;
         rec->next = 0;
 
+        if (rec->all) {
+            ngx_ioa_record_order(rec);
+        }
+
         if (ngx_ioa_record_start(r) != NGX_OK) {
             return;
         }
@@ -470,13 +519,54 @@ ngx_ioa_record_ask(ngx_http_request_t *r)
         return;
     }
 
-    /* a piece: from the room's last id sent, or the request's "after" */
+    /* LATEST: a room's newest page starts where a walk back over
+     * limit + 1 entries ends (room_tail.lua, a step at a time) */
+
+    if (rec->latest && !rec->in_room && rec->tail_room != rec->next + 1) {
+        rec->tail_room = rec->next + 1;
+        rec->tail_want = rec->limit + 1;
+        rec->tail_done = 0;
+        rec->older = 0;
+        rec->start.len = 0;
+    }
+
+    if (rec->latest && !rec->in_room && !rec->tail_done) {
+        if (rec->start.len) {
+            argv[3] = (const char *) rec->start.data;
+            argvlen[3] = rec->start.len;
+
+        } else {
+            argv[3] = "+";
+            argvlen[3] = 1;
+        }
+
+        argv[4] = (const char *) count;
+        argvlen[4] = ngx_sprintf(count, "%ui", rec->tail_want) - count;
+        argv[5] = NGX_IOA_RECORD_PIECE_BYTES;
+        argvlen[5] = sizeof(NGX_IOA_RECORD_PIECE_BYTES) - 1;
+
+        if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_TAIL,
+                                ngx_ioa_record_tailed, 1, 4, &argv[2],
+                                &argvlen[2])
+            != NGX_OK)
+        {
+            ngx_ioa_finish(r, NGX_ERROR);
+        }
+
+        return;
+    }
+
+    /* a piece: from the room's last id sent, the request's "after", or
+     * the start of the newest page */
 
     if (rec->in_room) {
         start = rec->last;
 
     } else if (rec->after.len) {
         start = rec->after;
+
+    } else if (rec->latest && rec->start.len) {
+        start = rec->start;
 
     } else {
         ngx_str_set(&start, "-");
@@ -509,8 +599,10 @@ static void
 ngx_ioa_record_checked(ngx_http_request_t *r, redisReply *reply)
 {
     size_t               i;
+    ngx_int_t            ms;
     ngx_str_t           *id;
-    redisReply          *members;
+    redisReply          *members, *e;
+    ngx_ioa_sid_t       *spoke;
     ngx_ioa_error_t      err;
     ngx_ioa_record_t    *rec;
     ngx_ioa_identity_t  *who;
@@ -519,7 +611,7 @@ ngx_ioa_record_checked(ngx_http_request_t *r, redisReply *reply)
     who = ngx_ioa_rest_identity(r);
 
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
-        || reply->elements != 7
+        || reply->elements < 7
         || reply->element[0]->type != REDIS_REPLY_STRING
         || reply->element[4]->type != REDIS_REPLY_ARRAY)
     {
@@ -552,6 +644,30 @@ ngx_ioa_record_checked(ngx_http_request_t *r, redisReply *reply)
         }
     }
 
+    if (rec->all) {
+        /* when it last spoke, or was made: the order of the list */
+        spoke = ngx_array_push(&rec->spoke);
+        if (spoke == NULL) {
+            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        spoke->ms = 0;
+        spoke->seq = 0;
+        e = reply->elements > 7 ? reply->element[7] : NULL;
+
+        if (e == NULL || e->type != REDIS_REPLY_STRING
+            || ngx_ioa_parse_sid((u_char *) e->str, e->len, spoke) != NGX_OK)
+        {
+            e = reply->element[3];
+
+            if (e->type == REDIS_REPLY_STRING) {
+                ms = ngx_atoi((u_char *) e->str, e->len);
+                spoke->ms = ms == NGX_ERROR ? 0 : (uint64_t) ms;
+            }
+        }
+    }
+
     if (reply->element[0]->str[0] != '1') {
         if (!rec->all) {
             /* unknown_room, or room_expired (ngx_ioa_retention.c) */
@@ -566,6 +682,122 @@ ngx_ioa_record_checked(ngx_http_request_t *r, redisReply *reply)
     }
 
     rec->next++;
+    ngx_ioa_record_ask(r);
+}
+
+
+/*
+ * Every room (null) is listed as IoA lists it: the room that spoke last
+ * comes last (IoA keeps its rooms in SQLite and rewrites a room's row with
+ * each message; its frontend puts the last one on top), by Redis's clock
+ * (a log's last id, or when a silent room was made: room_record.lua), so
+ * that no hub's clock or scheduling can reorder them.  The rooms listed
+ * are the newest NGX_IOA_RECORD_MAX_ROOMS by the room index; at most that
+ * many, so an insertion sort (ngx_sort, stable) is all it takes.
+ */
+
+static void
+ngx_ioa_record_order(ngx_ioa_record_t *rec)
+{
+    ngx_str_t               *ids;
+    ngx_uint_t               i, n;
+    ngx_ioa_sid_t           *spoke;
+    ngx_ioa_record_order_t   o[NGX_IOA_RECORD_MAX_ROOMS];
+
+    if (rec->spoke.nelts != rec->ids.nelts
+        || rec->ids.nelts > NGX_IOA_RECORD_MAX_ROOMS)
+    {
+        return;
+    }
+
+    ids = rec->ids.elts;
+    spoke = rec->spoke.elts;
+    n = rec->ids.nelts;
+
+    /* the index lists the newest first: reversed, a tie keeps the older
+     * room first */
+    for (i = 0; i < n; i++) {
+        o[i].id = ids[n - 1 - i];
+        o[i].spoke = spoke[n - 1 - i];
+    }
+
+    ngx_sort(o, n, sizeof(ngx_ioa_record_order_t), ngx_ioa_record_order_cmp);
+
+    for (i = 0; i < n; i++) {
+        ids[i] = o[i].id;
+    }
+}
+
+
+static ngx_int_t
+ngx_ioa_record_order_cmp(const void *one, const void *two)
+{
+    const ngx_ioa_record_order_t  *a = one, *b = two;
+
+    if (a->spoke.ms != b->spoke.ms) {
+        return a->spoke.ms < b->spoke.ms ? -1 : 1;
+    }
+
+    if (a->spoke.seq != b->spoke.seq) {
+        return a->spoke.seq < b->spoke.seq ? -1 : 1;
+    }
+
+    return 0;
+}
+
+
+/* LATEST: a step of the walk back; its last id is where the next step
+ * goes on, or, once limit + 1 entries are walked, the page's exclusive
+ * start */
+
+static void
+ngx_ioa_record_tailed(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_uint_t         walked;
+    redisReply        *last, *reached;
+    ngx_ioa_record_t  *rec;
+
+    rec = ngx_ioa_rest_get_data(r);
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != 3
+        || reply->element[0]->type != REDIS_REPLY_INTEGER
+        || reply->element[0]->integer < 0
+        || reply->element[1]->type != REDIS_REPLY_STRING
+        || reply->element[1]->len > NGX_IOA_RECORD_SID_LEN
+        || reply->element[2]->type != REDIS_REPLY_STRING)
+    {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "ioa: /fetch_chat_record cut short: Redis failed "
+                      "after the answer started");
+        ngx_ioa_finish(r, NGX_ERROR);
+        return;
+    }
+
+    walked = (ngx_uint_t) reply->element[0]->integer;
+    last = reply->element[1];
+    reached = reply->element[2];
+
+    rec->tail_want -= ngx_min(walked, rec->tail_want);
+
+    if (last->len) {
+        ngx_memcpy(rec->start_buf, last->str, last->len);
+        rec->start.data = rec->start_buf;
+        rec->start.len = last->len;
+    }
+
+    if (reached->len == 1 && reached->str[0] == '1') {
+        /* limit + 1 back: the page starts after it, and the log goes on
+         * before the page */
+        rec->tail_done = 1;
+        rec->older = 1;
+
+    } else if (reached->len || last->len == 0 || rec->tail_want == 0) {
+        /* the log's start came first: the whole log is the page */
+        rec->tail_done = 1;
+        rec->start.len = 0;
+    }
+
     ngx_ioa_record_ask(r);
 }
 
@@ -719,6 +951,16 @@ ngx_ioa_record_room_end(ngx_ioa_record_t *rec, ngx_uint_t more)
 
     } else {
         ngx_ioa_jbuf_literal(&rec->out, "null");
+    }
+
+    if (rec->latest) {
+        /* the newest page: do envelopes come before it */
+        if (rec->older) {
+            ngx_ioa_jbuf_literal(&rec->out, ",\"older\":true");
+
+        } else {
+            ngx_ioa_jbuf_literal(&rec->out, ",\"older\":false");
+        }
     }
 
     ngx_ioa_jbuf_byte(&rec->out, '}');

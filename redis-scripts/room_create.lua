@@ -42,8 +42,13 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   return redis.error_reply('ROOMEXISTS room ' .. comm_id .. ' already exists')
 end
 
+-- made: when, by Redis's clock, the clock of the log's ids (created_at is
+-- the caller's): a room that never spoke is placed among those that did by
+-- the same clock (room_record.lua, the list of every room)
+local t = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'comm_id', comm_id, 'team_name', team_name,
-           'creator', creator, 'created_at', now_ms)
+           'creator', creator, 'created_at', now_ms,
+           'made', tostring(t[1] * 1000 + math.floor(t[2] / 1000)))
 if keep ~= '' then
   redis.call('HSET', KEYS[1], 'retention_ms', keep)
 end

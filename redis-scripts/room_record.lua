@@ -18,6 +18,10 @@
 --           {member, ...} sorted, {id1, json1, id2, json2, ...}, more}
 --          more: "1" when the log holds entries after the page's last,
 --          "0" when the page reaches its end.
+--          With count -1 an eighth element follows: the id of the log's
+--          last entry, or for an empty log "<made>-0" (when the room was
+--          made, by the same clock; "" for a room older than "made"): how
+--          recently the room spoke, the order of the list of every room.
 --          For a missing room: {"0", "", "", "", {}, {}, "0"}.
 --          To page, call again with start = the last id returned.
 -- Errors   BADARG  count or max_bytes not a number; a malformed start id is
@@ -49,7 +53,14 @@ local members = redis.call('SMEMBERS', KEYS[2])
 table.sort(members)
 
 if count == -1 then
-  return { '1', meta[1] or '', meta[2] or '', meta[3], members, {}, '0' }
+  local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+  local spoke = last[1] and last[1][1]
+  if not spoke then
+    local made = redis.call('HGET', KEYS[1], 'made')
+    spoke = made and (made .. '-0') or ''
+  end
+  return { '1', meta[1] or '', meta[2] or '', meta[3], members, {}, '0',
+           spoke }
 end
 
 -- "(" makes the start exclusive (Redis >= 6.2), so the next page never

@@ -93,6 +93,12 @@ case ${1:-} in
     if [ -s "$STATE.t0" ]; then
         printf '  %-12s %5d s\n' total $(( $(date +%s) - $(cat "$STATE.t0") ))
     fi
+    # what the suite said failed (scripts/suite.pl), here at the end too
+    if grep -q '^suite [0-9]* [1-9]' "$STATE" \
+       && [ -s "$REPO/build/suite/failed.txt" ]; then
+        echo "  the suite's failures:"
+        head -n 40 "$REPO/build/suite/failed.txt" | sed 's/^/    /'
+    fi
     [ "$bad" = 0 ] && echo "make test: PASS" || echo "make test: FAIL"
     exit "$bad"
     ;;

@@ -201,6 +201,18 @@ for my $job (@failed) {
 }
 print "\nsuite: failed: @failed\n" if @failed;
 
+# A short list for the end of make test (scripts/phases.sh --summary),
+# after the phases that ran after this one: a CI log that keeps only its
+# last lines still names the file that failed and its first assertions.
+if (open my $brief, '>', 'build/suite/failed.txt') {
+    for my $job (@failed) {
+        print $brief "$job\n";
+        open my $fh, '<', "$job.stderr" or next;
+        my @first = grep { /^#   Failed test/ } <$fh>;
+        print $brief map { "    $_" } @first[0 .. ($#first < 2 ? $#first : 2)];
+    }
+}
+
 if ($ran{asan}) {
     my @reports = glob "$Asan/logs/*";
     if (@reports) {
@@ -210,6 +222,9 @@ if ($ran{asan}) {
             print "==== $f\n", <$fh>;
         }
         $rc ||= 1;
+        if (open my $brief, '>>', 'build/suite/failed.txt') {
+            print $brief "sanitizer reports: ", join(' ', @reports), "\n";
+        }
     } else {
         print "suite: no sanitizer report\n";
     }

@@ -77,7 +77,7 @@ is($r->cmd('CONFIG', 'SET', 'stream-node-max-entries', 5), 'OK',
 
 my %sha;
 for my $name (qw(register retrieve query list_agents teamup_members
-                 room_create post room_record presence verify room_erase room_goals goal_feed_erase
+                 room_create post room_record presence verify room_erase room_goals goal_feed_erase room_tail
                  goal_erase goal_message goal_cancel agent_rooms
                  position_save position_load room_expire room_forget agent_forget
                  goal_index goal_list worker_list limit_lease)) {
@@ -781,6 +781,12 @@ is(run_script('room_create', [ "${R1}meta", "${R1}members" ], 'c1', 'Imaging', '
               qw(anna carl)), 'OK', 'room_create');
 is(err_code(run_script('room_create', [ "${R1}meta", "${R1}members" ], 'c1', 'x', 'sam', $NOW, '', 'sam')),
    'ROOMEXISTS', 'room_create twice: ROOMEXISTS');
+{
+    my $made = $r->cmd('HGET', "${R1}meta", 'made');
+    my $now = $r->cmd('TIME');
+    $now = $now->[0] * 1000 + int($now->[1] / 1000);
+    ok($made =~ /^\d+$/ && $made <= $now && $made > $now - 5000, "room_create: made, by Redis's clock ($made)");
+}
 is_deeply([ sort @{ $r->cmd('SMEMBERS', "${R1}members") } ], [qw(anna carl)], 'second create changed nothing');
 is(err_code(run_script('room_create', [ room('c0') . 'meta', room('c0') . 'members' ], 'c0', '', 'a', $NOW, '')),
    'BADARG', 'room_create without members: BADARG');
@@ -852,6 +858,28 @@ is(record($R3, '-', 0)->[6], '0', 'more: "0" for the whole log');
 $res = record($R3, '-', -1);
 is_deeply([ @$res[ 0 .. 6 ] ], [ '1', 'Paging', 'rita', $NOW + 7, [qw(anna carl rita)], [], '0' ],
           'count -1: the room and its members, no log');
+is($res->[7], $ids[24], 'count -1: and the id of the log\'s last entry');
+my $R4 = room('c4');
+run_script('room_create', [ "${R4}meta", "${R4}members" ], 'c4', '', 'rita', $NOW, '', 'rita');
+is(record($R4, '-', -1)->[7] =~ s/-0$//r, $r->cmd('HGET', "${R4}meta", 'made'),
+   'count -1 of a room that never spoke: when it was made, as an id');
+is(record(room('nope'), '-', -1)->[7], undef, 'count -1 of an unknown room: 7 elements');
+
+# room_tail: the walk back to the newest page's start, in steps
+sub tail { run_script('room_tail', [ "$_[0]log" ], @_[1 .. $#_]) }
+is_deeply(tail($R3, '+', 11, 1 << 20), [ 11, $ids[14], '1' ],
+          'room_tail: 11 back from the end reach the 15th (the start of a page of 10 below it)');
+is_deeply(tail($R3, '+', 30, 1 << 20), [ 25, $ids[0], '0' ],
+          '30 back from 25: the log\'s start first, all 25 walked');
+is_deeply(tail($R3, '+', 25, 1 << 20), [ 25, $ids[0], '1' ],
+          'exactly 25 back: reached');
+$res = tail($R3, '+', 20, 30);
+is_deeply($res, [ 16, $ids[9], '' ], 'max_bytes 30: the step ends after its batch of 16, not reached');
+is_deeply(tail($R3, $res->[1], 4, 30), [ 4, $ids[5], '1' ], '... and the next step goes on below it');
+is_deeply(tail($R3, $ids[0], 5, 30), [ 0, '', '0' ], 'below the first entry: nothing, the start');
+is_deeply(tail(room('nope'), '+', 5, 30), [ 0, '', '0' ], 'a missing log: nothing, the start');
+is(err_code(tail($R3, '+', 0, 30)), 'BADARG', 'want 0: BADARG');
+is(err_code(tail($R3, '+', 5, 0)), 'BADARG', 'max_bytes 0: BADARG');
 # max_bytes: every envelope here is 7 or 8 bytes ({"i":1} .. {"i":25})
 @page = @{ record($R3, '-', 0, 30)->[5] };
 is(scalar @page / 2, 4, 'max_bytes 30: the page stops before the entry that would pass it');
