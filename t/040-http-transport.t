@@ -98,10 +98,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     my ($code, $d, $res) = api($ctx, POST => '/agents/Alice/messages',
@@ -142,10 +138,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     my ($code, $d) = api($ctx, POST => '/agents/Alice/messages',
@@ -173,10 +165,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     room($ctx, 'Carol');
@@ -244,10 +232,6 @@ Content-Type: application/json
         ioa_api;
         ioa_max_message_size 1k;
     }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     my $small = jenc({ comm_id => $cid, content => 'x' });
@@ -277,10 +261,6 @@ GET /health_check
     ioa_max_message_size 2k;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     my ($code, $d) = api($ctx, POST => '/agents/Alice/messages', { comm_id => $cid, content => 'x' x 1500 });
@@ -301,10 +281,6 @@ GET /health_check
     ioa_redis_backoff_max 300ms;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     redis_stop();
@@ -363,10 +339,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob', 'Carol');
     my $in = inbox($ctx, 'Bob');
@@ -412,10 +384,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob', 'Carol');
     my $in = inbox($ctx, 'Bob');
@@ -463,10 +431,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $r1 = room($ctx, 'Alice', 'Bob');
     my $r2 = room($ctx, 'Carol', 'Bob');
@@ -503,10 +467,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $r1 = room($ctx, 'Alice', 'Bob');
     my $r2 = room($ctx, 'Carol', 'Bob');      # stays empty until Bob is away
@@ -537,10 +497,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $r1 = room($ctx, 'Alice', 'Bob');
     my $in = inbox($ctx, 'Bob');
@@ -569,10 +525,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $r1 = room($ctx, 'Alice', 'Bob');
     my $r2 = room($ctx, 'Carol', 'Bob');
@@ -664,10 +616,6 @@ Content-Type: application/json
     }
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $base = 'http://127.0.0.1:' . $ctx->rand_port(1);
     my @h2 = (args => ['--http2-prior-knowledge']);
@@ -764,10 +712,6 @@ GET /health_check
     }
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     room($ctx, 'Alice', 'Bob');
     my $online = sub {
@@ -805,10 +749,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     for my $n (qw(Alice Bob Carol)) {
         api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => $n });
@@ -865,10 +805,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     room($ctx, 'Carol');
@@ -919,10 +855,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $r1 = room($ctx, 'Alice', 'Bob');
     my $in = inbox($ctx, 'Bob');
@@ -970,10 +902,6 @@ GET /health_check
         gzip_types text/event-stream;
         gzip_min_length 0;
     }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     my $in = inbox($ctx, 'Bob', headers => ['Accept-Encoding' => 'gzip']);

@@ -79,8 +79,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
 --- ioa_scenario
     my $h = open_mode();
     my $cid = room($ctx, $h, 'Alice', 'Bob');
@@ -115,8 +113,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
 --- ioa_scenario
     my $h = open_mode();
     my $cid = room($ctx, $h, 'Alice', 'Bob');
@@ -164,8 +160,6 @@ GET /health_check
     ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
 --- ioa_scenario
     my %tok = map { $_ => tok($_, 'agent') } qw(Alice Bob Carol);
     my $h = sub { [ Authorization => "Bearer $tok{$_[0]}" ] };
@@ -231,8 +225,6 @@ GET /health_check
     ioa_limit_room_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
 --- ioa_scenario
     my $h = open_mode();
     my $cid = room($ctx, $h, 'Alice', 'Bob');
@@ -267,8 +259,6 @@ GET /health_check
     ioa_limit_conn 4;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
 --- ioa_scenario
     my %tok = (Mal => tok('Mal', 'agent observer'), Bob => tok('Bob', 'agent'));
     my $h = sub { [ Authorization => "Bearer $tok{$_[0]}" ] };

@@ -337,9 +337,6 @@ __DATA__
     }
 --- config
     location / { ioa_api; }
---- request
-GET /
---- error_code: 404
 --- empty_redis
 --- ioa_scenario
     my $port = $ctx->rand_port(1);
@@ -401,9 +398,6 @@ GET /
     }
 --- config
     location / { ioa_api; }
---- request
-GET /
---- error_code: 404
 --- empty_redis
 --- ioa_scenario
     my $pa = $ctx->rand_port(1);
@@ -454,9 +448,6 @@ GET /
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /
---- error_code: 404
 --- empty_redis
 --- ioa_scenario
     my $pa = $ctx->port;
@@ -527,9 +518,6 @@ GET /
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /
---- error_code: 404
 --- empty_redis
 --- ioa_scenario
     my $pa = $ctx->port;
@@ -594,9 +582,6 @@ GET /
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /
---- error_code: 404
 --- ioa_scenario
     # An agent that reconnects to another instance before its old
     # connection is noticed as gone has two connections for a while; the

@@ -48,9 +48,6 @@ server {
     ssl_certificate     $TEST_NGINX_CERT_DIR/cert.pem;
     ssl_certificate_key $TEST_NGINX_CERT_DIR/key.pem;
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register($ctx, qw(Alice Bob));
@@ -101,9 +98,6 @@ server {
     ssl_certificate     $TEST_NGINX_CERT_DIR/cert.pem;
     ssl_certificate_key $TEST_NGINX_CERT_DIR/key.pem;
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register($ctx, qw(Alice Bob));

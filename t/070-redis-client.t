@@ -40,9 +40,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my $deadline = time + 5;
@@ -71,9 +68,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register($ctx, qw(Alice Bob));
@@ -117,9 +111,6 @@ missing in Redis, reloading
     ioa_redis_backoff_max 200ms;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register($ctx, qw(Alice Bob));

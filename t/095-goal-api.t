@@ -60,9 +60,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my $res = launch($ctx, '{"goal":"write a haiku","team_member_names":["Bob"],"team_up_depth":1,"max_turns":12,"skip_naming":true,"future_field":{"x":1}}');
@@ -115,9 +112,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my @bad = (
@@ -166,9 +160,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my $gid = json()->decode(launch($ctx, '{"goal":"g"}')->content)->{goal_id};
@@ -209,9 +200,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
 
@@ -272,9 +260,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; ioa_launch_goal_wait on; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my $pid = fork // die "fork: $!";
@@ -315,9 +300,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my $gid = json()->decode(launch($ctx, '{"goal":"g"}')->content)->{goal_id};
@@ -350,9 +332,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my $gid = json()->decode(launch($ctx, '{"goal":"g"}')->content)->{goal_id};
@@ -409,9 +388,6 @@ GET /health_check
     ioa_limit_goals_in_flight off;
 --- config
     location / { ioa_api; ioa_goal_input_timeout_max 600; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my %codes;
@@ -466,9 +442,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my @ids;

@@ -62,9 +62,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     %Seen = ();
@@ -197,9 +194,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     %Seen = ();
@@ -255,9 +249,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Ann => 'a', Ben => 'b', Cid => 'c');
@@ -300,9 +291,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     @Held = ();
@@ -356,9 +344,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
@@ -415,9 +400,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Ann => 'a', Ben => 'b', Cid => 'c');
@@ -464,9 +446,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Ann => 'writes reports', Dora => 'draws charts');
@@ -530,9 +509,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     @Held = ();
@@ -578,9 +554,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     @Held = ();
@@ -631,9 +604,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     @Held = ();
@@ -675,9 +645,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; ioa_auth off; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
@@ -720,9 +687,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     if (redis_mode() eq 'cluster') {
         pass('standalone only: maxmemory is set on one Redis');
@@ -773,9 +737,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Ann => 'writes reports', Ben => 'draws charts');
@@ -826,9 +787,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     %Seen = ();
@@ -896,9 +854,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     %Seen = ();
@@ -995,9 +950,6 @@ GET /health_check
     ioa_room_retention 1h;
 --- config
     location / { ioa_api; ioa_auth off; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     if (redis_mode() eq 'cluster') {
         pass('standalone only: the key names are the same on a Cluster');
@@ -1060,9 +1012,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     # the LLM path does not depend on the Redis setup, and llama-server is
     # the slowest part of the file: once, against the standalone Redis

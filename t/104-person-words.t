@@ -81,9 +81,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     @Held = ();
@@ -147,9 +144,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     @Held = ();
@@ -260,9 +254,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     @Held = ();

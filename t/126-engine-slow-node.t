@@ -46,9 +46,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- timeout: 120
 --- ioa_scenario
     my $cl = redis_cluster();

@@ -321,9 +321,6 @@ __DATA__
     ioa_redis $TEST_NGINX_REDIS_SEEDS;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, qw(Alice Bob));
@@ -357,9 +354,6 @@ GET /health_check
     ioa_redis_timeout 3s;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, qw(Alice Bob));
@@ -432,9 +426,6 @@ GET /health_check
     ioa_redis_timeout 2s;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     my $cid = start_traffic($ctx, 'mig', 200, 0.01);
@@ -470,9 +461,6 @@ GET /health_check
     ioa_redis_backoff_max 300ms;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     my $cid = start_traffic($ctx, 'fo', 150, 0.03);
@@ -520,9 +508,6 @@ GET /health_check
     ioa_redis_backoff_max 300ms;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, qw(Dave Eve));
@@ -576,9 +561,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1 $TEST_NGINX_REDIS_SEEDS;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, qw(Alice Bob));
@@ -622,9 +604,6 @@ GET /health_check
     ioa_redis $TEST_NGINX_REDIS_SEEDS;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $bin = "$Repo/bench/build/ioa-ceiling";
     SKIP: {

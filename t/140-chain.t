@@ -92,9 +92,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     ok -x $main::Worker, "ioa-worker is built ($main::Worker)"
         or BAIL_OUT('make -C workers/worker first');
@@ -132,9 +129,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $a, $b, $c) = main::setup($ctx);
     main::post_n($a, $cid, 'x', 12);
@@ -201,9 +195,6 @@ GET /health_check
     ioa_room_log_maxlen 10;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $a, $b, $c) = main::setup($ctx);
     # stream nodes hold 100 entries by default: MAXLEN ~ 10 trims whole
@@ -231,9 +222,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $a, $b, $c) = main::setup($ctx);
     for my $i (1 .. 30) {

@@ -125,8 +125,6 @@ __DATA__
     ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
 --- ioa_scenario
     ok -x $main::Worker, "ioa-worker is built ($main::Worker)";
     my $h = sub { main::bearer($_[0], 'agent') };
@@ -221,8 +219,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
 --- ioa_scenario
     my $h = sub { [] };
     my $cid = main::room($ctx, $h, 'Alice', 'Bob');

@@ -139,9 +139,6 @@ __DATA__
     location / { ioa_api; subrequest_output_buffer_size 1m; }
     location = /a2a { ioa_a2a; }
     location = /mcp { ioa_mcp; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
@@ -255,9 +252,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my %skills = (Ann => 'write the report', Ben => 'check the figures',
@@ -309,9 +303,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures', Cat => 'reads', Dot => 'talks');
@@ -390,9 +381,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
@@ -447,8 +435,6 @@ GET /health_check
     ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
 --- ioa_scenario
     fresh($ctx);
     for my $n (qw(Ann Ben)) {
@@ -491,9 +477,6 @@ GET /health_check
     ioa_limit_room_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Ann => 'writes reports', Ben => 'checks figures');
@@ -552,9 +535,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     @Held = ();

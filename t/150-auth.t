@@ -106,10 +106,6 @@ holds no PEM public key
     ioa_auth off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- error_log
 "ioa_auth off": open mode, any client may act as any agent
 --- ioa_scenario
@@ -129,10 +125,6 @@ GET /health_check
     ioa_auth_jwt_key $TEST_NGINX_KEYS/ec.pub;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $body = { name => 'Alice', type => 'Human Assistant', desc => 'x' };
     my ($code, $d, $res) = api($ctx, POST => '/register', $body);
@@ -211,10 +203,6 @@ GET /health_check
     ioa_auth_jwt_key $TEST_NGINX_KEYS/ec.pub;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my %t = (Alice => tok('Alice', 'agent'),
              Bob   => tok('Bob', 'agent', alg => 'RS256'),
@@ -318,10 +306,6 @@ GET /health_check
     ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $alice = tok('Alice', 'agent');
     register($ctx, $alice, 'Alice');
@@ -495,10 +479,6 @@ GET /health_check
         ioa_auth_identity $ioa_sub;
         ioa_auth_scopes $ioa_scopes;
     }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my ($code) = register($ctx, 'nobody-knows', 'Alice');
     is $code, 401, 'an unknown token: auth_request answers 401';

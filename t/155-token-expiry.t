@@ -80,10 +80,6 @@ __DATA__
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room_of_two($ctx);
     my $bob = IoaTest::Agent->connect($ctx, 'Bob', '', headers => bearer(tok('Bob', 300)));
@@ -139,10 +135,6 @@ the token of "Alice" expired, closing
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room_of_two($ctx);
     my $exp1 = int(time) + 3;
@@ -193,10 +185,6 @@ GET /health_check
     ioa_auth_expiry_warning 1s;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room_of_two($ctx);
     my $exp = int(time) + 3;
@@ -253,10 +241,6 @@ GET /health_check
     ioa_auth_expiry_warning 1s;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room_of_two($ctx);
     my $alice = tok('Alice', 300);
@@ -321,10 +305,6 @@ GET /health_check
     ioa_auth_expiry_warning 1s;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room_of_two($ctx);
     my $alice = IoaTest::Agent->connect($ctx, 'Alice', '?echo=0');
@@ -349,10 +329,6 @@ GET /health_check
     ioa_auth_expiry_warning 0s;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room_of_two($ctx);
     my $exp = int(time) + 3;

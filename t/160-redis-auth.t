@@ -119,9 +119,6 @@ __DATA__
     ioa_redis_password_file $TEST_NGINX_ACL_DIR/pass;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     like acl_cmd(0, 'PING'), qr/^-NOAUTH/, 'PING without AUTH: NOAUTH';
     is acl_cmd(1, 'PING'), '+PONG', 'PING as ioa: PONG';
@@ -137,9 +134,6 @@ GET /health_check
     ioa_redis_password_file $TEST_NGINX_ACL_DIR/pass;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- no_error_log
 [error]
 NOAUTH
@@ -203,9 +197,6 @@ GET /health_check
     ioa_redis_password_file $TEST_NGINX_ACL_DIR/pass;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     ok wait_until(sub { health($ctx) == 200 }, 5), 'hub up';
     my $log = $ctx->servroot . '/logs/worker.log';

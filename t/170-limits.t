@@ -46,10 +46,6 @@ __DATA__
     ioa_limit_rate 2r/s burst=5;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     my ($ok, $limited, $last) = (0, 0);
@@ -82,10 +78,6 @@ GET /health_check
     ioa_limit_rate 1r/s burst=4;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     my $ws = $ctx->ws('/ws/Alice');
@@ -130,10 +122,6 @@ GET /health_check
     ioa_limit_room_rate 1r/s burst=3;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $cid = room($ctx, 'Alice', 'Bob');
     my ($code, $d) = api($ctx, POST => '/teamup', { sender => 'Alice', agent_names => ['Bob'] });
@@ -158,10 +146,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     for my $n (qw(Alice Bob Carol)) {
         api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => $n });
@@ -195,10 +179,6 @@ GET /health_check
     ioa_limit_conn 2;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     room($ctx, 'Alice', 'Bob');
     my $a1 = $ctx->ws('/ws/Alice');
@@ -227,10 +207,6 @@ GET /health_check
     ioa_max_agents 4;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     for my $n (qw(A B C D)) {
         my ($code) = api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => 'x' });

@@ -122,10 +122,6 @@ __DATA__
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $b = start_b($ctx, "ioa_limit_rate 10r/s burst=10;\nioa_limit_room_rate off;\n");
     register($ctx, 'Alice', 'Bob');
@@ -155,10 +151,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $b = start_b($ctx, "ioa_limit_scope fleet;\nioa_limit_rate 10r/s burst=10;\nioa_limit_room_rate off;\n");
     register($ctx, 'Alice', 'Bob');
@@ -199,10 +191,6 @@ fleet-wide limit's lease got no answer
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $b = start_b($ctx, "ioa_limit_scope fleet;\nioa_limit_rate off;\nioa_limit_room_rate 10r/s burst=10;\n");
     register($ctx, 'Alice', 'Bob');
@@ -233,10 +221,6 @@ fleet-wide limit's lease got no answer
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $b = start_b($ctx, "ioa_limit_scope fleet;\nioa_limit_rate 10r/s burst=10;\nioa_limit_room_rate 10r/s burst=10;\n");
     register($ctx, 'Alice', 'Bob');
@@ -263,10 +247,6 @@ fleet-wide limit's lease got no answer
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     register($ctx, 'Alice', 'Bob');
     my $cid = teamup($ctx, 'Alice', ['Bob']);
@@ -302,10 +282,6 @@ fleet-wide limit's lease got no answer
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $b = start_b($ctx, "ioa_limit_scope fleet;\nioa_limit_rate 10r/s burst=10;\nioa_limit_room_rate off;\n");
     register($ctx, 'Alice', 'Bob');
@@ -345,10 +321,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $b = start_b($ctx, "ioa_redis_timeout 1s;\nioa_limit_scope fleet;\nioa_limit_rate 10r/s burst=10;\nioa_limit_room_rate off;\n");
     register($ctx, 'Alice', 'Bob');
@@ -401,10 +373,6 @@ GET /health_check
     ioa_limit_teamup_rate 1r/m burst=8;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $b = start_b($ctx, "ioa_limit_scope fleet;\nioa_limit_teamup_rate 1r/m burst=8;\n");
     register($ctx, 'Alice', 'Bob');
@@ -437,10 +405,6 @@ fleet-wide limit's lease got no answer
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- response_body
-"ok"
 --- ioa_scenario
     my $b = start_b($ctx, "ioa_limit_scope fleet;\nioa_limit_conn 3;\nioa_presence_ttl 10s;\n");
     register($ctx, 'Alice');

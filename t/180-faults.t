@@ -229,9 +229,6 @@ __DATA__
     ioa_limit_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $alice, $bob) = talking_room($ctx);
     sleep 0.3;
@@ -263,9 +260,6 @@ GET /health_check
     ioa_limit_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $alice, $bob) = talking_room($ctx);
     sleep 0.3;
@@ -302,9 +296,6 @@ GET /health_check
     ioa_limit_room_rate off;
 --- config
     location / { ioa_api; ioa_send_queue_limit 256k; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $alice, $bob) = talking_room($ctx, 'Slow');
     # a small receive buffer, and never read: the hub's queue for it fills
@@ -359,9 +350,6 @@ GET /health_check
     ioa_limit_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $alice, $bob) = talking_room($ctx);
     sleep 0.3;
@@ -441,9 +429,6 @@ GET /health_check
     ioa_limit_conn 0;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $alice, $bob) = talking_room($ctx);
     my @idle = map { $ctx->ws('/chatlist_ws') } 1 .. 600;
@@ -484,9 +469,6 @@ GET /health_check
     ioa_limit_room_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $alice, $bob) = talking_room($ctx);
     sleep 0.3;
@@ -527,9 +509,6 @@ GET /health_check
     ioa_catchup_window 2m;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $alice, $bob) = talking_room($ctx);
     sleep 0.3;
@@ -570,9 +549,6 @@ GET /health_check
     ioa_limit_room_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my ($cid, $alice, $bob) = talking_room($ctx);
     sleep 0.3;

@@ -110,9 +110,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     for my $n (qw(Alice Bob)) {
@@ -199,9 +196,6 @@ GET /health_check
     ioa_limit_conn 0;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     for my $n (qw(Alice Bob)) {
@@ -254,9 +248,6 @@ GET /health_check
     ioa_limit_room_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     for my $n (qw(Heavy Victim Quiet Calm)) {
@@ -333,9 +324,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     require IoaTest::Instance;
     require IoaTest::JWT;
@@ -488,9 +476,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     for my $n (qw(Noisy Other Quiet Calm)) {
@@ -585,9 +570,6 @@ GET /health_check
     ioa_limit_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     require IoaTest::SSE;
     fresh_hub($ctx);

@@ -93,9 +93,6 @@ __DATA__
     }
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     %Seen = ();
@@ -175,9 +172,6 @@ GET /health_check
     }
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my $h2 = 'http://127.0.0.1:' . $ctx->rand_port(1);
@@ -237,9 +231,6 @@ GET /health_check
     }
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my $h1 = 'http://127.0.0.1:' . $ctx->port;

@@ -45,9 +45,6 @@ __DATA__
     ioa_limit_room_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, 'Alice', 'Bob');
@@ -130,9 +127,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; allow 127.0.0.1; deny all; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     redis_cmd('CONFIG', 'SET', 'maxmemory', 64 * 1024 * 1024);

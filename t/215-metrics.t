@@ -79,8 +79,6 @@ __DATA__
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
 --- ioa_scenario
     register($ctx, qw(Alice Bob Carol Dave));
     my $cid = teamup($ctx, 'Alice', ['Bob', 'Carol'], 'counted');
@@ -200,8 +198,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
 --- ioa_scenario
     register($ctx, qw(Alice Bob));
     my $cid = teamup($ctx, 'Alice', ['Bob'], 'resumed');
@@ -251,8 +247,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
 --- ioa_scenario
     register($ctx, qw(Alice Bob));
     my $cid = teamup($ctx, 'Alice', ['Bob'], 'slow');
@@ -286,8 +280,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
 --- ioa_scenario
     register($ctx, qw(Alice Bob Carol Dave));
     my $cid = teamup($ctx, 'Alice', ['Bob'], 'limited');
@@ -327,8 +319,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
 --- ioa_scenario
     my ($v0, $types) = scrape($ctx);
     is $types->{ioa_redis_command_duration_seconds}, 'histogram', 'a histogram';
@@ -370,8 +360,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics token; }
---- request
-GET /health_check
 --- ioa_scenario
     my ($code, $d) = api($ctx, GET => '/metrics');
     is "$code $d->{code}", '401 unauthorized', 'no token: 401';

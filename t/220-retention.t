@@ -43,9 +43,6 @@ __DATA__
     ioa_limit_teamup_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, 'Alice', 'Bob', 'Carol');
@@ -105,9 +102,6 @@ GET /health_check
     ioa_limit_teamup_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, 'Idle', 'Stays', 'Leaves');
@@ -166,9 +160,6 @@ GET /health_check
     ioa_limit_teamup_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, 'Alice', 'Bob', 'Carol');
@@ -225,9 +216,6 @@ GET /health_check
     ioa_limit_teamup_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, 'Alice', 'Bob');
@@ -306,9 +294,6 @@ GET /health_check
     ioa_limit_teamup_rate off;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, 'Alice', 'Bob');

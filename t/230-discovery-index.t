@@ -140,9 +140,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $port = $ctx->port;
     my $b = IoaTest::Instance->start(dir => $ctx->servroot . '/redis-path',
@@ -201,9 +198,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $B = 'ioa:{reg}:';
     my $a = $ctx->port;
@@ -267,9 +261,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $port = $ctx->port;
     ok index_ready($port), 'the index is built';
@@ -311,9 +302,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $port = $ctx->port;
     ok index_ready($port), 'the index is built';
@@ -352,9 +340,6 @@ GET /health_check
     ioa_discovery_zone 256k;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $port = $ctx->port;
     ok index_ready($port), 'the index is built (empty)';
@@ -395,9 +380,6 @@ ioa_discovery_zone is full at
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $port = $ctx->port;
     ok index_ready($port), 'the index is built';
@@ -429,9 +411,6 @@ GET /health_check
     ioa_redis_backoff_max 300ms;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $Cl = IoaTest::redis_cluster();
     SKIP: {
@@ -469,9 +448,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $port = $ctx->port;
     ok index_ready($port), 'the index is built';
@@ -498,9 +474,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $port = $ctx->port;
     ok index_ready($port), 'the index is built';
@@ -543,9 +516,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $hub = one_worker_hub($ctx, 'reader');
     my $port = $hub->port;
@@ -581,9 +551,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     my $hub = one_worker_hub($ctx, 'writer');
     my $port = $hub->port;

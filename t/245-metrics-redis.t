@@ -100,9 +100,6 @@ __DATA__
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx,
@@ -255,9 +252,6 @@ GET /health_check
     ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     my @ops = (Authorization => 'Bearer ' . tok('ops', 'launch'));
@@ -315,9 +309,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     worker($ctx, 'w1', args => ['--goal-retention', 1]);
@@ -351,9 +342,6 @@ GET /health_check
 --- config
     location / { ioa_api; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh($ctx);
     register_agents($ctx, Poet => 'writes poems and short verses on any topic');

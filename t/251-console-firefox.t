@@ -86,9 +86,6 @@ __DATA__
 --- config
     location / { ioa_api; ioa_auth off; }
     include $TEST_NGINX_CONSOLE_CONF;
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     api($ctx, POST => '/register', { name => 'Ann', type => 'Thing Assistant',

@@ -94,9 +94,6 @@ __DATA__
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_PYSDK_KEYS/hs256.key; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     my $bad = jwt($::K, 'HS256', { sub => 'Ben', scope => 'agent', exp => time + 600 },
@@ -144,9 +141,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, qw(Ann Ben Cat));
@@ -204,9 +198,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
@@ -243,9 +234,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     my $readme = slurp("$::Repo/README.md");
@@ -281,9 +269,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1', turn_timeout => 60);
@@ -335,9 +320,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1', task_timeout => 120);
@@ -379,9 +361,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
@@ -420,9 +399,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
@@ -470,9 +446,6 @@ GET /health_check
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1', turn_timeout => 60);

@@ -65,9 +65,6 @@ __DATA__
 --- config
     location / { ioa_api; ioa_auth off; subrequest_output_buffer_size 1m; }
     location = /mcp { ioa_mcp; ioa_auth off; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     my ($init, $tools, $tpl, $ping) = mcp($ctx, undef,
@@ -114,9 +111,6 @@ GET /health_check
 --- config
     location / { ioa_api; ioa_auth off; subrequest_output_buffer_size 1m; }
     location = /mcp { ioa_mcp; ioa_auth off; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     my ($code, $doc, $res) = raw($ctx, 'GET');
@@ -189,9 +183,6 @@ GET /health_check
     location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_MCP_KEY;
                  subrequest_output_buffer_size 1m; }
     location = /mcp { ioa_mcp; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_MCP_KEY; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
@@ -306,9 +297,6 @@ GET /health_check
     location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_MCP_KEY;
                  subrequest_output_buffer_size 1m; }
     location = /mcp { ioa_mcp; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_MCP_KEY; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     my ($none) = mcp($ctx, undef, { op => 'connect' });

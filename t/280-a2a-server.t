@@ -96,9 +96,6 @@ __DATA__
     location / { ioa_api; ioa_auth off; subrequest_output_buffer_size 1m; }
     location = /.well-known/agent-card.json { ioa_a2a url=/a2a name=test-hub; ioa_auth off; }
     location = /a2a { ioa_a2a; ioa_auth off; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
@@ -177,9 +174,6 @@ GET /health_check
     location = /.well-known/agent-card.json { ioa_a2a url=/a2a; ioa_auth jwt;
                                               ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
     location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
@@ -297,9 +291,6 @@ GET /health_check
     location = /.well-known/agent-card.json { ioa_a2a url=/a2a; ioa_auth jwt;
                                               ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
     location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
@@ -417,9 +408,6 @@ GET /health_check
     location = /.well-known/agent-card.json { ioa_a2a url=/a2a; ioa_auth jwt;
                                               ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
     location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
@@ -515,9 +503,6 @@ GET /health_check
     location = /.well-known/agent-card.json { ioa_a2a url=/a2a; ioa_auth jwt;
                                               ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
     location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     worker($ctx, 'w1');
@@ -563,9 +548,6 @@ GET /health_check
                  subrequest_output_buffer_size 1m; }
     location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY;
                       ioa_auth_leeway 1s; ioa_auth_expiry_warning 1s; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     # no worker: every task stays submitted, and a stream of it would
     # follow it for ever
@@ -630,9 +612,6 @@ GET /health_check
     location / { ioa_api; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY;
                  subrequest_output_buffer_size 1m; }
     location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_A2A_KEY; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     IoaTest::Goals::fresh($ctx);
     my $ann = token('Ann', 'launch');

@@ -247,9 +247,6 @@ __DATA__
     location = /.well-known/agent-card.json { ioa_a2a url=/a2a name=test-hub; ioa_auth off; }
     location = /a2a { ioa_a2a; ioa_auth off; }
     location = /metrics { ioa_metrics; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- timeout: 600
 --- ioa_scenario
     fresh_hub($ctx);
@@ -287,9 +284,6 @@ exited on signal
                                               ioa_auth_jwt_key $TEST_NGINX_JWT_KEY; }
     location = /a2a { ioa_a2a; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_JWT_KEY; }
     location = /metrics { ioa_metrics token; ioa_auth jwt; ioa_auth_jwt_key $TEST_NGINX_JWT_KEY; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- timeout: 900
 --- ioa_scenario
     fresh_hub($ctx);
@@ -318,9 +312,6 @@ themselves.  Found by fuzz/http_request.c.
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
     location / { ioa_api; ioa_auth off; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     register($ctx, 'Ann', 'Ben');

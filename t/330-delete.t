@@ -76,9 +76,6 @@ __DATA__
         ioa_auth jwt;
         ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
     }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     reg($ctx, qw(Alice Bob Carol Dave));
@@ -186,9 +183,6 @@ GET /health_check
         ioa_auth jwt;
         ioa_auth_jwt_key $TEST_NGINX_KEYS/hs256.key;
     }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     reg($ctx, qw(Alice Bob Carol));
@@ -259,9 +253,6 @@ GET /health_check
     ioa_limit_teamup_rate off;
 --- config
     location / { ioa_api; ioa_auth off; }
---- request
-GET /health_check
---- error_code_like: ^(?:200|503)$
 --- ioa_scenario
     fresh_hub($ctx);
     IoaTest::Agent::register($ctx, 'Alice', 'Bob');

@@ -77,8 +77,11 @@
 #     --- no_error_log
 #     [error]
 #
-# Without `--- request` the block gets `GET /` (the runner's root location,
-# 200): the request only serves to bring nginx up.  Blocks with a scenario are
+# Without `--- request` the scenario is the whole block: our runner sends
+# no request of its own (`--- no_request`), it runs the scenario once nginx
+# is up and ready; under upstream's runner, which needs a request, the
+# block gets `GET /health_check` with any status.  $ctx->body is then
+# undef.  Blocks with a scenario are
 # marked `--- no_http2` (WebSocket needs HTTP/1.1), unless they say --- http2.
 # A scenario that dies fails one test named "<block> - ioa_scenario died";
 # assertions count as tests, so use 'no_plan' (or count them in the plan).
@@ -433,9 +436,19 @@ sub _scenario_preprocess {
     _flush_preprocess($block);
     return unless defined $block->ioa_scenario;
     $block->set_value(no_http2 => 1) unless defined $block->http2;
-    $block->set_value(request => "GET /\n")
-        unless defined $block->request || defined $block->raw_request
-               || defined $block->pipelined_requests;
+    return if defined $block->request || defined $block->raw_request
+              || defined $block->pipelined_requests;
+    # No request of its own: the scenario is the block.  Our runner sends
+    # none (nginx is up and every worker ready before the scenario runs);
+    # upstream's cannot do without one, so it gets GET /health_check and any
+    # status (an ioa_api location answers it, 200 or 503).
+    no warnings 'once';
+    if ($Test::Nginx::Socket::IoaRunner) {
+        $block->set_value(no_request => 1);
+    } else {
+        $block->set_value(request => "GET /health_check\n");
+        $block->set_value(error_code_like => '^\d{3}$');
+    }
 }
 
 # Called by either runner as ($block, $body, $req_idx, $repeat_idx, $dry_run).

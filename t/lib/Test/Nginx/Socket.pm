@@ -24,6 +24,11 @@
 # nginx is stopped by its PID (QUIT, then TERM, then KILL for the master and
 # its workers) before the next block and in END.
 #
+# A block with `--- no_request` sends none: step 2 only runs the
+# add_response_body_check hooks (with no response) and the error.log
+# checks, for blocks whose hooks drive nginx themselves (IoaTest's
+# scenarios).  Upstream has no such section.
+#
 # Kept out on purpose: valgrind/stap/check-leak/benchmark/HUP modes, embedded
 # TCP/UDP servers, access-log checks, user_files.  Unknown sections are
 # ignored (as Test::Base does), which is what lets IoaTest add its own
@@ -773,6 +778,16 @@ sub run_requests {
     my $name = $block->name;
     my $timeout = parse_time($block->timeout) // $Timeout;
     my $wait = parse_time($block->wait);
+
+    # --- no_request (IoaTest sets it for a scenario block without a
+    # request): nginx is up and ready, the extensions run with no response,
+    # then the error.log checks
+    if (defined $block->no_request) {
+        $_->($block, undef, 0, $rep, 0) for @ResponseBodyChecks;
+        sleep $wait if $wait;
+        check_error_log($block, $rep);
+        return;
+    }
     my ($conns, $npipe) = get_requests($block);
     my @conns = @$conns;
     my $need_array = $npipe || @conns > 1;
