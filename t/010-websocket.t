@@ -285,7 +285,8 @@ Content-Type: application/json
 
 
 
-=== TEST 3: handshake: a missing or foreign Upgrade gets 426 with Upgrade: websocket and Sec-WebSocket-Version: 13
+=== TEST 3: handshake: a missing or foreign Upgrade gets 426 naming websocket and version 13
+The response carries Upgrade: websocket and Sec-WebSocket-Version: 13.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -397,7 +398,8 @@ Content-Type: application/json
 
 
 
-=== TEST 7: handshake: an agent name the built-in rule refuses gets 400 invalid_name saying the rule
+=== TEST 7: handshake: a name the built-in rule refuses gets 400 invalid_name with the rule
+The refused name is an agent name, and the error says the rule.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -499,7 +501,8 @@ Content-Type: application/json
 
 
 
-=== TEST 10: frames arriving one byte at a time are decoded (header, mask and payload split anywhere)
+=== TEST 10: frames arriving one byte at a time are decoded
+The header, mask and payload are split anywhere.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -630,7 +633,7 @@ closing WebSocket of "Alice" with 1002: client frames must be masked
 
 
 
-=== TEST 16: a continuation frame without a message in progress is a protocol error: close 1002
+=== TEST 16: a continuation frame with no message in progress is a protocol error: close 1002
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -654,7 +657,8 @@ closing WebSocket of "Alice" with 1002: client frames must be masked
 
 
 
-=== TEST 17: a new data frame while a fragmented message is open is a protocol error: close 1002
+=== TEST 17: a data frame inside an open fragmented message is a protocol error: close 1002
+The offending frame is a new data frame.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -730,7 +734,8 @@ closing WebSocket of "Alice" with 1007
 
 
 
-=== TEST 20: UTF-8 is validated across fragments: an invalid sequence split over two fragments is 1007, a valid one is accepted
+=== TEST 20: UTF-8 is validated across fragments: a split invalid sequence is 1007
+An invalid sequence split over two fragments is 1007, a valid one is accepted.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -781,7 +786,8 @@ text message ends inside a UTF-8 sequence
 
 
 
-=== TEST 22: a close frame with a code a peer may not send, or a 1-byte payload, is a protocol error: close 1002
+=== TEST 22: a forbidden close code or a 1-byte close payload is a protocol error: close 1002
+A forbidden code is one a peer may not send.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -850,7 +856,8 @@ text message ends inside a UTF-8 sequence
 
 
 
-=== TEST 25: a fragmented text message is reassembled; a ping between fragments is answered at once, with its payload
+=== TEST 25: a fragmented text message is reassembled; a ping between fragments is answered
+The ping is answered at once, with its payload.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -891,7 +898,8 @@ text message ends inside a UTF-8 sequence
 
 
 
-=== TEST 26: a ping is answered with a pong carrying the same payload (empty, binary, 125 bytes)
+=== TEST 26: a ping is answered with a pong carrying the same payload
+The payload is empty, binary or 125 bytes.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -918,7 +926,8 @@ text message ends inside a UTF-8 sequence
 
 
 
-=== TEST 27: server pings every ioa_ping_interval; a client that answers stays, one that never answers is closed with 1011
+=== TEST 27: server pings every ioa_ping_interval and closes a silent client with 1011
+A client that answers stays, one that never answers is closed with 1011.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -974,7 +983,9 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 28: closing handshake: the server echoes the client's code (1000, 1001, 3000, 4000 with a reason) and ends the TCP connection
+=== TEST 28: closing handshake: the server echoes the client's code and ends the connection
+The codes are 1000, 1001, 3000 and 4000 with a reason, and the TCP connection
+is ended.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1017,7 +1028,10 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 29: ioa_max_message_size 1k: a 2 KiB message, or fragments adding up to more than 1 KiB, get an error frame too_big naming the limit and are skipped as they stream in; the connection stays usable; 1 KiB exactly passes
+=== TEST 29: ioa_max_message_size 1k: a bigger message gets too_big, the connection goes on
+A 2 KiB message, or fragments adding up to more than 1 KiB, get an error frame
+too_big naming the limit and are skipped as they stream in; the connection
+stays usable; 1 KiB exactly passes.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1062,7 +1076,9 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 30: ioa_max_message_size: the frame header alone triggers too_big, before any payload is sent; the payload is then read past, and the connection goes on
+=== TEST 30: ioa_max_message_size: the frame header alone triggers too_big
+The error comes before any payload is sent; the payload is then read past, and
+the connection goes on.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1098,7 +1114,9 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 31: invalid JSON and invalid envelopes get an error frame (code + message); the connection stays usable and a valid envelope is delivered
+=== TEST 31: invalid JSON and invalid envelopes get an error frame; the connection goes on
+The error frame has a code and a message; the connection stays usable and a
+valid envelope is delivered.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1149,7 +1167,8 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 32: a large envelope sent in odd-sized pieces is unmasked and delivered intact; 64 KiB exactly passes
+=== TEST 32: a large envelope sent in odd-sized pieces is unmasked and delivered intact
+64 KiB exactly passes.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1192,7 +1211,9 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 33: reload (SIGHUP): connected clients get close 1001, the old worker exits, new connections work
+=== TEST 33: reload (SIGHUP): clients get close 1001, the old worker exits, new ones connect
+Connected clients get close 1001, the old worker exits, and new connections
+work.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1234,7 +1255,8 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 34: graceful shutdown (SIGQUIT): connected clients get close 1001 and nginx exits once they are gone
+=== TEST 34: graceful shutdown (SIGQUIT): clients get close 1001, then nginx exits
+Connected clients get close 1001 and nginx exits once they are gone.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1261,7 +1283,9 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 35: ioa_send_queue_limit: a client that sends pings but never reads is closed (1008) once its queue is full; readers and the server are unaffected
+=== TEST 35: ioa_send_queue_limit: a client that never reads is closed (1008) when full
+The client sends pings but never reads, and is closed once its queue is full;
+readers and the server are unaffected.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -1333,7 +1357,8 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 36: ioa_send_queue_limit: a member that does not read its room's traffic is closed with 1008 and "reads too slowly"
+=== TEST 36: ioa_send_queue_limit: a member not reading its room's traffic gets close 1008
+The member is closed with 1008 and "reads too slowly".
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -1474,7 +1499,9 @@ closing WebSocket of "Alice"
 
 
 
-=== TEST 39: reload (SIGHUP) also ends SSE inboxes cleanly: a close event with 1001, then the end of the response, and the old worker exits
+=== TEST 39: reload (SIGHUP) ends SSE inboxes cleanly too, with a close event 1001
+The close event with 1001 comes first, then the end of the response, and the
+old worker exits.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -117,7 +117,10 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: an envelope reaches every member, sender included, stamped with id, sender and timestamp; every IoA field and unknown nested fields are kept; Redis holds the same envelope under {room:<comm_id>} keys
+=== TEST 1: an envelope reaches every member stamped, all its fields kept, stored in Redis
+Every member gets the envelope, the sender included, stamped with id, sender
+and timestamp; every IoA field and unknown nested fields are kept; Redis holds
+the same envelope under {room:<comm_id>} keys.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -233,7 +236,11 @@ __DATA__
 
 
 
-=== TEST 2: open mode is IoA's: an envelope whose sender is another name (IoA's cont_input from "user") is stored and delivered with that sender, the poster's membership deciding; a sender that is no name is refused and nothing is stored; the connection stays usable (with a token the mismatch is refused: t/150-auth.t)
+=== TEST 2: open mode delivers an envelope naming another sender if the poster is a member
+Open mode is IoA's: an envelope whose sender is another name (IoA's cont_input
+from "user") is stored and delivered with that sender, the poster's membership
+deciding; a sender that is no name is refused and nothing is stored; the
+connection stays usable (with a token the mismatch is refused: t/150-auth.t).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -284,7 +291,10 @@ __DATA__
 
 
 
-=== TEST 3: invalid envelopes (type 12, state "x", no comm_id, JSON deeper than ioa_max_json_depth 4, numbers outside I-JSON's range) get error frames naming the field; nothing is stored; server-owned fields of a client are dropped
+=== TEST 3: invalid envelopes get error frames naming the field and nothing is stored
+Invalid envelopes: type 12, state "x", no comm_id, JSON deeper than
+ioa_max_json_depth 4, numbers outside I-JSON's range. Server-owned fields of a
+client are dropped.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -386,7 +396,8 @@ __DATA__
 
 
 
-=== TEST 4: a non-member's envelope is refused with not_member, stored and published nowhere; an unknown room is unknown_room
+=== TEST 4: a non-member's envelope is refused with not_member, stored and published nowhere
+An unknown room is unknown_room.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -435,7 +446,9 @@ __DATA__
 
 
 
-=== TEST 5: two agents each send 50 envelopes interleaved; every member receives all 100 once, in the same order, the Stream's
+=== TEST 5: 100 envelopes interleaved by two senders reach every member once in Stream order
+Two agents each send 50 envelopes interleaved; every member receives all 100
+once, in the same order, the Stream's.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -475,7 +488,8 @@ __DATA__
 
 
 
-=== TEST 6: echo=0: the sender gets an ack with the id instead of its own envelope; the others get the envelope
+=== TEST 6: with echo=0 the sender gets an ack with the id, the others get the envelope
+The ack comes instead of the sender's own envelope.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -516,7 +530,8 @@ __DATA__
 
 
 
-=== TEST 7: rooms created by /teamup while the members are connected: the first envelope, posted right after /teamup, reaches every member
+=== TEST 7: the first envelope posted right after /teamup reaches every connected member
+The room is created by /teamup while the members are connected.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -545,7 +560,9 @@ __DATA__
 
 
 
-=== TEST 8: an offline member does not break delivery to the others, and later gets the whole history with since=0-0 or resume=<comm_id>:0-0
+=== TEST 8: an offline member does not break delivery and later gets the whole history
+The others keep receiving; the offline member later gets the whole history
+with since=0-0 or resume=<comm_id>:0-0.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -589,7 +606,10 @@ __DATA__
 
 
 
-=== TEST 9: resume exactness: after reading 1..k and reconnecting with resume=<comm_id>:<id_k>, since=<id_k> or a first frame {"op":"resume"}, Alice gets exactly k+1..n, then live traffic
+=== TEST 9: a resume after envelope k delivers exactly k+1..n, then live traffic
+Resume exactness: after reading 1..k and reconnecting with
+resume=<comm_id>:<id_k>, since=<id_k> or a first frame {"op":"resume"}, Alice
+gets exactly k+1..n, then live traffic.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -638,7 +658,10 @@ __DATA__
 
 
 
-=== TEST 10: resume while Bob keeps posting (posts in flight during the catch-up): Alice sees a gapless, duplicate-free sequence equal to the Stream, with every resume form
+=== TEST 10: a resume during concurrent posts yields a gapless, duplicate-free Stream order
+Resume while Bob keeps posting (posts in flight during the catch-up): Alice
+sees a gapless, duplicate-free sequence equal to the Stream, with every resume
+form.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     # Bob posts about 400 envelopes in a few seconds on purpose, far above
@@ -698,7 +721,9 @@ __DATA__
 
 
 
-=== TEST 11: a connection without resume gets no history, only envelopes appended after it connected, its own first envelope included
+=== TEST 11: a connection without resume gets no history, only envelopes appended after it
+Only envelopes appended after it connected arrive, its own first envelope
+included.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -749,7 +774,9 @@ __DATA__
 
 
 
-=== TEST 12: catch-up in batches (ioa_catchup_batch 3): 20 and 21 missed envelopes arrive complete and in order, also with live posts during the catch-up
+=== TEST 12: catch-up in batches delivers every missed envelope, complete and in order
+With ioa_catchup_batch 3, 20 and 21 missed envelopes arrive complete and in
+order, also with live posts during the catch-up.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -811,7 +838,10 @@ __DATA__
 
 
 
-=== TEST 13: Redis restart: posts get redis_unavailable and /health_check 503 with Retry-After; after Redis is back the open WebSockets receive again and new envelopes arrive exactly once
+=== TEST 13: after a Redis restart open WebSockets receive again, new envelopes exactly once
+Redis restart: posts get redis_unavailable and /health_check 503 with
+Retry-After; after Redis is back the open WebSockets receive again and new
+envelopes arrive exactly once.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_redis_backoff_max 400ms;
@@ -893,7 +923,9 @@ ioa redis pub/sub: connection lost
 
 
 
-=== TEST 14: one agent name, two WebSocket connections: both receive everything, and one closing does not affect the other
+=== TEST 14: two connections under one agent name both receive everything, independently
+One agent name, two WebSocket connections: both receive everything, and one
+closing does not affect the other.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -931,7 +963,8 @@ ioa redis pub/sub: connection lost
 
 
 
-=== TEST 15: the hub survives error_log at debug level (its own nginx, so a crash fails this block only)
+=== TEST 15: the hub survives error_log at debug level
+The block runs its own nginx, so a crash fails this block only.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1008,7 +1041,8 @@ _EOC_
 
 
 
-=== TEST 16: a resume frame that comes after live envelopes went out is refused with resume_too_late, and nothing is delivered twice
+=== TEST 16: a resume frame after live envelopes went out is refused with resume_too_late
+Nothing is delivered twice.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1048,7 +1082,11 @@ _EOC_
 
 
 
-=== TEST 17: a resume after envelopes the room's log no longer holds (ioa_room_log_maxlen) is told so with log_trimmed, naming the gap, and then gets every entry the log still holds, in order and once; a resume inside the log gets no such error; every entry stores the id before it ("p"), the chain's own
+=== TEST 17: a resume past the trimmed log gets log_trimmed, then every entry still held
+A resume after envelopes the room's log no longer holds (ioa_room_log_maxlen)
+is told so with log_trimmed, naming the gap, and then gets every entry the log
+still holds, in order and once; a resume inside the log gets no such error;
+every entry stores the id before it ("p"), the chain's own.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_room_log_maxlen 100;

@@ -57,7 +57,10 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: a directed conversation over WebSocket: a member out of turn is refused with not_your_turn and nobody receives it; the addressed member speaks; progress and results need no turn; the creator may always speak; CONCLUSION opens the floor
+=== TEST 1: a directed conversation over WebSocket: a member out of turn is refused
+A member out of turn is refused with not_your_turn and nobody receives it; the
+addressed member speaks; progress and results need no turn; the creator may
+always speak; CONCLUSION opens the floor.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -148,7 +151,8 @@ __DATA__
 
 
 
-=== TEST 2: over the HTTP transport a turn out of turn is 409 not_your_turn, nothing stored; the addressed agent's POST is 200
+=== TEST 2: over the HTTP transport a turn out of turn is 409 not_your_turn, nothing stored
+The addressed agent's POST is 200.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

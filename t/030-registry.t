@@ -221,7 +221,8 @@ Content-Type: application/json
 
 
 
-=== TEST 4: /register creates, re-registering updates (IoA ignored a new desc), created_at is kept
+=== TEST 4: /register creates, re-registering updates (desc too), created_at is kept
+IoA ignored a new desc when re-registering.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -280,7 +281,8 @@ Content-Type: application/json
 
 
 
-=== TEST 5: text round-trips exactly: quotes, backslashes, control characters and UTF-8 in desc and tags
+=== TEST 5: text round-trips exactly in desc and tags, UTF-8 and control characters too
+Quotes, backslashes, control characters and UTF-8 in desc and tags.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -309,7 +311,8 @@ Content-Type: application/json
 
 
 
-=== TEST 6: /register refuses a name outside the built-in rule: 400 invalid_request field "name"
+=== TEST 6: /register refuses a name outside the built-in rule: 400 field "name"
+The error is 400 invalid_request, field "name".
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -328,7 +331,11 @@ Content-Type: application/json
 
 
 
-=== TEST 7: the built-in name rule: any script, spaces inside, punctuation, up to 64 characters; refused: control characters (a trailing newline too), "/", "{", "}", a space at either end, 65 characters, invalid UTF-8; nothing stored when refused
+=== TEST 7: names of any script up to 64 characters pass the built-in rule, others do not
+The built-in name rule accepts any script, spaces inside, punctuation, up to
+64 characters; it refuses control characters (a trailing newline too), "/",
+"{", "}", a space at either end, 65 characters, invalid UTF-8; nothing is
+stored when refused.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -369,7 +376,9 @@ Content-Type: application/json
 
 
 
-=== TEST 8: a stricter ioa_agent_name_pattern (^[a-z]+$) refuses "Alice" and accepts "alice"; a pattern ending in "$" still refuses a trailing newline
+=== TEST 8: a stricter ioa_agent_name_pattern refuses the names it does not match
+With ^[a-z]+$ it refuses "Alice" and accepts "alice"; a pattern ending in "$"
+still refuses a trailing newline.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_agent_name_pattern "^[a-z]+$";
@@ -395,7 +404,8 @@ Content-Type: application/json
 
 
 
-=== TEST 9: an invalid ioa_agent_name_pattern stops nginx at configuration time, naming the directive
+=== TEST 9: an invalid ioa_agent_name_pattern stops nginx, naming the directive
+nginx stops at configuration time.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_agent_name_pattern "^([a-z]+$";
@@ -430,7 +440,8 @@ Content-Type: application/json
 
 
 
-=== TEST 11: /register refuses a desc longer than 8192 bytes: 400 invalid_request field "desc"
+=== TEST 11: /register refuses a desc longer than 8192 bytes: 400 field "desc"
+The error is 400 invalid_request, field "desc".
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -561,7 +572,9 @@ GET /register
 
 
 
-=== TEST 18: /retrieve_assistant ranks with BM25: best match first, rare terms outweigh common ones, top 3 per capability, limit, merged and deduplicated
+=== TEST 18: /retrieve_assistant ranks by BM25: best match first, rare terms weigh more
+Rare terms outweigh common ones; top 3 per capability, limit, results merged
+and deduplicated.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -625,7 +638,8 @@ GET /register
 
 
 
-=== TEST 19: /retrieve_assistant leaves the sender out of its own results (IoA did not), before the top-3 cut
+=== TEST 19: /retrieve_assistant leaves the sender out of its own results
+IoA did not; the sender is left out before the top-3 cut.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -710,7 +724,8 @@ GET /register
 
 
 
-=== TEST 22: /query_assistant: a name gives the object, a list gives a list in request order with null for an unknown name
+=== TEST 22: /query_assistant: a name gives the object, a list gives a list in request order
+In a list, an unknown name gives null.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -752,7 +767,8 @@ GET /register
 
 
 
-=== TEST 23: /query_assistant for an unknown name is 404 unknown_agent naming it (IoA answered 500)
+=== TEST 23: /query_assistant for an unknown name is 404 unknown_agent naming it
+IoA answered 500.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -771,7 +787,9 @@ Content-Type: application/json
 
 
 
-=== TEST 24: /teamup returns {comm_id (32 hex), agent_names + sender deduplicated, team_name} and records the room in Redis
+=== TEST 24: /teamup gives comm_id, deduplicated agent_names and team_name, records the room
+The answer is {comm_id (32 hex), agent_names + sender deduplicated,
+team_name}, and the room is recorded in Redis.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -811,7 +829,8 @@ Content-Type: application/json
 
 
 
-=== TEST 25: /teamup with an unregistered member is 404 unknown_agent naming it, and creates nothing
+=== TEST 25: /teamup with an unregistered member is 404 unknown_agent and creates nothing
+The error names the unregistered member.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -856,7 +875,8 @@ POST /teamup
 
 
 
-=== TEST 27: /list_all_agents: IoA's key/name/type/desc/created_at, oldest registration first, offset/limit
+=== TEST 27: /list_all_agents lists IoA's fields, oldest registration first, offset/limit
+IoA's fields: key/name/type/desc/created_at.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -902,7 +922,9 @@ POST /teamup
 
 
 
-=== TEST 28: /fetch_chat_record: IoA's {comm_id: {comm_id, agent_names, team_name, chat_record}} with ids; a list; unknown id 404; null = every room
+=== TEST 28: /fetch_chat_record returns IoA's shape for an id or a list; unknown id 404
+IoA's {comm_id: {comm_id, agent_names, team_name, chat_record}} with ids; a
+list; an unknown id is 404; null means every room.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1033,7 +1055,9 @@ GET /ioa/health_check
 
 
 
-=== TEST 31: /retrieve_assistant over 400 agents (Zipf vocabulary, tie blocks, repeated words) equals full BM25: the early-stopping index changes nothing
+=== TEST 31: over 400 agents the early-stopping index ranks exactly as full BM25
+/retrieve_assistant over 400 agents (Zipf vocabulary, tie blocks, repeated
+words) equals full BM25: the early-stopping index changes nothing.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1082,7 +1106,10 @@ GET /ioa/health_check
 
 
 
-=== TEST 32: a2a_url (an A2A agent's card, ioa-agent --a2a): stored and shown by /query_assistant and /list_all_agents, dropped when re-registered without; anything but an http(s) URL is 400 naming "a2a_url", nothing stored
+=== TEST 32: a2a_url is stored and shown, dropped on re-registration; only http(s) URLs pass
+a2a_url (an A2A agent's card, ioa-agent --a2a) is stored and shown by
+/query_assistant and /list_all_agents, dropped when re-registered without;
+anything but an http(s) URL is 400 naming "a2a_url", nothing stored.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

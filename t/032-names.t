@@ -212,7 +212,8 @@ __DATA__
 
 
 
-=== TEST 5: DELETE /agents/{name} still takes a look-alike name (one registered before the rule): 404 when there is none
+=== TEST 5: DELETE /agents/{name} still takes a look-alike name: 404 when there is none
+The look-alike name is one registered before the rule.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

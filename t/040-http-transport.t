@@ -93,7 +93,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: POST /agents/{name}/messages answers {"id","comm_id"} and stamps the sender from the path
+=== TEST 1: a POST answers {"id","comm_id"} and stamps the sender from the path
+POST /agents/{name}/messages answers {"id","comm_id"} and stamps the sender
+from the path.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -133,7 +135,11 @@ __DATA__
 
 
 
-=== TEST 2: open mode is IoA's: another "sender" is stored as sent (IoA's cont_input from "user"), membership stays the poster's; a sender that is no name is 400 invalid_name and nothing is stored (with a token the mismatch is refused: t/150-auth.t)
+=== TEST 2: in open mode another "sender" is stored as sent; an invalid one is 400
+Open mode is IoA's: another "sender" is stored as sent (IoA's cont_input from
+"user"), membership stays the poster's; a sender that is no name is 400
+invalid_name and nothing is stored (with a token the mismatch is refused:
+t/150-auth.t).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -223,7 +229,9 @@ Content-Type: application/json
 
 
 
-=== TEST 6: ioa_max_message_size is the limit: 1000 bytes pass under 1k, and 20 KB under the default 1m
+=== TEST 6: messages up to ioa_max_message_size pass: 1000 bytes under 1k, 20 KB under 1m
+ioa_max_message_size is the limit: 1000 bytes pass under 1k, and 20 KB under
+the default 1m.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -255,7 +263,10 @@ Content-Type: application/json
 
 
 
-=== TEST 6b: ioa_max_message_size given in the http block holds in every location below it (it fell back to the 1m default: the http level's conf is never merged itself)
+=== TEST 6b: ioa_max_message_size in the http block holds in every location below it
+ioa_max_message_size given in the http block holds in every location below it
+(it fell back to the 1m default: the http level's conf is never merged
+itself).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_max_message_size 2k;
@@ -275,7 +286,9 @@ Content-Type: application/json
 
 
 
-=== TEST 7: with Redis down a POST is 503 redis_unavailable with Retry-After, and works again after
+=== TEST 7: with Redis down a POST is 503 redis_unavailable, and works again after
+With Redis down a POST is 503 redis_unavailable with Retry-After, and works
+again after.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_redis_backoff_max 300ms;
@@ -308,7 +321,9 @@ Content-Type: application/json
 
 
 
-=== TEST 8: malformed posts: missing comm_id, bad JSON, a control frame, a bad name in the path, GET
+=== TEST 8: malformed posts are refused: no comm_id, bad JSON, control frame, bad name, GET
+Malformed posts: missing comm_id, bad JSON, a control frame, a bad name in the
+path, GET.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -334,7 +349,9 @@ Content-Type: application/json
 
 
 
-=== TEST 9: the SSE inbox: text/event-stream, "retry:" first, others' envelopes (HTTP and WebSocket) as data events in Stream order with <comm_id>:<id> ids
+=== TEST 9: the SSE inbox streams others' envelopes as data events in Stream order
+The SSE inbox: text/event-stream, "retry:" first, others' envelopes (HTTP and
+WebSocket) as data events in Stream order with <comm_id>:<id> ids.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -379,7 +396,9 @@ Content-Type: application/json
 
 
 
-=== TEST 10: reconnecting with Last-Event-ID gets exactly the missed events: no gap, no duplicate, then live again
+=== TEST 10: resuming with Last-Event-ID gets exactly the missed events, then live again
+Reconnecting with Last-Event-ID gets exactly the missed events: no gap, no
+duplicate, then live again.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -426,7 +445,9 @@ Content-Type: application/json
 
 
 
-=== TEST 11: an event id holds every room's position, and resuming with it is exact in every room
+=== TEST 11: an event id holds every room's position; resuming with it is exact in each
+An event id holds every room's position, and resuming with it is exact in
+every room.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -462,7 +483,9 @@ Content-Type: application/json
 
 
 
-=== TEST 12: a room that had no envelope yet when the last event id was written is not skipped on resume
+=== TEST 12: a room with no envelope when the last event id was written is not skipped
+A room that had no envelope yet when the last event id was written is not
+skipped on resume.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -607,7 +630,10 @@ Content-Type: application/json
 
 
 
-=== TEST 17: HTTP/2: POST works, an SSE inbox over h2 receives events and resumes with Last-Event-ID; two inboxes and /chatlist multiplex on one connection; /fetch_chat_record streams a 6 MB room over h2
+=== TEST 17: over HTTP/2 POST, SSE inboxes with resume, /chatlist and big records all work
+HTTP/2: POST works, an SSE inbox over h2 receives events and resumes with
+Last-Event-ID; two inboxes and /chatlist multiplex on one connection;
+/fetch_chat_record streams a 6 MB room over h2.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -703,7 +729,9 @@ Content-Type: application/json
 
 
 
-=== TEST 18: an open inbox makes the agent online until it closes (HTTP/1.1 and HTTP/2), and joins rooms teamed up meanwhile from their first envelope
+=== TEST 18: an open inbox keeps the agent online and joins rooms teamed up meanwhile
+An open inbox makes the agent online until it closes (HTTP/1.1 and HTTP/2),
+and joins rooms teamed up meanwhile from their first envelope.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -744,7 +772,9 @@ Content-Type: application/json
 
 
 
-=== TEST 19: /chatlist: two observers at once both get every room's envelopes ("frontend_type":"message") and teamups ("frontend_type":"teamup")
+=== TEST 19: /chatlist gives each of two observers every room's envelopes and teamups
+/chatlist: two observers at once both get every room's envelopes
+("frontend_type":"message") and teamups ("frontend_type":"teamup").
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -800,7 +830,9 @@ Content-Type: application/json
 
 
 
-=== TEST 20: a WebSocket agent and an HTTP agent in one room see the same sequence of ids, and the same ACL answers
+=== TEST 20: a WebSocket and an HTTP agent in one room see the same ids and ACL answers
+A WebSocket agent and an HTTP agent in one room see the same sequence of ids,
+and the same ACL answers.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -850,7 +882,9 @@ Content-Type: application/json
 
 
 
-=== TEST 21: an inbox hands out its starting position before any envelope (an id-only block), so a client that reconnects before its first envelope misses nothing
+=== TEST 21: an inbox sends its starting position first, so an early reconnect misses nothing
+An inbox hands out its starting position before any envelope (an id-only
+block), so a client that reconnects before its first envelope misses nothing.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -883,7 +917,11 @@ Content-Type: application/json
 
 
 
-=== TEST 22: nginx's gzip module compresses an SSE stream where configured, over HTTP/1.1 and HTTP/2, and every event still arrives when it happens (the hub flushes each one, so gzip writes a sync flush, not a buffer held until the stream ends); without Accept-Encoding the stream is plain
+=== TEST 22: gzip compresses an SSE stream and each event still arrives when it happens
+nginx's gzip module compresses an SSE stream where configured, over HTTP/1.1
+and HTTP/2, and every event still arrives when it happens (the hub flushes
+each one, so gzip writes a sync flush, not a buffer held until the stream
+ends); without Accept-Encoding the stream is plain.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {

@@ -74,7 +74,8 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: the room's transcript from its beginning, then live; Last-Event-ID resumes after the last event read, with nothing lost or doubled
+=== TEST 1: the room's transcript from its beginning, then live; Last-Event-ID resumes it
+The resume starts after the last event read, with nothing lost or doubled.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -108,7 +109,9 @@ __DATA__
 
 
 
-=== TEST 2: a hub restart loses no line: the follower comes back with its Last-Event-ID and gets exactly what was posted meanwhile through another instance
+=== TEST 2: a hub restart loses no line: the follower resumes with its Last-Event-ID
+The follower comes back with its Last-Event-ID and gets exactly what was
+posted meanwhile through another instance.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -153,7 +156,10 @@ __DATA__
 
 
 
-=== TEST 3: who may follow and verify: "observer" any room, "observer:<comm_id>" that room, a member its own rooms; others 403 whether or not the room exists; an unknown room 404 for an observer; a goal's feed is not a room here
+=== TEST 3: only observers and the room's members may follow and verify; others get 403
+"observer" may follow any room, "observer:<comm_id>" that room, a member its
+own rooms; others get 403 whether or not the room exists; an unknown room is
+404 for an observer; a goal's feed is not a room here.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;
@@ -218,7 +224,8 @@ __DATA__
 
 
 
-=== TEST 4: verify: an intact log, an empty room, a deleted entry found where it was, an unknown room
+=== TEST 4: verify: an intact log, an empty room, a deleted entry, an unknown room
+The deleted entry is found where it was.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_rate off;
@@ -251,7 +258,10 @@ __DATA__
 
 
 
-=== TEST 5: every stream counts against its token's ioa_limit_conn, with its sockets: room feeds, goal feeds, the observer feeds; one more is 429 and holds nothing; other tokens and /health_check are untouched
+=== TEST 5: every stream counts against its token's ioa_limit_conn; one more is 429
+Streams count with the token's sockets: room feeds, goal feeds, the observer
+feeds; one more is 429 and holds nothing; other tokens and /health_check are
+untouched.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;

@@ -328,7 +328,7 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: two workers of one instance: agents on different workers share a room in Stream order
+=== TEST 1: agents on two workers of one instance share a room in Stream order
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -389,7 +389,7 @@ __DATA__
 
 
 
-=== TEST 2: two instances on one Redis: agents split between A and B share a room in Stream order
+=== TEST 2: agents split between two instances on one Redis share a room in Stream order
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -443,7 +443,8 @@ __DATA__
 
 
 
-=== TEST 3: presence across instances: an agent connected only to B is online in A's /retrieve_assistant
+=== TEST 3: an agent connected only to instance B is online in A's /retrieve_assistant
+Presence across instances.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -577,7 +578,7 @@ __DATA__
 
 
 
-=== TEST 5: presence with one agent on A and B at once: leaving A keeps it online (it is still on B)
+=== TEST 5: an agent on A and B at once stays online after leaving A (it is still on B)
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -37,7 +37,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: a wss:// agent and a ws:// agent share a room; a 60 KB envelope crosses TLS intact both ways; close 1000 over TLS
+=== TEST 1: a wss:// and a ws:// agent share a room; a 60 KB envelope crosses TLS intact
+A wss:// agent and a ws:// agent share a room; a 60 KB envelope crosses TLS
+intact both ways; close 1000 over TLS.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

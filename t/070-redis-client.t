@@ -35,7 +35,8 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: one command and one pub/sub connection per worker, and the pub/sub one subscribed to the teamup events
+=== TEST 1: each worker has one command and one pub/sub connection, subscribed to events
+The pub/sub connection is subscribed to the teamup events.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -63,7 +64,9 @@ __DATA__
 
 
 
-=== TEST 2: envelopes and registry calls run as EVALSHA, never as EVAL, and after SCRIPT FLUSH the scripts are loaded again and the very envelope that met NOSCRIPT is delivered once
+=== TEST 2: envelopes and registry calls run as EVALSHA, and scripts reload after a flush
+They never run as EVAL, and after SCRIPT FLUSH the scripts are loaded again
+and the very envelope that met NOSCRIPT is delivered once.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -104,7 +107,9 @@ missing in Redis, reloading
 
 
 
-=== TEST 3: a Redis that stops answering: requests get 503 after ioa_redis_timeout instead of hanging, agents get redis_unavailable, and the hub reconnects by itself once Redis answers again
+=== TEST 3: a Redis that stops answering gives 503 after ioa_redis_timeout, then recovers
+Requests get 503 after ioa_redis_timeout instead of hanging, agents get
+redis_unavailable, and the hub reconnects by itself once Redis answers again.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_redis_timeout 500ms;

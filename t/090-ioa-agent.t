@@ -280,7 +280,10 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: exec adapter, async assignment from a WebSocket agent: progress then result (uppercased by `tr a-z A-Z`, task_status completed), exact envelopes, in Stream order
+=== TEST 1: exec adapter: an async assignment gets progress, then the program's result
+Exec adapter, async assignment from a WebSocket agent: progress then result
+(uppercased by `tr a-z A-Z`, task_status completed), exact envelopes, in
+Stream order.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -328,7 +331,10 @@ __DATA__
 
 
 
-=== TEST 1b: an agent named as IoA's users name them ("Open Interpreter (v2)", 王小明的助手): registered, reached over its percent-encoded inbox, and its result carries its name
+=== TEST 1b: an agent with a spaced or CJK name is registered, reached and named in results
+An agent named as IoA's users name them ("Open Interpreter (v2)",
+王小明的助手): registered, reached over its percent-encoded inbox, and
+its result carries its name.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -354,7 +360,10 @@ __DATA__
 
 
 
-=== TEST 2: sync assignment to two agents with per-assignee task ids ("tasks" extension): the result goes back to the assigner; envelopes not addressed to the agent, or not assignments, are left alone
+=== TEST 2: a sync assignment to two agents returns each result to the assigner
+Sync assignment to two agents with per-assignee task ids ("tasks" extension):
+the result goes back to the assigner; envelopes not addressed to the agent, or
+not assignments, are left alone.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -414,7 +423,9 @@ __DATA__
 
 
 
-=== TEST 3: --timeout 1 with `sleep 5`: SIGTERM to the program, task_status timed_out about a second later; a task that ends in time is not affected
+=== TEST 3: --timeout stops the program with SIGTERM and reports task_status timed_out
+With --timeout 1 and `sleep 5`: SIGTERM to the program, task_status timed_out
+about a second later; a task that ends in time is not affected.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -446,7 +457,10 @@ __DATA__
 
 
 
-=== TEST 4: failures are results too: `false` (exit 1), a program that writes to stderr and exits 3, a program that does not exist; stderr is logged by the agent; with --partial-exit 3 that status is partial
+=== TEST 4: a failing or missing program still sends a result, failed or partial
+Failures are results too: `false` (exit 1), a program that writes to stderr
+and exits 3, a program that does not exist; stderr is logged by the agent;
+with --partial-exit 3 that status is partial.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -504,7 +518,10 @@ __DATA__
 
 
 
-=== TEST 5: tasks run concurrently (three 1-second tasks take about a second, every progress before any result), and the program's argv is passed as given, without a shell
+=== TEST 5: tasks run concurrently, and the program's argv is passed without a shell
+Tasks run concurrently (three 1-second tasks take about a second, every
+progress before any result), and the program's argv is passed as given,
+without a shell.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -539,7 +556,10 @@ __DATA__
 
 
 
-=== TEST 6: http adapter, IoA's tool-agent convention POST <url>/run {"task_desc","uid","model"}: a JSON "conclusion", a JSON string, plain text, an HTTP 500 (failed) and a slow answer (timed_out)
+=== TEST 6: http adapter: the answers of IoA's POST <url>/run become results
+The http adapter follows IoA's tool-agent convention, POST <url>/run
+{"task_desc","uid","model"}: a JSON "conclusion", a JSON string, plain text,
+an HTTP 500 (failed) and a slow answer (timed_out).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -591,7 +611,11 @@ __DATA__
 
 
 
-=== TEST 7: resume: the agent's hub goes away (before the agent has a position, and after); assignments posted meanwhile through another hub instance are handled exactly once after it reconnects (with Last-Event-ID once it has one), and a result finished while the hub is down is posted once it is back
+=== TEST 7: assignments posted while the hub is away are handled exactly once on reconnect
+Resume: the agent's hub goes away (before the agent has a position, and
+after); assignments posted meanwhile through another hub instance are handled
+exactly once after it reconnects (with Last-Event-ID once it has one), and a
+result finished while the hub is down is posted once it is back.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -663,7 +687,11 @@ __DATA__
 
 
 
-=== TEST 7b: an agent in 251 rooms resumes through a compact cursor (not a 12 KB Last-Event-ID); when the hub no longer knows the position (its cursor expired) the 400 does not make the agent exit: it resumes every room from its oldest position, says so, and handles the assignment posted while it was away
+=== TEST 7b: an agent in 251 rooms resumes by a compact cursor, and from oldest if it expired
+An agent in 251 rooms resumes through a compact cursor (not a 12 KB
+Last-Event-ID); when the hub no longer knows the position (its cursor expired)
+the 400 does not make the agent exit: it resumes every room from its oldest
+position, says so, and handles the assignment posted while it was away.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_teamup_rate off;
@@ -724,7 +752,11 @@ __DATA__
 
 
 
-=== TEST 8: while it runs the agent is registered as given and online in /retrieve_assistant; SIGTERM with a task running: the program is stopped, a "failed" result still reaches the assigner, exit 0, and the agent goes offline
+=== TEST 8: the agent is online while it runs; SIGTERM sends a failed result and exits 0
+While it runs the agent is registered as given and online in
+/retrieve_assistant; SIGTERM with a task running: the program is stopped, a
+"failed" result still reaches the assigner, exit 0, and the agent goes
+offline.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -774,7 +806,10 @@ __DATA__
 
 
 
-=== TEST 9: --speaks-protocol: registered as such, and a DISCUSSION addressed to the agent is answered through the adapter, back to the speaker, with reply_to
+=== TEST 9: --speaks-protocol: a DISCUSSION to the agent is answered with reply_to
+With --speaks-protocol the agent is registered as such, and a DISCUSSION
+addressed to the agent is answered through the adapter, back to the speaker,
+with reply_to.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -808,7 +843,10 @@ __DATA__
 
 
 
-=== TEST 10: configuration errors: bad options exit 2 with a message, a --name outside the hub's built-in rule too; a name the hub refuses (its stricter ioa_agent_name_pattern) exits 1 saying why
+=== TEST 10: configuration errors exit 2 with a message; a name the hub refuses exits 1
+Configuration errors: bad options exit 2 with a message, a --name outside the
+hub's built-in rule too; a name the hub refuses (its stricter
+ioa_agent_name_pattern) exits 1 saying why.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_agent_name_pattern "^[A-Za-z]+$";
@@ -854,7 +892,12 @@ __DATA__
 
 
 
-=== TEST 11: against a scripted hub: SSE parsed across any cut (a BOM, CR, CRLF, comments, multi-line data, one byte per write), named events are not envelopes, Last-Event-ID is the last id even from an id-only block, a re-sent envelope is not handled twice, and a post stored although its answer was lost is not sent again
+=== TEST 11: against a scripted hub, SSE is parsed across any cut and nothing is sent twice
+Against a scripted hub: SSE parsed across any cut (a BOM, CR, CRLF, comments,
+multi-line data, one byte per write), named events are not envelopes,
+Last-Event-ID is the last id even from an id-only block, a re-sent envelope is
+not handled twice, and a post stored although its answer was lost is not sent
+again.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -922,7 +965,9 @@ __DATA__
 
 
 
-=== TEST 12: output is made safe for JSON and the hub: invalid UTF-8 becomes U+FFFD, and a long result is cut to --max-result bytes of JSON with a note
+=== TEST 12: output is made JSON-safe: invalid UTF-8 becomes U+FFFD, long results are cut
+Output is made safe for JSON and the hub: invalid UTF-8 becomes U+FFFD, and a
+long result is cut to --max-result bytes of JSON with a note.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

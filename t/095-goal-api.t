@@ -55,7 +55,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: launch_goal: 202 with the goal id, Location and the follow/cancel URLs; the goal's record and its job are in Redis for the workers
+=== TEST 1: launch_goal answers 202 with the goal's URLs and stores its record and job
+launch_goal: 202 with the goal id, Location and the follow/cancel URLs; the
+goal's record and its job are in Redis for the workers.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -155,7 +157,9 @@ __DATA__
 
 
 
-=== TEST 3: the goal's events as SSE: state changes and envelopes in order, each with the feed position as its id, and exact resume with Last-Event-ID
+=== TEST 3: the goal's events as SSE come in order, with ids that Last-Event-ID resumes at
+the goal's events as SSE: state changes and envelopes in order, each with the
+feed position as its id, and exact resume with Last-Event-ID.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -195,7 +199,10 @@ __DATA__
 
 
 
-=== TEST 4: IoA's blocking form (?wait=1 and Prefer: wait) answers [comm_id, conclusion] when the goal concludes, without polling; a failed goal answers 502 goal_failed
+=== TEST 4: the blocking form answers [comm_id, conclusion] when the goal concludes
+IoA's blocking form (?wait=1 and Prefer: wait) answers [comm_id, conclusion]
+when the goal concludes, without polling; a failed goal answers 502
+goal_failed.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -255,7 +262,9 @@ __DATA__
 
 
 
-=== TEST 4b: ioa_launch_goal_wait on: IoA's scripts get [comm_id, conclusion] from a plain POST /launch_goal; ?wait=0 and Prefer: respond-async still get the 202
+=== TEST 4b: with ioa_launch_goal_wait on, a plain POST /launch_goal waits for the conclusion
+ioa_launch_goal_wait on: IoA's scripts get [comm_id, conclusion] from a plain
+POST /launch_goal; ?wait=0 and Prefer: respond-async still get the 202.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -295,7 +304,9 @@ __DATA__
 
 
 
-=== TEST 5: cancel: 202 and "cancel" on the goal's control channel while it runs; 409 once it has ended; 404 for an unknown goal
+=== TEST 5: cancel is 202 while the goal runs, 409 once it has ended, 404 if unknown
+cancel: 202 and "cancel" on the goal's control channel while it runs; 409 once
+it has ended; 404 for an unknown goal.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -327,7 +338,10 @@ __DATA__
 
 
 
-=== TEST 6: scripts/demo.py (make run's demo) follows a goal's feed across the hub's keepalive, a "ping" event after 15 s without events whose data is not JSON: it shows the states and the envelope and returns the conclusion
+=== TEST 6: scripts/demo.py follows a goal's feed across the hub's keepalive pings
+scripts/demo.py (make run's demo) follows a goal's feed across the hub's
+keepalive, a "ping" event after 15 s without events whose data is not JSON: it
+shows the states and the envelope and returns the conclusion.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -381,7 +395,10 @@ __DATA__
 
 
 
-=== TEST 7: bounds per launcher: ioa_limit_launch_rate (429 with Retry-After, nothing queued), fields the hub does not know at most 4 KiB, input_timeout_s under ioa_goal_input_timeout_max
+=== TEST 7: launch rate, unknown fields and input_timeout_s are bounded per launcher
+bounds per launcher: ioa_limit_launch_rate (429 with Retry-After, nothing
+queued), fields the hub does not know at most 4 KiB, input_timeout_s under
+ioa_goal_input_timeout_max.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_launch_rate 5r/s burst=10;
@@ -434,7 +451,12 @@ __DATA__
 
 
 
-=== TEST 8: ioa_limit_goals_in_flight: a launcher past its goals in flight gets 429 too_many_goals with Retry-After, nothing is queued and no record stays; another launcher is not affected; a place comes back when a goal ends (the worker's goal_index.lua write), and ten launches at once never take more places than there are
+=== TEST 8: a launcher past ioa_limit_goals_in_flight gets 429 and nothing is queued
+ioa_limit_goals_in_flight: a launcher past its goals in flight gets 429
+too_many_goals with Retry-After, nothing is queued and no record stays;
+another launcher is not affected; a place comes back when a goal ends (the
+worker's goal_index.lua write), and ten launches at once never take more
+places than there are.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_launch_rate off;

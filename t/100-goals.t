@@ -57,7 +57,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: a goal with three agents: discovery of online agents only, async task assignment, pause with the task ids as triggers, progress and results, conclude, conclusion; the record, the event feed and the job agree
+=== TEST 1: a three-agent goal runs to its conclusion; record, event feed and job agree
+Discovery of online agents only, async task assignment, pause with the task
+ids as triggers, progress and results, conclude, conclusion.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -189,7 +191,9 @@ __DATA__
 
 
 
-=== TEST 2: team_member_names: exactly those agents, each with a task (clauses by BM25 among them, the rest spread); unknown names fail the goal with an error naming them and no room
+=== TEST 2: team_member_names gives each named agent a task; unknown names fail the goal
+Exactly those agents, each with a task (clauses by BM25 among them, the rest
+spread); unknown names fail the goal with an error naming them and no room.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -244,7 +248,8 @@ __DATA__
 
 
 
-=== TEST 3: a task that never answers times out (--task-timeout 2) and the goal still concludes; a failed result is reported as failed
+=== TEST 3: a task that never answers times out and the goal still concludes
+With --task-timeout 2; a failed result is reported as failed.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -286,7 +291,10 @@ __DATA__
 
 
 
-=== TEST 4: kill -9 of the worker after the assignment, before the results, with a second worker running: the second takes the goal over and concludes it; no coordinator step appears twice, the feed holds every envelope once
+=== TEST 4: after kill -9 of its worker a second worker takes the goal over and concludes it
+kill -9 of the worker after the assignment, before the results, with a second
+worker running; no coordinator step appears twice, the feed holds every
+envelope once.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -339,7 +347,9 @@ __DATA__
 
 
 
-=== TEST 5: a worker that dies right after posting a step, before recording it (every step in turn): the successor finds the step in the room and never posts it again
+=== TEST 5: a successor never reposts a step its dead predecessor posted but did not record
+A worker dies right after posting a step, before recording it (every step in
+turn): the successor finds the step in the room and never posts it again.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -395,7 +405,9 @@ __DATA__
 
 
 
-=== TEST 6: max_turns is a hard limit: agents that only ever report progress cannot keep the room open; the limit forces the conclusion, also before the pause
+=== TEST 6: max_turns forces the conclusion when agents only ever report progress
+max_turns is a hard limit: agents that only ever report progress cannot keep
+the room open; the limit forces the conclusion, also before the pause.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -441,7 +453,10 @@ __DATA__
 
 
 
-=== TEST 7: cancel: a running goal stops with a CONCLUSION saying so, state cancelled, its sub-goal (run by another worker) cancelled too; a goal cancelled while queued ends without a room
+=== TEST 7: cancel stops a running goal and its sub-goal; a queued goal ends without a room
+A running goal stops with a CONCLUSION saying so, state cancelled, its
+sub-goal (run by another worker) cancelled too; a goal cancelled while queued
+ends without a room.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -504,7 +519,10 @@ __DATA__
 
 
 
-=== TEST 8: SIGTERM mid-goal: the worker finishes its step, releases the job and exits 0; another worker takes it over at once (not after --claim-idle) and concludes it
+=== TEST 8: on SIGTERM a worker finishes its step and another takes the goal over at once
+SIGTERM mid-goal: the worker finishes its step, releases the job and exits 0;
+another worker takes it over at once (not after --claim-idle) and concludes
+it.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -549,7 +567,10 @@ __DATA__
 
 
 
-=== TEST 9: a worker frozen (SIGSTOP) past --claim-idle loses the goal to another worker; woken up (SIGCONT) it writes nothing over its successor and posts nothing: its fsm writes are fenced by the owner, and it lets go
+=== TEST 9: a frozen worker loses the goal; woken, it is fenced and writes or posts nothing
+A worker frozen (SIGSTOP) past --claim-idle loses the goal to another worker;
+woken up (SIGCONT) it writes nothing over its successor and posts nothing: its
+fsm writes are fenced by the owner, and it lets go.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -599,7 +620,8 @@ __DATA__
 
 
 
-=== TEST 10: the worker's Redis connection is cut mid-goal (CLIENT KILL): it reconnects and goes on from Redis, nothing repeated
+=== TEST 10: a worker whose Redis connection is cut reconnects and repeats nothing
+The connection is cut mid-goal (CLIENT KILL); the worker goes on from Redis.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -640,7 +662,10 @@ __DATA__
 
 
 
-=== TEST 10c: retention of ended goals: the job leaves the queue at once; the record and the event feed expire --goal-retention after the goal ended (2 days by default), then /goals/{id} is 404
+=== TEST 10c: an ended goal's record and feed expire after --goal-retention, then 404
+Retention of ended goals: the job leaves the queue at once; the record and the
+event feed expire --goal-retention after the goal ended (2 days by default),
+then /goals/{id} is 404.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -682,7 +707,10 @@ __DATA__
 
 
 
-=== TEST 10b: Redis full mid-goal (maxmemory, noeviction): the worker backs off instead of failing the goal, says so, and once memory is freed resumes and concludes it, nothing repeated
+=== TEST 10b: with Redis full the worker backs off, then resumes and concludes the goal
+Redis full mid-goal (maxmemory, noeviction): the worker backs off instead of
+failing the goal, says so, and once memory is freed resumes and concludes it,
+nothing repeated.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -732,7 +760,10 @@ __DATA__
 
 
 
-=== TEST 11: continuing a room (comm_id + cont_input): the same team plans the new input in the same room, reading from where the room was; only the coordinator's own rooms can be continued
+=== TEST 11: a continued room is planned by the same team, from where the room was
+Continuing a room (comm_id + cont_input): the same team plans the new input in
+the same room, reading from where the room was; only the coordinator's own
+rooms can be continued.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -782,7 +813,11 @@ __DATA__
 
 
 
-=== TEST 12: a sequence ("..., then ..."): one SYNC_TASK_ASSIGNMENT at a time, each after the result before it and handed that result; members that speak the protocol get the discussion turn (one takes it, a mute one is waited for until --turn-timeout), the member that only runs tasks is spoken for
+=== TEST 12: a sequence assigns one task at a time, each handed the result before it
+A sequence ("..., then ..."): one SYNC_TASK_ASSIGNMENT at a time, each after
+the result before it and handed that result; members that speak the protocol
+get the discussion turn (one takes it, a mute one is waited for until
+--turn-timeout), the member that only runs tasks is spoken for.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -849,7 +884,11 @@ __DATA__
 
 
 
-=== TEST 13: a nested team (team_up_depth 1): clauses whose best agent cannot join a full team go to a sub-team; the sub-goal (another worker, depth 0) concludes and its conclusion comes back as the parent task's INFORM_TASK_RESULT; without team_up_depth there is no sub-team
+=== TEST 13: clauses a full team cannot take go to a sub-team whose conclusion comes back
+A nested team (team_up_depth 1): clauses whose best agent cannot join a full
+team go to a sub-team; the sub-goal (another worker, depth 0) concludes and
+its conclusion comes back as the parent task's INFORM_TASK_RESULT; without
+team_up_depth there is no sub-team.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -944,7 +983,11 @@ __DATA__
 
 
 
-=== TEST 13b: every key the hub and the workers write belongs to a family that README's "What Redis holds" lists with its bound: rooms, registry, presence, reputation, positions, goals, feeds, the queue, the sweep's lease (a new family fails here until it is documented)
+=== TEST 13b: every Redis key family the hub and workers write is documented with its bound
+Every key the hub and the workers write belongs to a family that README's
+"What Redis holds" lists with its bound: rooms, registry, presence,
+reputation, positions, goals, feeds, the queue, the sweep's lease (a new
+family fails here until it is documented).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_room_retention 1h;
@@ -1007,7 +1050,12 @@ __DATA__
 
 
 
-=== TEST 14: the LLM planner against a real OpenAI-compatible server (llama-server on a random-weight model, JSON Schema output): goals of every shape from two workers, and every one ends, concluded or failed with a reason, with its token usage; the token budget is a hard limit; an endpoint that is down leaves the built-in planner in charge
+=== TEST 14: the LLM planner on a real server ends every goal, within its token budget
+The LLM planner against a real OpenAI-compatible server (llama-server on a
+random-weight model, JSON Schema output): goals of every shape from two
+workers, and every one ends, concluded or failed with a reason, with its token
+usage; the token budget is a hard limit; an endpoint that is down leaves the
+built-in planner in charge.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -64,7 +64,8 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: two verbs joined by "and" are two parts, each agent gets only its own; a list joined by "and" stays one
+=== TEST 1: two verbs joined by "and" are two parts, each agent gets only its own
+A list joined by "and" stays one part.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -110,7 +111,9 @@ __DATA__
 
 
 
-=== TEST 1c: one part, one task: an agent with two parts gets each as a task of its own, one after the other, so an agent that answers only the first clause of what it is handed cannot get both counted
+=== TEST 1c: an agent with two parts gets each as a task of its own, one after the other
+One part, one task: an agent that answers only the first clause of what it is
+handed cannot get both counted.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -140,7 +143,8 @@ __DATA__
 
 
 
-=== TEST 2: a part nobody matches well enough is handed to nobody, and the conclusion says so instead of claiming it
+=== TEST 2: a part nobody matches well enough goes to nobody, and the conclusion says so
+The conclusion does not claim the part was done.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -168,7 +172,9 @@ __DATA__
 
 
 
-=== TEST 3: a silent agent's part is re-routed after its timeout to the next online agent that matches, who joins the room; the decision is an envelope
+=== TEST 3: a silent agent's part is re-routed after its timeout to the next online match
+The next online agent that matches joins the room; the decision is an
+envelope.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -212,7 +218,9 @@ __DATA__
 
 
 
-=== TEST 4: a failed part is re-routed at once; --max-attempts bounds the agents tried, and the account says the attempts are used up
+=== TEST 4: a failed part is re-routed at once, to at most --max-attempts agents
+The option bounds the agents tried, and the account says when the attempts are
+used up.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -243,7 +251,9 @@ __DATA__
 
 
 
-=== TEST 5: a partial result makes another round for the same agent, handed its result so far; --max-rounds ends the loop and says so
+=== TEST 5: a partial result makes another round for the same agent, up to --max-rounds
+The agent is handed its result so far; the round limit ends the loop, and the
+account says so.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -287,7 +297,8 @@ __DATA__
 
 
 
-=== TEST 6: kill -9 of the worker right after it posts the decision: the successor never decides or posts twice, and round 2 completes
+=== TEST 6: kill -9 after posting the decision: the successor does not decide or post twice
+The worker is killed right after it posts the decision, and round 2 completes.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -323,7 +334,9 @@ __DATA__
 
 
 
-=== TEST 7: every task outcome goes into its agent's record, once; /query_assistant and /retrieve_assistant show it, and a flaky agent loses work to a reliable one that describes itself the same way
+=== TEST 7: every task outcome goes into its agent's record once and steers the routing
+/query_assistant and /retrieve_assistant show it, and a flaky agent loses work
+to a reliable one that describes itself the same way.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -369,7 +382,8 @@ __DATA__
 
 
 
-=== TEST 8: an assignee that goes offline gives its part up after --offline-grace, long before --task-timeout, and the part is re-routed
+=== TEST 8: an offline assignee gives its part up after --offline-grace and it is re-routed
+This happens long before --task-timeout.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -402,7 +416,9 @@ __DATA__
 
 
 
-=== TEST 9: a person posts into a running goal: a request becomes work at the next review, quoted in the decision; the command "stop" ends the goal at once with what it has; clear errors otherwise
+=== TEST 9: a person's post into a running goal becomes work, and "stop" ends the goal
+A request becomes work at the next review, quoted in the decision; the command
+"stop" ends the goal at once with what it has; clear errors otherwise.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -474,7 +490,9 @@ __DATA__
 
 
 
-=== TEST 10: with a model, the review is the model's: a valid answer is followed (its agent, its task text), one naming an agent that may not take the part falls back to the rule, and the model may conclude
+=== TEST 10: with a model, the review is the model's, falling back to the rule when invalid
+A valid answer is followed (its agent, its task text), one naming an agent
+that may not take the part falls back to the rule, and the model may conclude.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -585,7 +603,9 @@ __DATA__
 
 
 
-=== TEST 11: nested teams are reviewed the same way: a sub-team that did only some of its parts reports partial, and the parent hands the part to a new sub-team; a sub-team iterates inside too
+=== TEST 11: nested teams are reviewed the same way: a partial sub-team's part moves on
+A sub-team that did only some of its parts reports partial, and the parent
+hands the part to a new sub-team; a sub-team iterates inside too.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -645,7 +665,9 @@ __DATA__
 
 
 
-=== TEST 13: a member that speaks the protocol proposes during its turn: valid tasks join the plan, an invalid proposal gets an error envelope saying why, a proposal to conclude is followed
+=== TEST 13: a protocol member's proposal in its turn is followed, or refused saying why
+Valid tasks join the plan, an invalid proposal gets an error envelope saying
+why, a proposal to conclude is followed.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -722,7 +744,11 @@ __DATA__
 [emerg]
 
 
-=== TEST 13b: IoA's collaborative planning: with is_collaborative_planning_enabled a member's updated_plan is reviewed like a proposal and recorded as a decision (update_plan), and the plan goes back out in updated_plan; without the flag, or too long, it is refused with the reason (keep_plan)
+=== TEST 13b: IoA's updated_plan is reviewed like a proposal under collaborative planning
+With is_collaborative_planning_enabled a member's updated_plan is reviewed
+like a proposal and recorded as a decision (update_plan), and the plan goes
+back out in updated_plan; without the flag, or too long, it is refused with
+the reason (keep_plan).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -777,7 +803,8 @@ __DATA__
 
 
 
-=== TEST 14: cancel in a later round: the re-routed task is cancelled, the goal ends cancelled and its account says what was done
+=== TEST 14: cancel in a later round cancels the re-routed task and ends the goal cancelled
+The goal's account says what was done.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -810,7 +837,9 @@ __DATA__
 [emerg]
 
 
-=== TEST 15: ask: a member that speaks the protocol and failed its part is asked what went wrong before the part moves on; the answer comes first, or --turn-timeout
+=== TEST 15: a protocol member that failed its part is asked what went wrong before it moves
+The question (ask) comes before the part moves on, which waits for the answer
+or for --turn-timeout.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -895,7 +924,8 @@ __DATA__
 [emerg]
 
 
-=== TEST 16: the goal's deadline (deadline_s, within --goal-timeout) ends the loop wherever it is, and says so
+=== TEST 16: the goal's deadline ends the loop wherever it is, and the account says so
+The deadline is deadline_s, within --goal-timeout.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -937,7 +967,9 @@ __DATA__
 [emerg]
 
 
-=== TEST 17: cancel at each new step: the worker dies right after posting it, the goal is cancelled, and the successor ends it with only the CONCLUSION of that round
+=== TEST 17: a goal cancelled after its worker died at any step ends with only a CONCLUSION
+Cancel at each new step: the worker dies right after posting it, the goal is
+cancelled, and the successor ends it with only the CONCLUSION of that round.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -978,7 +1010,10 @@ __DATA__
 [emerg]
 
 
-=== TEST 18: the goal's person is a member of its room: it reads the room over WebSocket or SSE and posts into it like any member; a request becomes work, the command "stop" ends the goal; floor control still holds; a continued room's team leaves the person out
+=== TEST 18: the goal's person is a member of its room, reading and posting like any member
+It reads the room over WebSocket or SSE and posts into it like any member; a
+request becomes work, the command "stop" ends the goal; floor control still
+holds; a continued room's team leaves the person out.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -1083,7 +1118,10 @@ __DATA__
 [emerg]
 
 
-=== TEST 12: the goal suite (bench/goal.sh GOAL_SUITE=1, its own hub and the example agents), by the built-in planner and by the scripted model: every goal right, none claims what it did not do
+=== TEST 12: the goal suite gets every goal right, by the built-in planner and by the model
+The suite is bench/goal.sh GOAL_SUITE=1, with its own hub and the example
+agents, run by the built-in planner and by the scripted model; no goal claims
+what it did not do.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -78,7 +78,8 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: over 50 goals a flaky agent with a slightly better description loses the work to a reliable one
+=== TEST 1: over 50 goals a flaky agent loses the work to a reliable one
+The flaky agent has a slightly better description.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -113,7 +114,8 @@ __DATA__
 
 
 
-=== TEST 2: a newcomer gets the first turn in 20% of the goals (by the hash of goal and part) until it has 5 verdicts
+=== TEST 2: a newcomer gets the first turn in 20% of the goals until it has 5 verdicts
+The 20% is chosen by the hash of goal and part.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -157,7 +159,8 @@ __DATA__
 
 
 
-=== TEST 3: an agent that reports "completed" with an empty result gains nothing: rejected, re-routed, a failure
+=== TEST 3: an empty "completed" result gains nothing: rejected, re-routed, a failure
+The agent reports "completed" with an empty result.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -193,7 +196,7 @@ __DATA__
 
 
 
-=== TEST 4: the model planner reads every candidate's record: verdicts, smoothed rate, mean time
+=== TEST 4: the model planner reads each candidate's verdicts, smoothed rate and mean time
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

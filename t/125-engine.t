@@ -29,7 +29,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: one worker, a model that hangs on one goal's call: 50 other goals conclude meanwhile, and the hung goal's cancel is heard at once
+=== TEST 1: a model hung on one goal's call holds up no other goal nor the hung one's cancel
+one worker, a model that hangs on one goal's call: 50 other goals conclude
+meanwhile, and the hung goal's cancel is heard at once.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -83,7 +85,9 @@ __DATA__
 
 
 
-=== TEST 2: kill -9 of a worker holding 200 goals in flight: another worker takes each one over and concludes it; no step posted twice, none decided twice
+=== TEST 2: a killed worker's 200 goals are taken over and concluded, no step done twice
+kill -9 of a worker holding 200 goals in flight: another worker takes each one
+over and concludes it; no step posted twice, none decided twice.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -134,7 +138,9 @@ __DATA__
 
 
 
-=== TEST 3: a three-level nested goal on a single worker: each sub-goal runs in the same process while its parent waits
+=== TEST 3: a three-level nested goal runs in one worker while each parent waits
+a three-level nested goal on a single worker: each sub-goal runs in the same
+process while its parent waits.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -179,7 +185,10 @@ __DATA__
 
 
 
-=== TEST 4: the LLM limiter: with IOA_LLM_CONCURRENCY 2, a third call waits for a slot (the worker's heartbeat counts 2 in flight, 1 queued), and gets one when a call ends
+=== TEST 4: with IOA_LLM_CONCURRENCY 2 a third LLM call waits for a slot
+the LLM limiter: with IOA_LLM_CONCURRENCY 2, a third call waits for a slot
+(the worker's heartbeat counts 2 in flight, 1 queued), and gets one when a
+call ends.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -220,7 +229,10 @@ __DATA__
 
 
 
-=== TEST 5: the LLM breaker: after IOA_LLM_BREAKER_FAILURES failed attempts in a row no request is sent for IOA_LLM_BREAKER_OPEN (the goals go on with the built-in planner), then one call tries again and a success closes it
+=== TEST 5: the LLM breaker stops requests after failures in a row; a success closes it
+the LLM breaker: after IOA_LLM_BREAKER_FAILURES failed attempts in a row no
+request is sent for IOA_LLM_BREAKER_OPEN (the goals go on with the built-in
+planner), then one call tries again and a success closes it.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -268,7 +280,9 @@ __DATA__
 
 
 
-=== TEST 6: SIGTERM gives back every goal the worker holds at once: 30 waiting goals, taken over by another worker long before --claim-idle
+=== TEST 6: SIGTERM gives back every goal the worker holds at once
+SIGTERM gives back every goal the worker holds at once: 30 waiting goals,
+taken over by another worker long before --claim-idle.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -306,7 +320,9 @@ __DATA__
 
 
 
-=== TEST 7: at --max-goals a worker takes no more from the queue: the rest wait there for another worker
+=== TEST 7: at --max-goals a worker takes no more goals from the queue
+at --max-goals a worker takes no more from the queue: the rest wait there for
+another worker.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -41,7 +41,10 @@ package Thaw { sub DESTROY { kill 'CONT', $_[0][0] } }
 
 __DATA__
 
-=== TEST 1: a master stops answering for 4 s: the goals whose keys are elsewhere are cancelled meanwhile, the others conclude when it answers again, each decided once
+=== TEST 1: a master that stops answering for 4 s leaves each goal decided exactly once
+A master stops answering for 4 s: the goals whose keys are elsewhere are
+cancelled meanwhile, the others conclude when it answers again, each decided
+once.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

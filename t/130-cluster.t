@@ -316,7 +316,10 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: the hub finds the Cluster through its seeds, subscribes each room on the master of its slot (SSUBSCRIBE) and posts with SPUBLISH: nothing crosses to another node
+=== TEST 1: the hub subscribes and posts each room on its slot's master only
+the hub finds the Cluster through its seeds, subscribes each room on the
+master of its slot (SSUBSCRIBE) and posts with SPUBLISH: nothing crosses to
+another node.
 --- http_config
     ioa_redis $TEST_NGINX_REDIS_SEEDS;
 --- config
@@ -348,7 +351,13 @@ __DATA__
 
 
 
-=== TEST 2: one slot migration, step by step: a post meets TRYAGAIN while the slot migrates (post.lua names the room's floor, which does not exist yet: Redis holds multi-key scripts with a missing key until the slot is settled) and is resent until the slot is the target's (MOVED followed); reads meet ASK once the keys moved (ASKING on the target); each envelope stored once, and a reader that caught up during the migration gets every envelope once
+=== TEST 2: one slot migration, step by step: each envelope stored once and read once
+one slot migration, step by step: a post meets TRYAGAIN while the slot
+migrates (post.lua names the room's floor, which does not exist yet: Redis
+holds multi-key scripts with a missing key until the slot is settled) and is
+resent until the slot is the target's (MOVED followed); reads meet ASK once
+the keys moved (ASKING on the target); each envelope stored once, and a reader
+that caught up during the migration gets every envelope once.
 --- http_config
     ioa_redis $TEST_NGINX_REDIS_SEEDS;
     ioa_redis_timeout 3s;
@@ -420,7 +429,10 @@ __DATA__
 
 
 
-=== TEST 3: a slot migration under live WebSocket traffic: posts keep flowing (TRYAGAIN, ASK, MOVED followed), the subscription follows the slot (the old owner drops it), and every member sees every envelope exactly once
+=== TEST 3: a slot migration under live WebSocket traffic delivers every envelope once
+a slot migration under live WebSocket traffic: posts keep flowing (TRYAGAIN,
+ASK, MOVED followed), the subscription follows the slot (the old owner drops
+it), and every member sees every envelope exactly once.
 --- http_config
     ioa_redis $TEST_NGINX_REDIS_SEEDS;
     ioa_redis_timeout 2s;
@@ -453,7 +465,12 @@ __DATA__
 
 
 
-=== TEST 4: failover: CLUSTER FAILOVER on the room's replica, then kill -9 of the new master (its replica, the old master, is promoted): posts during the outage get redis_unavailable and /health_check 503, the hub finds the new masters by itself, and after the client's resume-and-resend nothing is lost or duplicated
+=== TEST 4: after a failover under traffic the hub finds the new masters, nothing lost
+failover: CLUSTER FAILOVER on the room's replica, then kill -9 of the new
+master (its replica, the old master, is promoted): posts during the outage get
+redis_unavailable and /health_check 503, the hub finds the new masters by
+itself, and after the client's resume-and-resend nothing is lost or
+duplicated.
 --- http_config
     ioa_redis $TEST_NGINX_REDIS_SEEDS;
     ioa_redis_timeout 1s;
@@ -500,7 +517,11 @@ __DATA__
 
 
 
-=== TEST 5: a master and its replica both down: the Cluster is down, /health_check answers 503 with Retry-After, posts in any room get redis_unavailable (error frame or 503); once they are back the hub recovers by itself and nothing is lost or duplicated
+=== TEST 5: with a master and its replica down the hub answers 503, then recovers itself
+a master and its replica both down: the Cluster is down, /health_check answers
+503 with Retry-After, posts in any room get redis_unavailable (error frame or
+503); once they are back the hub recovers by itself and nothing is lost or
+duplicated.
 --- http_config
     ioa_redis $TEST_NGINX_REDIS_SEEDS;
     ioa_redis_timeout 1s;
@@ -556,7 +577,9 @@ __DATA__
 
 
 
-=== TEST 6: a seed that does not answer is skipped: the hub and ioa-worker find the Cluster through the next one
+=== TEST 6: a seed that does not answer is skipped; the Cluster is found through the next
+a seed that does not answer is skipped: the hub and ioa-worker find the
+Cluster through the next one.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1 $TEST_NGINX_REDIS_SEEDS;
 --- config
@@ -599,7 +622,10 @@ __DATA__
 
 
 
-=== TEST 7: bench/build/ioa-ceiling against one Cluster master: every room in that master's slots, SPUBLISH, and the subscriber counts every envelope (the per-master ceiling)
+=== TEST 7: ioa-ceiling against one Cluster master counts every envelope of its slots
+bench/build/ioa-ceiling against one Cluster master: every room in that
+master's slots, SPUBLISH, and the subscriber counts every envelope (the
+per-master ceiling).
 --- http_config
     ioa_redis $TEST_NGINX_REDIS_SEEDS;
 --- config

@@ -87,7 +87,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: envelopes posted through nginx form a chain the verifier accepts (every entry has e then h; the head key names the last one); a resume still delivers them; batches of any size give the same answer
+=== TEST 1: envelopes posted through nginx form a chain the verifier accepts
+Every entry has e then h, and the head key names the last one; a resume still
+delivers them; batches of any size give the same answer.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -124,7 +126,10 @@ __DATA__
     is scalar @m, @e - 4, 'a resume after the 4th entry delivers the rest';
     is $m[0]{id}, $e[4][0], 'starting with the 5th';
 
-=== TEST 2: tampering: an edited envelope is named exactly (hash mismatch); a re-hashed edit breaks the next link; an XDEL in the middle breaks the entry after it; a deleted tail is caught by the head; exit 1 each time
+=== TEST 2: tampering is caught and named precisely, with exit 1 each time
+An edited envelope is named exactly (hash mismatch); a re-hashed edit breaks
+the next link; an XDEL in the middle breaks the entry after it; a deleted tail
+is caught by the head.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -189,7 +194,9 @@ __DATA__
     ($rc, $out) = main::verify('no-such-room');
     is $rc, 2, 'an unknown room: exit 2';
 
-=== TEST 3: a room capped by ioa_room_log_maxlen verifies from its anchor, the oldest retained entry; so does a room trimmed by hand
+=== TEST 3: a room capped by ioa_room_log_maxlen verifies from its anchor
+The anchor is the oldest retained entry; a room trimmed by hand verifies the
+same way.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_room_log_maxlen 10;
@@ -217,7 +224,8 @@ __DATA__
     like $out, qr/intact: 7 entries chained from anchor \Q$e[0][0]\E /, 'anchored at the new oldest entry'
         or diag $out;
 
-=== TEST 4: three members posting at once: the chain is still one line, the verifier accepts it; entries written before the chain existed are reported, not broken
+=== TEST 4: three members posting at once still make one chain the verifier accepts
+Entries written before the chain existed are reported, not broken.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

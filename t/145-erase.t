@@ -118,7 +118,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: an admin erases one sender: markers with the same ids, the other sender intact, the chain verifies with N redacted, the erasure is audited
+=== TEST 1: an admin's erasure of one sender leaves markers and a chain that verifies
+an admin erases one sender: markers with the same ids, the other sender
+intact, the chain verifies with N redacted, the erasure is audited.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;
@@ -214,7 +216,9 @@ __DATA__
 
 
 
-=== TEST 2: a room chained under v1 verifies, is re-chained under v2 by the erasure (old and new heads audited) and verifies after; a tampered v1 room is refused
+=== TEST 2: an erasure re-chains a v1 room under v2 so it verifies; a tampered one fails
+a room chained under v1 verifies, is re-chained under v2 by the erasure (old
+and new heads audited) and verifies after; a tampered v1 room is refused.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -132,7 +132,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: erasing a member of a goal's room reaches the goal's feed, its conclusion, A2A and MCP; a goal still running refuses it, changing nothing
+=== TEST 1: erasing a goal room's member reaches its feed, conclusion, A2A and MCP
+erasing a member of a goal's room reaches the goal's feed, its conclusion, A2A
+and MCP; a goal still running refuses it, changing nothing.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -247,7 +249,9 @@ __DATA__
 
 
 
-=== TEST 2: a sub-team's member erased in the sub-goal's room: the parent's room (the sub-team's result), feed and conclusion lose the quotes too
+=== TEST 2: erasing a sub-team member in the sub-goal's room redacts the parent's quotes
+a sub-team's member erased in the sub-goal's room: the parent's room (the
+sub-team's result), feed and conclusion lose the quotes too.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -298,7 +302,10 @@ __DATA__
 
 
 
-=== TEST 3: DELETE /agents/{name}?erase=1 erases what it said in every room (and their goals) before it deletes it; without the flag nothing of that changes; a tampered room stops it, the agent kept
+=== TEST 3: DELETE /agents/{name}?erase=1 erases what it said everywhere before deleting it
+DELETE /agents/{name}?erase=1 erases what it said in every room (and their
+goals) before it deletes it; without the flag nothing of that changes; a
+tampered room stops it, the agent kept.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -376,7 +383,10 @@ __DATA__
 
 
 
-=== TEST 3b: a conclusion the LLM wrote from the sender's result loses the model's whole text, in the record, the room and the feed; the account keeps the other results
+=== TEST 3b: a conclusion the LLM wrote from the sender's result loses the model's whole text
+a conclusion the LLM wrote from the sender's result loses the model's whole
+text, in the record, the room and the feed; the account keeps the other
+results.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -428,7 +438,9 @@ __DATA__
 
 
 
-=== TEST 4: erasing what an agent said takes admin: its own token may delete it, not ?erase=1
+=== TEST 4: erasing what an agent said takes admin: its own token may only delete it
+erasing what an agent said takes admin: its own token may delete it, not
+?erase=1.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;
@@ -470,7 +482,9 @@ __DATA__
 
 
 
-=== TEST 5: a long room and a long feed are gone through in batches of 500: every copy of the sender's redacted, every other entry kept, the ids unchanged
+=== TEST 5: a long room and a long feed are redacted in batches of 500, the rest kept
+a long room and a long feed are gone through in batches of 500: every copy of
+the sender's redacted, every other entry kept, the ids unchanged.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_rate off;
@@ -530,7 +544,9 @@ __DATA__
 
 
 
-=== TEST 6: the goal's person erased: the feed's decisions on her messages lose her words, marked
+=== TEST 6: the goal's person erased: the feed's decisions on her messages lose her words
+the goal's person erased: the feed's decisions on her messages lose her words,
+marked.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -76,7 +76,7 @@ __DATA__
 
 
 
-=== TEST 2: ioa_auth jwt without a key, and ioa_auth request without an identity, do not start
+=== TEST 2: ioa_auth jwt without a key, or request without an identity, does not start
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -116,7 +116,9 @@ holds no PEM public key
 
 
 
-=== TEST 5: no token, a malformed one, a bad signature, a forged header: 401 with a challenge, nothing stored
+=== TEST 5: a missing, malformed, badly signed or forged token is 401, stores nothing
+no token, a malformed one, a bad signature, a forged header: 401 with a
+challenge, nothing stored.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;

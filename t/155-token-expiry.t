@@ -70,7 +70,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: a WebSocket is warned before its token's exp and closed with 1008 at exp; envelopes sent before are all stored and acknowledged
+=== TEST 1: a WebSocket is warned before its token's exp and closed with 1008 at exp
+a WebSocket is warned before its token's exp and closed with 1008 at exp;
+envelopes sent before are all stored and acknowledged.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;
@@ -124,7 +126,9 @@ the token of "Alice" expired, closing
 
 
 
-=== TEST 2: a fresh token of the same sub, sent in-band, moves the end: the connection works past the first exp and closes at the new one
+=== TEST 2: a fresh token of the same sub sent in-band moves the connection's end
+a fresh token of the same sub, sent in-band, moves the end: the connection
+works past the first exp and closes at the new one.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;
@@ -176,7 +180,9 @@ the token of "Alice" expired, closing
 
 
 
-=== TEST 3: a refresh with another sub, a bad signature, an expired token, no scope or no token is refused with a precise error and does not extend
+=== TEST 3: an invalid in-band token refresh is refused precisely and does not extend
+a refresh with another sub, a bad signature, an expired token, no scope or no
+token is refused with a precise error and does not extend.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;
@@ -232,7 +238,9 @@ the token of "Alice" expired, closing
 
 
 
-=== TEST 4: an SSE inbox is warned, ends at exp, and a reconnect with a fresh token and Last-Event-ID gets every envelope posted around the expiry exactly once
+=== TEST 4: an SSE inbox ends at exp and a fresh-token resume gets each envelope once
+an SSE inbox is warned, ends at exp, and a reconnect with a fresh token and
+Last-Event-ID gets every envelope posted around the expiry exactly once.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;
@@ -298,7 +306,9 @@ the token of "Alice" expired, closing
 
 
 
-=== TEST 5: with ioa_auth off nothing expires, and a token frame is refused as there is nothing to refresh
+=== TEST 5: with ioa_auth off nothing expires and a token frame is refused
+with ioa_auth off nothing expires, and a token frame is refused as there is
+nothing to refresh.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth off;
@@ -320,7 +330,9 @@ the token of "Alice" expired, closing
 
 
 
-=== TEST 6: posting without pause through the expiry: every envelope stored was acknowledged before the close, and nothing is stored that was not
+=== TEST 6: posting through the expiry stores exactly the envelopes acknowledged
+posting without pause through the expiry: every envelope stored was
+acknowledged before the close, and nothing is stored that was not.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;

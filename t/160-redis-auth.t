@@ -127,7 +127,9 @@ __DATA__
 
 
 
-=== TEST 2: the hub authenticates every connection and works: register, teamup, WebSocket post and delivery
+=== TEST 2: the hub authenticates every Redis connection; register, teamup, post work
+the hub authenticates every connection and works: register, teamup, WebSocket
+post and delivery.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_ACL_REDIS_PORT;
     ioa_redis_user ioa;
@@ -190,7 +192,9 @@ GET /health_check
 
 
 
-=== TEST 4: ioa-worker authenticates with --redis-user / --redis-password-file and runs a goal
+=== TEST 4: ioa-worker authenticates with --redis-user and a password file, runs a goal
+ioa-worker authenticates with --redis-user / --redis-password-file and runs a
+goal.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_ACL_REDIS_PORT;
     ioa_redis_user ioa;

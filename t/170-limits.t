@@ -40,7 +40,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: ioa_limit_rate over HTTP: the burst passes, then 429 with Retry-After; nothing refused is stored; the bucket refills
+=== TEST 1: ioa_limit_rate over HTTP: the burst passes, then 429 with Retry-After
+ioa_limit_rate over HTTP: the burst passes, then 429 with Retry-After; nothing
+refused is stored; the bucket refills.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_rate 2r/s burst=5;
@@ -72,7 +74,9 @@ __DATA__
 
 
 
-=== TEST 2: ioa_limit_rate over WebSocket: an error frame per refused envelope, the connection stays, echoes match the log
+=== TEST 2: ioa_limit_rate over WebSocket: an error frame per refused envelope
+ioa_limit_rate over WebSocket: an error frame per refused envelope, the
+connection stays, echoes match the log.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_rate 1r/s burst=4;
@@ -115,7 +119,9 @@ __DATA__
 
 
 
-=== TEST 3: ioa_limit_room_rate: one room's writers share its bucket; another room is not slowed
+=== TEST 3: ioa_limit_room_rate: a room's writers share its bucket; others are not slowed
+ioa_limit_room_rate: one room's writers share its bucket; another room is not
+slowed.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_rate off;
@@ -141,7 +147,10 @@ __DATA__
 
 
 
-=== TEST 3b: ioa_limit_teamup_rate: an agent making rooms fast gets 429 with Retry-After once its burst is spent, nothing is made, others are not slowed; the default (2r/s burst=20) holds without the directive
+=== TEST 3b: ioa_limit_teamup_rate: rooms made too fast get 429 with Retry-After
+ioa_limit_teamup_rate: an agent making rooms fast gets 429 with Retry-After
+once its burst is spent, nothing is made, others are not slowed; the default
+(2r/s burst=20) holds without the directive.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -173,7 +182,9 @@ __DATA__
 
 
 
-=== TEST 4: ioa_limit_conn: a third connection of one agent gets 429 at the handshake; closing one frees its place; inboxes count too
+=== TEST 4: ioa_limit_conn: an agent's third connection gets 429 at the handshake
+ioa_limit_conn: a third connection of one agent gets 429 at the handshake;
+closing one frees its place; inboxes count too.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_conn 2;

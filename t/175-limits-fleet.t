@@ -142,7 +142,9 @@ __DATA__
 
 
 
-=== TEST 2: fleet scope: the same agent through two instances gets the configured rate within the bound; the lease key expires
+=== TEST 2: fleet scope: one agent through two instances gets the configured rate
+fleet scope: the same agent through two instances gets the configured rate
+within the bound; the lease key expires.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_scope fleet;
@@ -273,7 +275,9 @@ fleet-wide limit's lease got no answer
 
 
 
-=== TEST 6: fleet scope, a lease Redis refuses (its key of the wrong type): the instances' own limits apply, logged and counted, until it works again
+=== TEST 6: fleet scope: a lease Redis refuses falls back to the instances' own limits
+fleet scope, a lease Redis refuses (its key of the wrong type): the instances'
+own limits apply, logged and counted, until it works again.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_scope fleet;
@@ -311,7 +315,10 @@ fleet-wide limit's lease got no answer
 
 
 
-=== TEST 7: fleet scope, Redis stopped mid-run: posts get redis_unavailable, the lease's failure is logged; after Redis is back posts are limited by the fleet again, each stored once
+=== TEST 7: fleet scope: Redis stopped mid-run refuses posts, then fleet limits resume
+fleet scope, Redis stopped mid-run: posts get redis_unavailable, the lease's
+failure is logged; after Redis is back posts are limited by the fleet again,
+each stored once.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_redis_timeout 1s;
@@ -396,7 +403,11 @@ fleet-wide limit's lease got no answer
 
 
 
-=== TEST 8b: fleet scope: ioa_limit_conn holds across instances: a connection past the fleet's count is closed right after its handshake with 1008 too_many_connections; a closed one frees its place; an instance killed with its connections lets them go within ioa_presence_ttl
+=== TEST 8b: fleet scope: ioa_limit_conn holds an agent's connections across instances
+fleet scope: ioa_limit_conn holds across instances: a connection past the
+fleet's count is closed right after its handshake with 1008
+too_many_connections; a closed one frees its place; an instance killed with
+its connections lets them go within ioa_presence_ttl.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_scope fleet;

@@ -222,7 +222,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: Redis killed -9 under traffic and restarted (appendfsync always): nothing accepted is lost, nothing is stored twice, the open connections recover
+=== TEST 1: Redis killed -9 under traffic and restarted: nothing accepted is lost or doubled
+Redis killed -9 under traffic and restarted (appendfsync always): nothing
+accepted is lost, nothing is stored twice, the open connections recover.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
     ioa_redis_timeout 1s;
@@ -254,7 +256,9 @@ __DATA__
 
 
 
-=== TEST 2: nginx reload under traffic: clients get 1001, reconnect with resume, resend what is missing; nothing lost or doubled
+=== TEST 2: nginx reload under traffic: clients resume and resend, nothing lost or doubled
+nginx reload under traffic: clients get 1001, reconnect with resume, resend
+what is missing; nothing lost or doubled.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
     ioa_limit_rate off;
@@ -289,7 +293,9 @@ __DATA__
 
 
 
-=== TEST 3: a member that stops reading: the worker's memory stays bounded, it is closed with 1008, resumes and gets everything; the others are unaffected
+=== TEST 3: a member that stops reading is closed with 1008, the worker's memory bounded
+a member that stops reading: the worker's memory stays bounded, it is closed
+with 1008, resumes and gets everything; the others are unaffected.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
     ioa_limit_rate off;
@@ -344,7 +350,9 @@ __DATA__
 
 
 
-=== TEST 4: fifty clients sending junk at once (bytes, bad handshakes, bad frames) while two agents talk: every envelope arrives, the worker survives
+=== TEST 4: junk from fifty clients at once: every envelope arrives, the worker survives
+fifty clients sending junk at once (bytes, bad handshakes, bad frames) while
+two agents talk: every envelope arrives, the worker survives.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
     ioa_limit_rate off;
@@ -420,7 +428,11 @@ __DATA__
 
 
 
-=== TEST 5: a worker too busy to read Redis's answer within ioa_redis_timeout is not Redis timing out: the answer is read, the post is acknowledged and delivered once, no reconnect (frozen with SIGSTOP while 600 clients' frames line up before Redis's reply)
+=== TEST 5: a worker too busy to read Redis's answer in time is not a Redis timeout
+a worker too busy to read Redis's answer within ioa_redis_timeout is not Redis
+timing out: the answer is read, the post is acknowledged and delivered once,
+no reconnect (frozen with SIGSTOP while 600 clients' frames line up before
+Redis's reply).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
     ioa_redis_timeout 1s;
@@ -462,7 +474,11 @@ __DATA__
 
 
 
-=== TEST 6: a burst of large envelopes (40 x 256 KiB, past the 512 KiB the hub hands hiredis at once: the rest waits in its backlog) with Redis killed -9 in the middle: the backlog is answered with errors, nothing accepted is lost, nothing stored twice, and the order is the sender's
+=== TEST 6: Redis killed -9 in a burst of large envelopes: nothing lost or doubled, in order
+a burst of large envelopes (40 x 256 KiB, past the 512 KiB the hub hands
+hiredis at once: the rest waits in its backlog) with Redis killed -9 in the
+middle: the backlog is answered with errors, nothing accepted is lost, nothing
+stored twice, and the order is the sender's.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
     ioa_limit_rate off;
@@ -501,7 +517,10 @@ __DATA__
 
 
 
-=== TEST 7: with ioa_catchup_window 2m, a member resuming in a room of large envelopes reads about 1 MiB per round trip (COUNT 3 for 256 KiB envelopes, not ioa_catchup_batch's 256), and gets all of them in order
+=== TEST 7: with ioa_catchup_window 2m a resuming member reads about 1 MiB per round trip
+with ioa_catchup_window 2m, a member resuming in a room of large envelopes
+reads about 1 MiB per round trip (COUNT 3 for 256 KiB envelopes, not
+ioa_catchup_batch's 256), and gets all of them in order.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
     ioa_limit_rate off;
@@ -542,7 +561,9 @@ __DATA__
 [alert]
 [crit]
 [emerg]
-=== TEST 7b: with the default window (512k), the same member reads half of it per round trip: one 256 KiB envelope at a time, all 13 in order
+=== TEST 7b: with the default window a member reads one 256 KiB envelope per round trip
+with the default window (512k), the same member reads half of it per round
+trip: one 256 KiB envelope at a time, all 13 in order.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_AOF_REDIS_PORT;
     ioa_limit_rate off;

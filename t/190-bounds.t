@@ -105,7 +105,11 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: /fetch_chat_record: a room named 150 times is read once, at most 100 rooms per request, pages of "limit" envelopes from "after" with "more" and "next_after", and a 24 MB room streamed to clients that never read holds no more than a piece per request
+=== TEST 1: /fetch_chat_record bounds the rooms, pages and memory of each request
+/fetch_chat_record: a room named 150 times is read once, at most 100 rooms per
+request, pages of "limit" envelopes from "after" with "more" and "next_after",
+and a 24 MB room streamed to clients that never read holds no more than a
+piece per request.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -190,7 +194,10 @@ __DATA__
 
 
 
-=== TEST 1b: room feeds that never read, on an 8 MB room: each holds its catch-up window (ioa_catchup_window, 512k) and one read of half of it, whatever the room's size; a reader gets every envelope in order
+=== TEST 1b: room feeds that never read hold a bounded catch-up window on an 8 MB room
+room feeds that never read, on an 8 MB room: each holds its catch-up window
+(ioa_catchup_window, 512k) and one read of half of it, whatever the room's
+size; a reader gets every envelope in order.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_conn 0;
@@ -239,7 +246,11 @@ __DATA__
 
 
 
-=== TEST 2: ioa_max_agent_rooms: /teamup past an agent's cap is 409 too_many_rooms naming it and creates nothing; an agent at the cap loads every room in batches, and sixteen of its connections opening at once leave another agent's delivery latency near idle
+=== TEST 2: ioa_max_agent_rooms caps an agent's rooms without slowing other agents
+ioa_max_agent_rooms: /teamup past an agent's cap is 409 too_many_rooms naming
+it and creates nothing; an agent at the cap loads every room in batches, and
+sixteen of its connections opening at once leave another agent's delivery
+latency near idle.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_max_agent_rooms 300;
@@ -319,7 +330,11 @@ __DATA__
 
 
 
-=== TEST 3: slowloris against the shipped conf.d/ioa.conf (2 workers x 8192 connections, as it advises): 8,300 half-sent requests from one address do not keep an agent out, nginx closes them after client_header_timeout, and slow anonymous bodies are capped per address
+=== TEST 3: slowloris against the shipped ioa.conf does not keep an agent out
+slowloris against the shipped conf.d/ioa.conf (2 workers x 8192 connections,
+as it advises): 8,300 half-sent requests from one address do not keep an agent
+out, nginx closes them after client_header_timeout, and slow anonymous bodies
+are capped per address.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -471,7 +486,12 @@ __DATA__
 
 
 
-=== TEST 4: a noisy neighbour: one agent token does the worst it can within its limits at once (posts as fast as it can, 60 KB envelopes into a big room, 16 connections opened and closed, a connection that never reads, fetches of its big room it never reads, teamups as fast as allowed); another agent's delivery latency stays near idle, it loses nothing, and nginx's memory stays bounded
+=== TEST 4: a noisy agent within its limits leaves another agent's delivery near idle
+a noisy neighbour: one agent token does the worst it can within its limits at
+once (posts as fast as it can, 60 KB envelopes into a big room, 16 connections
+opened and closed, a connection that never reads, fetches of its big room it
+never reads, teamups as fast as allowed); another agent's delivery latency
+stays near idle, it loses nothing, and nginx's memory stays bounded.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -563,7 +583,12 @@ __DATA__
 
 
 
-=== TEST 5: an SSE inbox in 60 rooms gets a compact event id (a cursor in Redis, "~<cursor>.<version>+<changes>") instead of a 3 KB position; resuming from any id received gives exactly what came after it, across versions; a position that is gone is refused with 400 naming Last-Event-ID; an agent in two rooms keeps the inline form
+=== TEST 5: an SSE inbox in 60 rooms gets a compact event id that resumes exactly
+an SSE inbox in 60 rooms gets a compact event id (a cursor in Redis,
+"~<cursor>.<version>+<changes>") instead of a 3 KB position; resuming from any
+id received gives exactly what came after it, across versions; a position that
+is gone is refused with 400 naming Last-Event-ID; an agent in two rooms keeps
+the inline form.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_teamup_rate off;

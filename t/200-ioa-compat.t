@@ -28,7 +28,11 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: ioa_cors_origins: IoA's frontend on another origin gets its preflight answered (204, the method and headers it asked for, a max-age) and Access-Control-Allow-Origin echoed with credentials and Vary: Origin on every answer, errors included; an origin not listed gets no CORS header at all
+=== TEST 1: ioa_cors_origins answers a listed origin's preflight and CORS, no other's
+ioa_cors_origins: IoA's frontend on another origin gets its preflight answered
+(204, the method and headers it asked for, a max-age) and
+Access-Control-Allow-Origin echoed with credentials and Vary: Origin on every
+answer, errors included; an origin not listed gets no CORS header at all.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -75,7 +79,9 @@ __DATA__
 
 
 
-=== TEST 2: ioa_cors_origins * echoes any origin; without the directive there is no CORS at all (preflight 405)
+=== TEST 2: ioa_cors_origins * echoes any origin; without the directive there is no CORS
+ioa_cors_origins * echoes any origin; without the directive there is no CORS
+at all (preflight 405).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -95,7 +101,11 @@ __DATA__
 
 
 
-=== TEST 3: the names IoA's users write: "Weize Chen's Assistant", 王小明的助手 and "Open Interpreter (v2)" register, connect over WebSocket and SSE (percent-encoded paths), team up and exchange envelopes; each class the rule refuses is refused at each entry point with a 400 naming the field
+=== TEST 3: IoA users' agent names work everywhere; refused names get a 400 naming it
+the names IoA's users write: "Weize Chen's Assistant", 王小明的助手 and
+"Open Interpreter (v2)" register, connect over WebSocket and SSE
+(percent-encoded paths), team up and exchange envelopes; each class the rule
+refuses is refused at each entry point with a 400 naming the field.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -166,7 +176,10 @@ __DATA__
 
 
 
-=== TEST 4: a member whose name needs percent-encoding leaves: sends into the room keep working for everyone else, and it gets what it missed when it comes back (resume)
+=== TEST 4: a percent-encoded member leaves without disturbing the room and resumes
+a member whose name needs percent-encoding leaves: sends into the room keep
+working for everyone else, and it gets what it missed when it comes back
+(resume).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -84,7 +84,11 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: during a goal, every observer feed (/chatlist_ws, /chatlist over HTTP/1.1 and HTTP/2) carries exactly the goal room's team-up and its envelopes, in IoA's shapes, and none of the goal's own feed; that feed still reaches /goals/{id}/events
+=== TEST 1: observer feeds carry a goal room's team-up and envelopes, not the goal feed
+during a goal, every observer feed (/chatlist_ws, /chatlist over HTTP/1.1 and
+HTTP/2) carries exactly the goal room's team-up and its envelopes, in IoA's
+shapes, and none of the goal's own feed; that feed still reaches
+/goals/{id}/events.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -163,7 +167,10 @@ __DATA__
 
 
 
-=== TEST 2: /fetch_chat_record {}: every room in IoA's order (the one that spoke last comes last, so IoA's frontend shows it on top), the same over HTTP/1.1 and HTTP/2; a room with no envelope is placed by its team-up
+=== TEST 2: /fetch_chat_record {} lists every room in IoA's order on HTTP/1.1 and HTTP/2
+/fetch_chat_record {}: every room in IoA's order (the one that spoke last
+comes last, so IoA's frontend shows it on top), the same over HTTP/1.1 and
+HTTP/2; a room with no envelope is placed by its team-up.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -218,7 +225,10 @@ __DATA__
 
 
 
-=== TEST 3: no page asked for: a room longer than ioa_chat_record_latest (default 1000) gives its newest envelopes, oldest first, with "older"; a page asked for ("limit", "after") starts where it always did; HTTP/1.1 and HTTP/2 agree
+=== TEST 3: /fetch_chat_record without a page gives a long room's newest envelopes
+no page asked for: a room longer than ioa_chat_record_latest (default 1000)
+gives its newest envelopes, oldest first, with "older"; a page asked for
+("limit", "after") starts where it always did; HTTP/1.1 and HTTP/2 agree.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -305,7 +315,9 @@ __DATA__
 
 
 
-=== TEST 4: ioa_chat_record_latest above its ceiling (10000, the bound of "limit") stops nginx with a clear message
+=== TEST 4: ioa_chat_record_latest above its ceiling of 10000 stops nginx clearly
+ioa_chat_record_latest above its ceiling (10000, the bound of "limit") stops
+nginx with a clear message.
 --- config
     location / { ioa_api; ioa_chat_record_latest 10001; }
 --- must_die

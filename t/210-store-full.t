@@ -38,7 +38,11 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: Redis fills up under traffic: WebSocket posts get store_full error frames, REST writes 503 store_full with Retry-After (no Redis text anywhere), reads keep working, the error log says it once; after memory is freed posts go through again and every accepted envelope is there exactly once, in order
+=== TEST 1: a full Redis refuses writes with store_full, keeps reads, then recovers
+Redis fills up under traffic: WebSocket posts get store_full error frames,
+REST writes 503 store_full with Retry-After (no Redis text anywhere), reads
+keep working, the error log says it once; after memory is freed posts go
+through again and every accepted envelope is there exactly once, in order.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_rate off;
@@ -121,7 +125,10 @@ __DATA__
 
 
 
-=== TEST 2: ioa_metrics: GET /metrics in Prometheus' text format gives each Redis node's used_memory and maxmemory (so an operator sees it filling before store_full) and whether it answered; only GET and HEAD
+=== TEST 2: GET /metrics gives each Redis node's used_memory, maxmemory and health
+ioa_metrics: GET /metrics in Prometheus' text format gives each Redis node's
+used_memory and maxmemory (so an operator sees it filling before store_full)
+and whether it answered; only GET and HEAD.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

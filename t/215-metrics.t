@@ -73,7 +73,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: envelopes over WebSocket, SSE and http: posted, delivered, refused by code, bytes; connections by transport while they are open and after
+=== TEST 1: envelopes posted, delivered, refused and their bytes are counted per transport
+envelopes over WebSocket, SSE and http: posted, delivered, refused by code,
+bytes; connections by transport while they are open and after.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -192,7 +194,9 @@ __DATA__
 
 
 
-=== TEST 2: resumes and catch-up lengths: a WebSocket with since= and an inbox with Last-Event-ID are counted, and what they caught up on is the histogram's sum
+=== TEST 2: resumes are counted and what they caught up on sums in a histogram
+resumes and catch-up lengths: a WebSocket with since= and an inbox with
+Last-Event-ID are counted, and what they caught up on is the histogram's sum.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -237,7 +241,9 @@ __DATA__
 
 
 
-=== TEST 3: a WebSocket that does not read is closed at ioa_send_queue_limit and counted as an overflow
+=== TEST 3: a WebSocket that does not read is closed at the send queue limit and counted
+a WebSocket that does not read is closed at ioa_send_queue_limit and counted
+as an overflow.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     server {
@@ -271,7 +277,9 @@ __DATA__
 
 
 
-=== TEST 4: limits hit: ioa_limit_rate, ioa_limit_conn, ioa_max_room_members, each counted under its name
+=== TEST 4: each limit hit (rate, conn, room members) is counted under its name
+limits hit: ioa_limit_rate, ioa_limit_conn, ioa_max_room_members, each counted
+under its name.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_rate 1r/s burst=2;
@@ -312,7 +320,9 @@ __DATA__
 
 
 
-=== TEST 5: Redis: every command's latency in a histogram; a Redis restart shows as connection_lost and reconnects on its node
+=== TEST 5: Redis command latency is a histogram; a Redis restart counts connection_lost
+Redis: every command's latency in a histogram; a Redis restart shows as
+connection_lost and reconnects on its node.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_redis_backoff_max 300ms;
@@ -352,7 +362,9 @@ __DATA__
 
 
 
-=== TEST 6: "ioa_metrics token": only a token with the "metrics" (or "admin") scope scrapes; no token is 401, another scope 403 naming "metrics"
+=== TEST 6: only a token with the metrics or admin scope scrapes; others get 401 or 403
+"ioa_metrics token": only a token with the "metrics" (or "admin") scope
+scrapes; no token is 401, another scope 403 naming "metrics".
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;

@@ -34,7 +34,11 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: with ioa_room_retention 2s, rooms silent for 2 s (one that spoke, one that never did) are removed from Redis, from their members' room sets and from the index at the next sweep; a room that keeps talking stays; the removed room is then unknown to every endpoint
+=== TEST 1: ioa_room_retention removes silent rooms everywhere; a talking room stays
+with ioa_room_retention 2s, rooms silent for 2 s (one that spoke, one that
+never did) are removed from Redis, from their members' room sets and from the
+index at the next sweep; a room that keeps talking stays; the removed room is
+then unknown to every endpoint.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_room_retention 2s;
@@ -95,7 +99,11 @@ __DATA__
 
 
 
-=== TEST 1b: with ioa_agent_retention 2s, an agent registered and never connected, and one whose connection went, leave the registry 2 s after they were last seen (no longer found, its room set gone, the index exact), while a connected agent stays however long; a name that left can register again
+=== TEST 1b: ioa_agent_retention removes agents unseen for its time; connected ones stay
+with ioa_agent_retention 2s, an agent registered and never connected, and one
+whose connection went, leave the registry 2 s after they were last seen (no
+longer found, its room set gone, the index exact), while a connected agent
+stays however long; a name that left can register again.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_agent_retention 2s;
@@ -152,7 +160,11 @@ __DATA__
 
 
 
-=== TEST 3: a room's own retention (/teamup "retention_s": 1) with ioa_room_retention off: the silent room leaves Redis, the room sets, both indexes, and leaves a tombstone; a room without one and a room that keeps talking stay; the answer names the retention only where one applies
+=== TEST 3: a room's own retention_s removes it when silent and leaves a tombstone
+a room's own retention (/teamup "retention_s": 1) with ioa_room_retention off:
+the silent room leaves Redis, the room sets, both indexes, and leaves a
+tombstone; a room without one and a room that keeps talking stay; the answer
+names the retention only where one applies.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_rate off;
@@ -210,7 +222,11 @@ __DATA__
 
 
 
-=== TEST 3b: resuming into the expired room gets room_expired naming it and when, over a WebSocket (resume=, a resume frame) and SSE (Last-Event-ID), and from /rooms/{id}/events and /fetch_chat_record; a room that never existed gets what it got before; a post into it is still unknown_room
+=== TEST 3b: resuming into an expired room gets room_expired naming it and when
+resuming into the expired room gets room_expired naming it and when, over a
+WebSocket (resume=, a resume frame) and SSE (Last-Event-ID), and from
+/rooms/{id}/events and /fetch_chat_record; a room that never existed gets what
+it got before; a post into it is still unknown_room.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_teamup_rate off;
@@ -287,7 +303,10 @@ __DATA__
 
 
 
-=== TEST 4: with ioa_room_retention 1h, a room may ask for less (and expires by it) but not for more: 400 naming the limit; a room without its own gets the deployment's and stays
+=== TEST 4: under ioa_room_retention a room may ask for less retention but not more
+with ioa_room_retention 1h, a room may ask for less (and expires by it) but
+not for more: 400 naming the limit; a room without its own gets the
+deployment's and stays.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_room_retention 1h;

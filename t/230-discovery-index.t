@@ -135,7 +135,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: the index answers what retrieve.lua answers, byte for byte: 500 agents, 300 requests with limit, online_only, sender, several capabilities
+=== TEST 1: the index answers what retrieve.lua answers, byte for byte
+The index answers what retrieve.lua answers, byte for byte: 500 agents, 300
+requests with limit, online_only, sender, several capabilities.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -193,7 +195,9 @@ __DATA__
 
 
 
-=== TEST 2: changes show on every instance: a registration through one is found by the other, a new desc re-ranks, a forgotten agent and a record change follow
+=== TEST 2: changes made through one instance show on every instance
+Changes show on every instance: a registration through one is found by the
+other, a new desc re-ranks, a forgotten agent and a record change follow.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -256,7 +260,9 @@ __DATA__
 
 
 
-=== TEST 3: a Redis restart: the keeper refreshes, agents Redis lost leave the index, later ones enter it
+=== TEST 3: after a Redis restart the keeper refreshes and the index follows Redis
+A Redis restart: the keeper refreshes, agents Redis lost leave the index,
+later ones enter it.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -297,7 +303,9 @@ __DATA__
 
 
 
-=== TEST 4: nginx reload: the index keeps answering, a new worker keeps it, and changes after the reload arrive
+=== TEST 4: the index keeps answering and following changes across an nginx reload
+nginx reload: the index keeps answering, a new worker keeps it, and changes
+after the reload arrive.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -334,7 +342,9 @@ __DATA__
 
 
 
-=== TEST 5: a zone too small for the registry: the error log says so, and Redis answers, still exactly
+=== TEST 5: a zone too small for the registry is logged, and Redis answers exactly
+A zone too small for the registry: the error log says so, and Redis answers,
+still exactly.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_discovery_zone 256k;
@@ -403,7 +413,9 @@ ioa_discovery_zone is full at
 
 
 
-=== TEST 8: a failover of the registry's master (Redis Cluster; skipped on a standalone Redis): the keeper follows the new master and changes keep arriving
+=== TEST 8: the keeper follows a failover of the registry's master in a Redis Cluster
+A failover of the registry's master (Redis Cluster; skipped on a standalone
+Redis): the keeper follows the new master and changes keep arriving.
 --- http_config
     ioa_redis $TEST_NGINX_REDIS_SEEDS;
     ioa_redis_timeout 1s;
@@ -443,7 +455,9 @@ ioa_discovery_zone is full at
 
 
 
-=== TEST 9: holders come and go (each nginx worker restart is a new one): after more than the index's 1,024 holder slots, presence still shows
+=== TEST 9: presence still shows after more holders than the index's 1,024 holder slots
+Holders come and go (each nginx worker restart is a new one): after more than
+the index's 1,024 holder slots, presence still shows.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -468,7 +482,9 @@ ioa_discovery_zone is full at
 
 
 
-=== TEST 11: /metrics counts discovery queries by what ranked them, with their latency as a histogram; Prometheus' own parser reads the whole scrape
+=== TEST 11: /metrics counts discovery queries by ranker, with a latency histogram
+/metrics counts discovery queries by what ranked them, with their latency as a
+histogram; Prometheus' own parser reads the whole scrape.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -511,7 +527,10 @@ ioa_discovery_zone is full at
 
 
 
-=== TEST 10: a worker killed while it reads the index (in the middle of ranking, under gdb) does not hang the others: its share of the lock is released and the index keeps following Redis
+=== TEST 10: a worker killed while it reads the index does not hang the others
+A worker killed while it reads the index (in the middle of ranking, under gdb)
+does not hang the others: its share of the lock is released and the index
+keeps following Redis.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -546,7 +565,10 @@ ioa_discovery_zone is full at
 
 
 
-=== TEST 12: a worker killed while it writes the index (under gdb) does not hang the others: the index is given up, discovery is answered by Redis, exactly, and the error log and /metrics say so
+=== TEST 12: a worker killed while it writes the index does not hang the others
+A worker killed while it writes the index (under gdb) does not hang the
+others: the index is given up, discovery is answered by Redis, exactly, and
+the error log and /metrics say so.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

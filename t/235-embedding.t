@@ -95,7 +95,10 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: registration stores a 64-dimension vector with the agent; a query with no word in common ranks by cosine similarity, equal to the one computed here; words in common mix in BM25 as documented
+=== TEST 1: discovery ranks by cosine similarity of stored vectors, mixing in BM25
+registration stores a 64-dimension vector with the agent; a query with no word
+in common ranks by cosine similarity, equal to the one computed here; words in
+common mix in BM25 as documented.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -165,7 +168,10 @@ __DATA__
 
 
 
-=== TEST 2: the endpoint down: registration succeeds without a vector, discovery ranks by BM25 and says so (log, header, field); back up, the agents registered meanwhile are embedded later and ranked by the hybrid
+=== TEST 2: with the embedding endpoint down discovery falls back to BM25 and says so
+the endpoint down: registration succeeds without a vector, discovery ranks by
+BM25 and says so (log, header, field); back up, the agents registered
+meanwhile are embedded later and ranked by the hybrid.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

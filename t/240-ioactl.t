@@ -76,7 +76,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: health: 0 and "ok" when the hub is up; 3 with the hub's error when Redis is down or nothing listens
+=== TEST 1: health exits 0 if the hub is up, 3 with the error if Redis or nginx is down
+health: 0 and "ok" when the hub is up; 3 with the hub's error when Redis is
+down or nothing listens.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -114,7 +116,9 @@ __DATA__
 
 
 
-=== TEST 2: agents and agent: names, type, presence and record; --online and --query; an unknown agent is exit 4 with the hub's code; --json is the hub's JSON
+=== TEST 2: agents and agent show names, presence and records; an unknown agent exits 4
+agents and agent: names, type, presence and record; --online and --query; an
+unknown agent is exit 4 with the hub's code; --json is the hub's JSON.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -205,7 +209,9 @@ __DATA__
 
 
 
-=== TEST 4: tail: the last N, --since, type names, then live; a killed nginx worker and a full restart lose and double nothing
+=== TEST 4: tail prints the last N then live, losing and doubling nothing across restarts
+tail: the last N, --since, type names, then live; a killed nginx worker and a
+full restart lose and double nothing.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -287,7 +293,10 @@ __DATA__
 
 
 
-=== TEST 5: goals with the built-in planner and real agents: launch --wait and watch to the conclusion (0); cancel, watch exits 5; goal_ended and unknown_goal exit 2 and 4
+=== TEST 5: goal launch --wait and watch exit 0 at the conclusion, watch exits 5 on cancel
+goals with the built-in planner and real agents: launch --wait and watch to
+the conclusion (0); cancel, watch exits 5; goal_ended and unknown_goal exit 2
+and 4.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -349,7 +358,9 @@ __DATA__
 
 
 
-=== TEST 6: goal watch resumes with Last-Event-ID across a hub restart, printing every event once
+=== TEST 6: goal watch resumes with Last-Event-ID across a hub restart, each event once
+goal watch resumes with Last-Event-ID across a hub restart, printing every
+event once.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -383,7 +394,9 @@ __DATA__
 
 
 
-=== TEST 7: verify-room: 0 for an intact log, 6 naming the first broken link after an entry is removed, 4 for an unknown room
+=== TEST 7: verify-room exits 0 for an intact log, 6 for a broken link, 4 if unknown
+verify-room: 0 for an intact log, 6 naming the first broken link after an
+entry is removed, 4 for an unknown room.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -414,7 +427,9 @@ __DATA__
 
 
 
-=== TEST 8: authentication: tokens from `ioactl token`; no token is 401 and a missing scope 403, both readable (exit 2); the token is never printed
+=== TEST 8: without a token or scope ioactl exits 2 readably; it never prints the token
+authentication: tokens from `ioactl token`; no token is 401 and a missing
+scope 403, both readable (exit 2); the token is never printed.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -94,7 +94,10 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: goals by state and a worker's counters: launched, cancelled, run to their end by the built-in planner; the index, GET /goals and the scrape agree with what happened, and a killed worker goes down
+=== TEST 1: goal states and worker counters in the scrape agree with what happened
+goals by state and a worker's counters: launched, cancelled, run to their end
+by the built-in planner; the index, GET /goals and the scrape agree with what
+happened, and a killed worker goes down.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -245,7 +248,9 @@ __DATA__
 
 
 
-=== TEST 2: GET /goals: a launch token lists its own goals (as GET /goals/{id} lets it read them), an admin every goal and the counts; bad parameters are 400
+=== TEST 2: GET /goals lists a launch token's own goals and every goal for an admin
+GET /goals: a launch token lists its own goals (as GET /goals/{id} lets it
+read them), an admin every goal and the counts; bad parameters are 400.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_auth jwt;
@@ -303,7 +308,9 @@ __DATA__
 
 
 
-=== TEST 3: ended goals leave the index, and ioa_goals, as their records expire (--goal-retention)
+=== TEST 3: ended goals leave the index and ioa_goals as their records expire
+ended goals leave the index, and ioa_goals, as their records expire
+(--goal-retention).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -336,7 +343,9 @@ __DATA__
 
 
 
-=== TEST 4: LLM counters: calls, requests, retries and tokens equal what the scripted model served
+=== TEST 4: LLM counters equal what the scripted model served
+LLM counters: calls, requests, retries and tokens equal what the scripted
+model served.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -386,7 +395,9 @@ __DATA__
 
 
 
-=== TEST 5: Redis unreachable: the scrape still answers, without the families Redis would have given
+=== TEST 5: with Redis unreachable the scrape still answers, without Redis's families
+Redis unreachable: the scrape still answers, without the families Redis would
+have given.
 --- no_ready_wait
 --- http_config
     ioa_redis 127.0.0.1:1;

@@ -227,7 +227,10 @@ Referrer-Policy: ^no-referrer$
 
 
 
-=== TEST 2: auth on: a bad token is a readable 401, a token without the scope a readable 403; sign-out clears the tab; agents with presence and record, search, a room, and XSS probes shown as text
+=== TEST 2: with auth on the console explains 401/403, signs out, shows XSS as text
+auth on: a bad token is a readable 401, a token without the scope a readable
+403; sign-out clears the tab; agents with presence and record, search, a room,
+and XSS probes shown as text.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -305,7 +308,9 @@ Referrer-Policy: ^no-referrer$
 
 
 
-=== TEST 3: a goal launched from the form is watched live to its conclusion; a person's message and a cancel on a second goal
+=== TEST 3: a goal launched from the console form is watched live to its conclusion
+a goal launched from the form is watched live to its conclusion; a person's
+message and a cancel on a second goal.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -376,7 +381,9 @@ Referrer-Policy: ^no-referrer$
 
 
 
-=== TEST 4: open mode: no sign-in; a room's transcript live and across reloads with no line lost or doubled; no horizontal scrolling at 390 px
+=== TEST 4: in open mode a room's live transcript survives reloads with no line lost
+open mode: no sign-in; a room's transcript live and across reloads with no
+line lost or doubled; no horizontal scrolling at 390 px.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -414,7 +421,10 @@ Referrer-Policy: ^no-referrer$
 
 
 
-=== TEST 5: a hub restart behind an open room view: the page reconnects with its Last-Event-ID and shows every line once, also those posted while the hub was down
+=== TEST 5: after a hub restart an open room view reconnects and shows every line once
+a hub restart behind an open room view: the page reconnects with its
+Last-Event-ID and shows every line once, also those posted while the hub was
+down.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

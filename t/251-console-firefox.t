@@ -80,7 +80,10 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: Firefox: a room's transcript live and across a reload, every line once; HTML in data shown as text; the agents page; no horizontal scrolling in its narrowest window (500 px)
+=== TEST 1: Firefox shows a room's transcript live and across a reload, every line once
+Firefox: a room's transcript live and across a reload, every line once; HTML
+in data shown as text; the agents page; no horizontal scrolling in its
+narrowest window (500 px).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -89,7 +89,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: register, connect with a JWT, room traffic between two SDK agents; refused tokens raise AuthError with the hub's code
+=== TEST 1: two SDK agents connect with JWTs and talk; refused tokens raise AuthError
+register, connect with a JWT, room traffic between two SDK agents; refused
+tokens raise AuthError with the hub's code.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -136,7 +138,9 @@ __DATA__
 
 
 
-=== TEST 2: resume across a hub restart: each room's envelopes posted while it was down arrive once, in the Stream's order
+=== TEST 2: resume across a hub restart delivers each room's missed envelopes once, in order
+resume across a hub restart: each room's envelopes posted while it was down
+arrive once, in the Stream's order.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -193,7 +197,9 @@ __DATA__
 
 
 
-=== TEST 3: a task handler written with the SDK completes a goal launched with POST /launch_goal; the goal concludes with its result
+=== TEST 3: an SDK task handler completes a goal launched with POST /launch_goal
+a task handler written with the SDK completes a goal launched with POST
+/launch_goal; the goal concludes with its result.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -264,7 +270,10 @@ __DATA__
 
 
 
-=== TEST 5: @agent.turn: an SDK agent registered with speaks_protocol takes its DISCUSSION turn in a real goal; its reply is stored in the room, addressed back to the coordinator
+=== TEST 5: @agent.turn: an SDK agent takes its DISCUSSION turn in a real goal
+@agent.turn: an SDK agent registered with speaks_protocol takes its DISCUSSION
+turn in a real goal; its reply is stored in the room, addressed back to the
+coordinator.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -315,7 +324,9 @@ __DATA__
 
 
 
-=== TEST 6: task_timeout: a handler that sleeps 30 s under task_timeout=1 reports timed_out; the agent's record counts it
+=== TEST 6: a handler that outlives task_timeout reports timed_out
+task_timeout: a handler that sleeps 30 s under task_timeout=1 reports
+timed_out; the agent's record counts it.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -394,7 +405,10 @@ __DATA__
 
 
 
-=== TEST 8: sync tasks: the built-in planner's "..., then ..." sends SYNC_TASK_ASSIGNMENTs; the SDK answers each as ioa-agent does, the result addressed to the assigner
+=== TEST 8: the SDK answers the built-in planner's SYNC_TASK_ASSIGNMENTs as ioa-agent does
+sync tasks: the built-in planner's "..., then ..." sends
+SYNC_TASK_ASSIGNMENTs; the SDK answers each as ioa-agent does, the result
+addressed to the assigner.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -441,7 +455,10 @@ __DATA__
 
 
 
-=== TEST 9: a turn handler that raises: the reply says there is no reply and why, as ioa-agent's "(no reply: failed)", instead of passing the exception off as the agent's words
+=== TEST 9: a turn handler that raises replies "(no reply: failed)", as ioa-agent does
+a turn handler that raises: the reply says there is no reply and why, as
+ioa-agent's "(no reply: failed)", instead of passing the exception off as the
+agent's words.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -59,7 +59,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: initialize, tools with their schemas, templates, ping: the SDK's client in open mode
+=== TEST 1: the SDK's MCP client initializes, lists tools and templates, pings (open mode)
+initialize, tools with their schemas, templates, ping: the SDK's client in
+open mode.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -105,7 +107,9 @@ __DATA__
 
 
 
-=== TEST 2: the transport by hand: 405 for GET and DELETE, 202 for notifications, session required and checked, parse errors, batches, protocol versions
+=== TEST 2: the MCP transport by hand answers methods, sessions, errors and versions
+the transport by hand: 405 for GET and DELETE, 202 for notifications, session
+required and checked, parse errors, batches, protocol versions.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -176,7 +180,9 @@ __DATA__
 
 
 
-=== TEST 3: with tokens: find agents, launch a goal and follow it to its conclusion, read its transcript, post to another and cancel it
+=== TEST 3: with tokens an MCP client finds agents and launches, follows, cancels goals
+with tokens: find agents, launch a goal and follow it to its conclusion, read
+its transcript, post to another and cancel it.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -290,7 +296,9 @@ __DATA__
 
 
 
-=== TEST 4: bad arguments are -32602; an endpoint's refusal is a tool error; no token is 401 with WWW-Authenticate; a token without the launch scope is told so
+=== TEST 4: MCP refuses bad arguments, missing tokens and scopes each in its own way
+bad arguments are -32602; an endpoint's refusal is a tool error; no token is
+401 with WWW-Authenticate; a token without the launch scope is told so.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

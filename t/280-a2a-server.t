@@ -89,7 +89,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: open mode: the card, a blocking send, a stream to the end, get, both protocol versions through the SDK
+=== TEST 1: in open mode the card, send, stream and get work in both protocol versions
+open mode: the card, a blocking send, a stream to the end, get, both protocol
+versions through the SDK.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -165,7 +167,9 @@ __DATA__
 
 
 
-=== TEST 2: with tokens: the card's security scheme, the extended card, 401 without a token, and every malformed request answered with A2A's error
+=== TEST 2: with tokens, no token is 401 and every malformed request gets A2A's error
+with tokens: the card's security scheme, the extended card, 401 without a
+token, and every malformed request answered with A2A's error.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -282,7 +286,9 @@ __DATA__
 
 
 
-=== TEST 3: a dropped stream resubscribed, Last-Event-ID, the 0.3 wire by hand, a person's message to a running task, cancel both ways
+=== TEST 3: a dropped stream resubscribes; a running task takes a message and a cancel
+a dropped stream resubscribed, Last-Event-ID, the 0.3 wire by hand, a person's
+message to a running task, cancel both ways.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -399,7 +405,9 @@ __DATA__
 
 
 
-=== TEST 4: input-required: the team asks the task's user how to go on; the answer is a message to the task, streamed or blocking; a stop; no answer in time
+=== TEST 4: input-required: the user's answer to the team's question goes to the task
+input-required: the team asks the task's user how to go on; the answer is a
+message to the task, streamed or blocking; a stop; no answer in time.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -494,7 +502,9 @@ __DATA__
 
 
 
-=== TEST 5: one worker, ten A2A tasks waiting for their user's input: a new task completes at once beside them (a goal that waits holds no worker)
+=== TEST 5: A2A tasks waiting for their user hold no worker: a new task completes at once
+one worker, ten A2A tasks waiting for their user's input: a new task completes
+at once beside them (a goal that waits holds no worker).
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -540,7 +550,9 @@ __DATA__
 
 
 
-=== TEST 6: an A2A stream ends at its token's exp plus leeway, after a warning comment, with a JSON-RPC error: resubscribe and streaming sends, both versions
+=== TEST 6: an A2A stream ends at its token's exp plus leeway with a JSON-RPC error
+an A2A stream ends at its token's exp plus leeway, after a warning comment,
+with a JSON-RPC error: resubscribe and streaming sends, both versions.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -605,7 +617,9 @@ __DATA__
 
 
 
-=== TEST 7: another launcher's task is answered exactly as one that does not exist, over A2A (both versions) and REST; an administrator sees it
+=== TEST 7: another launcher's task is answered exactly as one that does not exist
+another launcher's task is answered exactly as one that does not exist, over
+A2A (both versions) and REST; an administrator sees it.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

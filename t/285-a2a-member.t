@@ -94,7 +94,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: a goal with an A2A agent (1.0, streamed) and a native agent: progress from its status messages, both results in the conclusion
+=== TEST 1: a goal with a streamed A2A 1.0 agent and a native agent concludes with both
+a goal with an A2A agent (1.0, streamed) and a native agent: progress from its
+status messages, both results in the conclusion.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -169,7 +171,9 @@ __DATA__
 
 
 
-=== TEST 2: failed, input-required, --timeout and SIGTERM map back to results, the last three after tasks/cancel
+=== TEST 2: A2A failed, input-required, --timeout and SIGTERM map back to results
+failed, input-required, --timeout and SIGTERM map back to results, the last
+three after tasks/cancel.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -233,7 +237,9 @@ __DATA__
 
 
 
-=== TEST 3: A2A 0.3 (a 0.3 card, the SDK's compat layer) streamed and polled, 1.0 polled: the same results
+=== TEST 3: A2A 0.3 streamed and polled and 1.0 polled give the same results
+A2A 0.3 (a 0.3 card, the SDK's compat layer) streamed and polled, 1.0 polled:
+the same results.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -238,7 +238,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: open mode: every endpoint, every malformation, alone and pipelined: each answered, the request after it too, no worker lost
+=== TEST 1: every malformed request in open mode is answered, and the one after it too
+open mode: every endpoint, every malformation, alone and pipelined: each
+answered, the request after it too, no worker lost.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -263,7 +263,9 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: negotiation: each offer is parsed, the first acceptable taken; windows and context takeover as offered
+=== TEST 1: negotiation takes the first acceptable offer, windows and takeover as offered
+Negotiation: each offer is parsed, the first acceptable taken; windows and
+context takeover as offered.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_ws_deflate on;
@@ -345,7 +347,10 @@ __DATA__
 
 
 
-=== TEST 2: python3-websockets in a room: envelopes of 1-4 KB arrive intact and in order, compressed both ways; a plain client in the same room gets plain frames; one compression per envelope serves every deflate member
+=== TEST 2: python3-websockets gets envelopes compressed both ways, a plain client plain
+python3-websockets in a room: envelopes of 1-4 KB arrive intact and in order,
+compressed both ways; a plain client in the same room gets plain frames; one
+compression per envelope serves every deflate member.
 --- log_level: debug
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
@@ -417,7 +422,9 @@ __DATA__
 
 
 
-=== TEST 3: our frames: RSV1 on envelopes, never on control frames or our own op frames; a short envelope goes plain; server_max_window_bits is kept to
+=== TEST 3: RSV1 is on our envelopes only: not short ones, control frames or op frames
+Our frames: RSV1 on envelopes, never on control frames or our own op frames; a
+short envelope goes plain; server_max_window_bits is kept to.
 --- log_level: debug
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
@@ -475,7 +482,10 @@ __DATA__
 
 
 
-=== TEST 4: client context takeover: the inflate stream is kept from message to message, in the window agreed; under client_no_context_takeover each message stands alone; a stream that breaks either is 1007
+=== TEST 4: client context takeover is kept or not as agreed; a broken stream is 1007
+Client context takeover: the inflate stream is kept from message to message,
+in the window agreed; under client_no_context_takeover each message stands
+alone; a stream that breaks either is 1007.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_ws_deflate on;
@@ -542,7 +552,10 @@ __DATA__
 
 
 
-=== TEST 5: a compressed message in fragments (RSV1 on the first only), with a ping between them and UTF-8 split anywhere, arrives intact; RSV1 on a continuation frame is 1002
+=== TEST 5: a compressed message in fragments arrives intact; RSV1 on a continuation is 1002
+A compressed message in fragments (RSV1 on the first only), with a ping
+between them and UTF-8 split anywhere, arrives intact; RSV1 on a continuation
+frame is 1002.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_ws_deflate on;
@@ -585,7 +598,10 @@ __DATA__
 
 
 
-=== TEST 6: RSV1 on a control frame is 1002, with deflate agreed or not; RSV1 without deflate and RSV2 with it are 1002; broken DEFLATE data and compressed bad UTF-8 are 1007
+=== TEST 6: misplaced RSV bits are 1002; broken DEFLATE data and bad UTF-8 are 1007
+RSV1 on a control frame is 1002, with deflate agreed or not; RSV1 without
+deflate and RSV2 with it are 1002; broken DEFLATE data and compressed bad
+UTF-8 are 1007.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_ws_deflate on;
@@ -627,7 +643,9 @@ __DATA__
 
 
 
-=== TEST 7: a message that ends with a final DEFLATE block (BFINAL) is read, and the next one may still refer back into it
+=== TEST 7: a message ending with a final DEFLATE block is read, and the next refers back
+A message that ends with a final DEFLATE block (BFINAL) is read, and the next
+one may still refer back into it.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_ws_deflate on;
@@ -658,7 +676,9 @@ __DATA__
 
 
 
-=== TEST 8: decompression bombs: 2 MB and 100 MB of zeros in a few KB close with 1009 as the limit is passed, and the worker's peak memory does not follow the bomb
+=== TEST 8: decompression bombs close with 1009 and the worker's memory does not follow
+Decompression bombs: 2 MB and 100 MB of zeros in a few KB close with 1009 as
+the limit is passed, and the worker's peak memory does not follow the bomb.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_ws_deflate on;
@@ -712,7 +732,11 @@ __DATA__
 
 
 
-=== TEST 9: ioa_max_message_size 64k: a compressed message inflating to exactly 64 KiB passes, one byte more is 1009; compressed bytes no such message could take are 1009 at the frame header; a plain one too big still gets too_big and the connection stays
+=== TEST 9: ioa_max_message_size bounds inflated messages: 64 KiB passes, one more is 1009
+ioa_max_message_size 64k: a compressed message inflating to exactly 64 KiB
+passes, one byte more is 1009; compressed bytes no such message could take are
+1009 at the frame header; a plain one too big still gets too_big and the
+connection stays.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_ws_deflate on;
@@ -753,7 +777,10 @@ __DATA__
 
 
 
-=== TEST 10: ioa_ws_deflate is off by default: no extension whatever is offered, RSV1 is 1002, and frames are exactly what they were without deflate; a location may turn it on
+=== TEST 10: ioa_ws_deflate is off by default, and a location may turn it on
+ioa_ws_deflate is off by default: no extension whatever is offered, RSV1 is
+1002, and frames are exactly what they were without deflate; a location may
+turn it on.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

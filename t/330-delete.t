@@ -66,7 +66,10 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: DELETE /agents/{name}: itself or admin, others 403, unknown 404; entry, index, presence, memberships go; its WebSockets on two instances close with 1008 "agent deleted"; it registers again afresh; each deletion is audited
+=== TEST 1: DELETE /agents/{name} removes an agent everywhere and closes its WebSockets
+DELETE /agents/{name}: itself or admin, others 403, unknown 404; entry, index,
+presence, memberships go; its WebSockets on two instances close with 1008
+"agent deleted"; it registers again afresh; each deletion is audited.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_teamup_rate off;
@@ -173,7 +176,10 @@ __DATA__
 
 
 
-=== TEST 2: DELETE /rooms/{comm_id}: creator or admin; members connected get a final envelope and lose the link, keep their connection; keys and index entries go; a resume and a post get room_deleted / unknown_room; audited
+=== TEST 2: DELETE /rooms/{comm_id} removes a room and tells its connected members
+DELETE /rooms/{comm_id}: creator or admin; members connected get a final
+envelope and lose the link, keep their connection; keys and index entries go;
+a resume and a post get room_deleted / unknown_room; audited.
 --- http_config
     ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
     ioa_limit_teamup_rate off;
