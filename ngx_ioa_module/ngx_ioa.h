@@ -6,9 +6,13 @@
  *
  * The module is a set of small parts that meet in this header:
  *
- *   ngx_ioa_module.c         directives, configuration, worker start/stop,
- *                            the ioa_api content handler that dispatches
- *                            IoA's endpoints;
+ *   ngx_ioa_module.c         directives, configuration, worker start/stop;
+ *   ngx_ioa_api.c            the ioa_api content handler: the endpoints as
+ *                            one table (path, methods, scope, handler) and
+ *                            the dispatcher that reads it;
+ *   ngx_ioa_name.c           the one rule for agent names (libunistring);
+ *   ngx_ioa_conf_file.c      files the configuration names (keys,
+ *                            passwords);
  *   ngx_ioa_ws.c             WebSocket handshake and connection life cycle
  *                            (read loop, send queue, pings, close);
  *   ngx_ioa_ws_frame.c       RFC 6455 frame codec and UTF-8 validation,
@@ -425,10 +429,11 @@ struct ngx_ioa_room_s {
 };
 
 
-/* ngx_ioa_module.c */
+/* ngx_ioa_module.c, ngx_ioa_api.c, ngx_ioa_name.c */
 extern ngx_module_t  ngx_http_ioa_module;
 
 ngx_ioa_main_conf_t *ngx_ioa_main_conf(void);
+ngx_int_t ngx_ioa_api_handler(ngx_http_request_t *r);
 /* an agent name: characters and bytes (ngx_ioa_valid_name) */
 #define NGX_IOA_NAME_MAX_CHARS    64
 #define NGX_IOA_NAME_MAX_BYTES    256
@@ -450,7 +455,19 @@ ngx_ioa_main_conf_t *ngx_ioa_main_conf(void);
 
 ngx_int_t ngx_ioa_name_check(ngx_str_t *name, u_char *why);
 #define ngx_ioa_valid_name(name)  ngx_ioa_name_check(name, NULL)
-int64_t ngx_ioa_now_ms(void);
+
+/* the wall clock in ms, as of this event-loop turn (nginx's cached time):
+ * timestamps and created_at, not durations */
+static ngx_inline int64_t
+ngx_ioa_now_ms(void)
+{
+    ngx_time_t  *tp;
+
+    tp = ngx_timeofday();
+
+    return (int64_t) tp->sec * 1000 + tp->msec;
+}
+
 
 
 /* ngx_ioa_redis.c */

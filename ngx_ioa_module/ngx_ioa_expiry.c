@@ -116,7 +116,7 @@ ngx_ioa_expiry_start(ngx_ioa_client_t *cl, ngx_ioa_identity_t *id)
     ex->client = cl;
     ex->exp = id->expires;
 
-    /* a refresh must be good for what the handshake was (ngx_ioa_module.c
+    /* a refresh must be good for what the handshake was (ngx_ioa_api.c
      * routes /ws/{name} and /chatlist_ws so) */
     ex->scope = cl->kind == NGX_IOA_CLIENT_AGENT ? NGX_IOA_SCOPE_MEMBER
                 : cl->kind == NGX_IOA_CLIENT_OBSERVER
