@@ -509,6 +509,40 @@ typedef enum {
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
+
+/*
+ * What the Redis layer tells its users (rooms, the discovery index, goals)
+ * of its connections and of pub/sub: each registers its hooks once per
+ * worker, before ngx_ioa_redis_init_process(), and the layer calls them in
+ * the order they were registered; a hook may be NULL.  Pub/sub traffic
+ * goes to the user whose owns() claims the channel, else to the one
+ * without owns() (the rooms: every other channel is a room's or the
+ * registry's).  So ngx_ioa_redis*.c know no user by name.
+ */
+typedef struct {
+    const char  *name;
+    /* a node's command connection came up (first, or again) */
+    void       (*node_up)(ngx_ioa_redis_node_t *node);
+    /* commands can go again: a node came up, or the Cluster healed */
+    void       (*cmd_ready)(void);
+    /* the Cluster's slot map changed */
+    void       (*map_changed)(void);
+    /* a node's pub/sub connection is ready, or lost */
+    void       (*sub_ready)(ngx_ioa_redis_node_t *node);
+    void       (*sub_lost)(ngx_ioa_redis_node_t *node);
+    /* a (un)subscribe was refused: the slot of a MOVED, or -1 */
+    void       (*sub_refused)(ngx_ioa_redis_node_t *node, ngx_int_t slot);
+    /* pub/sub: whose channel it is, its messages, its confirmations */
+    ngx_uint_t (*owns)(ngx_str_t *channel, ngx_uint_t pattern);
+    void       (*message)(ngx_str_t *channel, ngx_str_t *payload,
+                          ngx_uint_t pattern);
+    void       (*subscribed)(ngx_ioa_redis_node_t *node, ngx_str_t *channel,
+                             ngx_uint_t pattern);
+    void       (*unsubscribed)(ngx_ioa_redis_node_t *node,
+                               ngx_str_t *channel, ngx_uint_t pattern);
+} ngx_ioa_redis_hooks_t;
+
+ngx_int_t ngx_ioa_redis_add_hooks(const ngx_ioa_redis_hooks_t *hooks);
 ngx_int_t ngx_ioa_redis_init_process(ngx_cycle_t *cycle);
 void ngx_ioa_redis_exit_process(ngx_cycle_t *cycle);
 ngx_ioa_redis_req_t *ngx_ioa_redis_command(ngx_ioa_redis_handler_pt handler,
@@ -897,6 +931,7 @@ ngx_int_t ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who);
 ngx_int_t ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who);
+ngx_int_t ngx_ioa_goal_init_process(ngx_cycle_t *cycle);
 void ngx_ioa_goal_ensure_group(void);
 ngx_int_t ngx_ioa_goal_id_valid(ngx_str_t *id);
 ngx_int_t ngx_ioa_goal_feed_name(ngx_pool_t *pool, ngx_str_t *id,

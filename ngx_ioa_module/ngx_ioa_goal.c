@@ -1523,6 +1523,30 @@ ngx_ioa_goal_message_done(ngx_http_request_t *r, redisReply *reply)
  * the Stream, so no goal queued before any worker started is skipped; made
  * when the command connection comes up and again before each job */
 
+/* every node that comes up is asked for the workers' consumer group: the
+ * queue's node, after a restart or a failover, may not have it yet */
+
+static void
+ngx_ioa_goal_node_up(ngx_ioa_redis_node_t *node)
+{
+    ngx_ioa_goal_ensure_group();
+}
+
+
+static const ngx_ioa_redis_hooks_t  ngx_ioa_goal_redis_hooks = {
+    "goals",
+    ngx_ioa_goal_node_up,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+};
+
+
+ngx_int_t
+ngx_ioa_goal_init_process(ngx_cycle_t *cycle)
+{
+    return ngx_ioa_redis_add_hooks(&ngx_ioa_goal_redis_hooks);
+}
+
+
 void
 ngx_ioa_goal_ensure_group(void)
 {

@@ -130,9 +130,60 @@ static void ngx_ioa_ixs_epoch_done(redisReply *reply, void *data);
 static ngx_ioa_ixs_t  ngx_ioa_ixs;
 
 
+/* what the index hears from the Redis layer: its own channel, and the
+ * connections that carry it */
+
+static ngx_uint_t
+ngx_ioa_ixs_owns(ngx_str_t *channel, ngx_uint_t pattern)
+{
+    return !pattern && ngx_ioa_index_channel(channel);
+}
+
+
+static void
+ngx_ioa_ixs_message(ngx_str_t *channel, ngx_str_t *payload,
+    ngx_uint_t pattern)
+{
+    ngx_ioa_index_on_message(payload);
+}
+
+
+static void
+ngx_ioa_ixs_subscribed(ngx_ioa_redis_node_t *node, ngx_str_t *channel,
+    ngx_uint_t pattern)
+{
+    ngx_ioa_index_on_subscribed(node);
+}
+
+
+static void
+ngx_ioa_ixs_unsubscribed(ngx_ioa_redis_node_t *node, ngx_str_t *channel,
+    ngx_uint_t pattern)
+{
+    ngx_ioa_index_on_sub_lost(node);
+}
+
+
+static const ngx_ioa_redis_hooks_t  ngx_ioa_ixs_redis_hooks = {
+    "discovery index",
+    NULL,                                  /* node_up */
+    NULL,                                  /* cmd_ready */
+    NULL,                                  /* map_changed */
+    ngx_ioa_index_on_sub_ready,
+    ngx_ioa_index_on_sub_lost,
+    NULL,                                  /* sub_refused */
+    ngx_ioa_ixs_owns,
+    ngx_ioa_ixs_message,
+    ngx_ioa_ixs_subscribed,
+    ngx_ioa_ixs_unsubscribed
+};
+
+
 void
 ngx_ioa_index_init_process(ngx_cycle_t *cycle)
 {
+    (void) ngx_ioa_redis_add_hooks(&ngx_ioa_ixs_redis_hooks);
+
     ngx_memzero(&ngx_ioa_ixs, sizeof(ngx_ioa_ixs_t));
 
     if (ngx_ioa_ix_ctx() == NULL) {

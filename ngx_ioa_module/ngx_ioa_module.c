@@ -997,6 +997,10 @@ ngx_ioa_init_process(ngx_cycle_t *cycle)
 
     ngx_ioa_index_init_process(cycle);
 
+    if (ngx_ioa_goal_init_process(cycle) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return ngx_ioa_redis_init_process(cycle);
 }
 

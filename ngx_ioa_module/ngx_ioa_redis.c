@@ -69,10 +69,16 @@
  * three kinds alike; commands are appended to the connection's buffer and
  * hiredis only writes them.  A standalone Redis gets SUBSCRIBE (rooms) and
  * PSUBSCRIBE (the observer feed) as before; a Cluster gets SSUBSCRIBE on the
- * master that owns the room's slot.  Messages go to ngx_ioa_link.c; after a
- * pub/sub connection comes back, or a slot moves, the room code
- * resubscribes and every client catches up from the room Streams, so
- * traffic published meanwhile is not lost.
+ * master that owns the room's slot.  Messages go to the user that owns
+ * their channel; after a pub/sub connection comes back, or a slot moves,
+ * the room code resubscribes and every client catches up from the room
+ * Streams, so traffic published meanwhile is not lost.
+ *
+ * The layer knows its users only by the hooks they registered
+ * (ngx_ioa_redis_hooks_t, in ngx_ioa.h): the rooms, the discovery index
+ * and the goals hear through them when a connection comes up or is lost,
+ * when the Cluster's map changes, and what pub/sub brings, as hiredis'
+ * adapters and nginx's upstream call up through function pointers.
  */
 
 
@@ -120,6 +126,10 @@ struct ngx_ioa_redis_req_s {
 };
 
 
+static const ngx_ioa_redis_hooks_t *ngx_ioa_redis_channel_user(
+    ngx_str_t *channel, ngx_uint_t pattern);
+static void ngx_ioa_redis_hooks_sub_ready(ngx_ioa_redis_node_t *node);
+static void ngx_ioa_redis_hooks_sub_lost(ngx_ioa_redis_node_t *node);
 static ngx_ioa_redis_req_t *ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler,
     void *data, ngx_int_t script, int nkeys, int argc, const char **argv,
     const size_t *argvlen);
@@ -167,6 +177,131 @@ static u_char *ngx_ioa_redis_uint(u_char *p, size_t n);
 static u_char       ngx_ioa_script_sha[NGX_IOA_SCRIPT_N][40];
 static ngx_str_t    ngx_ioa_default_user = ngx_string("default");
 static ngx_uint_t   ngx_ioa_redis_exiting;
+
+
+/* rooms, the discovery index, goals: a few */
+#define NGX_IOA_REDIS_HOOKS  8
+
+static const ngx_ioa_redis_hooks_t  *ngx_ioa_redis_hooks[NGX_IOA_REDIS_HOOKS];
+static ngx_uint_t                    ngx_ioa_redis_nhooks;
+
+
+ngx_int_t
+ngx_ioa_redis_add_hooks(const ngx_ioa_redis_hooks_t *hooks)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
+        if (ngx_ioa_redis_hooks[i] == hooks) {
+            return NGX_OK;              /* once per worker */
+        }
+    }
+
+    if (ngx_ioa_redis_nhooks == NGX_IOA_REDIS_HOOKS) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, 0,
+                      "ioa redis: too many users (%s)", hooks->name);
+        return NGX_ERROR;
+    }
+
+    ngx_ioa_redis_hooks[ngx_ioa_redis_nhooks++] = hooks;
+
+    return NGX_OK;
+}
+
+
+void
+ngx_ioa_redis_hooks_node_up(ngx_ioa_redis_node_t *node)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
+        if (ngx_ioa_redis_hooks[i]->node_up) {
+            ngx_ioa_redis_hooks[i]->node_up(node);
+        }
+    }
+}
+
+
+void
+ngx_ioa_redis_hooks_cmd_ready(void)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
+        if (ngx_ioa_redis_hooks[i]->cmd_ready) {
+            ngx_ioa_redis_hooks[i]->cmd_ready();
+        }
+    }
+}
+
+
+void
+ngx_ioa_redis_hooks_map_changed(void)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
+        if (ngx_ioa_redis_hooks[i]->map_changed) {
+            ngx_ioa_redis_hooks[i]->map_changed();
+        }
+    }
+}
+
+
+static void
+ngx_ioa_redis_hooks_sub_ready(ngx_ioa_redis_node_t *node)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
+        if (ngx_ioa_redis_hooks[i]->sub_ready) {
+            ngx_ioa_redis_hooks[i]->sub_ready(node);
+        }
+    }
+}
+
+
+static void
+ngx_ioa_redis_hooks_sub_lost(ngx_ioa_redis_node_t *node)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
+        if (ngx_ioa_redis_hooks[i]->sub_lost) {
+            ngx_ioa_redis_hooks[i]->sub_lost(node);
+        }
+    }
+}
+
+
+/* whose channel: the user that claims it, else the one that claims none */
+
+static const ngx_ioa_redis_hooks_t *
+ngx_ioa_redis_channel_user(ngx_str_t *channel, ngx_uint_t pattern)
+{
+    ngx_uint_t                    i;
+    const ngx_ioa_redis_hooks_t  *h, *rest;
+
+    rest = NULL;
+
+    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
+        h = ngx_ioa_redis_hooks[i];
+
+        if (h->owns == NULL) {
+            if (rest == NULL && (h->message || h->subscribed)) {
+                rest = h;
+            }
+
+            continue;
+        }
+
+        if (h->owns(channel, pattern)) {
+            return h;
+        }
+    }
+
+    return rest;
+}
 
 
 ngx_int_t
@@ -342,8 +477,7 @@ ngx_ioa_redis_conn_close(ngx_ioa_redis_conn_t *rc)
 
     if (rc->is_sub && state == NGX_IOA_REDIS_READY && !ngx_ioa_redis_exiting)
     {
-        ngx_ioa_index_on_sub_lost(rc->node);
-        ngx_ioa_room_on_sub_lost(rc->node);
+        ngx_ioa_redis_hooks_sub_lost(rc->node);
     }
 }
 
@@ -633,8 +767,7 @@ static void
 ngx_ioa_redis_usable(ngx_ioa_redis_conn_t *rc)
 {
     if (rc->is_sub) {
-        ngx_ioa_room_on_sub_ready(rc->node);
-        ngx_ioa_index_on_sub_ready(rc->node);
+        ngx_ioa_redis_hooks_sub_ready(rc->node);
         return;
     }
 
@@ -674,8 +807,8 @@ ngx_ioa_redis_node_up(ngx_ioa_redis_node_t *node)
     rc->up = 1;
 
     ngx_ioa_redis_load_scripts(rc);
-    ngx_ioa_goal_ensure_group();
-    ngx_ioa_room_on_cmd_ready();
+    ngx_ioa_redis_hooks_node_up(node);
+    ngx_ioa_redis_hooks_cmd_ready();
     ngx_ioa_redis_note_health();
 }
 
@@ -709,8 +842,7 @@ ngx_ioa_redis_on_disconnect(const redisAsyncContext *ac, int status)
     }
 
     if (rc->is_sub) {
-        ngx_ioa_index_on_sub_lost(rc->node);
-        ngx_ioa_room_on_sub_lost(rc->node);
+        ngx_ioa_redis_hooks_sub_lost(rc->node);
 
     } else {
         ngx_ioa_redis_node_lost(rc->node);
@@ -1549,11 +1681,12 @@ ngx_ioa_redis_sub_read(ngx_event_t *ev)
 static void
 ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
 {
-    ngx_int_t              slot;
-    ngx_str_t              t, channel, payload;
-    ngx_uint_t             ask, pattern;
-    redisReply            *type, *chan, *msg;
-    ngx_ioa_redis_node_t  *node;
+    ngx_int_t                     slot;
+    ngx_str_t                     t, channel, payload;
+    ngx_uint_t                    i, ask, pattern;
+    redisReply                   *type, *chan, *msg;
+    ngx_ioa_redis_node_t         *node;
+    const ngx_ioa_redis_hooks_t  *owner;
 
     if (rc->authing) {
         /* the first answer on a new connection: AUTH's */
@@ -1580,7 +1713,13 @@ ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
         }
 
         ngx_ioa_redis_refresh(1);
-        ngx_ioa_room_on_sub_refused(rc->node, slot);
+
+        for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
+            if (ngx_ioa_redis_hooks[i]->sub_refused) {
+                ngx_ioa_redis_hooks[i]->sub_refused(rc->node, slot);
+            }
+        }
+
         return;
     }
 
@@ -1622,24 +1761,24 @@ ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
         payload.data = (u_char *) msg->str;
         payload.len = msg->len;
 
-        if (!pattern && ngx_ioa_index_channel(&channel)) {
-            ngx_ioa_index_on_message(&payload);
-            return;
+        owner = ngx_ioa_redis_channel_user(&channel, pattern);
+
+        if (owner && owner->message) {
+            owner->message(&channel, &payload, pattern);
         }
 
-        ngx_ioa_room_on_message(&channel, &payload, pattern);
         return;
     }
 
     if (ngx_ioa_redis_is(&t, "subscribe")) {
         ngx_ioa_redis_replied(rc);
 
-        if (!pattern && ngx_ioa_index_channel(&channel)) {
-            ngx_ioa_index_on_subscribed(rc->node);
-            return;
+        owner = ngx_ioa_redis_channel_user(&channel, pattern);
+
+        if (owner && owner->subscribed) {
+            owner->subscribed(rc->node, &channel, pattern);
         }
 
-        ngx_ioa_room_on_subscribed(rc->node, &channel, pattern);
         return;
     }
 
@@ -1648,12 +1787,12 @@ ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
          * channels of that slot and says so */
         ngx_ioa_redis_replied(rc);
 
-        if (!pattern && ngx_ioa_index_channel(&channel)) {
-            ngx_ioa_index_on_sub_lost(rc->node);
-            return;
+        owner = ngx_ioa_redis_channel_user(&channel, pattern);
+
+        if (owner && owner->unsubscribed) {
+            owner->unsubscribed(rc->node, &channel, pattern);
         }
 
-        ngx_ioa_room_on_unsubscribed(rc->node, &channel, pattern);
         return;
     }
 }

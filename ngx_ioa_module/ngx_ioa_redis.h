@@ -87,6 +87,10 @@ void ngx_ioa_redis_conn_open(ngx_ioa_redis_conn_t *rc);
 void ngx_ioa_redis_conn_failed(ngx_ioa_redis_conn_t *rc, const char *what);
 void ngx_ioa_redis_conn_close(ngx_ioa_redis_conn_t *rc);
 void ngx_ioa_redis_node_up(ngx_ioa_redis_node_t *node);
+/* the users' hooks (ngx_ioa_redis_hooks_t), for the layer's own files */
+void ngx_ioa_redis_hooks_node_up(ngx_ioa_redis_node_t *node);
+void ngx_ioa_redis_hooks_cmd_ready(void);
+void ngx_ioa_redis_hooks_map_changed(void);
 ngx_ioa_redis_req_t *ngx_ioa_redis_node_command(ngx_ioa_redis_node_t *node,
     ngx_ioa_redis_handler_pt handler, void *data, int argc,
     const char **argv, const size_t *argvlen);

@@ -854,7 +854,7 @@ ngx_ioa_redis_slots_reply(redisReply *reply, void *data)
     }
 
     /* rooms follow their slots to the new owners */
-    ngx_ioa_room_on_map_changed();
+    ngx_ioa_redis_hooks_map_changed();
 
     healthy = ngx_ioa_redis_healthy();
     ngx_ioa_redis_note_health();
@@ -863,7 +863,7 @@ ngx_ioa_redis_slots_reply(redisReply *reply, void *data)
         /* work that failed meanwhile (CLUSTERDOWN, a master away) is
          * retried now that every slot has its master again */
         ngx_ioa_redis_trouble = 0;
-        ngx_ioa_room_on_cmd_ready();
+        ngx_ioa_redis_hooks_cmd_ready();
     }
 
     ngx_ioa_redis_refresh_at(healthy && !ngx_ioa_redis_trouble

@@ -86,9 +86,31 @@ static ngx_event_t         ngx_ioa_tick_ev;
 static ngx_connection_t    ngx_ioa_tick_conn;
 
 
+/* what the rooms hear from the Redis layer: every channel the discovery
+ * index does not claim is a room's, the observers' pattern or the
+ * registry's events (ngx_ioa_link.c takes the messages apart) */
+static const ngx_ioa_redis_hooks_t  ngx_ioa_room_redis_hooks = {
+    "rooms",
+    NULL,                                  /* node_up */
+    ngx_ioa_room_on_cmd_ready,
+    ngx_ioa_room_on_map_changed,
+    ngx_ioa_room_on_sub_ready,
+    ngx_ioa_room_on_sub_lost,
+    ngx_ioa_room_on_sub_refused,
+    NULL,                                  /* owns: the rest */
+    ngx_ioa_room_on_message,
+    ngx_ioa_room_on_subscribed,
+    ngx_ioa_room_on_unsubscribed
+};
+
+
 ngx_int_t
 ngx_ioa_room_init_process(ngx_cycle_t *cycle)
 {
+    if (ngx_ioa_redis_add_hooks(&ngx_ioa_room_redis_hooks) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     ngx_rbtree_init(&ngx_ioa_rooms, &ngx_ioa_rooms_sentinel,
                     ngx_str_rbtree_insert_value);
 
