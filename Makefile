@@ -68,7 +68,7 @@ IOA_REDIS_PORT ?= 7789
 # is built.  make run installs the run set only: no browser, no podman.
 DEPS := bash $(REPO)/scripts/deps.sh install
 
-MODULE_SRCS := $(wildcard ngx_ioa_module/*.c ngx_ioa_module/*.h) \
+MODULE_SRCS := $(wildcard ngx_ioa_module/*.[ch] ngx_ioa_module/*/*.[ch]) \
     $(wildcard redis-scripts/*.lua) config
 
 .PHONY: test-build bench-bins asan-fuzz-build test-fast fuzz-run-ci fuzz-run-regress
@@ -121,12 +121,12 @@ $(MODULE): $(MODULE_SRCS)
 
 # scripts/ioa-terms.c: the module's own tokenizer file, so that tests and
 # the bench give the scripts the terms the hub would
-$(TERMS): scripts/ioa-terms.c ngx_ioa_module/ngx_ioa_tokenize.c \
-          ngx_ioa_module/ngx_ioa_tokenize.h
+$(TERMS): scripts/ioa-terms.c ngx_ioa_module/registry/ngx_ioa_tokenize.c \
+          ngx_ioa_module/registry/ngx_ioa_tokenize.h
 	@mkdir -p $(BUILD)
 	$(CC) -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -pedantic -g -O2 \
-	    -Ingx_ioa_module -o $@ scripts/ioa-terms.c \
-	    ngx_ioa_module/ngx_ioa_tokenize.c
+	    -Ingx_ioa_module/registry -o $@ scripts/ioa-terms.c \
+	    ngx_ioa_module/registry/ngx_ioa_tokenize.c
 
 run: deps-run
 	@$(MAKE) -s $(MODULE) agent worker

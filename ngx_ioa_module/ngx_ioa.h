@@ -4,61 +4,91 @@
  *
  * Shared types of ngx_http_ioa_module.
  *
- * The module is a set of small parts that meet in this header:
+ * The module is a set of small parts that meet in this header, in one
+ * folder per subsystem (config lists them):
  *
  *   ngx_ioa_module.c         directives, configuration, worker start/stop;
- *   ngx_ioa_api.c            the ioa_api content handler: the endpoints as
- *                            one table (path, methods, scope, handler) and
- *                            the dispatcher that reads it;
- *   ngx_ioa_name.c           the one rule for agent names (libunistring);
  *   ngx_ioa_conf_file.c      files the configuration names (keys,
  *                            passwords);
- *   ngx_ioa_ws.c             WebSocket handshake and connection life cycle
+ *
+ *   transports/  the agents' connections
+ *     ngx_ioa_ws.c           WebSocket handshake and connection life cycle
  *                            (read loop, send queue, pings, close);
- *   ngx_ioa_ws_frame.c       RFC 6455 frame codec and UTF-8 validation,
+ *     ngx_ioa_ws_frame.c     RFC 6455 frame codec and UTF-8 validation,
  *                            free of I/O so it can be fuzzed alone;
- *   ngx_ioa_expiry.c         token expiry on open connections: the
- *                            warning, the close, in-band refresh;
- *   ngx_ioa_ws_deflate.c     permessage-deflate (RFC 7692): negotiation,
+ *     ngx_ioa_ws_deflate.c   permessage-deflate (RFC 7692): negotiation,
  *                            a broadcast's compressed frame built once and
  *                            shared, bounded inflation;
- *   ngx_ioa_envelope.c       IoA AgentMessage parse/validate/normalise;
- *   ngx_ioa_json.c           JSON helpers for REST bodies and answers;
- *   ngx_ioa_redis_adapter.c  hiredis async <-> nginx event loop glue;
- *   ngx_ioa_redis.c          the per-worker Redis client: connections,
- *                            reconnects, timeouts, scripts, pub/sub,
- *                            MOVED/ASK;
- *   ngx_ioa_redis_cluster.c  Redis Cluster: setup detection, key slots,
- *                            the slot map and its refresh;
- *   ngx_ioa_room.c           rooms and their per-worker subscriptions;
- *   ngx_ioa_link.c           links: catch-up from the room Stream, then
- *                            live fan-out, exactly once and in order;
- *   ngx_ioa_client.c         clients: agents' rooms, resume, presence;
- *   ngx_ioa_observer.c       the feed of every room, registry events;
- *   ngx_ioa_delete.c         DELETE /agents/{name}, /rooms/{comm_id}, and
- *                            the audit stream;
- *   ngx_ioa_post.c           an envelope from a client into its room;
- *   ngx_ioa_registry.c       /register, /retrieve_assistant, ... presence;
- *   ngx_ioa_index*.c         the discovery index: BM25 inside nginx, in a
- *                            shared memory zone that follows Redis;
- *   ngx_ioa_tokenize.c       the one tokenizer of descriptions and queries;
- *   ngx_ioa_stats.c          the instance's counters for /metrics (shm);
- *   ngx_ioa_embed.c          embeddings for semantic discovery, through a
- *                            subrequest to a proxied /v1/embeddings;
- *   ngx_ioa_rest.c           request bodies, JSON answers, /teamup,
- *                            /fetch_chat_record, /health_check;
- *   ngx_ioa_sse.c            the HTTP transport: POST an envelope, receive
+ *     ngx_ioa_sse.c          the HTTP transport: POST an envelope, receive
  *                            an SSE inbox (HTTP/1.1 and HTTP/2);
- *   ngx_ioa_mcp.c            the hub as an MCP server (ioa_mcp): tools and
- *                            resources answered by subrequests to the
- *                            REST endpoints;
- *   ngx_ioa_a2a*.c           the hub as an A2A agent (ioa_a2a): JSON-RPC
- *                            and operations, tasks that are goals (streams,
- *                            waits), the agent card;
- *   ngx_ioa_call.c           a facade's in-memory call of an endpoint;
- *   ngx_ioa_wait.c           a request that waits on a stream (a goal's
+ *     ngx_ioa_position.c     an SSE client's position, for resume;
+ *     ngx_ioa_linger.c       ioa_linger: a turn's writes batched;
+ *
+ *   store/       Redis, and pub/sub
+ *     ngx_ioa_redis_adapter.c  hiredis async <-> nginx event loop glue;
+ *     ngx_ioa_redis.c        the per-worker Redis client: connections,
+ *                            reconnects, timeouts, scripts, pub/sub,
+ *                            MOVED/ASK, and the hooks its users register
+ *                            (ngx_ioa_redis_hooks_t): it calls none of
+ *                            them by name;
+ *     ngx_ioa_redis_cluster.c  Redis Cluster: setup detection, key slots,
+ *                            the slot map and its refresh;
+ *     ngx_ioa_redis_reply.c, ngx_ioa_redis_resolve.c  replies, addresses;
+ *
+ *   rooms/       envelopes and the rooms they travel in
+ *     ngx_ioa_envelope.c     IoA AgentMessage parse/validate/normalise;
+ *     ngx_ioa_room.c         rooms and their per-worker subscriptions;
+ *     ngx_ioa_link.c         links: catch-up from the room Stream, then
+ *                            live fan-out, exactly once and in order;
+ *     ngx_ioa_client.c       clients: agents' rooms, resume, presence;
+ *     ngx_ioa_observer.c     the feed of every room, registry events;
+ *     ngx_ioa_post.c         an envelope from a client into its room;
+ *     ngx_ioa_retention.c    the sweep of rooms and agents past retention;
+ *
+ *   registry/    agents and discovery
+ *     ngx_ioa_registry.c     /register, /retrieve_assistant, ... presence;
+ *     ngx_ioa_index*.c       the discovery index: BM25 inside nginx, in a
+ *                            shared memory zone that follows Redis;
+ *     ngx_ioa_tokenize.c     the one tokenizer of descriptions and queries
+ *                            (the worker compiles it too);
+ *     ngx_ioa_embed.c        embeddings for semantic discovery, through a
+ *                            subrequest to a proxied /v1/embeddings;
+ *     ngx_ioa_name.c         the one rule for agent names (libunistring);
+ *
+ *   api/         the REST API
+ *     ngx_ioa_api.c          the ioa_api content handler: the endpoints as
+ *                            one table (path, methods, scope, handler) and
+ *                            the dispatcher that reads it;
+ *     ngx_ioa_rest.c         request bodies, JSON answers, /teamup,
+ *                            /health_check;
+ *     ngx_ioa_json.c         JSON helpers for REST bodies and answers;
+ *     ngx_ioa_cors.c         ioa_cors_origins;
+ *     ngx_ioa_record.c       /fetch_chat_record, streamed in pieces;
+ *     ngx_ioa_room_api.c     one room's events and verify for non-members;
+ *     ngx_ioa_goal.c, ngx_ioa_goal_list.c  /launch_goal, /goals;
+ *     ngx_ioa_delete.c       DELETE /agents/{name}, /rooms/{comm_id}, and
+ *                            the audit stream;
+ *     ngx_ioa_room_erase.c   erasure of one sender's envelopes;
+ *
+ *   facades/     the hub as an MCP server and an A2A agent
+ *     ngx_ioa_mcp.c          ioa_mcp: tools and resources answered by
+ *                            subrequests to the REST endpoints;
+ *     ngx_ioa_a2a*.c         ioa_a2a: JSON-RPC and operations, tasks that
+ *                            are goals (streams, waits), the agent card;
+ *     ngx_ioa_call.c         a facade's in-memory call of an endpoint;
+ *     ngx_ioa_wait.c         a request that waits on a stream (a goal's
  *                            feed) and answers once;
- *   ngx_ioa_jsonrpc.c        JSON-RPC 2.0 messages of the facades.
+ *     ngx_ioa_jsonrpc.c      JSON-RPC 2.0 messages of the facades;
+ *
+ *   trust/       who may do what, and how much
+ *     ngx_ioa_auth.c         JWT, auth_request, scopes;
+ *     ngx_ioa_expiry.c       token expiry on open connections: the
+ *                            warning, the close, in-band refresh;
+ *     ngx_ioa_limit*.c       rates and connections, per instance or fleet;
+ *
+ *   ops/         operations
+ *     ngx_ioa_stats.c        the instance's counters for /metrics (shm);
+ *     ngx_ioa_metrics*.c     /metrics, this instance's and the fleet's.
  *
  * A "client" is anything that receives room traffic: a WebSocket agent, an
  * SSE inbox or an observer feed.  Rooms hold links to clients; a link keeps

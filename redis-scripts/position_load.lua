@@ -1,5 +1,5 @@
 -- position_load.lua: the whole resume position of a cursor's version (see
--- ngx_ioa_module/ngx_ioa_position.c and position_save.lua).
+-- ngx_ioa_module/transports/ngx_ioa_position.c and position_save.lua).
 --
 -- KEYS[1]  P{pos:<cursor>}
 -- ARGV[1]  v               the version named by the client's Last-Event-ID

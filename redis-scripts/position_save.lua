@@ -1,5 +1,5 @@
 -- position_save.lua: one version of an SSE inbox's resume position (see
--- ngx_ioa_module/ngx_ioa_position.c).
+-- ngx_ioa_module/transports/ngx_ioa_position.c).
 --
 -- KEYS[1]  P{pos:<cursor>}   HASH of the cursor's versions:
 --                            "s<v>" the whole position at version v,

@@ -40,7 +40,7 @@
 -- Document indexed = tokens of desc, then the tokens of each tag once more
 -- (tags are words the agent chose to be found by, so they weigh a little more
 -- than a passing mention in desc).  The script does not tokenize: the caller
--- does, with the one tokenizer there is (ngx_ioa_module/ngx_ioa_tokenize.c,
+-- does, with the one tokenizer there is (ngx_ioa_module/registry/ngx_ioa_tokenize.c,
 -- which the module and the worker compile), and passes the terms in ARGV[10].
 -- Terms are taken as they are, repeats included: a term's count is its tf,
 -- the number of terms is the document's length.  desc and tags_json are only

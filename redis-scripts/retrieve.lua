@@ -31,7 +31,7 @@
 -- share the {reg} hash tag with the declared keys.
 --
 -- The script does not tokenize: the caller does, with the tokenizer that
--- made the index's terms (ngx_ioa_module/ngx_ioa_tokenize.c, compiled into
+-- made the index's terms (ngx_ioa_module/registry/ngx_ioa_tokenize.c, compiled into
 -- the module and the worker), so a query and a description can never
 -- disagree on what a term is.
 --

@@ -88,7 +88,7 @@ build() {
             -I "$src/src/core" -I "$src/src/event" -I "$src/src/event/modules" \
             -I "$src/src/os/unix" -I "$src/src/http" -I "$src/src/http/v2" \
             -I "$src/src/http/modules" -I "$OUT/obj" -I "$OUT/obj/addon/ioa" \
-            -I "$REPO/ngx_ioa_module" -I "$REPO/fuzz" \
+            -I "$REPO/ngx_ioa_module" $(printf -- '-I %s ' "$REPO"/ngx_ioa_module/*/) -I "$REPO/fuzz" \
             "$REPO/fuzz/$h.c" "$REPO/fuzz/fuzz_common.c" $objs "$OUT/nginx-nomain.o" \
             -lcrypt -lpcre2-8 -lssl -lcrypto -lz -lhiredis -lyajl -lunistring -lpthread \
             -o "$OUT/bin/$h"

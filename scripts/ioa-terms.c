@@ -1,6 +1,6 @@
 /*
  * ioa-terms: the discovery terms of texts, from the one tokenizer the hub
- * and the worker use (ngx_ioa_module/ngx_ioa_tokenize.c), for whoever calls
+ * and the worker use (ngx_ioa_module/registry/ngx_ioa_tokenize.c), for whoever calls
  * register.lua or retrieve.lua without going through them: the tests
  * (t/redis-scripts.t, t/031-tokenizer.t) and the discovery bench's direct
  * mode (bench/discovery/client.py).  Built by `make` into build/ioa-terms.

@@ -1,4 +1,4 @@
-# t/031-tokenizer.t -- the discovery tokenizer, ngx_ioa_module/ngx_ioa_tokenize.c,
+# t/031-tokenizer.t -- the discovery tokenizer, ngx_ioa_module/registry/ngx_ioa_tokenize.c,
 # the one definition of a term (the hub's /register and /retrieve_assistant,
 # the worker's queries; the Redis scripts take its terms as they are).
 #

@@ -3,7 +3,7 @@
 # character (the Unicode properties Default_Ignorable_Code_Point and
 # Bidi_Control), is refused wherever a name enters, so that no agent can
 # pass for another in the console, in discovery answers or in transcripts
-# (ngx_ioa_name_check() in ngx_ioa_module/ngx_ioa_module.c).
+# (ngx_ioa_name_check() in ngx_ioa_module/registry/ngx_ioa_name.c).
 #
 #   TEST_NGINX_LOAD_MODULES=/work/main/build/ngx_http_ioa_module.so \
 #       prove -It/lib t/032-names.t

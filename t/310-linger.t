@@ -1,5 +1,5 @@
 # t/310-linger.t -- ioa_linger, the bounded wait of a busy worker at the end
-# of a turn (ngx_ioa_module/ngx_ioa_linger.c).
+# of a turn (ngx_ioa_module/transports/ngx_ioa_linger.c).
 #
 # What must hold, on real processes (a Redis and nginx of our own, loaded by
 # bench/ioa-bench, the generator of BENCHMARKS.md):

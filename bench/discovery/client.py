@@ -22,7 +22,7 @@
 
 register.lua and retrieve.lua take terms, not text: whatever goes straight
 into Redis is tokenized first by --terms, build/ioa-terms, which is the hub's
-own tokenizer (ngx_ioa_module/ngx_ioa_tokenize.c) as a filter, so the index
+own tokenizer (ngx_ioa_module/registry/ngx_ioa_tokenize.c) as a filter, so the index
 and the queries are the ones nginx would make.  The previous scripts of step
 4 still tokenize in Lua (with the same rules) and get the texts.
 

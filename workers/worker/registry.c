@@ -7,7 +7,7 @@
  * what it does is exactly what /register, /query_assistant,
  * /retrieve_assistant and /teamup do, and nginx stays out of the path.
  * register.lua and retrieve.lua take terms, not text: they are made here
- * by the hub's own tokenizer, ngx_ioa_module/ngx_ioa_tokenize.c, which the
+ * by the hub's own tokenizer, ngx_ioa_module/registry/ngx_ioa_tokenize.c, which the
  * Makefile compiles into the worker, so the coordinator's queries find what
  * /register indexed.
  *

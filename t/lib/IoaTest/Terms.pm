@@ -1,7 +1,7 @@
 # IoaTest::Terms -- discovery terms for tests.
 #
 # register.lua and retrieve.lua take terms, not text: the caller tokenizes
-# with ngx_ioa_module/ngx_ioa_tokenize.c, the one tokenizer.  Tests that run
+# with ngx_ioa_module/registry/ngx_ioa_tokenize.c, the one tokenizer.  Tests that run
 # the scripts straight in Redis get their terms from that same C file, through
 # build/ioa-terms (scripts/ioa-terms.c, built by `make`), so they never carry
 # a tokenizer of their own that could drift from the hub's.
