@@ -581,6 +581,40 @@ ngx_ioa_redis_req_t *ngx_ioa_redis_script(ngx_ioa_script_e script,
     ngx_ioa_redis_handler_pt handler, void *data, int nkeys, int argc,
     const char **argv, const size_t *argvlen);
 void ngx_ioa_redis_cancel(ngx_ioa_redis_req_t *req);
+
+/* a command's arguments, built in order (store/ngx_ioa_redis_args.c) */
+#define NGX_IOA_ARGS_INLINE   16
+#define NGX_IOA_ARGS_SCRATCH  512
+
+typedef struct ngx_ioa_args_chunk_s  ngx_ioa_args_chunk_t;
+
+typedef struct {
+    ngx_uint_t                n;
+    ngx_uint_t                nalloc;
+    const char              **argv;
+    size_t                   *argvlen;
+    u_char                   *pos;          /* formatted arguments */
+    u_char                   *end;
+    ngx_ioa_args_chunk_t     *chunks;       /* beyond the scratch space */
+    ngx_uint_t                failed;       /* an allocation failed */
+    const char               *argv_inline[NGX_IOA_ARGS_INLINE];
+    size_t                    argvlen_inline[NGX_IOA_ARGS_INLINE];
+    u_char                    scratch[NGX_IOA_ARGS_SCRATCH];
+} ngx_ioa_args_t;
+
+void ngx_ioa_args_init(ngx_ioa_args_t *a);
+void ngx_ioa_args_free(ngx_ioa_args_t *a);
+void ngx_ioa_args_buf(ngx_ioa_args_t *a, const u_char *data, size_t len);
+void ngx_ioa_args_cstr(ngx_ioa_args_t *a, const char *s);
+void ngx_ioa_args_str(ngx_ioa_args_t *a, ngx_str_t *s);
+void ngx_ioa_args_copy(ngx_ioa_args_t *a, const u_char *data, size_t len);
+void ngx_ioa_args_int(ngx_ioa_args_t *a, int64_t v);
+void ngx_ioa_args_fmt(ngx_ioa_args_t *a, const char *fmt, ...);
+ngx_ioa_redis_req_t *ngx_ioa_redis_command_args(
+    ngx_ioa_redis_handler_pt handler, void *data, ngx_ioa_args_t *a);
+ngx_ioa_redis_req_t *ngx_ioa_redis_script_args(ngx_ioa_script_e script,
+    ngx_ioa_redis_handler_pt handler, void *data, int nkeys,
+    ngx_ioa_args_t *a);
 ngx_int_t ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern,
     ngx_ioa_redis_node_t **node);
 ngx_int_t ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern,
@@ -820,6 +854,11 @@ ngx_int_t ngx_ioa_rest_node_command(ngx_http_request_t *r,
     const char **argv, const size_t *argvlen);
 ngx_int_t ngx_ioa_rest_redis_failed(ngx_http_request_t *r,
     redisReply *reply);
+ngx_int_t ngx_ioa_rest_script_args(ngx_http_request_t *r,
+    ngx_ioa_script_e script, ngx_ioa_rest_handler_pt handler, int nkeys,
+    ngx_ioa_args_t *a);
+ngx_int_t ngx_ioa_rest_command_args(ngx_http_request_t *r,
+    ngx_ioa_rest_handler_pt handler, ngx_ioa_args_t *a);
 ngx_int_t ngx_ioa_teamup_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_fetch_record_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_health_handler(ngx_http_request_t *r);

@@ -1550,29 +1550,21 @@ ngx_ioa_goal_init_process(ngx_cycle_t *cycle)
 void
 ngx_ioa_goal_ensure_group(void)
 {
-    u_char                key[256];
-    const char           *argv[6];
-    size_t                argvlen[6];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = "XGROUP";
-    argvlen[0] = 6;
-    argv[1] = "CREATE";
-    argvlen[1] = 6;
-    argv[2] = (const char *) key;
-    argvlen[2] = ngx_snprintf(key, sizeof(key), "%V{jobs}:goals",
-                              &mcf->redis_prefix) - key;
-    argv[3] = "workers";
-    argvlen[3] = 7;
-    argv[4] = "0";
-    argvlen[4] = 1;
-    argv[5] = "MKSTREAM";
-    argvlen[5] = 8;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "XGROUP");
+    ngx_ioa_args_cstr(&a, "CREATE");
+    ngx_ioa_args_fmt(&a, "%V{jobs}:goals", &mcf->redis_prefix);
+    ngx_ioa_args_cstr(&a, "workers");
+    ngx_ioa_args_cstr(&a, "0");
+    ngx_ioa_args_cstr(&a, "MKSTREAM");
 
     /* BUSYGROUP (it exists) is the usual answer and is fine */
-    (void) ngx_ioa_redis_command(NULL, NULL, 6, argv, argvlen);
+    (void) ngx_ioa_redis_command_args(NULL, NULL, &a);
 }
 
 

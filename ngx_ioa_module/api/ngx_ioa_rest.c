@@ -564,6 +564,40 @@ ngx_ioa_rest_command(ngx_http_request_t *r, ngx_ioa_rest_handler_pt handler,
 }
 
 
+/* the same from a builder (ngx_ioa_args_t), which the send releases */
+
+ngx_int_t
+ngx_ioa_rest_script_args(ngx_http_request_t *r, ngx_ioa_script_e script,
+    ngx_ioa_rest_handler_pt handler, int nkeys, ngx_ioa_args_t *a)
+{
+    ngx_int_t  rc;
+
+    rc = a->failed ? NGX_ERROR
+                   : ngx_ioa_rest_script(r, script, handler, nkeys,
+                                         (int) a->n, a->argv, a->argvlen);
+
+    ngx_ioa_args_free(a);
+
+    return rc;
+}
+
+
+ngx_int_t
+ngx_ioa_rest_command_args(ngx_http_request_t *r,
+    ngx_ioa_rest_handler_pt handler, ngx_ioa_args_t *a)
+{
+    ngx_int_t  rc;
+
+    rc = a->failed ? NGX_ERROR
+                   : ngx_ioa_rest_node_command(r, NULL, handler, (int) a->n,
+                                               a->argv, a->argvlen);
+
+    ngx_ioa_args_free(a);
+
+    return rc;
+}
+
+
 /* the same to one Redis node, whatever the keys (INFO for /metrics); a
  * NULL node: the node of the command's keys */
 
