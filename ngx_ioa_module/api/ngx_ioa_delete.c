@@ -139,8 +139,6 @@ static ngx_int_t ngx_ioa_delete_publish(ngx_pool_t *pool, const char *event,
 static void ngx_ioa_room_delete_answer(ngx_http_request_t *r);
 static void ngx_ioa_audit_written(redisReply *reply, void *data);
 static void ngx_ioa_audit_read(ngx_http_request_t *r, redisReply *reply);
-static ngx_int_t ngx_ioa_delete_key(ngx_pool_t *pool, ngx_str_t *key,
-    const char *fmt, ngx_str_t *a);
 
 
 /* DELETE /agents/{name}: the agent itself, or admin; open mode: anyone */
@@ -149,11 +147,10 @@ ngx_int_t
 ngx_ioa_agent_delete_handler(ngx_http_request_t *r, ngx_str_t *name,
     ngx_ioa_identity_t *who)
 {
-    size_t             argvlen[2];
-    ngx_str_t          key, v;
-    const char        *argv[2];
+    ngx_str_t          v;
     ngx_int_t          rc;
     ngx_uint_t         erase;
+    ngx_ioa_args_t     a;
     ngx_ioa_error_t    err;
     ngx_ioa_delete_t  *d;
 
@@ -224,19 +221,12 @@ ngx_ioa_agent_delete_handler(ngx_http_request_t *r, ngx_str_t *name,
         }
     }
 
-    if (ngx_ioa_delete_key(r->pool, &key, "%Vagent:%V", &d->target)
-        != NGX_OK)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "EXISTS");
+    ngx_ioa_args_fmt(&a, "%Vagent:%V", &ngx_ioa_main_conf()->reg_base,
+                     &d->target);
 
-    argv[0] = "EXISTS";
-    argvlen[0] = 6;
-    argv[1] = (const char *) key.data;
-    argvlen[1] = key.len;
-
-    if (ngx_ioa_rest_command(r, ngx_ioa_agent_delete_exists, 2, argv,
-                             argvlen)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_agent_delete_exists, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -279,9 +269,7 @@ ngx_ioa_delete_start(ngx_http_request_t *r, ngx_str_t *target,
 static void
 ngx_ioa_agent_delete_exists(ngx_http_request_t *r, redisReply *reply)
 {
-    size_t             argvlen[2];
-    ngx_str_t          key;
-    const char        *argv[2];
+    ngx_ioa_args_t     a;
     ngx_ioa_error_t    err;
     ngx_ioa_delete_t  *d;
 
@@ -300,19 +288,12 @@ ngx_ioa_agent_delete_exists(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    if (ngx_ioa_delete_key(r->pool, &key, "%Vrooms:%V", &d->target)
-        != NGX_OK)
-    {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "SMEMBERS");
+    ngx_ioa_args_fmt(&a, "%Vrooms:%V", &ngx_ioa_main_conf()->reg_base,
+                     &d->target);
 
-    argv[0] = "SMEMBERS";
-    argvlen[0] = 8;
-    argv[1] = (const char *) key.data;
-    argvlen[1] = key.len;
-
-    if (ngx_ioa_rest_command(r, ngx_ioa_agent_delete_rooms, 2, argv, argvlen)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_agent_delete_rooms, &a)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -366,34 +347,22 @@ ngx_ioa_agent_delete_erased(ngx_http_request_t *r, ngx_ioa_erase_t *er)
 static ngx_int_t
 ngx_ioa_agent_delete_next(ngx_http_request_t *r)
 {
-    u_char                agent[NGX_IOA_KEY_MAX], agents[NGX_IOA_KEY_MAX];
-    u_char                stats[NGX_IOA_KEY_MAX], seen[NGX_IOA_KEY_MAX];
-    u_char                now[NGX_INT64_LEN];
-    size_t                argvlen[9];
-    ngx_str_t             key;
-    const char           *argv[9];
+    ngx_ioa_args_t        a;
     ngx_ioa_delete_t     *d;
     ngx_ioa_main_conf_t  *mcf;
 
     d = ngx_ioa_rest_get_data(r);
     mcf = ngx_ioa_main_conf();
 
+    ngx_ioa_args_init(&a);
+
     if (d->next < d->nsets) {
-        key.data = agent;
-        key.len = ngx_snprintf(agent, sizeof(agent), "%V{room:%V}:%s",
-                               &mcf->redis_prefix, &d->sets[d->next],
-                               d->floor ? "floor" : "members")
-                  - agent;
+        ngx_ioa_args_cstr(&a, "SREM");
+        ngx_ioa_args_fmt(&a, "%V{room:%V}:%s", &mcf->redis_prefix,
+                         &d->sets[d->next], d->floor ? "floor" : "members");
+        ngx_ioa_args_str(&a, &d->target);
 
-        argv[0] = "SREM";
-        argvlen[0] = 4;
-        argv[1] = (const char *) key.data;
-        argvlen[1] = key.len;
-        argv[2] = (const char *) d->target.data;
-        argvlen[2] = d->target.len;
-
-        if (ngx_ioa_rest_command(r, ngx_ioa_agent_delete_left, 3, argv,
-                                 argvlen)
+        if (ngx_ioa_rest_command_args(r, ngx_ioa_agent_delete_left, &a)
             != NGX_OK)
         {
             return ngx_ioa_send_unavailable(r);
@@ -404,32 +373,18 @@ ngx_ioa_agent_delete_next(ngx_http_request_t *r)
         return NGX_DONE;
     }
 
-    argv[0] = (const char *) agent;
-    argvlen[0] = ngx_snprintf(agent, sizeof(agent), "%Vagent:%V",
-                              &mcf->reg_base, &d->target) - agent;
-    argv[1] = (const char *) agents;
-    argvlen[1] = ngx_snprintf(agents, sizeof(agents), "%Vagents",
-                              &mcf->reg_base) - agents;
-    argv[2] = (const char *) stats;
-    argvlen[2] = ngx_snprintf(stats, sizeof(stats), "%Vstats",
-                              &mcf->reg_base) - stats;
-    argv[3] = (const char *) seen;
-    argvlen[3] = ngx_snprintf(seen, sizeof(seen), "%Vseen", &mcf->reg_base)
-                 - seen;
-    argv[4] = (const char *) mcf->reg_base.data;
-    argvlen[4] = mcf->reg_base.len;
-    argv[5] = (const char *) d->target.data;
-    argvlen[5] = d->target.len;
-    argv[6] = (const char *) now;
-    argvlen[6] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[7] = "0";
-    argvlen[7] = 1;
-    argv[8] = "delete";
-    argvlen[8] = 6;
+    ngx_ioa_args_fmt(&a, "%Vagent:%V", &mcf->reg_base, &d->target);
+    ngx_ioa_args_fmt(&a, "%Vagents", &mcf->reg_base);
+    ngx_ioa_args_fmt(&a, "%Vstats", &mcf->reg_base);
+    ngx_ioa_args_fmt(&a, "%Vseen", &mcf->reg_base);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_str(&a, &d->target);
+    ngx_ioa_args_int(&a, ngx_ioa_now_ms());
+    ngx_ioa_args_cstr(&a, "0");
+    ngx_ioa_args_cstr(&a, "delete");
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_AGENT_FORGET,
-                            ngx_ioa_agent_delete_forgotten, 4, 9, argv,
-                            argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_AGENT_FORGET,
+                                 ngx_ioa_agent_delete_forgotten, 4, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -553,9 +508,7 @@ ngx_int_t
 ngx_ioa_room_delete_handler(ngx_http_request_t *r, ngx_str_t *comm_id,
     ngx_ioa_identity_t *who)
 {
-    size_t             argvlen[3];
-    ngx_str_t          key;
-    const char        *argv[3];
+    ngx_ioa_args_t     a;
     ngx_ioa_error_t    err;
     ngx_ioa_delete_t  *d;
 
@@ -571,26 +524,19 @@ ngx_ioa_room_delete_handler(ngx_http_request_t *r, ngx_str_t *comm_id,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    if (ngx_ioa_delete_key(r->pool, &key, "%V{room:%V}:meta", &d->target)
-        != NGX_OK)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
     /* who may: settled once the creator is read (the identity is kept in
      * the creator's place until then) */
     d->creator = who->open || (who->scopes & NGX_IOA_SCOPE_ADMIN)
                  ? d->actor : who->sub;
     d->left = who->open || (who->scopes & NGX_IOA_SCOPE_ADMIN);
 
-    argv[0] = "HGET";
-    argvlen[0] = 4;
-    argv[1] = (const char *) key.data;
-    argvlen[1] = key.len;
-    argv[2] = "creator";
-    argvlen[2] = 7;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "HGET");
+    ngx_ioa_args_fmt(&a, "%V{room:%V}:meta",
+                     &ngx_ioa_main_conf()->redis_prefix, &d->target);
+    ngx_ioa_args_cstr(&a, "creator");
 
-    if (ngx_ioa_rest_command(r, ngx_ioa_room_delete_meta, 3, argv, argvlen)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_room_delete_meta, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -605,9 +551,7 @@ ngx_ioa_room_delete_handler(ngx_http_request_t *r, ngx_str_t *comm_id,
 static void
 ngx_ioa_room_delete_meta(ngx_http_request_t *r, redisReply *reply)
 {
-    size_t             argvlen[2];
-    ngx_str_t          key;
-    const char        *argv[2];
+    ngx_ioa_args_t     a;
     ngx_ioa_error_t    err;
     ngx_ioa_delete_t  *d;
 
@@ -645,20 +589,12 @@ ngx_ioa_room_delete_meta(ngx_http_request_t *r, redisReply *reply)
 
     d->left = 0;
 
-    if (ngx_ioa_delete_key(r->pool, &key, "%V{room:%V}:members", &d->target)
-        != NGX_OK)
-    {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "SMEMBERS");
+    ngx_ioa_args_fmt(&a, "%V{room:%V}:members",
+                     &ngx_ioa_main_conf()->redis_prefix, &d->target);
 
-    argv[0] = "SMEMBERS";
-    argvlen[0] = 8;
-    argv[1] = (const char *) key.data;
-    argvlen[1] = key.len;
-
-    if (ngx_ioa_rest_command(r, ngx_ioa_room_delete_members, 2, argv,
-                             argvlen)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_room_delete_members, &a)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -672,10 +608,8 @@ ngx_ioa_room_delete_meta(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_room_delete_members(ngx_http_request_t *r, redisReply *reply)
 {
-    size_t               *argvlen;
-    ngx_str_t             list, due;
-    ngx_uint_t            i, n;
-    const char          **argv;
+    ngx_uint_t            i;
+    ngx_ioa_args_t        a;
     ngx_ioa_delete_t     *d;
     ngx_ioa_main_conf_t  *mcf;
 
@@ -687,36 +621,19 @@ ngx_ioa_room_delete_members(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    n = 4 + d->nsets;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%Vroomlist", &mcf->reg_base);
+    ngx_ioa_args_fmt(&a, "%Vroomdue", &mcf->reg_base);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_str(&a, &d->target);
 
-    argv = ngx_palloc(r->pool, n * sizeof(char *));
-    argvlen = ngx_palloc(r->pool, n * sizeof(size_t));
-
-    if (argv == NULL || argvlen == NULL
-        || ngx_ioa_delete_key(r->pool, &list, "%Vroomlist", NULL) != NGX_OK
-        || ngx_ioa_delete_key(r->pool, &due, "%Vroomdue", NULL) != NGX_OK)
-    {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    argv[0] = (const char *) list.data;
-    argvlen[0] = list.len;
-    argv[1] = (const char *) due.data;
-    argvlen[1] = due.len;
-    argv[2] = (const char *) mcf->reg_base.data;
-    argvlen[2] = mcf->reg_base.len;
-    argv[3] = (const char *) d->target.data;
-    argvlen[3] = d->target.len;
-
+    /* the members, in the pool (ngx_ioa_delete_copy()) */
     for (i = 0; i < d->nsets; i++) {
-        argv[4 + i] = (const char *) d->sets[i].data;
-        argvlen[4 + i] = d->sets[i].len;
+        ngx_ioa_args_str(&a, &d->sets[i]);
     }
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_FORGET,
-                            ngx_ioa_room_delete_forgotten, 2, (int) n, argv,
-                            argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_ROOM_FORGET,
+                                 ngx_ioa_room_delete_forgotten, 2, &a)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -727,18 +644,12 @@ ngx_ioa_room_delete_members(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_room_delete_forgotten(ngx_http_request_t *r, redisReply *reply)
 {
-    u_char                now[NGX_INT64_LEN], tomb[NGX_INT64_LEN];
-    size_t                argvlen[12];
-    ngx_str_t             keys[6];
     ngx_uint_t            i;
-    const char           *argv[12];
+    ngx_ioa_args_t        a;
     ngx_ioa_delete_t     *d;
-    static const char    *names[] = { "%V{room:%V}:meta",
-                                      "%V{room:%V}:members",
-                                      "%V{room:%V}:log",
-                                      "%V{room:%V}:floor",
-                                      "%V{room:%V}:chain",
-                                      "%V{room:%V}:expired" };
+    ngx_ioa_main_conf_t  *mcf;
+    static const char    *names[] = { "meta", "members", "log", "floor",
+                                      "chain", "expired" };
 
     d = ngx_ioa_rest_get_data(r);
 
@@ -754,33 +665,24 @@ ngx_ioa_room_delete_forgotten(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    for (i = 0; i < 6; i++) {
-        if (ngx_ioa_delete_key(r->pool, &keys[i], names[i], &d->target)
-            != NGX_OK)
-        {
-            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-            return;
-        }
+    mcf = ngx_ioa_main_conf();
 
-        argv[i] = (const char *) keys[i].data;
-        argvlen[i] = keys[i].len;
+    ngx_ioa_args_init(&a);
+
+    for (i = 0; i < 6; i++) {
+        ngx_ioa_args_fmt(&a, "%V{room:%V}:%s", &mcf->redis_prefix,
+                         &d->target, names[i]);
     }
 
-    argv[6] = (const char *) now;
-    argvlen[6] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[7] = "0";
-    argvlen[7] = 1;
-    argv[8] = (const char *) tomb;
-    argvlen[8] = ngx_sprintf(tomb, "%d", NGX_IOA_ROOM_TOMBSTONE) - tomb;
-    argv[9] = "delete";
-    argvlen[9] = 6;
-    argv[10] = (const char *) d->envelope.data;
-    argvlen[10] = d->envelope.len;
-    argv[11] = (const char *) d->actor.data;
-    argvlen[11] = d->actor.len;
+    ngx_ioa_args_int(&a, ngx_ioa_now_ms());
+    ngx_ioa_args_cstr(&a, "0");
+    ngx_ioa_args_fmt(&a, "%d", NGX_IOA_ROOM_TOMBSTONE);
+    ngx_ioa_args_cstr(&a, "delete");
+    ngx_ioa_args_str(&a, &d->envelope);
+    ngx_ioa_args_str(&a, &d->actor);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_EXPIRE,
-                            ngx_ioa_room_delete_done, 6, 12, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_ROOM_EXPIRE,
+                                 ngx_ioa_room_delete_done, 6, &a)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -934,9 +836,8 @@ static ngx_int_t
 ngx_ioa_delete_publish(ngx_pool_t *pool, const char *event,
     ngx_ioa_delete_t *d)
 {
-    size_t                argvlen[3];
     ngx_str_t             s;
-    const char           *argv[3];
+    ngx_ioa_args_t        a;
     ngx_ioa_jbuf_t        b;
     ngx_ioa_main_conf_t  *mcf;
 
@@ -973,14 +874,12 @@ ngx_ioa_delete_publish(ngx_pool_t *pool, const char *event,
         return NGX_ERROR;
     }
 
-    argv[0] = ngx_ioa_redis_cluster() ? "SPUBLISH" : "PUBLISH";
-    argvlen[0] = ngx_strlen(argv[0]);
-    argv[1] = (const char *) mcf->events_channel.data;
-    argvlen[1] = mcf->events_channel.len;
-    argv[2] = (const char *) s.data;
-    argvlen[2] = s.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, ngx_ioa_redis_cluster() ? "SPUBLISH" : "PUBLISH");
+    ngx_ioa_args_str(&a, &mcf->events_channel);
+    ngx_ioa_args_str(&a, &s);
 
-    if (ngx_ioa_redis_command(NULL, NULL, 3, argv, argvlen) == NULL) {
+    if (ngx_ioa_redis_command_args(NULL, NULL, &a) == NULL) {
         ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
                       "ioa: the event \"%s\" of \"%V\" could not be sent: "
                       "hub workers will not close its connections",
@@ -1115,49 +1014,30 @@ void
 ngx_ioa_audit(const char *action, ngx_str_t *actor, ngx_str_t *target,
     ngx_str_t *detail)
 {
-    u_char                key[NGX_IOA_KEY_MAX], at[NGX_INT64_LEN];
-    size_t                argvlen[16];
-    const char           *argv[16];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = "XADD";
-    argvlen[0] = 4;
-    argv[1] = (const char *) key;
-    argvlen[1] = ngx_snprintf(key, sizeof(key), "%V{audit}:log",
-                              &mcf->redis_prefix) - key;
-    argv[2] = "MAXLEN";
-    argvlen[2] = 6;
-    argv[3] = "~";
-    argvlen[3] = 1;
-    argv[4] = NGX_IOA_AUDIT_MAXLEN;
-    argvlen[4] = sizeof(NGX_IOA_AUDIT_MAXLEN) - 1;
-    argv[5] = "*";
-    argvlen[5] = 1;
-    argv[6] = "at";
-    argvlen[6] = 2;
-    argv[7] = (const char *) at;
-    argvlen[7] = ngx_sprintf(at, "%L", ngx_ioa_now_ms()) - at;
-    argv[8] = "action";
-    argvlen[8] = 6;
-    argv[9] = action;
-    argvlen[9] = ngx_strlen(action);
-    argv[10] = "actor";
-    argvlen[10] = 5;
-    argv[11] = (const char *) actor->data;
-    argvlen[11] = actor->len;
-    argv[12] = "target";
-    argvlen[12] = 6;
-    argv[13] = (const char *) target->data;
-    argvlen[13] = target->len;
-    argv[14] = "detail";
-    argvlen[14] = 6;
-    argv[15] = (const char *) detail->data;
-    argvlen[15] = detail->len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "XADD");
+    ngx_ioa_args_fmt(&a, "%V{audit}:log", &mcf->redis_prefix);
+    ngx_ioa_args_cstr(&a, "MAXLEN");
+    ngx_ioa_args_cstr(&a, "~");
+    ngx_ioa_args_cstr(&a, NGX_IOA_AUDIT_MAXLEN);
+    ngx_ioa_args_cstr(&a, "*");
+    ngx_ioa_args_cstr(&a, "at");
+    ngx_ioa_args_int(&a, ngx_ioa_now_ms());
+    ngx_ioa_args_cstr(&a, "action");
+    ngx_ioa_args_cstr(&a, action);
+    ngx_ioa_args_cstr(&a, "actor");
+    ngx_ioa_args_str(&a, actor);
+    ngx_ioa_args_cstr(&a, "target");
+    ngx_ioa_args_str(&a, target);
+    ngx_ioa_args_cstr(&a, "detail");
+    ngx_ioa_args_str(&a, detail);
 
-    if (ngx_ioa_redis_command(ngx_ioa_audit_written, NULL, 16, argv, argvlen)
-        == NULL)
+    if (ngx_ioa_redis_command_args(ngx_ioa_audit_written, NULL, &a) == NULL)
     {
         ngx_ioa_audit_written(NULL, NULL);
     }
@@ -1189,11 +1069,9 @@ ngx_ioa_audit_written(redisReply *reply, void *data)
 ngx_int_t
 ngx_ioa_audit_handler(ngx_http_request_t *r)
 {
-    u_char           n[NGX_INT_T_LEN];
-    size_t           argvlen[6];
     ngx_int_t        count;
-    ngx_str_t        key, v;
-    const char      *argv[6];
+    ngx_str_t        v;
+    ngx_ioa_args_t   a;
     ngx_ioa_error_t  err;
 
     count = NGX_IOA_AUDIT_COUNT;
@@ -1209,30 +1087,15 @@ ngx_ioa_audit_handler(ngx_http_request_t *r)
         }
     }
 
-    key.data = ngx_pnalloc(r->pool, NGX_IOA_KEY_MAX);
-    if (key.data == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "XREVRANGE");
+    ngx_ioa_args_fmt(&a, "%V{audit}:log", &ngx_ioa_main_conf()->redis_prefix);
+    ngx_ioa_args_cstr(&a, "+");
+    ngx_ioa_args_cstr(&a, "-");
+    ngx_ioa_args_cstr(&a, "COUNT");
+    ngx_ioa_args_fmt(&a, "%i", count);
 
-    key.len = ngx_snprintf(key.data, NGX_IOA_KEY_MAX, "%V{audit}:log",
-                           &ngx_ioa_main_conf()->redis_prefix)
-              - key.data;
-
-    argv[0] = "XREVRANGE";
-    argvlen[0] = 9;
-    argv[1] = (const char *) key.data;
-    argvlen[1] = key.len;
-    argv[2] = "+";
-    argvlen[2] = 1;
-    argv[3] = "-";
-    argvlen[3] = 1;
-    argv[4] = "COUNT";
-    argvlen[4] = 5;
-    argv[5] = (const char *) n;
-    argvlen[5] = ngx_sprintf(n, "%i", count) - n;
-
-    if (ngx_ioa_rest_command(r, ngx_ioa_audit_read, 6, argv, argvlen)
-        != NGX_OK)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_audit_read, &a) != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
     }
@@ -1356,35 +1219,6 @@ ngx_ioa_delete_copy(ngx_http_request_t *r, redisReply *reply,
     }
 
     *n = k;
-
-    return NGX_OK;
-}
-
-
-/* fmt has "%V" for the prefix (redis_prefix or reg_base: see its text)
- * and, with a, "%V" for a */
-
-static ngx_int_t
-ngx_ioa_delete_key(ngx_pool_t *pool, ngx_str_t *key, const char *fmt,
-    ngx_str_t *a)
-{
-    ngx_str_t            *base;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
-
-    /* "%V{room:..." keys start at the prefix, the others at {reg} */
-    base = (ngx_strncmp(fmt, "%V{", 3) == 0) ? &mcf->redis_prefix
-                                              : &mcf->reg_base;
-
-    key->data = ngx_pnalloc(pool, NGX_IOA_KEY_MAX);
-    if (key->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    key->len = (a ? ngx_snprintf(key->data, NGX_IOA_KEY_MAX, fmt, base, a)
-                  : ngx_snprintf(key->data, NGX_IOA_KEY_MAX, fmt, base))
-               - key->data;
 
     return NGX_OK;
 }

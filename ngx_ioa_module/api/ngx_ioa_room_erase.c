@@ -172,12 +172,10 @@ static ngx_int_t ngx_ioa_erase_refused(ngx_http_request_t *r,
     redisReply *reply, const char *what);
 static ngx_int_t ngx_ioa_erase_audit(ngx_http_request_t *r,
     ngx_ioa_erase_t *er);
-static ngx_int_t ngx_ioa_erase_key(ngx_http_request_t *r, ngx_str_t *key,
-    const char *fmt, ngx_str_t *id);
 static ngx_int_t ngx_ioa_erase_texts(ngx_http_request_t *r,
     ngx_array_t *to, ngx_array_t *from);
-static ngx_int_t ngx_ioa_erase_args(ngx_http_request_t *r, ngx_uint_t n,
-    ngx_array_t *texts, const char ***argv, size_t **argvlen);
+static void ngx_ioa_erase_args_texts(ngx_ioa_args_t *a,
+    ngx_array_t *texts);
 static ngx_ioa_erase_goal_t *ngx_ioa_erase_goal_add(ngx_http_request_t *r,
     ngx_ioa_erase_t *er, ngx_str_t *goal_id);
 
@@ -449,9 +447,7 @@ ngx_ioa_erase_answer(ngx_http_request_t *r, ngx_ioa_erase_t *er)
 static ngx_int_t
 ngx_ioa_erase_room(ngx_http_request_t *r)
 {
-    const char            *argv[3];
-    size_t                 argvlen[3];
-    ngx_str_t              key;
+    ngx_ioa_args_t         a;
     ngx_ioa_erase_t       *er;
     ngx_ioa_erase_room_t  *rm;
 
@@ -469,20 +465,13 @@ ngx_ioa_erase_room(ngx_http_request_t *r)
     }
 
     /* a parent goal: its room is in its record */
-    if (ngx_ioa_erase_key(r, &key, "%V{goal:%V}:meta", &rm->goal) != NGX_OK)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "HGET");
+    ngx_ioa_args_fmt(&a, "%V{goal:%V}:meta",
+                     &ngx_ioa_main_conf()->redis_prefix, &rm->goal);
+    ngx_ioa_args_cstr(&a, "comm_id");
 
-    argv[0] = "HGET";
-    argvlen[0] = 4;
-    argv[1] = (const char *) key.data;
-    argvlen[1] = key.len;
-    argv[2] = "comm_id";
-    argvlen[2] = 7;
-
-    if (ngx_ioa_rest_command(r, ngx_ioa_erase_located, 3, argv, argvlen)
-        != NGX_OK)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_erase_located, &a) != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
     }
@@ -539,9 +528,8 @@ ngx_ioa_erase_located(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_erase_open(ngx_http_request_t *r)
 {
-    const char            *argv[2];
-    size_t                 argvlen[2];
     ngx_str_t              members;
+    ngx_ioa_args_t         a;
     ngx_ioa_erase_t       *er;
     ngx_ioa_erase_room_t  *rm;
 
@@ -584,13 +572,11 @@ ngx_ioa_erase_open(ngx_http_request_t *r)
     }
 
     /* a room exists while it has members (room_create.lua) */
-    argv[0] = "EXISTS";
-    argvlen[0] = 6;
-    argv[1] = (const char *) members.data;
-    argvlen[1] = members.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "EXISTS");
+    ngx_ioa_args_str(&a, &members);
 
-    if (ngx_ioa_rest_command(r, ngx_ioa_erase_exists, 2, argv, argvlen)
-        != NGX_OK)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_erase_exists, &a) != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
     }
@@ -631,21 +617,18 @@ ngx_ioa_erase_exists(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_erase_scan(ngx_http_request_t *r)
 {
-    const char       *argv[3];
-    size_t            argvlen[3];
+    ngx_ioa_args_t    a;
     ngx_ioa_erase_t  *er;
 
     er = ngx_ioa_rest_get_data(r);
 
-    argv[0] = (const char *) er->log.data;
-    argvlen[0] = er->log.len;
-    argv[1] = (const char *) er->cursor.data;
-    argvlen[1] = er->cursor.len;
-    argv[2] = NGX_IOA_ERASE_BATCH;
-    argvlen[2] = sizeof(NGX_IOA_ERASE_BATCH) - 1;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &er->log);
+    ngx_ioa_args_str(&a, &er->cursor);
+    ngx_ioa_args_cstr(&a, NGX_IOA_ERASE_BATCH);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_GOALS,
-                            ngx_ioa_erase_scanned, 1, 3, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_ROOM_GOALS,
+                                 ngx_ioa_erase_scanned, 1, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -715,12 +698,11 @@ ngx_ioa_erase_scanned(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_erase_check(ngx_http_request_t *r)
 {
-    const char            **argv;
-    size_t                 *argvlen;
-    ngx_str_t               meta, fsm;
+    ngx_ioa_args_t          a;
     ngx_ioa_erase_t        *er;
     ngx_ioa_erase_goal_t   *g;
     ngx_ioa_erase_room_t   *rm;
+    ngx_ioa_main_conf_t    *mcf;
 
     er = ngx_ioa_rest_get_data(r);
 
@@ -735,34 +717,21 @@ ngx_ioa_erase_check(ngx_http_request_t *r)
     rm = er->rooms.elts;
     rm = &rm[er->room];
 
-    if (ngx_ioa_erase_key(r, &meta, "%V{goal:%V}:meta", &g->goal_id)
-        != NGX_OK
-        || ngx_ioa_erase_key(r, &fsm, "%V{goal:%V}:fsm", &g->goal_id)
-           != NGX_OK
-        || ngx_ioa_erase_args(r, 7, rm->texts, &argv, &argvlen) != NGX_OK)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
+    mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) meta.data;
-    argvlen[0] = meta.len;
-    argv[1] = (const char *) fsm.data;
-    argvlen[1] = fsm.len;
-    argv[2] = (const char *) er->sender.data;
-    argvlen[2] = er->sender.len;
-    argv[3] = (const char *) er->at;
-    argvlen[3] = er->at_len;
-    argv[4] = (const char *) er->actor.data;
-    argvlen[4] = er->actor.len;
-    argv[5] = rm->quotes ? "quotes" : "erase";
-    argvlen[5] = ngx_strlen(argv[5]);
-    argv[6] = "check";
-    argvlen[6] = 5;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{goal:%V}:meta", &mcf->redis_prefix,
+                     &g->goal_id);
+    ngx_ioa_args_fmt(&a, "%V{goal:%V}:fsm", &mcf->redis_prefix, &g->goal_id);
+    ngx_ioa_args_str(&a, &er->sender);
+    ngx_ioa_args_buf(&a, er->at, er->at_len);
+    ngx_ioa_args_str(&a, &er->actor);
+    ngx_ioa_args_cstr(&a, rm->quotes ? "quotes" : "erase");
+    ngx_ioa_args_cstr(&a, "check");
+    ngx_ioa_erase_args_texts(&a, rm->texts);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_ERASE,
-                            ngx_ioa_erase_checked, 2,
-                            7 + (rm->texts ? rm->texts->nelts : 0),
-                            argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_GOAL_ERASE,
+                                 ngx_ioa_erase_checked, 2, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -862,9 +831,7 @@ ngx_ioa_erase_checked(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_erase_rewrite(ngx_http_request_t *r)
 {
-    const char            **argv;
-    size_t                 *argvlen;
-    ngx_array_t            *seeds;
+    ngx_ioa_args_t          a;
     ngx_ioa_erase_t        *er;
     ngx_ioa_erase_room_t   *rm;
 
@@ -872,40 +839,26 @@ ngx_ioa_erase_rewrite(ngx_http_request_t *r)
     rm = er->rooms.elts;
     rm = &rm[er->room];
 
-    seeds = er->cursor.len ? NULL : er->seeds;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &er->log);
+    ngx_ioa_args_str(&a, &er->copy);
+    ngx_ioa_args_str(&a, &er->head);
+    ngx_ioa_args_str(&a, &er->quoted);
+    ngx_ioa_args_str(&a, &er->sender);
+    ngx_ioa_args_buf(&a, er->at, er->at_len);
+    ngx_ioa_args_str(&a, &er->actor);
+    ngx_ioa_args_str(&a, &er->cursor);
+    ngx_ioa_args_str(&a, &er->old);
+    ngx_ioa_args_str(&a, &er->new);
+    ngx_ioa_args_cstr(&a, NGX_IOA_ERASE_BATCH);
+    ngx_ioa_args_cstr(&a, rm->quotes ? "quotes" : "erase");
 
-    if (ngx_ioa_erase_args(r, 12, seeds, &argv, &argvlen) != NGX_OK) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    if (er->cursor.len == 0) {
+        ngx_ioa_erase_args_texts(&a, er->seeds);
     }
 
-    argv[0] = (const char *) er->log.data;
-    argvlen[0] = er->log.len;
-    argv[1] = (const char *) er->copy.data;
-    argvlen[1] = er->copy.len;
-    argv[2] = (const char *) er->head.data;
-    argvlen[2] = er->head.len;
-    argv[3] = (const char *) er->quoted.data;
-    argvlen[3] = er->quoted.len;
-    argv[4] = (const char *) er->sender.data;
-    argvlen[4] = er->sender.len;
-    argv[5] = (const char *) er->at;
-    argvlen[5] = er->at_len;
-    argv[6] = (const char *) er->actor.data;
-    argvlen[6] = er->actor.len;
-    argv[7] = (const char *) er->cursor.data;
-    argvlen[7] = er->cursor.len;
-    argv[8] = (const char *) er->old.data;
-    argvlen[8] = er->old.len;
-    argv[9] = (const char *) er->new.data;
-    argvlen[9] = er->new.len;
-    argv[10] = NGX_IOA_ERASE_BATCH;
-    argvlen[10] = sizeof(NGX_IOA_ERASE_BATCH) - 1;
-    argv[11] = rm->quotes ? "quotes" : "erase";
-    argvlen[11] = ngx_strlen(argv[11]);
-
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_ERASE,
-                            ngx_ioa_erase_rewritten, 4,
-                            12 + (seeds ? seeds->nelts : 0), argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_ROOM_ERASE,
+                                 ngx_ioa_erase_rewritten, 4, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -981,13 +934,11 @@ ngx_ioa_erase_rewritten(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_erase_feed(ngx_http_request_t *r)
 {
-    const char            **argv;
-    size_t                 *argvlen;
-    ngx_str_t               log, copy, quoted;
-    ngx_array_t            *seeds;
+    ngx_ioa_args_t          a;
     ngx_ioa_erase_t        *er;
     ngx_ioa_erase_goal_t   *g;
     ngx_ioa_erase_room_t   *rm;
+    ngx_ioa_main_conf_t    *mcf;
 
     er = ngx_ioa_rest_get_data(r);
 
@@ -1000,43 +951,28 @@ ngx_ioa_erase_feed(ngx_http_request_t *r)
     rm = er->rooms.elts;
     rm = &rm[er->room];
 
-    seeds = er->cursor.len ? NULL : er->seeds;
+    mcf = ngx_ioa_main_conf();
 
-    if (ngx_ioa_erase_key(r, &log, "%V{room:goal-%V}:log", &g->goal_id)
-        != NGX_OK
-        || ngx_ioa_erase_key(r, &copy, "%V{room:goal-%V}:log:rw",
-                             &g->goal_id)
-           != NGX_OK
-        || ngx_ioa_erase_key(r, &quoted, "%V{room:goal-%V}:log:rwq",
-                             &g->goal_id)
-           != NGX_OK
-        || ngx_ioa_erase_args(r, 9, seeds, &argv, &argvlen) != NGX_OK)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{room:goal-%V}:log", &mcf->redis_prefix,
+                     &g->goal_id);
+    ngx_ioa_args_fmt(&a, "%V{room:goal-%V}:log:rw", &mcf->redis_prefix,
+                     &g->goal_id);
+    ngx_ioa_args_fmt(&a, "%V{room:goal-%V}:log:rwq", &mcf->redis_prefix,
+                     &g->goal_id);
+    ngx_ioa_args_str(&a, &er->sender);
+    ngx_ioa_args_buf(&a, er->at, er->at_len);
+    ngx_ioa_args_str(&a, &er->actor);
+    ngx_ioa_args_str(&a, &er->cursor);
+    ngx_ioa_args_cstr(&a, NGX_IOA_ERASE_BATCH);
+    ngx_ioa_args_cstr(&a, rm->quotes ? "quotes" : "erase");
+
+    if (er->cursor.len == 0) {
+        ngx_ioa_erase_args_texts(&a, er->seeds);
     }
 
-    argv[0] = (const char *) log.data;
-    argvlen[0] = log.len;
-    argv[1] = (const char *) copy.data;
-    argvlen[1] = copy.len;
-    argv[2] = (const char *) quoted.data;
-    argvlen[2] = quoted.len;
-    argv[3] = (const char *) er->sender.data;
-    argvlen[3] = er->sender.len;
-    argv[4] = (const char *) er->at;
-    argvlen[4] = er->at_len;
-    argv[5] = (const char *) er->actor.data;
-    argvlen[5] = er->actor.len;
-    argv[6] = (const char *) er->cursor.data;
-    argvlen[6] = er->cursor.len;
-    argv[7] = NGX_IOA_ERASE_BATCH;
-    argvlen[7] = sizeof(NGX_IOA_ERASE_BATCH) - 1;
-    argv[8] = rm->quotes ? "quotes" : "erase";
-    argvlen[8] = ngx_strlen(argv[8]);
-
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_FEED_ERASE,
-                            ngx_ioa_erase_fed, 3,
-                            9 + (seeds ? seeds->nelts : 0), argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_GOAL_FEED_ERASE,
+                                 ngx_ioa_erase_fed, 3, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -1099,12 +1035,11 @@ ngx_ioa_erase_fed(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_erase_record(ngx_http_request_t *r)
 {
-    const char            **argv;
-    size_t                 *argvlen;
-    ngx_str_t               meta, fsm;
+    ngx_ioa_args_t          a;
     ngx_ioa_erase_t        *er;
     ngx_ioa_erase_goal_t   *g;
     ngx_ioa_erase_room_t   *rm;
+    ngx_ioa_main_conf_t    *mcf;
 
     er = ngx_ioa_rest_get_data(r);
     g = er->goals.elts;
@@ -1117,33 +1052,21 @@ ngx_ioa_erase_record(ngx_http_request_t *r)
         return ngx_ioa_erase_feed(r);
     }
 
-    if (ngx_ioa_erase_key(r, &meta, "%V{goal:%V}:meta", &g->goal_id)
-        != NGX_OK
-        || ngx_ioa_erase_key(r, &fsm, "%V{goal:%V}:fsm", &g->goal_id)
-           != NGX_OK
-        || ngx_ioa_erase_args(r, 7, er->seeds, &argv, &argvlen) != NGX_OK)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
+    mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) meta.data;
-    argvlen[0] = meta.len;
-    argv[1] = (const char *) fsm.data;
-    argvlen[1] = fsm.len;
-    argv[2] = (const char *) er->sender.data;
-    argvlen[2] = er->sender.len;
-    argv[3] = (const char *) er->at;
-    argvlen[3] = er->at_len;
-    argv[4] = (const char *) er->actor.data;
-    argvlen[4] = er->actor.len;
-    argv[5] = rm->quotes ? "quotes" : "erase";
-    argvlen[5] = ngx_strlen(argv[5]);
-    argv[6] = "";
-    argvlen[6] = 0;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{goal:%V}:meta", &mcf->redis_prefix,
+                     &g->goal_id);
+    ngx_ioa_args_fmt(&a, "%V{goal:%V}:fsm", &mcf->redis_prefix, &g->goal_id);
+    ngx_ioa_args_str(&a, &er->sender);
+    ngx_ioa_args_buf(&a, er->at, er->at_len);
+    ngx_ioa_args_str(&a, &er->actor);
+    ngx_ioa_args_cstr(&a, rm->quotes ? "quotes" : "erase");
+    ngx_ioa_args_cstr(&a, "");
+    ngx_ioa_erase_args_texts(&a, er->seeds);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_ERASE,
-                            ngx_ioa_erase_recorded, 2,
-                            7 + er->seeds->nelts, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_GOAL_ERASE,
+                                 ngx_ioa_erase_recorded, 2, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -1385,29 +1308,6 @@ ngx_ioa_erase_audit(ngx_http_request_t *r, ngx_ioa_erase_t *er)
 }
 
 
-/* "<prefix>" fmt with one id: "%V{goal:%V}:meta" */
-
-static ngx_int_t
-ngx_ioa_erase_key(ngx_http_request_t *r, ngx_str_t *key, const char *fmt,
-    ngx_str_t *id)
-{
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
-
-    key->data = ngx_pnalloc(r->pool, mcf->redis_prefix.len + id->len
-                                     + ngx_strlen(fmt));
-    if (key->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    key->len = ngx_sprintf(key->data, fmt, &mcf->redis_prefix, id)
-               - key->data;
-
-    return NGX_OK;
-}
-
-
 /* the texts of "from" appended to "to" (either may be NULL: none) */
 
 static ngx_int_t
@@ -1440,35 +1340,24 @@ ngx_ioa_erase_texts(ngx_http_request_t *r, ngx_array_t *to,
 }
 
 
-/* argument vectors for n fixed arguments and then the texts */
+/* the texts, after a script's fixed arguments (NULL: none); they are in
+ * the request's pool, which outlives the send */
 
-static ngx_int_t
-ngx_ioa_erase_args(ngx_http_request_t *r, ngx_uint_t n, ngx_array_t *texts,
-    const char ***argv, size_t **argvlen)
+static void
+ngx_ioa_erase_args_texts(ngx_ioa_args_t *a, ngx_array_t *texts)
 {
     ngx_str_t   *t;
-    ngx_uint_t   i, all;
-
-    all = n + (texts ? texts->nelts : 0);
-
-    *argv = ngx_palloc(r->pool, all * sizeof(char *));
-    *argvlen = ngx_palloc(r->pool, all * sizeof(size_t));
-    if (*argv == NULL || *argvlen == NULL) {
-        return NGX_ERROR;
-    }
+    ngx_uint_t   i;
 
     if (texts == NULL) {
-        return NGX_OK;
+        return;
     }
 
     t = texts->elts;
 
     for (i = 0; i < texts->nelts; i++) {
-        (*argv)[n + i] = (const char *) t[i].data;
-        (*argvlen)[n + i] = t[i].len;
+        ngx_ioa_args_str(a, &t[i]);
     }
-
-    return NGX_OK;
 }
 
 
