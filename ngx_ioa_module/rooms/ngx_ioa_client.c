@@ -305,9 +305,7 @@ ngx_ioa_agent_get(ngx_str_t *name, ngx_uint_t create)
 void
 ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl)
 {
-    u_char                key[NGX_IOA_KEY_MAX];
-    const char           *argv[3];
-    size_t                argvlen[3];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     if (cl->rooms_req || cl->closed) {
@@ -331,17 +329,14 @@ ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl)
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) key;
-    argvlen[0] = ngx_snprintf(key, sizeof(key), "%Vrooms:%V",
-                              &mcf->reg_base, &cl->name) - key;
-    argv[1] = (const char *) cl->rooms_cursor;
-    argvlen[1] = ngx_strlen(cl->rooms_cursor);
-    argv[2] = NGX_IOA_ROOMS_BATCH;
-    argvlen[2] = sizeof(NGX_IOA_ROOMS_BATCH) - 1;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%Vrooms:%V", &mcf->reg_base, &cl->name);
+    ngx_ioa_args_cstr(&a, (const char *) cl->rooms_cursor);
+    ngx_ioa_args_cstr(&a, NGX_IOA_ROOMS_BATCH);
 
-    cl->rooms_req = ngx_ioa_redis_script(NGX_IOA_SCRIPT_AGENT_ROOMS,
-                                         ngx_ioa_client_rooms_reply, cl,
-                                         1, 3, argv, argvlen);
+    cl->rooms_req = ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_AGENT_ROOMS,
+                                              ngx_ioa_client_rooms_reply, cl,
+                                              1, &a);
 
     if (cl->rooms_req == NULL && cl->wait_q.next == NULL) {
         ngx_queue_insert_tail(&ngx_ioa_wait_clients, &cl->wait_q);

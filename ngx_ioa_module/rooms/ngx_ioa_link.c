@@ -256,10 +256,9 @@ ngx_ioa_room_entry_seen(ngx_ioa_room_t *room, size_t len)
 static void
 ngx_ioa_link_catchup_read(ngx_ioa_link_t *lk)
 {
-    u_char            start[NGX_INT64_LEN * 2 + 4], count[NGX_INT_T_LEN];
-    size_t            argvlen[6], bytes;
+    size_t            bytes;
     ngx_uint_t        n;
-    const char       *argv[6];
+    ngx_ioa_args_t    a;
     ngx_ioa_link_t  **w;
 
     /*
@@ -279,31 +278,25 @@ ngx_ioa_link_catchup_read(ngx_ioa_link_t *lk)
 
     lk->count = n;
 
-    argv[1] = (const char *) lk->room->log_key.data;
-    argvlen[1] = lk->room->log_key.len;
-
-    argv[0] = "XRANGE";
-    argvlen[0] = sizeof("XRANGE") - 1;
-    argv[2] = (const char *) start;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "XRANGE");
+    ngx_ioa_args_str(&a, &lk->room->log_key);
 
     if (lk->last.seq == (uint64_t) -1) {
         /* Redis cannot step past the largest sequence of a millisecond
          * itself: "after <ms>-max" is "from <ms+1>-0" */
-        argvlen[2] = ngx_sprintf(start, "%uL-0", lk->last.ms + 1) - start;
+        ngx_ioa_args_fmt(&a, "%uL-0", lk->last.ms + 1);
 
     } else {
-        start[0] = '(';
-        argvlen[2] = ngx_ioa_sid_print(start + 1, &lk->last) - start;
+        /* exclusive, as ngx_ioa_sid_print() writes an id */
+        ngx_ioa_args_fmt(&a, "(%uL-%uL", lk->last.ms, lk->last.seq);
     }
-    argv[3] = "+";
-    argvlen[3] = 1;
-    argv[4] = "COUNT";
-    argvlen[4] = 5;
-    argv[5] = (const char *) count;
-    argvlen[5] = ngx_sprintf(count, "%ui", n) - count;
 
-    lk->req = ngx_ioa_redis_command(ngx_ioa_link_catchup_reply, lk,
-                                    6, argv, argvlen);
+    ngx_ioa_args_cstr(&a, "+");
+    ngx_ioa_args_cstr(&a, "COUNT");
+    ngx_ioa_args_fmt(&a, "%ui", n);
+
+    lk->req = ngx_ioa_redis_command_args(ngx_ioa_link_catchup_reply, lk, &a);
 
     if (lk->req) {
         ngx_ioa_catchups++;

@@ -289,10 +289,8 @@ done:
 static void
 ngx_ioa_observers_mark(ngx_uint_t present)
 {
-    u_char                key[NGX_IOA_KEY_MAX], ms[NGX_INT64_LEN];
-    const char           *argv[4];
-    size_t                argvlen[4];
     ngx_str_t            *holder;
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     if (!ngx_ioa_redis_cluster() || !ngx_ioa_redis_ready()) {
@@ -302,39 +300,30 @@ ngx_ioa_observers_mark(ngx_uint_t present)
     mcf = ngx_ioa_main_conf();
     holder = ngx_ioa_holder();
 
-    argv[1] = (const char *) key;
-    argvlen[1] = ngx_snprintf(key, sizeof(key), "%Vobservers", &mcf->reg_base)
-                 - key;
+    ngx_ioa_args_init(&a);
 
     if (present) {
-        argv[0] = "ZADD";
-        argvlen[0] = 4;
-        argv[2] = (const char *) ms;
-        argvlen[2] = ngx_sprintf(ms, "%L", ngx_ioa_now_ms() + 3 * NGX_IOA_TICK)
-                     - ms;
-        argv[3] = (const char *) holder->data;
-        argvlen[3] = holder->len;
-
-        (void) ngx_ioa_redis_command(NULL, NULL, 4, argv, argvlen);
+        ngx_ioa_args_cstr(&a, "ZADD");
+        ngx_ioa_args_fmt(&a, "%Vobservers", &mcf->reg_base);
+        ngx_ioa_args_fmt(&a, "%L", ngx_ioa_now_ms() + 3 * NGX_IOA_TICK);
+        ngx_ioa_args_str(&a, holder);
 
     } else {
-        argv[0] = "ZREM";
-        argvlen[0] = 4;
-        argv[2] = (const char *) holder->data;
-        argvlen[2] = holder->len;
-
-        (void) ngx_ioa_redis_command(NULL, NULL, 3, argv, argvlen);
+        ngx_ioa_args_cstr(&a, "ZREM");
+        ngx_ioa_args_fmt(&a, "%Vobservers", &mcf->reg_base);
+        ngx_ioa_args_str(&a, holder);
     }
 
-    argv[0] = "ZCOUNT";
-    argvlen[0] = 6;
-    argv[2] = (const char *) ms;
-    argvlen[2] = ngx_sprintf(ms, "(%L", ngx_ioa_now_ms()) - ms;
-    argv[3] = "+inf";
-    argvlen[3] = 4;
+    (void) ngx_ioa_redis_command_args(NULL, NULL, &a);
 
-    (void) ngx_ioa_redis_command(ngx_ioa_observers_count_reply, NULL, 4, argv,
-                                 argvlen);
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "ZCOUNT");
+    ngx_ioa_args_fmt(&a, "%Vobservers", &mcf->reg_base);
+    ngx_ioa_args_fmt(&a, "(%L", ngx_ioa_now_ms());
+    ngx_ioa_args_cstr(&a, "+inf");
+
+    (void) ngx_ioa_redis_command_args(ngx_ioa_observers_count_reply, NULL,
+                                      &a);
 }
 
 

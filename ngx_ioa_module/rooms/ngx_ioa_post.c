@@ -28,14 +28,6 @@
 #include "ngx_ioa_room.h"
 
 
-/* post.lua's 5 keys and ARGV[1..6]; the next_speaker names follow */
-#define NGX_IOA_POST_ARGC        11
-/* arguments passed without an allocation: IoA addresses at most a team */
-#define NGX_IOA_POST_STACK       (NGX_IOA_POST_ARGC + 16)
-
-
-static u_char *ngx_ioa_post_key(u_char *p, const char **arg, size_t *len,
-    ngx_str_t *base, const char *suffix);
 static void ngx_ioa_post_reply(redisReply *reply, void *data);
 
 
@@ -248,15 +240,11 @@ ngx_ioa_redis_req_t *
 ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
     ngx_ioa_redis_handler_pt handler, void *data)
 {
-    u_char               *p, keys[6 * NGX_IOA_KEY_MAX];
-    u_char                maxlen[NGX_INT_T_LEN], type[NGX_INT_T_LEN];
-    size_t                argvlen_buf[NGX_IOA_POST_STACK];
-    size_t               *argvlen;
+    u_char               *p, buf[NGX_IOA_KEY_MAX];
     ngx_str_t             base, *speaker;
     ngx_uint_t            i, n;
-    const char           *argv_buf[NGX_IOA_POST_STACK];
-    const char          **argv;
-    ngx_ioa_redis_req_t  *req;
+    const char           *flags;
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
@@ -270,119 +258,69 @@ ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
         return NULL;
     }
 
-    n = env->next_speaker ? env->next_speaker->nelts : 0;
-
-    if (NGX_IOA_POST_ARGC + n <= NGX_IOA_POST_STACK) {
-        argv = argv_buf;
-        argvlen = argvlen_buf;
-
-    } else {
-        argv = ngx_alloc((NGX_IOA_POST_ARGC + n) * sizeof(const char *),
-                         ngx_cycle->log);
-        argvlen = ngx_alloc((NGX_IOA_POST_ARGC + n) * sizeof(size_t),
-                            ngx_cycle->log);
-
-        if (argv == NULL || argvlen == NULL) {
-            if (argv) {
-                ngx_free(argv);
-            }
-
-            if (argvlen) {
-                ngx_free(argvlen);
-            }
-
-            return NULL;
-        }
-    }
-
     /*
-     * KEYS: "<prefix>{room:<id>}" is written once and each key copies it
-     * with its suffix (this runs for every envelope; snprintf per key was
-     * a measurable share of the post path)
+     * KEYS: "<prefix>{room:<id>}" is written once and each key is that base
+     * with its suffix (this runs for every envelope; formatting the prefix
+     * and the id again per key was a measurable share of the post path)
      */
 
-    p = keys;
+    p = buf;
     base.data = p;
     p = ngx_cpymem(p, mcf->redis_prefix.data, mcf->redis_prefix.len);
     p = ngx_cpymem(p, "{room:", sizeof("{room:") - 1);
     p = ngx_cpymem(p, env->comm_id.data, env->comm_id.len);
-    *p++ = '}';
+    *p = '}';
 
-    p = ngx_ioa_post_key(p, &argv[0], &argvlen[0], &base, ":members");
-    p = ngx_ioa_post_key(p, &argv[1], &argvlen[1], &base, ":log");
-    p = ngx_ioa_post_key(p, &argv[2], &argvlen[2], &base, ":floor");
-    p = ngx_ioa_post_key(p, &argv[3], &argvlen[3], &base, ":meta");
+    ngx_ioa_args_init(&a);
+
+    ngx_ioa_args_fmt(&a, "%V:members", &base);
+    ngx_ioa_args_fmt(&a, "%V:log", &base);
+    ngx_ioa_args_fmt(&a, "%V:floor", &base);
+    ngx_ioa_args_fmt(&a, "%V:meta", &base);
     /* the hash chain's head: declared, so that a slot migration answers
      * TRYAGAIN rather than the script failing on a key that moved */
-    p = ngx_ioa_post_key(p, &argv[4], &argvlen[4], &base, ":chain");
+    ngx_ioa_args_fmt(&a, "%V:chain", &base);
 
     /* ARGV */
 
-    argv[5] = (const char *) name->data;
-    argvlen[5] = name->len;
-    argv[6] = (const char *) env->json.data;
-    argvlen[6] = env->json.len;
-    argv[7] = (const char *) maxlen;
-    argvlen[7] = ngx_sprintf(maxlen, "%ui", mcf->room_log_maxlen) - maxlen;
-    (void) ngx_ioa_post_key(p, &argv[8], &argvlen[8], &base, ":ch");
-    argv[9] = (const char *) type;
-    argvlen[9] = (env->type == NGX_IOA_TYPE_NONE)
-                 ? 0 : (size_t) (ngx_sprintf(type, "%i", env->type) - type);
+    ngx_ioa_args_str(&a, name);
+    ngx_ioa_args_str(&a, &env->json);
+    ngx_ioa_args_fmt(&a, "%ui", mcf->room_log_maxlen);
+    ngx_ioa_args_fmt(&a, "%V:ch", &base);
+
+    if (env->type == NGX_IOA_TYPE_NONE) {
+        ngx_ioa_args_cstr(&a, "");
+
+    } else {
+        ngx_ioa_args_fmt(&a, "%i", env->type);
+    }
 
     /* on a Cluster the room's channel is a shard channel, and observers
      * anywhere want the plain copy */
     if (!ngx_ioa_redis_cluster()) {
-        argv[10] = "";
+        flags = "";
 
     } else if (ngx_ioa_observed()) {
-        argv[10] = "sf";
+        flags = "sf";
 
     } else {
-        argv[10] = "s";
+        flags = "s";
     }
 
-    argvlen[10] = ngx_strlen(argv[10]);
+    ngx_ioa_args_cstr(&a, flags);
 
+    /* the next_speaker names: IoA addresses at most a team, so the
+     * builder's stack space holds them but for a long list */
+
+    n = env->next_speaker ? env->next_speaker->nelts : 0;
     speaker = n ? env->next_speaker->elts : NULL;
 
     for (i = 0; i < n; i++) {
-        argv[NGX_IOA_POST_ARGC + i] = (const char *) speaker[i].data;
-        argvlen[NGX_IOA_POST_ARGC + i] = speaker[i].len;
+        ngx_ioa_args_str(&a, &speaker[i]);
     }
 
-    req = ngx_ioa_redis_script(NGX_IOA_SCRIPT_POST, handler, data, 5,
-                               NGX_IOA_POST_ARGC + n, argv, argvlen);
-
-    if (argv != argv_buf) {
-        ngx_free(argv);
-        ngx_free(argvlen);
-    }
-
-    return req;
-}
-
-
-/* one key of post.lua: the room's base, which is already in front of p
- * for the first key only, and a suffix */
-
-static u_char *
-ngx_ioa_post_key(u_char *p, const char **arg, size_t *len, ngx_str_t *base,
-    const char *suffix)
-{
-    size_t  n;
-
-    n = ngx_strlen(suffix);
-
-    if (p != base->data + base->len) {
-        p = ngx_cpymem(p, base->data, base->len);
-    }
-
-    p = ngx_cpymem(p, suffix, n);
-
-    *arg = (const char *) (p - base->len - n);
-    *len = base->len + n;
-
-    return p;
+    return ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_POST, handler, data, 5,
+                                     &a);
 }
 
 

@@ -90,8 +90,6 @@
 #define NGX_IOA_SWEEP_BATCH_STR "100"
 #define NGX_IOA_SWEEP_BATCHES   10
 
-#define NGX_IOA_SWEEP_KEY_MAX   320
-
 /* rooms a client named that wait to be looked up as expired */
 #define NGX_IOA_GONE_MAX        256
 
@@ -132,8 +130,6 @@ static void ngx_ioa_sweep_forgotten(redisReply *reply, void *data);
 static void ngx_ioa_sweep_agent(ngx_str_t *name);
 static void ngx_ioa_sweep_agent_done(redisReply *reply, void *data);
 static void ngx_ioa_sweep_done(void);
-static ngx_int_t ngx_ioa_gone_key(ngx_pool_t *pool, ngx_str_t *comm_id,
-    ngx_str_t *key);
 static ngx_int_t ngx_ioa_gone_error(redisReply *reply, ngx_str_t *comm_id,
     const char *field, ngx_ioa_error_t *err);
 static void ngx_ioa_room_gone_reply(ngx_http_request_t *r,
@@ -155,10 +151,8 @@ static ngx_ioa_sweep_t  ngx_ioa_sweep;
 void
 ngx_ioa_retention_tick(void)
 {
-    u_char                key[NGX_IOA_SWEEP_KEY_MAX], ms[NGX_INT_T_LEN];
-    size_t                argvlen[6];
-    const char           *argv[6];
     ngx_str_t            *holder;
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
@@ -169,23 +163,15 @@ ngx_ioa_retention_tick(void)
 
     holder = ngx_ioa_holder();
 
-    argv[0] = "SET";
-    argvlen[0] = 3;
-    argv[1] = (const char *) key;
-    argvlen[1] = ngx_snprintf(key, sizeof(key), "%Vsweep", &mcf->reg_base)
-                 - key;
-    argv[2] = (const char *) holder->data;
-    argvlen[2] = holder->len;
-    argv[3] = "NX";
-    argvlen[3] = 2;
-    argv[4] = "PX";
-    argvlen[4] = 2;
-    argv[5] = (const char *) ms;
-    argvlen[5] = ngx_sprintf(ms, "%M", (ngx_msec_t) NGX_IOA_TICK) - ms;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "SET");
+    ngx_ioa_args_fmt(&a, "%Vsweep", &mcf->reg_base);
+    ngx_ioa_args_str(&a, holder);
+    ngx_ioa_args_cstr(&a, "NX");
+    ngx_ioa_args_cstr(&a, "PX");
+    ngx_ioa_args_fmt(&a, "%M", (ngx_msec_t) NGX_IOA_TICK);
 
-    if (ngx_ioa_redis_command(ngx_ioa_sweep_leased, NULL, 6, argv, argvlen)
-        != NULL)
-    {
+    if (ngx_ioa_redis_command_args(ngx_ioa_sweep_leased, NULL, &a) != NULL) {
         ngx_ioa_sweep.busy = 1;
     }
 }
@@ -219,10 +205,9 @@ ngx_ioa_sweep_phase(ngx_ioa_sweep_phase_e phase)
 static void
 ngx_ioa_sweep_list(void)
 {
-    u_char                key[NGX_IOA_SWEEP_KEY_MAX], max[NGX_INT64_LEN];
-    size_t                argvlen[7];
     int64_t               age;
-    const char           *argv[7], *index;
+    const char           *index;
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
@@ -248,28 +233,18 @@ ngx_ioa_sweep_list(void)
         break;
     }
 
-    argv[0] = "ZRANGEBYSCORE";
-    argvlen[0] = sizeof("ZRANGEBYSCORE") - 1;
-    argv[1] = (const char *) key;
-    argvlen[1] = ngx_snprintf(key, sizeof(key), "%V%s", &mcf->reg_base,
-                              index)
-                 - key;
-    argv[2] = "-inf";
-    argvlen[2] = 4;
-    argv[3] = (const char *) max;
-    argvlen[3] = ngx_sprintf(max, "%L", ngx_ioa_now_ms() - age) - max;
-    argv[4] = "LIMIT";
-    argvlen[4] = 5;
-    argv[5] = "0";
-    argvlen[5] = 1;
-    argv[6] = NGX_IOA_SWEEP_BATCH_STR;
-    argvlen[6] = sizeof(NGX_IOA_SWEEP_BATCH_STR) - 1;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "ZRANGEBYSCORE");
+    ngx_ioa_args_fmt(&a, "%V%s", &mcf->reg_base, index);
+    ngx_ioa_args_cstr(&a, "-inf");
+    ngx_ioa_args_fmt(&a, "%L", ngx_ioa_now_ms() - age);
+    ngx_ioa_args_cstr(&a, "LIMIT");
+    ngx_ioa_args_cstr(&a, "0");
+    ngx_ioa_args_cstr(&a, NGX_IOA_SWEEP_BATCH_STR);
 
     ngx_ioa_sweep.batches++;
 
-    if (ngx_ioa_redis_command(ngx_ioa_sweep_listed, NULL, 7, argv, argvlen)
-        == NULL)
-    {
+    if (ngx_ioa_redis_command_args(ngx_ioa_sweep_listed, NULL, &a) == NULL) {
         ngx_ioa_sweep.busy = 0;
     }
 }
@@ -343,13 +318,9 @@ ngx_ioa_sweep_listed(redisReply *reply, void *data)
 static void
 ngx_ioa_sweep_next(void)
 {
-    u_char               *p, keys[6][NGX_IOA_SWEEP_KEY_MAX];
-    u_char                now[NGX_INT64_LEN], keep[NGX_INT64_LEN];
-    u_char                tomb[NGX_INT64_LEN];
-    size_t                argvlen[9];
     ngx_str_t            *id;
     ngx_uint_t            i;
-    const char           *argv[9];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
     static const char    *names[] = { "meta", "members", "log", "floor",
                                       "chain", "expired" };
@@ -368,22 +339,19 @@ ngx_ioa_sweep_next(void)
         return;
     }
 
+    ngx_ioa_args_init(&a);
+
     for (i = 0; i < 6; i++) {
-        p = ngx_snprintf(keys[i], NGX_IOA_SWEEP_KEY_MAX, "%V{room:%V}:%s",
-                         &mcf->redis_prefix, id, names[i]);
-        argv[i] = (const char *) keys[i];
-        argvlen[i] = p - keys[i];
+        ngx_ioa_args_fmt(&a, "%V{room:%V}:%s", &mcf->redis_prefix, id,
+                         names[i]);
     }
 
-    argv[6] = (const char *) now;
-    argvlen[6] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[7] = (const char *) keep;
-    argvlen[7] = ngx_sprintf(keep, "%M", mcf->room_retention) - keep;
-    argv[8] = (const char *) tomb;
-    argvlen[8] = ngx_sprintf(tomb, "%d", NGX_IOA_ROOM_TOMBSTONE) - tomb;
+    ngx_ioa_args_fmt(&a, "%L", ngx_ioa_now_ms());
+    ngx_ioa_args_fmt(&a, "%M", mcf->room_retention);
+    ngx_ioa_args_fmt(&a, "%d", NGX_IOA_ROOM_TOMBSTONE);
 
-    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_ROOM_EXPIRE,
-                             ngx_ioa_sweep_expired, NULL, 6, 9, argv, argvlen)
+    if (ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_ROOM_EXPIRE,
+                                  ngx_ioa_sweep_expired, NULL, 6, &a)
         == NULL)
     {
         ngx_ioa_sweep_done();
@@ -394,13 +362,10 @@ ngx_ioa_sweep_next(void)
 static void
 ngx_ioa_sweep_expired(redisReply *reply, void *data)
 {
-    u_char                key[NGX_IOA_SWEEP_KEY_MAX];
-    u_char                due[NGX_IOA_SWEEP_KEY_MAX];
-    size_t               *argvlen, n, zlen[5];
     ngx_str_t            *id;
     ngx_uint_t            i;
     redisReply           *e;
-    const char          **argv, *zadd[5];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
@@ -429,21 +394,16 @@ ngx_ioa_sweep_expired(redisReply *reply, void *data)
                 break;
             }
 
-            zadd[0] = "ZADD";
-            zlen[0] = 4;
-            zadd[1] = (const char *) key;
-            zlen[1] = ngx_snprintf(key, sizeof(key), "%V%s",
-                                   &mcf->reg_base,
-                                   i == 1 ? "roomlist" : "roomdue")
-                      - key;
-            zadd[2] = "XX";
-            zlen[2] = 2;
-            zadd[3] = reply->element[i]->str;
-            zlen[3] = reply->element[i]->len;
-            zadd[4] = (const char *) id->data;
-            zlen[4] = id->len;
+            ngx_ioa_args_init(&a);
+            ngx_ioa_args_cstr(&a, "ZADD");
+            ngx_ioa_args_fmt(&a, "%V%s", &mcf->reg_base,
+                             i == 1 ? "roomlist" : "roomdue");
+            ngx_ioa_args_cstr(&a, "XX");
+            ngx_ioa_args_buf(&a, (u_char *) reply->element[i]->str,
+                             reply->element[i]->len);
+            ngx_ioa_args_str(&a, id);
 
-            (void) ngx_ioa_redis_command(NULL, NULL, 5, zadd, zlen);
+            (void) ngx_ioa_redis_command_args(NULL, NULL, &a);
         }
 
         ngx_ioa_sweep.next++;
@@ -453,48 +413,29 @@ ngx_ioa_sweep_expired(redisReply *reply, void *data)
 
     /* "expired" with its members, or "gone": out of the registry */
 
-    n = 4 + reply->elements - 1;
-
-    argv = ngx_alloc(n * sizeof(char *), ngx_cycle->log);
-    argvlen = ngx_alloc(n * sizeof(size_t), ngx_cycle->log);
-
-    if (argv == NULL || argvlen == NULL) {
-        ngx_free(argv);
-        ngx_free(argvlen);
-        ngx_ioa_sweep_done();
-        return;
-    }
-
-    argv[0] = (const char *) key;
-    argvlen[0] = ngx_snprintf(key, sizeof(key), "%Vroomlist", &mcf->reg_base)
-                 - key;
-    argv[1] = (const char *) due;
-    argvlen[1] = ngx_snprintf(due, sizeof(due), "%Vroomdue", &mcf->reg_base)
-                 - due;
-    argv[2] = (const char *) mcf->reg_base.data;
-    argvlen[2] = mcf->reg_base.len;
-    argv[3] = (const char *) id->data;
-    argvlen[3] = id->len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%Vroomlist", &mcf->reg_base);
+    ngx_ioa_args_fmt(&a, "%Vroomdue", &mcf->reg_base);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_str(&a, id);
 
     for (i = 1; i < reply->elements; i++) {
         e = reply->element[i];
-        argv[3 + i] = e->type == REDIS_REPLY_STRING ? e->str : "";
-        argvlen[3 + i] = e->type == REDIS_REPLY_STRING ? e->len : 0;
+
+        if (e->type == REDIS_REPLY_STRING) {
+            ngx_ioa_args_buf(&a, (u_char *) e->str, e->len);
+
+        } else {
+            ngx_ioa_args_cstr(&a, "");
+        }
     }
 
-    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_ROOM_FORGET,
-                             ngx_ioa_sweep_forgotten, NULL, 2, (int) n, argv,
-                             argvlen)
+    if (ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_ROOM_FORGET,
+                                  ngx_ioa_sweep_forgotten, NULL, 2, &a)
         == NULL)
     {
-        ngx_free(argv);
-        ngx_free(argvlen);
         ngx_ioa_sweep_done();
-        return;
     }
-
-    ngx_free(argv);
-    ngx_free(argvlen);
 }
 
 
@@ -517,41 +458,23 @@ ngx_ioa_sweep_forgotten(redisReply *reply, void *data)
 static void
 ngx_ioa_sweep_agent(ngx_str_t *name)
 {
-    u_char                agent[NGX_IOA_SWEEP_KEY_MAX];
-    u_char                agents[NGX_IOA_SWEEP_KEY_MAX];
-    u_char                stats[NGX_IOA_SWEEP_KEY_MAX];
-    u_char                seen[NGX_IOA_SWEEP_KEY_MAX];
-    u_char                now[NGX_INT64_LEN], keep[NGX_INT64_LEN];
-    size_t                argvlen[8];
-    const char           *argv[8];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) agent;
-    argvlen[0] = ngx_snprintf(agent, sizeof(agent), "%Vagent:%V",
-                              &mcf->reg_base, name) - agent;
-    argv[1] = (const char *) agents;
-    argvlen[1] = ngx_snprintf(agents, sizeof(agents), "%Vagents",
-                              &mcf->reg_base) - agents;
-    argv[2] = (const char *) stats;
-    argvlen[2] = ngx_snprintf(stats, sizeof(stats), "%Vstats",
-                              &mcf->reg_base) - stats;
-    argv[3] = (const char *) seen;
-    argvlen[3] = ngx_snprintf(seen, sizeof(seen), "%Vseen", &mcf->reg_base)
-                 - seen;
-    argv[4] = (const char *) mcf->reg_base.data;
-    argvlen[4] = mcf->reg_base.len;
-    argv[5] = (const char *) name->data;
-    argvlen[5] = name->len;
-    argv[6] = (const char *) now;
-    argvlen[6] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[7] = (const char *) keep;
-    argvlen[7] = ngx_sprintf(keep, "%M", mcf->agent_retention) - keep;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%Vagent:%V", &mcf->reg_base, name);
+    ngx_ioa_args_fmt(&a, "%Vagents", &mcf->reg_base);
+    ngx_ioa_args_fmt(&a, "%Vstats", &mcf->reg_base);
+    ngx_ioa_args_fmt(&a, "%Vseen", &mcf->reg_base);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_str(&a, name);
+    ngx_ioa_args_fmt(&a, "%L", ngx_ioa_now_ms());
+    ngx_ioa_args_fmt(&a, "%M", mcf->agent_retention);
 
-    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_AGENT_FORGET,
-                             ngx_ioa_sweep_agent_done, NULL, 4, 8, argv,
-                             argvlen)
+    if (ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_AGENT_FORGET,
+                                  ngx_ioa_sweep_agent_done, NULL, 4, &a)
         == NULL)
     {
         ngx_ioa_sweep_done();
@@ -611,33 +534,6 @@ ngx_ioa_sweep_done(void)
     }
 
     ngx_ioa_sweep.busy = 0;
-}
-
-
-/*
- * What an expired room leaves: its tombstone, <prefix>{room:<id>}:expired,
- * the ms it expired at, for NGX_IOA_ROOM_TOMBSTONE.  It is read only where
- * a room was found missing, never on the way of a post.
- */
-
-static ngx_int_t
-ngx_ioa_gone_key(ngx_pool_t *pool, ngx_str_t *comm_id, ngx_str_t *key)
-{
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
-
-    key->data = ngx_pnalloc(pool, mcf->redis_prefix.len + comm_id->len
-                                  + sizeof("{room:}:expired") - 1);
-    if (key->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    key->len = ngx_sprintf(key->data, "%V{room:%V}:expired",
-                           &mcf->redis_prefix, comm_id)
-               - key->data;
-
-    return NGX_OK;
 }
 
 
@@ -717,25 +613,25 @@ ngx_ioa_gone_error(redisReply *reply, ngx_str_t *comm_id, const char *field,
 ngx_int_t
 ngx_ioa_room_gone(ngx_http_request_t *r, ngx_str_t *comm_id)
 {
-    size_t       argvlen[2];
-    ngx_str_t   *id, key;
-    const char  *argv[2];
+    ngx_str_t       *id;
+    ngx_ioa_args_t   a;
 
     id = ngx_palloc(r->pool, sizeof(ngx_str_t));
-    if (id == NULL || ngx_ioa_gone_key(r->pool, comm_id, &key) != NGX_OK) {
+    if (id == NULL) {
         return NGX_ERROR;
     }
 
     *id = *comm_id;
     ngx_ioa_rest_set_data(r, id);
 
-    argv[0] = "GET";
-    argvlen[0] = 3;
-    argv[1] = (const char *) key.data;
-    argvlen[1] = key.len;
+    /* the tombstone, <prefix>{room:<id>}:expired */
 
-    return ngx_ioa_rest_command(r, ngx_ioa_room_gone_reply, 2, argv,
-                                argvlen);
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "GET");
+    ngx_ioa_args_fmt(&a, "%V{room:%V}:expired",
+                     &ngx_ioa_main_conf()->redis_prefix, comm_id);
+
+    return ngx_ioa_rest_command_args(r, ngx_ioa_room_gone_reply, &a);
 }
 
 
@@ -818,24 +714,15 @@ ngx_ioa_client_gone(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
 static void
 ngx_ioa_client_gone_ask(ngx_ioa_client_t *cl)
 {
-    u_char       buf[NGX_IOA_SWEEP_KEY_MAX];
-    size_t       argvlen[2];
-    ngx_str_t    key;
-    const char  *argv[2];
+    ngx_ioa_args_t  a;
 
-    key.data = buf;
-    key.len = ngx_snprintf(buf, sizeof(buf), "%V{room:%V}:expired",
-                           &ngx_ioa_main_conf()->redis_prefix,
-                           &cl->gone->comm_id)
-              - buf;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "GET");
+    ngx_ioa_args_fmt(&a, "%V{room:%V}:expired",
+                     &ngx_ioa_main_conf()->redis_prefix, &cl->gone->comm_id);
 
-    argv[0] = "GET";
-    argvlen[0] = 3;
-    argv[1] = (const char *) key.data;
-    argvlen[1] = key.len;
-
-    cl->gone_req = ngx_ioa_redis_command(ngx_ioa_client_gone_reply, cl, 2,
-                                         argv, argvlen);
+    cl->gone_req = ngx_ioa_redis_command_args(ngx_ioa_client_gone_reply, cl,
+                                              &a);
 
     if (cl->gone_req == NULL) {
         ngx_ioa_client_gone_free(cl);       /* Redis away: not told */

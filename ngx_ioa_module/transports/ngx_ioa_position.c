@@ -267,33 +267,25 @@ static ngx_int_t
 ngx_ioa_position_save(ngx_ioa_client_t *cl, ngx_ioa_position_t *pos,
     const char *kind, ngx_str_t *text)
 {
-    u_char       version[NGX_INT_T_LEN];
-    ngx_str_t    key;
-    const char  *argv[6];
-    size_t       argvlen[6];
+    ngx_str_t        key;
+    ngx_ioa_args_t   a;
 
     if (ngx_ioa_position_key(cl->pool, pos->cursor, &key) != NGX_OK) {
         return NGX_ERROR;
     }
 
-    argv[0] = (const char *) key.data;
-    argvlen[0] = key.len;
-    argv[1] = (const char *) version;
-    argvlen[1] = ngx_sprintf(version, "%ui", pos->version) - version;
-    argv[2] = kind;
-    argvlen[2] = 1;
-    argv[3] = (const char *) text->data;
-    argvlen[3] = text->len;
-    argv[4] = NGX_IOA_POSITION_KEEP;
-    argvlen[4] = sizeof(NGX_IOA_POSITION_KEEP) - 1;
-    argv[5] = NGX_IOA_POSITION_TTL;
-    argvlen[5] = sizeof(NGX_IOA_POSITION_TTL) - 1;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &key);
+    ngx_ioa_args_fmt(&a, "%ui", pos->version);
+    ngx_ioa_args_buf(&a, (u_char *) kind, 1);
+    ngx_ioa_args_str(&a, text);
+    ngx_ioa_args_cstr(&a, NGX_IOA_POSITION_KEEP);
+    ngx_ioa_args_cstr(&a, NGX_IOA_POSITION_TTL);
 
     /* not waited for (see the top); a lost write shows as a refused
      * position if the client ever comes back with it */
-    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_POSITION_SAVE,
-                             ngx_ioa_position_saved, NULL, 1, 6, argv,
-                             argvlen)
+    if (ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_POSITION_SAVE,
+                                  ngx_ioa_position_saved, NULL, 1, &a)
         == NULL)
     {
         ngx_log_error(NGX_LOG_WARN, cl->log, 0,

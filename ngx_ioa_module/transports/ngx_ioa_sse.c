@@ -475,8 +475,7 @@ ngx_ioa_sse_resume_cursor(ngx_ioa_sse_t *sse, ngx_str_t *id,
     ngx_ioa_error_t *err)
 {
     ngx_str_t            key, version, delta;
-    const char          *argv[3], *ttl;
-    size_t               argvlen[3];
+    ngx_ioa_args_t       a;
     ngx_pool_cleanup_t  *cln;
 
     if (ngx_ioa_position_parse(sse->client.pool, id, &key, &version, &delta)
@@ -502,18 +501,14 @@ ngx_ioa_sse_resume_cursor(ngx_ioa_sse_t *sse, ngx_str_t *id,
         return NGX_ERROR;
     }
 
-    ttl = ngx_ioa_position_retry_ttl();
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &key);
+    ngx_ioa_args_str(&a, &version);
+    ngx_ioa_args_cstr(&a, ngx_ioa_position_retry_ttl());
 
-    argv[0] = (const char *) key.data;
-    argvlen[0] = key.len;
-    argv[1] = (const char *) version.data;
-    argvlen[1] = version.len;
-    argv[2] = ttl;
-    argvlen[2] = ngx_strlen(ttl);
-
-    sse->load = ngx_ioa_redis_script(NGX_IOA_SCRIPT_POSITION_LOAD,
-                                     ngx_ioa_sse_cursor_loaded, sse, 1, 3,
-                                     argv, argvlen);
+    sse->load = ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_POSITION_LOAD,
+                                          ngx_ioa_sse_cursor_loaded, sse, 1,
+                                          &a);
 
     if (sse->load == NULL) {
         ngx_ioa_error_set(err, "redis_unavailable", NULL,
