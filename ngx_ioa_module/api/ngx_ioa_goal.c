@@ -148,14 +148,12 @@ ngx_ioa_launch_goal_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char               rnd[16], *hex, now[NGX_INT64_LEN];
-    size_t               n;
+    u_char               rnd[16], *hex;
     yajl_val             doc, v;
     ngx_str_t            s, request, person;
     ngx_table_elt_t     *h;
     ngx_ioa_loc_conf_t  *lcf;
-    const char          *argv[32];
-    size_t               argvlen[32];
+    ngx_ioa_args_t       a;
     ngx_ioa_error_t      err;
     ngx_ioa_jbuf_t       b;
     ngx_msec_t           retry;
@@ -262,29 +260,26 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
 
     ngx_ioa_rest_set_data(r, g);
 
-    n = 0;
+    ngx_ioa_args_init(&a);
 
-#define ngx_ioa_arg(p, l)                                                     \
-    argv[n] = (const char *) (p); argvlen[n] = (l); n++
-
-    ngx_ioa_arg("HSET", 4);
-    ngx_ioa_arg(g->meta.data, g->meta.len);
-    ngx_ioa_arg("goal_id", 7);
-    ngx_ioa_arg(g->goal_id.data, g->goal_id.len);
-    ngx_ioa_arg("state", 5);
-    ngx_ioa_arg("queued", 6);
-    ngx_ioa_arg("request", 7);
-    ngx_ioa_arg(request.data, request.len);
+    ngx_ioa_args_cstr(&a, "HSET");
+    ngx_ioa_args_str(&a, &g->meta);
+    ngx_ioa_args_cstr(&a, "goal_id");
+    ngx_ioa_args_str(&a, &g->goal_id);
+    ngx_ioa_args_cstr(&a, "state");
+    ngx_ioa_args_cstr(&a, "queued");
+    ngx_ioa_args_cstr(&a, "request");
+    ngx_ioa_args_str(&a, &request);
     g->created = ngx_ioa_now_ms();
-    ngx_ioa_arg("created_at", 10);
-    ngx_ioa_arg(now, ngx_sprintf(now, "%L", g->created) - now);
-    ngx_ioa_arg("parent", 6);
-    ngx_ioa_arg("", 0);
+    ngx_ioa_args_cstr(&a, "created_at");
+    ngx_ioa_args_int(&a, g->created);
+    ngx_ioa_args_cstr(&a, "parent");
+    ngx_ioa_args_cstr(&a, "");
 
     v = ngx_ioa_json_get(doc, "goal");
     if (v && ngx_ioa_json_string(v, &s) == NGX_OK) {
-        ngx_ioa_arg("goal", 4);
-        ngx_ioa_arg(s.data ? s.data : (u_char *) "", s.len);
+        ngx_ioa_args_cstr(&a, "goal");
+        ngx_ioa_args_buf(&a, s.data ? s.data : (u_char *) "", s.len);
         g->goal = s;
     }
 
@@ -293,44 +288,33 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
 
     v = ngx_ioa_json_get(doc, "comm_id");
     if (v && ngx_ioa_json_string(v, &s) == NGX_OK && s.len) {
-        ngx_ioa_arg("comm_id", 7);
-        ngx_ioa_arg(s.data, s.len);
+        ngx_ioa_args_cstr(&a, "comm_id");
+        ngx_ioa_args_str(&a, &s);
     }
 
     /* the person in the goal's room (workers/worker/person.c): the
      * launcher, or in open mode the name the body gives */
-    ngx_ioa_arg("launched_by", 11);
-    ngx_ioa_arg(person.data, person.len);
+    ngx_ioa_args_cstr(&a, "launched_by");
+    ngx_ioa_args_str(&a, &person);
 
     /* whether the launcher may continue anyone's room (the worker checks
      * a continued room's owner): an administrator, or anyone in open mode,
      * as ngx_ioa_goal_owner() decides for the goal endpoints */
     ngx_ioa_goal_owner(ngx_ioa_rest_identity(r), &s);
-    ngx_ioa_arg("launcher_admin", 14);
-    ngx_ioa_arg(s.len ? "0" : "1", 1);
+    ngx_ioa_args_cstr(&a, "launcher_admin");
+    ngx_ioa_args_cstr(&a, s.len ? "0" : "1");
 
     v = ngx_ioa_json_get(doc, "team_up_depth");
-    ngx_ioa_arg("depth", 5);
+    ngx_ioa_args_cstr(&a, "depth");
 
     if (v && YAJL_IS_INTEGER(v)) {
-        s.data = ngx_pnalloc(r->pool, NGX_INT64_LEN);
-        if (s.data == NULL) {
-            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-            return;
-        }
-
-        s.len = ngx_sprintf(s.data, "%L", YAJL_GET_INTEGER(v)) - s.data;
-        ngx_ioa_arg(s.data, s.len);
+        ngx_ioa_args_int(&a, YAJL_GET_INTEGER(v));
 
     } else {
-        ngx_ioa_arg("", 0);
+        ngx_ioa_args_cstr(&a, "");
     }
 
-#undef ngx_ioa_arg
-
-    if (ngx_ioa_rest_command(r, ngx_ioa_launch_stored, n, argv, argvlen)
-        != NGX_OK)
-    {
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_launch_stored, &a) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
     }
 }
@@ -651,9 +635,7 @@ ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply)
 {
-    u_char                key[256];
-    const char           *argv[5];
-    size_t                argvlen[5];
+    ngx_ioa_args_t        a;
     ngx_ioa_error_t       err;
     ngx_ioa_goal_ctx_t   *g;
     ngx_ioa_main_conf_t  *mcf;
@@ -695,21 +677,14 @@ ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply)
 
     /* the job: any worker of the "workers" group takes it */
 
-    argv[0] = "XADD";
-    argvlen[0] = 4;
-    argv[1] = (const char *) key;
-    argvlen[1] = ngx_snprintf(key, sizeof(key), "%V{jobs}:goals",
-                              &mcf->redis_prefix) - key;
-    argv[2] = "*";
-    argvlen[2] = 1;
-    argv[3] = "goal_id";
-    argvlen[3] = 7;
-    argv[4] = (const char *) g->goal_id.data;
-    argvlen[4] = g->goal_id.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "XADD");
+    ngx_ioa_args_fmt(&a, "%V{jobs}:goals", &mcf->redis_prefix);
+    ngx_ioa_args_cstr(&a, "*");
+    ngx_ioa_args_cstr(&a, "goal_id");
+    ngx_ioa_args_str(&a, &g->goal_id);
 
-    if (ngx_ioa_rest_command(r, ngx_ioa_launch_queued, 5, argv, argvlen)
-        != NGX_OK)
-    {
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_launch_queued, &a) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
     }
 }
@@ -722,15 +697,13 @@ ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_launch_forget(ngx_ioa_goal_ctx_t *g)
 {
-    const char  *argv[2];
-    size_t       argvlen[2];
+    ngx_ioa_args_t  a;
 
-    argv[0] = "DEL";
-    argvlen[0] = 3;
-    argv[1] = (const char *) g->meta.data;
-    argvlen[1] = g->meta.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "DEL");
+    ngx_ioa_args_str(&a, &g->meta);
 
-    (void) ngx_ioa_redis_command(NULL, NULL, 2, argv, argvlen);
+    (void) ngx_ioa_redis_command_args(NULL, NULL, &a);
 }
 
 
@@ -933,8 +906,7 @@ ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id,
 {
     size_t               n;
     ngx_str_t            key;
-    const char          *argv[24];
-    size_t               argvlen[24];
+    ngx_ioa_args_t       a;
 
     if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
         return ngx_ioa_goal_bad_id(r);
@@ -947,19 +919,15 @@ ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    argv[0] = "HMGET";
-    argvlen[0] = 5;
-    argv[1] = (const char *) key.data;
-    argvlen[1] = key.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "HMGET");
+    ngx_ioa_args_str(&a, &key);
 
     for (n = 0; ngx_ioa_goal_fields[n].name; n++) {
-        argv[n + 2] = ngx_ioa_goal_fields[n].name;
-        argvlen[n + 2] = ngx_strlen(ngx_ioa_goal_fields[n].name);
+        ngx_ioa_args_cstr(&a, ngx_ioa_goal_fields[n].name);
     }
 
-    if (ngx_ioa_rest_command(r, ngx_ioa_goal_read, n + 2, argv, argvlen)
-        != NGX_OK)
-    {
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_goal_read, &a) != NGX_OK) {
         return ngx_ioa_send_unavailable(r);
     }
 
@@ -1060,8 +1028,7 @@ ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who)
 {
     ngx_str_t            key;
-    const char          *argv[3];
-    size_t               argvlen[3];
+    ngx_ioa_args_t       a;
     ngx_ioa_goal_req_t  *gr;
 
     if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
@@ -1083,14 +1050,12 @@ ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    argv[0] = "HGET";
-    argvlen[0] = 4;
-    argv[1] = (const char *) key.data;
-    argvlen[1] = key.len;
-    argv[2] = "launched_by";
-    argvlen[2] = sizeof("launched_by") - 1;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "HGET");
+    ngx_ioa_args_str(&a, &key);
+    ngx_ioa_args_cstr(&a, "launched_by");
 
-    if (ngx_ioa_rest_command(r, ngx_ioa_goal_events_owner, 3, argv, argvlen)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_goal_events_owner, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -1232,10 +1197,8 @@ ngx_int_t
 ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who)
 {
-    u_char               now[NGX_INT64_LEN];
     ngx_str_t            meta, control;
-    const char          *argv[5];
-    size_t               argvlen[5];
+    ngx_ioa_args_t       a;
     ngx_ioa_goal_req_t  *gr;
 
     if (ngx_ioa_goal_id_valid(id) != NGX_OK) {
@@ -1252,19 +1215,15 @@ ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    argv[0] = (const char *) meta.data;
-    argvlen[0] = meta.len;
-    argv[1] = (const char *) control.data;
-    argvlen[1] = control.len;
-    argv[2] = (const char *) now;
-    argvlen[2] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[3] = ngx_ioa_redis_cluster() ? "s" : "";
-    argvlen[3] = ngx_strlen(argv[3]);
-    argv[4] = (const char *) gr->owner.data;
-    argvlen[4] = gr->owner.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &meta);
+    ngx_ioa_args_str(&a, &control);
+    ngx_ioa_args_int(&a, ngx_ioa_now_ms());
+    ngx_ioa_args_cstr(&a, ngx_ioa_redis_cluster() ? "s" : "");
+    ngx_ioa_args_str(&a, &gr->owner);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_CANCEL,
-                            ngx_ioa_goal_cancel_done, 1, 5, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_GOAL_CANCEL,
+                                 ngx_ioa_goal_cancel_done, 1, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -1370,11 +1329,10 @@ ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
 static void
 ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char              now[NGX_INT64_LEN], why[NGX_IOA_NAME_WHY_LEN];
+    u_char              why[NGX_IOA_NAME_WHY_LEN];
     yajl_val            doc, v;
     ngx_str_t           content, meta, inbox, control;
-    const char         *argv[9];
-    size_t              argvlen[9];
+    ngx_ioa_args_t      a;
     ngx_ioa_error_t     err;
     ngx_ioa_goal_msg_t *gm;
 
@@ -1428,29 +1386,21 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    argv[0] = (const char *) meta.data;
-    argvlen[0] = meta.len;
-    argv[1] = (const char *) inbox.data;
-    argvlen[1] = inbox.len;
-    argv[2] = (const char *) gm->sender.data;
-    argvlen[2] = gm->sender.len;
-    argv[3] = (const char *) content.data;
-    argvlen[3] = content.len;
-    argv[4] = (const char *) now;
-    argvlen[4] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[5] = NGX_IOA_GOAL_INBOX_MAX;
-    argvlen[5] = sizeof(NGX_IOA_GOAL_INBOX_MAX) - 1;
-    argv[6] = (const char *) gm->owner.data;
-    argvlen[6] = gm->owner.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &meta);
+    ngx_ioa_args_str(&a, &inbox);
+    ngx_ioa_args_str(&a, &gm->sender);
+    ngx_ioa_args_str(&a, &content);
+    ngx_ioa_args_int(&a, ngx_ioa_now_ms());
+    ngx_ioa_args_cstr(&a, NGX_IOA_GOAL_INBOX_MAX);
+    ngx_ioa_args_str(&a, &gm->owner);
 
     /* the goal's worker waits on this channel rather than polling */
-    argv[7] = (const char *) control.data;
-    argvlen[7] = control.len;
-    argv[8] = ngx_ioa_redis_cluster() ? "s" : "";
-    argvlen[8] = ngx_strlen(argv[8]);
+    ngx_ioa_args_str(&a, &control);
+    ngx_ioa_args_cstr(&a, ngx_ioa_redis_cluster() ? "s" : "");
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_MESSAGE,
-                            ngx_ioa_goal_message_done, 2, 9, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_GOAL_MESSAGE,
+                                 ngx_ioa_goal_message_done, 2, &a)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -1639,42 +1589,32 @@ static ngx_int_t
 ngx_ioa_goal_index(ngx_http_request_t *r, ngx_ioa_goal_ctx_t *g,
     ngx_str_t *id, const char *state)
 {
-    u_char                base[256], ms[NGX_INT64_LEN], cap[NGX_INT_T_LEN];
-    const char           *argv[10];
-    size_t                argvlen[10];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) base;
-    argvlen[0] = ngx_snprintf(base, sizeof(base), "%V{goals}:",
-                              &mcf->redis_prefix) - base;
-    argv[1] = (const char *) id->data;
-    argvlen[1] = id->len;
-    argv[2] = state;
-    argvlen[2] = ngx_strlen(state);
-    argv[3] = "0";                      /* only a worker ends a goal */
-    argvlen[3] = 1;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{goals}:", &mcf->redis_prefix);
+    ngx_ioa_args_str(&a, id);
+    ngx_ioa_args_cstr(&a, state);
+    ngx_ioa_args_cstr(&a, "0");         /* only a worker ends a goal */
 
     if (g == NULL) {
-        return ngx_ioa_redis_script(NGX_IOA_SCRIPT_GOAL_INDEX, NULL, NULL, 1,
-                                    4, argv, argvlen)
+        return ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_GOAL_INDEX, NULL, NULL,
+                                         1, &a)
                ? NGX_OK : NGX_ERROR;
     }
 
-    argv[4] = (const char *) ms;
-    argvlen[4] = ngx_sprintf(ms, "%L", g->created) - ms;
-    argv[5] = g->goal.len ? (const char *) g->goal.data : "";
-    argvlen[5] = g->goal.len;
-    argv[6] = g->person.len ? (const char *) g->person.data : "";
-    argvlen[6] = g->person.len;
-    argv[7] = "";                       /* no parent */
-    argvlen[7] = 0;
-    argv[8] = (const char *) cap;
-    argvlen[8] = ngx_sprintf(cap, "%ui", mcf->goals_in_flight) - cap;
-    argv[9] = (const char *) g->launcher.data;
-    argvlen[9] = g->launcher.len;
+    ngx_ioa_args_int(&a, g->created);
+    ngx_ioa_args_buf(&a, g->goal.len ? g->goal.data : (u_char *) "",
+                     g->goal.len);
+    ngx_ioa_args_buf(&a, g->person.len ? g->person.data : (u_char *) "",
+                     g->person.len);
+    ngx_ioa_args_cstr(&a, "");          /* no parent */
+    ngx_ioa_args_fmt(&a, "%ui", mcf->goals_in_flight);
+    ngx_ioa_args_str(&a, &g->launcher);
 
-    return ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_INDEX,
-                               ngx_ioa_launch_admitted, 1, 10, argv, argvlen);
+    return ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_GOAL_INDEX,
+                                    ngx_ioa_launch_admitted, 1, &a);
 }

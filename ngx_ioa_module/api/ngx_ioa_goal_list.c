@@ -63,11 +63,9 @@ static ngx_str_t  ngx_ioa_goal_states[] = {
 ngx_int_t
 ngx_ioa_goal_list_handler(ngx_http_request_t *r, ngx_ioa_identity_t *who)
 {
-    u_char                base[256], lim[NGX_INT_T_LEN];
     ngx_int_t             n;
     ngx_str_t             state, before, limit;
-    const char           *argv[5];
-    size_t                argvlen[5];
+    ngx_ioa_args_t        a;
     ngx_ioa_goal_list_t  *gl;
     ngx_ioa_main_conf_t  *mcf;
 
@@ -114,20 +112,17 @@ ngx_ioa_goal_list_handler(ngx_http_request_t *r, ngx_ioa_identity_t *who)
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) base;
-    argvlen[0] = ngx_snprintf(base, sizeof(base), "%V{goals}:",
-                              &mcf->redis_prefix) - base;
-    argv[1] = state.len ? (const char *) state.data : "";
-    argvlen[1] = state.len;
-    argv[2] = gl->owner.len ? (const char *) gl->owner.data : "";
-    argvlen[2] = gl->owner.len;
-    argv[3] = (const char *) lim;
-    argvlen[3] = ngx_sprintf(lim, "%i", n) - lim;
-    argv[4] = before.len ? (const char *) before.data : "";
-    argvlen[4] = before.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{goals}:", &mcf->redis_prefix);
+    ngx_ioa_args_buf(&a, state.len ? state.data : (u_char *) "", state.len);
+    ngx_ioa_args_buf(&a, gl->owner.len ? gl->owner.data : (u_char *) "",
+                     gl->owner.len);
+    ngx_ioa_args_fmt(&a, "%i", n);
+    ngx_ioa_args_buf(&a, before.len ? before.data : (u_char *) "",
+                     before.len);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_LIST,
-                            ngx_ioa_goal_list_read, 1, 5, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_GOAL_LIST,
+                                 ngx_ioa_goal_list_read, 1, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);

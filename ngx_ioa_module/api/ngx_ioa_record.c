@@ -145,9 +145,7 @@ static void
 ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
 {
     yajl_val              doc, id;
-    ngx_str_t             index;
-    const char           *argv[4];
-    size_t                argvlen[4];
+    ngx_ioa_args_t        a;
     ngx_ioa_error_t       err;
     ngx_ioa_record_t     *rec;
     ngx_ioa_identity_t   *who;
@@ -243,27 +241,13 @@ ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
     rec->all = 1;
     mcf = ngx_ioa_main_conf();
 
-    index.data = ngx_pnalloc(r->pool, mcf->reg_base.len + sizeof("roomlist"));
-    if (index.data == NULL) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "ZREVRANGE");
+    ngx_ioa_args_fmt(&a, "%Vroomlist", &mcf->reg_base);
+    ngx_ioa_args_cstr(&a, "0");
+    ngx_ioa_args_cstr(&a, NGX_IOA_RECORD_LAST_ROOM);
 
-    index.len = ngx_sprintf(index.data, "%Vroomlist", &mcf->reg_base)
-                - index.data;
-
-    argv[0] = "ZREVRANGE";
-    argvlen[0] = 9;
-    argv[1] = (const char *) index.data;
-    argvlen[1] = index.len;
-    argv[2] = "0";
-    argvlen[2] = 1;
-    argv[3] = NGX_IOA_RECORD_LAST_ROOM;
-    argvlen[3] = sizeof(NGX_IOA_RECORD_LAST_ROOM) - 1;
-
-    if (ngx_ioa_rest_command(r, ngx_ioa_record_listed, 4, argv, argvlen)
-        != NGX_OK)
-    {
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_record_listed, &a) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
     }
 
@@ -441,10 +425,8 @@ ngx_ioa_record_listed(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_record_ask(ngx_http_request_t *r)
 {
-    u_char               *p, count[NGX_INT_T_LEN];
-    ngx_str_t            *id, keys, start;
-    const char           *argv[6];
-    size_t                argvlen[6];
+    ngx_str_t            *id, start;
+    ngx_ioa_args_t        a;
     ngx_ioa_record_t     *rec;
     ngx_ioa_main_conf_t  *mcf;
 
@@ -481,36 +463,16 @@ ngx_ioa_record_ask(ngx_http_request_t *r)
     id = (ngx_str_t *) rec->ids.elts + rec->next;
     mcf = ngx_ioa_main_conf();
 
-    keys.len = 3 * (mcf->redis_prefix.len + sizeof("{room:}:members") - 1
-                    + id->len);
-    keys.data = ngx_pnalloc(r->pool, keys.len);
-    if (keys.data == NULL) {
-        ngx_ioa_finish(r, NGX_ERROR);
-        return;
-    }
-
-    p = keys.data;
-
-    argv[0] = (const char *) p;
-    p = ngx_sprintf(p, "%V{room:%V}:meta", &mcf->redis_prefix, id);
-    argvlen[0] = p - (u_char *) argv[0];
-
-    argv[1] = (const char *) p;
-    p = ngx_sprintf(p, "%V{room:%V}:members", &mcf->redis_prefix, id);
-    argvlen[1] = p - (u_char *) argv[1];
-
-    argv[2] = (const char *) p;
-    p = ngx_sprintf(p, "%V{room:%V}:log", &mcf->redis_prefix, id);
-    argvlen[2] = p - (u_char *) argv[2];
-
     if (!rec->sending) {
-        argv[3] = "-";
-        argvlen[3] = 1;
-        argv[4] = "-1";                 /* the room and its members only */
-        argvlen[4] = 2;
+        ngx_ioa_args_init(&a);
+        ngx_ioa_args_fmt(&a, "%V{room:%V}:meta", &mcf->redis_prefix, id);
+        ngx_ioa_args_fmt(&a, "%V{room:%V}:members", &mcf->redis_prefix, id);
+        ngx_ioa_args_fmt(&a, "%V{room:%V}:log", &mcf->redis_prefix, id);
+        ngx_ioa_args_cstr(&a, "-");
+        ngx_ioa_args_cstr(&a, "-1");    /* the room and its members only */
 
-        if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_RECORD,
-                                ngx_ioa_record_checked, 3, 5, argv, argvlen)
+        if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_ROOM_RECORD,
+                                     ngx_ioa_record_checked, 3, &a)
             != NGX_OK)
         {
             ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -531,23 +493,22 @@ ngx_ioa_record_ask(ngx_http_request_t *r)
     }
 
     if (rec->latest && !rec->in_room && !rec->tail_done) {
+        /* room_tail.lua reads the log only */
+        ngx_ioa_args_init(&a);
+        ngx_ioa_args_fmt(&a, "%V{room:%V}:log", &mcf->redis_prefix, id);
+
         if (rec->start.len) {
-            argv[3] = (const char *) rec->start.data;
-            argvlen[3] = rec->start.len;
+            ngx_ioa_args_str(&a, &rec->start);
 
         } else {
-            argv[3] = "+";
-            argvlen[3] = 1;
+            ngx_ioa_args_cstr(&a, "+");
         }
 
-        argv[4] = (const char *) count;
-        argvlen[4] = ngx_sprintf(count, "%ui", rec->tail_want) - count;
-        argv[5] = NGX_IOA_RECORD_PIECE_BYTES;
-        argvlen[5] = sizeof(NGX_IOA_RECORD_PIECE_BYTES) - 1;
+        ngx_ioa_args_fmt(&a, "%ui", rec->tail_want);
+        ngx_ioa_args_cstr(&a, NGX_IOA_RECORD_PIECE_BYTES);
 
-        if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_TAIL,
-                                ngx_ioa_record_tailed, 1, 4, &argv[2],
-                                &argvlen[2])
+        if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_ROOM_TAIL,
+                                     ngx_ioa_record_tailed, 1, &a)
             != NGX_OK)
         {
             ngx_ioa_finish(r, NGX_ERROR);
@@ -572,19 +533,18 @@ ngx_ioa_record_ask(ngx_http_request_t *r)
         ngx_str_set(&start, "-");
     }
 
-    argv[3] = (const char *) start.data;
-    argvlen[3] = start.len;
-    argv[4] = (const char *) count;
-    argvlen[4] = ngx_sprintf(count, "%ui",
-                             ngx_min(rec->limit - rec->sent,
-                                     (ngx_uint_t)
-                                     NGX_IOA_RECORD_PIECE_ENTRIES))
-                 - count;
-    argv[5] = NGX_IOA_RECORD_PIECE_BYTES;
-    argvlen[5] = sizeof(NGX_IOA_RECORD_PIECE_BYTES) - 1;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{room:%V}:meta", &mcf->redis_prefix, id);
+    ngx_ioa_args_fmt(&a, "%V{room:%V}:members", &mcf->redis_prefix, id);
+    ngx_ioa_args_fmt(&a, "%V{room:%V}:log", &mcf->redis_prefix, id);
+    ngx_ioa_args_str(&a, &start);
+    ngx_ioa_args_fmt(&a, "%ui",
+                     ngx_min(rec->limit - rec->sent,
+                             (ngx_uint_t) NGX_IOA_RECORD_PIECE_ENTRIES));
+    ngx_ioa_args_cstr(&a, NGX_IOA_RECORD_PIECE_BYTES);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_RECORD,
-                            ngx_ioa_record_piece, 3, 6, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_ROOM_RECORD,
+                                 ngx_ioa_record_piece, 3, &a)
         != NGX_OK)
     {
         /* the header is out: the answer can only be cut short */

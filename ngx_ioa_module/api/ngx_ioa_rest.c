@@ -704,8 +704,7 @@ static void ngx_ioa_health_done(ngx_http_request_t *r, redisReply *reply);
 ngx_int_t
 ngx_ioa_health_handler(ngx_http_request_t *r)
 {
-    const char  *argv[1];
-    size_t       argvlen[1];
+    ngx_ioa_args_t  a;
 
     if (ngx_http_discard_request_body(r) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -715,12 +714,10 @@ ngx_ioa_health_handler(ngx_http_request_t *r)
         return ngx_ioa_send_unavailable(r);
     }
 
-    argv[0] = "PING";
-    argvlen[0] = 4;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "PING");
 
-    if (ngx_ioa_rest_command(r, ngx_ioa_health_done, 1, argv, argvlen)
-        != NGX_OK)
-    {
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_health_done, &a) != NGX_OK) {
         return ngx_ioa_send_unavailable(r);
     }
 
@@ -765,7 +762,7 @@ ngx_ioa_teamup_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char                rnd[16], *hex, max[NGX_INT_T_LEN];
+    u_char                rnd[16], *hex;
     u_char                why[NGX_IOA_NAME_WHY_LEN];
     ngx_msec_t            retry;
     size_t                i, j, n;
@@ -773,9 +770,8 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_str_t             s, *m;
     ngx_ioa_error_t       err;
     ngx_ioa_teamup_t     *t;
+    ngx_ioa_args_t        a;
     ngx_ioa_rest_ctx_t   *ctx;
-    const char          **argv;
-    size_t               *argvlen;
     ngx_ioa_main_conf_t  *mcf;
 
     doc = ngx_ioa_body_json(r, body);
@@ -934,36 +930,20 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
 
     n = t->members.nelts;
 
-    argv = ngx_palloc(r->pool, (n + 4) * sizeof(char *));
-    argvlen = ngx_palloc(r->pool, (n + 4) * sizeof(size_t));
-    s.data = ngx_pnalloc(r->pool, mcf->reg_base.len + sizeof("agents"));
-
-    if (argv == NULL || argvlen == NULL || s.data == NULL) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    s.len = ngx_sprintf(s.data, "%Vagents", &mcf->reg_base) - s.data;
-
-    argv[0] = (const char *) s.data;
-    argvlen[0] = s.len;
-    argv[1] = (const char *) mcf->reg_base.data;
-    argvlen[1] = mcf->reg_base.len;
-    argv[2] = (const char *) t->comm_id.data;
-    argvlen[2] = t->comm_id.len;
-    argv[3] = (const char *) max;
-    argvlen[3] = ngx_sprintf(max, "%ui", mcf->max_agent_rooms) - max;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%Vagents", &mcf->reg_base);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_str(&a, &t->comm_id);
+    ngx_ioa_args_fmt(&a, "%ui", mcf->max_agent_rooms);
 
     m = t->members.elts;
 
     for (i = 0; i < n; i++) {
-        argv[i + 4] = (const char *) m[i].data;
-        argvlen[i + 4] = m[i].len;
+        ngx_ioa_args_str(&a, &m[i]);
     }
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_TEAMUP_MEMBERS,
-                            ngx_ioa_teamup_members_done, 1, n + 4, argv,
-                            argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_TEAMUP_MEMBERS,
+                                 ngx_ioa_teamup_members_done, 1, &a)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -1023,15 +1003,12 @@ ngx_ioa_teamup_retention(ngx_ioa_teamup_t *t, yajl_val v,
 static void
 ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
 {
-    u_char               *p;
     size_t                i, n;
-    ngx_str_t             code, text, *m, meta, members;
+    ngx_str_t             code, text, *m;
+    ngx_ioa_args_t        a;
     ngx_ioa_error_t       err;
     ngx_ioa_teamup_t     *t;
     ngx_ioa_rest_ctx_t   *ctx;
-    const char          **argv;
-    size_t               *argvlen;
-    u_char                now[NGX_INT64_LEN], keep[NGX_INT64_LEN];
     ngx_ioa_main_conf_t  *mcf;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
@@ -1070,55 +1047,34 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
 
     n = t->members.nelts;
 
-    argv = ngx_palloc(r->pool, (n + 7) * sizeof(char *));
-    argvlen = ngx_palloc(r->pool, (n + 7) * sizeof(size_t));
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{room:%V}:meta", &mcf->redis_prefix,
+                     &t->comm_id);
+    ngx_ioa_args_fmt(&a, "%V{room:%V}:members", &mcf->redis_prefix,
+                     &t->comm_id);
+    ngx_ioa_args_str(&a, &t->comm_id);
+    ngx_ioa_args_buf(&a, t->team_name.data ? t->team_name.data
+                                           : (u_char *) "",
+                     t->team_name.len);
+    ngx_ioa_args_str(&a, &t->creator);
+    ngx_ioa_args_int(&a, ngx_ioa_now_ms());
 
-    meta.len = mcf->redis_prefix.len + sizeof("{room:}:members") - 1
-               + t->comm_id.len;
-    meta.data = ngx_pnalloc(r->pool, 2 * meta.len);
+    /* no retention of its own: an empty argument */
+    if (t->retention) {
+        ngx_ioa_args_fmt(&a, "%M", t->retention);
 
-    if (argv == NULL || argvlen == NULL || meta.data == NULL) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    p = ngx_sprintf(meta.data, "%V{room:%V}:meta", &mcf->redis_prefix,
-                    &t->comm_id);
-    meta.len = p - meta.data;
-
-    members.data = p;
-    members.len = ngx_sprintf(p, "%V{room:%V}:members", &mcf->redis_prefix,
-                              &t->comm_id) - p;
-
-    argv[0] = (const char *) meta.data;
-    argvlen[0] = meta.len;
-    argv[1] = (const char *) members.data;
-    argvlen[1] = members.len;
-    argv[2] = (const char *) t->comm_id.data;
-    argvlen[2] = t->comm_id.len;
-    argv[3] = (const char *) t->team_name.data;
-    argvlen[3] = t->team_name.len;
-    argv[4] = (const char *) t->creator.data;
-    argvlen[4] = t->creator.len;
-    argv[5] = (const char *) now;
-    argvlen[5] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[6] = (const char *) keep;
-    argvlen[6] = t->retention ? ngx_sprintf(keep, "%M", t->retention) - keep
-                              : 0;
-
-    if (argv[3] == NULL) {
-        argv[3] = "";
+    } else {
+        ngx_ioa_args_cstr(&a, "");
     }
 
     m = t->members.elts;
 
     for (i = 0; i < n; i++) {
-        argv[i + 7] = (const char *) m[i].data;
-        argvlen[i + 7] = m[i].len;
+        ngx_ioa_args_str(&a, &m[i]);
     }
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_ROOM_CREATE,
-                            ngx_ioa_teamup_room_done, 2, n + 7, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_ROOM_CREATE,
+                                 ngx_ioa_teamup_room_done, 2, &a)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -1129,11 +1085,9 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
 {
-    u_char                now[NGX_INT64_LEN], due[NGX_INT64_LEN];
     int64_t               ms;
-    ngx_str_t             code, text, event, index;
-    const char           *argv[4];
-    size_t                argvlen[4];
+    ngx_str_t             code, text, event;
+    ngx_ioa_args_t        a;
     ngx_ioa_teamup_t     *t;
     ngx_ioa_rest_ctx_t   *ctx;
     ngx_ioa_main_conf_t  *mcf;
@@ -1152,37 +1106,24 @@ ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
      * index (ngx_ioa_retention.c); not waited for, the event below is on
      * the same connection after them */
 
-    index.data = ngx_pnalloc(r->pool, mcf->reg_base.len + sizeof("roomlist"));
-    if (index.data == NULL) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    index.len = ngx_sprintf(index.data, "%Vroomlist", &mcf->reg_base)
-                - index.data;
-
     ms = ngx_ioa_now_ms();
 
-    argv[0] = "ZADD";
-    argvlen[0] = 4;
-    argv[1] = (const char *) index.data;
-    argvlen[1] = index.len;
-    argv[2] = (const char *) now;
-    argvlen[2] = ngx_sprintf(now, "%L", ms) - now;
-    argv[3] = (const char *) t->comm_id.data;
-    argvlen[3] = t->comm_id.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "ZADD");
+    ngx_ioa_args_fmt(&a, "%Vroomlist", &mcf->reg_base);
+    ngx_ioa_args_int(&a, ms);
+    ngx_ioa_args_str(&a, &t->comm_id);
 
-    (void) ngx_ioa_redis_command(NULL, NULL, 4, argv, argvlen);
+    (void) ngx_ioa_redis_command_args(NULL, NULL, &a);
 
     if (t->retention) {
-        index.len = ngx_sprintf(index.data, "%Vroomdue", &mcf->reg_base)
-                    - index.data;
-        argvlen[1] = index.len;
-        argv[2] = (const char *) due;
-        argvlen[2] = ngx_sprintf(due, "%L", ms + (int64_t) t->retention)
-                     - due;
+        ngx_ioa_args_init(&a);
+        ngx_ioa_args_cstr(&a, "ZADD");
+        ngx_ioa_args_fmt(&a, "%Vroomdue", &mcf->reg_base);
+        ngx_ioa_args_int(&a, ms + (int64_t) t->retention);
+        ngx_ioa_args_str(&a, &t->comm_id);
 
-        (void) ngx_ioa_redis_command(NULL, NULL, 4, argv, argvlen);
+        (void) ngx_ioa_redis_command_args(NULL, NULL, &a);
     }
 
     if (ngx_ioa_teamup_event(r, t, 1, &event) != NGX_OK) {
@@ -1192,14 +1133,12 @@ ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
 
     /* on a Cluster a shard channel, on the registry's node: the event
      * crosses no other node (and is in order after the ZADD, same node) */
-    argv[0] = ngx_ioa_redis_cluster() ? "SPUBLISH" : "PUBLISH";
-    argvlen[0] = ngx_strlen(argv[0]);
-    argv[1] = (const char *) mcf->events_channel.data;
-    argvlen[1] = mcf->events_channel.len;
-    argv[2] = (const char *) event.data;
-    argvlen[2] = event.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, ngx_ioa_redis_cluster() ? "SPUBLISH" : "PUBLISH");
+    ngx_ioa_args_str(&a, &mcf->events_channel);
+    ngx_ioa_args_str(&a, &event);
 
-    if (ngx_ioa_rest_command(r, ngx_ioa_teamup_published, 3, argv, argvlen)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_teamup_published, &a)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));

@@ -105,8 +105,7 @@ static ngx_int_t
 ngx_ioa_room_api_start(ngx_http_request_t *r, ngx_str_t *comm_id,
     ngx_ioa_identity_t *who, ngx_ioa_room_api_e what)
 {
-    const char          *argv[3];
-    size_t               argvlen[3];
+    ngx_ioa_args_t       a;
     ngx_ioa_error_t      err;
     ngx_ioa_room_api_t  *ra;
 
@@ -147,22 +146,19 @@ ngx_ioa_room_api_start(ngx_http_request_t *r, ngx_str_t *comm_id,
 
     ngx_ioa_rest_set_data(r, ra);
 
-    argv[1] = (const char *) ra->key.data;
-    argvlen[1] = ra->key.len;
+    ngx_ioa_args_init(&a);
 
     if (ra->scoped) {
-        argv[0] = "EXISTS";
-        argvlen[0] = 6;
+        ngx_ioa_args_cstr(&a, "EXISTS");
+        ngx_ioa_args_str(&a, &ra->key);
 
     } else {
-        argv[0] = "SISMEMBER";
-        argvlen[0] = 9;
-        argv[2] = (const char *) who->sub.data;
-        argvlen[2] = who->sub.len;
+        ngx_ioa_args_cstr(&a, "SISMEMBER");
+        ngx_ioa_args_str(&a, &ra->key);
+        ngx_ioa_args_str(&a, &who->sub);
     }
 
-    if (ngx_ioa_rest_command(r, ngx_ioa_room_api_allowed,
-                             ra->scoped ? 2 : 3, argv, argvlen)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_room_api_allowed, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -234,25 +230,20 @@ ngx_ioa_room_api_allowed(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_room_verify_next(ngx_http_request_t *r)
 {
-    const char          *argv[5];
-    size_t               argvlen[5];
+    ngx_ioa_args_t       a;
     ngx_ioa_room_api_t  *ra;
 
     ra = ngx_ioa_rest_get_data(r);
 
-    argv[0] = (const char *) ra->key.data;
-    argvlen[0] = ra->key.len;
-    argv[1] = (const char *) ra->head.data;
-    argvlen[1] = ra->head.len;
-    argv[2] = (const char *) ra->cursor.data;
-    argvlen[2] = ra->cursor.len;
-    argv[3] = (const char *) ra->state.data;
-    argvlen[3] = ra->state.len;
-    argv[4] = NGX_IOA_VERIFY_BATCH;
-    argvlen[4] = sizeof(NGX_IOA_VERIFY_BATCH) - 1;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &ra->key);
+    ngx_ioa_args_str(&a, &ra->head);
+    ngx_ioa_args_str(&a, &ra->cursor);
+    ngx_ioa_args_str(&a, &ra->state);
+    ngx_ioa_args_cstr(&a, NGX_IOA_VERIFY_BATCH);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_VERIFY,
-                            ngx_ioa_room_verify_reply, 2, 5, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_VERIFY,
+                                 ngx_ioa_room_verify_reply, 2, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);

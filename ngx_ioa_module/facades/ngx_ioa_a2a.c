@@ -429,32 +429,21 @@ ngx_ioa_a2a_dispatch(ngx_http_request_t *r, ngx_ioa_a2a_t *a,
 static void
 ngx_ioa_a2a_locate(ngx_http_request_t *r, ngx_ioa_a2a_t *a)
 {
-    ngx_str_t             key;
-    const char           *argv[6];
-    size_t                argvlen[6];
+    ngx_ioa_args_t        args;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
 
-    key.len = mcf->redis_prefix.len + sizeof("{room:goal-}:log") - 1
-              + a->goal_id.len;
-    key.data = ngx_pnalloc(r->pool, key.len);
-    if (key.data == NULL) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
+    ngx_ioa_args_init(&args);
+    ngx_ioa_args_cstr(&args, "XREVRANGE");
+    ngx_ioa_args_fmt(&args, "%V{room:goal-%V}:log", &mcf->redis_prefix,
+                     &a->goal_id);
+    ngx_ioa_args_cstr(&args, "+");
+    ngx_ioa_args_cstr(&args, "-");
+    ngx_ioa_args_cstr(&args, "COUNT");
+    ngx_ioa_args_cstr(&args, "1");
 
-    ngx_sprintf(key.data, "%V{room:goal-%V}:log", &mcf->redis_prefix,
-                &a->goal_id);
-
-    argv[0] = "XREVRANGE"; argvlen[0] = 9;
-    argv[1] = (const char *) key.data; argvlen[1] = key.len;
-    argv[2] = "+"; argvlen[2] = 1;
-    argv[3] = "-"; argvlen[3] = 1;
-    argv[4] = "COUNT"; argvlen[4] = 5;
-    argv[5] = "1"; argvlen[5] = 1;
-
-    if (ngx_ioa_rest_command(r, ngx_ioa_a2a_located, 6, argv, argvlen)
+    if (ngx_ioa_rest_command_args(r, ngx_ioa_a2a_located, &args)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
