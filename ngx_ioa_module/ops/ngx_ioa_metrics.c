@@ -115,18 +115,20 @@ ngx_ioa_metrics_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_metrics_ask(ngx_http_request_t *r)
 {
-    const char              *argv[2];
-    size_t                   argvlen[2];
+    ngx_int_t                rc;
+    ngx_ioa_args_t           a;
     ngx_ioa_metrics_t       *m;
     ngx_ioa_redis_node_t    *node;
     ngx_ioa_metrics_node_t  *mn;
 
     m = ngx_ioa_rest_get_data(r);
 
-    argv[0] = "INFO";
-    argvlen[0] = 4;
-    argv[1] = "memory";
-    argvlen[1] = 6;
+    /* ngx_ioa_rest_node_command() has no builder variant: it is given the
+     * builder's arrays, so the builder is released here, not by the send */
+
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "INFO");
+    ngx_ioa_args_cstr(&a, "memory");
 
     while (m->n < NGX_IOA_METRICS_NODES) {
         node = ngx_ioa_redis_data_node(m->n);
@@ -138,15 +140,21 @@ ngx_ioa_metrics_ask(ngx_http_request_t *r)
         mn = &m->nodes[m->n];
         mn->addr = node->addr;
 
-        if (ngx_ioa_rest_node_command(r, node, ngx_ioa_metrics_info, 2, argv,
-                                      argvlen)
-            == NGX_OK)
-        {
+        rc = a.failed ? NGX_ERROR
+                      : ngx_ioa_rest_node_command(r, node,
+                                                  ngx_ioa_metrics_info,
+                                                  (int) a.n, a.argv,
+                                                  a.argvlen);
+
+        if (rc == NGX_OK) {
+            ngx_ioa_args_free(&a);
             return;
         }
 
         m->n++;                         /* not connected: up 0 */
     }
+
+    ngx_ioa_args_free(&a);
 
     m->fleet = ngx_ioa_fleet_create(r->pool);
     if (m->fleet == NULL) {

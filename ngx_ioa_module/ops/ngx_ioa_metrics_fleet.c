@@ -215,9 +215,7 @@ void
 ngx_ioa_fleet_ask(ngx_http_request_t *r, ngx_ioa_fleet_t *f,
     void (*done)(ngx_http_request_t *r))
 {
-    u_char                base[256];
-    const char           *argv[5];
-    size_t                argvlen[5];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     f->data = ngx_ioa_rest_get_data(r);
@@ -227,20 +225,15 @@ ngx_ioa_fleet_ask(ngx_http_request_t *r, ngx_ioa_fleet_t *f,
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) base;
-    argvlen[0] = ngx_snprintf(base, sizeof(base), "%V{goals}:",
-                              &mcf->redis_prefix) - base;
-    argv[1] = "";
-    argvlen[1] = 0;
-    argv[2] = "";
-    argvlen[2] = 0;
-    argv[3] = "0";                      /* the counts only */
-    argvlen[3] = 1;
-    argv[4] = "";
-    argvlen[4] = 0;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{goals}:", &mcf->redis_prefix);
+    ngx_ioa_args_cstr(&a, "");
+    ngx_ioa_args_cstr(&a, "");
+    ngx_ioa_args_cstr(&a, "0");         /* the counts only */
+    ngx_ioa_args_cstr(&a, "");
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_GOAL_LIST, ngx_ioa_fleet_goals,
-                            1, 5, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_GOAL_LIST,
+                                 ngx_ioa_fleet_goals, 1, &a)
         != NGX_OK)
     {
         ngx_ioa_fleet_workers(r);
@@ -297,23 +290,18 @@ ngx_ioa_fleet_goals(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_fleet_workers(ngx_http_request_t *r)
 {
-    u_char                base[256], max[NGX_INT_T_LEN];
-    const char           *argv[3];
-    size_t                argvlen[3];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) base;
-    argvlen[0] = ngx_snprintf(base, sizeof(base), "%V{workers}:",
-                              &mcf->redis_prefix) - base;
-    argv[1] = (const char *) max;
-    argvlen[1] = ngx_sprintf(max, "%d", NGX_IOA_FLEET_WORKERS) - max;
-    argv[2] = NGX_IOA_FLEET_STALE;
-    argvlen[2] = sizeof(NGX_IOA_FLEET_STALE) - 1;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{workers}:", &mcf->redis_prefix);
+    ngx_ioa_args_fmt(&a, "%d", NGX_IOA_FLEET_WORKERS);
+    ngx_ioa_args_cstr(&a, NGX_IOA_FLEET_STALE);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_WORKER_LIST,
-                            ngx_ioa_fleet_workers_read, 1, 3, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_WORKER_LIST,
+                                 ngx_ioa_fleet_workers_read, 1, &a)
         != NGX_OK)
     {
         ngx_ioa_fleet_finish(r);

@@ -328,14 +328,13 @@ ngx_ioa_ixs_release(void)
 static void
 ngx_ioa_ixs_epoch(void)
 {
-    u_char                key[256], rnd[8], epoch[16];
-    const char           *argv[5];
-    size_t                argvlen[5];
+    u_char                rnd[8], epoch[16];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
 
-    if (ngx_ioa_ixs.epoch_req || mcf->reg_base.len > sizeof(key) - 6) {
+    if (ngx_ioa_ixs.epoch_req) {
         return;
     }
 
@@ -350,21 +349,16 @@ ngx_ioa_ixs_epoch(void)
 
     ngx_hex_dump(epoch, rnd, sizeof(rnd));
 
-    argv[0] = "SET";
-    argvlen[0] = 3;
-    argv[1] = (const char *) key;
-    argvlen[1] = ngx_sprintf(key, "%Vepoch", &mcf->reg_base) - key;
-    argv[2] = (const char *) epoch;
-    argvlen[2] = sizeof(epoch);
-    argv[3] = "NX";
-    argvlen[3] = 2;
-    argv[4] = "GET";
-    argvlen[4] = 3;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_cstr(&a, "SET");
+    ngx_ioa_args_fmt(&a, "%Vepoch", &mcf->reg_base);
+    ngx_ioa_args_buf(&a, epoch, sizeof(epoch));
+    ngx_ioa_args_cstr(&a, "NX");
+    ngx_ioa_args_cstr(&a, "GET");
 
     ngx_memcpy(ngx_ioa_ixs.epoch_new, epoch, sizeof(epoch));
 
-    if (ngx_ioa_redis_command(ngx_ioa_ixs_epoch_done, NULL, 5, argv, argvlen)
-        != NULL)
+    if (ngx_ioa_redis_command_args(ngx_ioa_ixs_epoch_done, NULL, &a) != NULL)
     {
         ngx_ioa_ixs.epoch_req = 1;
     }
@@ -525,9 +519,7 @@ static void
 ngx_ioa_ixs_flush(ngx_event_t *ev)
 {
     ngx_uint_t            i, n;
-    ngx_str_t            *key;
-    const char           *argv[4 + NGX_IOA_IXS_NAMES];
-    size_t                argvlen[4 + NGX_IOA_IXS_NAMES];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     if (ev->posted) {
@@ -541,22 +533,18 @@ ngx_ioa_ixs_flush(ngx_event_t *ev)
     }
 
     mcf = ngx_ioa_main_conf();
-    key = &mcf->index_agents_key;
 
-    argv[0] = (const char *) key->data;
-    argvlen[0] = key->len;
-    argv[1] = (const char *) mcf->reg_base.data;
-    argvlen[1] = mcf->reg_base.len;
-    argv[2] = "names";
-    argvlen[2] = 5;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &mcf->index_agents_key);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_cstr(&a, "names");
 
     for (i = 0; i < n; i++) {
-        argv[3 + i] = (const char *) ngx_ioa_ixs.changed[i].data;
-        argvlen[3 + i] = ngx_ioa_ixs.changed[i].len;
+        ngx_ioa_args_str(&a, &ngx_ioa_ixs.changed[i]);
     }
 
-    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_INDEX_FETCH, ngx_ioa_ixs_fetched,
-                             NULL, 1, 3 + n, argv, argvlen)
+    if (ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_INDEX_FETCH,
+                                  ngx_ioa_ixs_fetched, NULL, 1, &a)
         == NULL)
     {
         /* not sent: what changed is read with everything else */
@@ -600,8 +588,7 @@ ngx_ioa_ixs_fetched(redisReply *reply, void *data)
 static void
 ngx_ioa_ixs_refresh_next(void)
 {
-    const char           *argv[5];
-    size_t                argvlen[5];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     if (ngx_ioa_ixs.refresh == NGX_IOA_IXS_REFRESH_WANTED) {
@@ -615,22 +602,17 @@ ngx_ioa_ixs_refresh_next(void)
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) mcf->index_agents_key.data;
-    argvlen[0] = mcf->index_agents_key.len;
-    argv[1] = (const char *) mcf->reg_base.data;
-    argvlen[1] = mcf->reg_base.len;
-    argv[2] = "scan";
-    argvlen[2] = 4;
-    argv[3] = (const char *) ngx_ioa_ixs.cursor;
-    argvlen[3] = ngx_ioa_ixs.cursor_len;
-    argv[4] = NGX_IOA_IXS_BATCH;
-    argvlen[4] = sizeof(NGX_IOA_IXS_BATCH) - 1;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &mcf->index_agents_key);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_cstr(&a, "scan");
+    ngx_ioa_args_buf(&a, ngx_ioa_ixs.cursor, ngx_ioa_ixs.cursor_len);
+    ngx_ioa_args_cstr(&a, NGX_IOA_IXS_BATCH);
 
     /* the reply of a refresh that was started over is not this one's */
-    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_INDEX_FETCH,
-                             ngx_ioa_ixs_refresh_done,
-                             (void *) (uintptr_t) ngx_ioa_ixs.seq, 1, 5, argv,
-                             argvlen)
+    if (ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_INDEX_FETCH,
+                                  ngx_ioa_ixs_refresh_done,
+                                  (void *) (uintptr_t) ngx_ioa_ixs.seq, 1, &a)
         == NULL)
     {
         /* Redis is away: the next tick starts over */

@@ -53,9 +53,11 @@ typedef struct {
     ngx_str_t                 later_descs[NGX_IOA_EMBED_LATER];
     ngx_uint_t                nlater;
 
-    const char               *argv[7 + NGX_IOA_QUERIES_MAX];
-    size_t                    argvlen[7 + NGX_IOA_QUERIES_MAX];
-    ngx_uint_t                argc;
+    /* retrieve.lua's arguments, kept for when the index cannot answer */
+    ngx_str_t                 stats_key;
+    ngx_str_t                 online_key;
+    ngx_str_t                 terms[NGX_IOA_QUERIES_MAX];
+    int64_t                   now;
     int64_t                   t0;         /* µs, for /metrics */
 } ngx_ioa_retrieve_t;
 
@@ -64,9 +66,20 @@ typedef struct {
     ngx_uint_t                single;     /* query_assistant with a string */
     ngx_str_t                 name;       /* register: the agent */
     ngx_str_t                 answer;     /* register: sent once indexed */
-    const char               *argv[16];   /* register.lua's */
-    size_t                    argvlen[16];
-    ngx_uint_t                argc;
+
+    /* register.lua's arguments, kept for when the description is
+     * embedded */
+    ngx_str_t                 agent_key;
+    ngx_str_t                 agents_key;
+    ngx_str_t                 stats_key;
+    ngx_str_t                 type;
+    ngx_str_t                 desc;
+    ngx_str_t                 tags_json;
+    ngx_str_t                 terms;
+    ngx_str_t                 a2a_url;
+    ngx_uint_t                proto;
+    int64_t                   now;
+    ngx_tm_t                  tm;
 } ngx_ioa_registry_ctx_t;
 
 
@@ -77,7 +90,7 @@ static void ngx_ioa_retrieve_done(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_register_embedded(ngx_http_request_t *r, void *data,
     ngx_ioa_embed_result_t *res);
 static void ngx_ioa_register_send(ngx_http_request_t *r,
-    ngx_ioa_registry_ctx_t *rctx);
+    ngx_ioa_registry_ctx_t *rctx, ngx_ioa_embed_result_t *res);
 static ngx_int_t ngx_ioa_register_index(ngx_http_request_t *r,
     ngx_ioa_registry_ctx_t *rctx);
 static void ngx_ioa_register_indexed(ngx_http_request_t *r,
@@ -145,7 +158,6 @@ ngx_ioa_register_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char                  *now, *created, *max;
     size_t                   i;
     time_t                   sec;
     yajl_val                 doc, v, tags, proto;
@@ -154,11 +166,8 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_str_t                a2a_url;
     ngx_str_t                texts[1 + NGX_IOA_TAGS_MAX];
     ngx_uint_t               ntexts;
-    const char             **argv;
-    size_t                  *argvlen;
     ngx_ioa_jbuf_t           b;
     ngx_str_t                agent_key, agents_key, stats_key;
-    ngx_ioa_main_conf_t     *mcf;
     ngx_ioa_registry_ctx_t  *rctx;
     u_char                   why[NGX_IOA_NAME_WHY_LEN];
 
@@ -309,59 +318,26 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
     sec = ngx_time();
     ngx_gmtime(sec, &tm);
 
-    mcf = ngx_ioa_main_conf();
-
     /* kept in the pool: with semantic discovery the script runs once the
      * description is embedded */
     rctx = ngx_pcalloc(r->pool, sizeof(ngx_ioa_registry_ctx_t));
-    now = ngx_pnalloc(r->pool, NGX_INT64_LEN + 32 + NGX_INT_T_LEN);
 
-    if (rctx == NULL || now == NULL) {
+    if (rctx == NULL) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
-    created = now + NGX_INT64_LEN;
-    max = created + 32;
-    argv = rctx->argv;
-    argvlen = rctx->argvlen;
-
-    argv[0] = (const char *) agent_key.data;
-    argvlen[0] = agent_key.len;
-    argv[1] = (const char *) agents_key.data;
-    argvlen[1] = agents_key.len;
-    argv[2] = (const char *) stats_key.data;
-    argvlen[2] = stats_key.len;
-    argv[3] = (const char *) mcf->reg_base.data;
-    argvlen[3] = mcf->reg_base.len;
-    argv[4] = (const char *) name.data;
-    argvlen[4] = name.len;
-    argv[5] = (const char *) type.data;
-    argvlen[5] = type.len;
-    argv[6] = desc.len ? (const char *) desc.data : "";
-    argvlen[6] = desc.len;
-    argv[7] = (const char *) tags_json.data;
-    argvlen[7] = tags_json.len;
-    argv[8] = (proto && YAJL_IS_TRUE(proto)) ? "1" : "0";
-    argvlen[8] = 1;
-    argv[9] = (const char *) now;
-    argvlen[9] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[10] = (const char *) created;
-    argvlen[10] = ngx_sprintf(created, "%4d-%02d-%02d-%02d-%02d-%02d",
-                              tm.ngx_tm_year, tm.ngx_tm_mon, tm.ngx_tm_mday,
-                              tm.ngx_tm_hour, tm.ngx_tm_min, tm.ngx_tm_sec)
-                  - created;
-    argv[11] = (const char *) max;
-    argvlen[11] = ngx_sprintf(max, "%ui", mcf->max_agents) - max;
-    argv[12] = (const char *) terms.data;
-    argvlen[12] = terms.len;
-    argv[13] = "";                      /* no embedding (yet) */
-    argvlen[13] = 0;
-    argv[14] = "";
-    argvlen[14] = 0;
-    argv[15] = a2a_url.len ? (const char *) a2a_url.data : "";
-    argvlen[15] = a2a_url.len;
-    rctx->argc = 16;
+    rctx->agent_key = agent_key;
+    rctx->agents_key = agents_key;
+    rctx->stats_key = stats_key;
+    rctx->type = type;
+    rctx->desc = desc;
+    rctx->tags_json = tags_json;
+    rctx->terms = terms;
+    rctx->a2a_url = a2a_url;
+    rctx->proto = (proto && YAJL_IS_TRUE(proto));
+    rctx->now = ngx_ioa_now_ms();
+    rctx->tm = tm;
 
     rctx->name = name;
     ngx_ioa_rest_set_data(r, rctx);
@@ -373,7 +349,7 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    ngx_ioa_register_send(r, rctx);
+    ngx_ioa_register_send(r, rctx, NULL);
 
     return;
 
@@ -407,31 +383,72 @@ ngx_ioa_register_embedded(ngx_http_request_t *r, void *data,
 {
     ngx_ioa_registry_ctx_t  *rctx = data;
 
-    ngx_ioa_main_conf_t  *mcf;
-
     if (!res->ok) {
         /* registered without: a discovery request embeds it later */
         ngx_ioa_embed_failed(r, res);
-        ngx_ioa_register_send(r, rctx);
+        ngx_ioa_register_send(r, rctx, NULL);
         return;
     }
 
-    mcf = ngx_ioa_main_conf();
-
-    rctx->argv[13] = (const char *) mcf->embed_model.data;
-    rctx->argvlen[13] = mcf->embed_model.len;
-    rctx->argv[14] = (const char *) res->vecs;
-    rctx->argvlen[14] = res->dim * sizeof(float);
-
-    ngx_ioa_register_send(r, rctx);
+    ngx_ioa_register_send(r, rctx, res);
 }
 
 
+/* register.lua; res: desc's embedding, or NULL for none (yet) */
+
 static void
-ngx_ioa_register_send(ngx_http_request_t *r, ngx_ioa_registry_ctx_t *rctx)
+ngx_ioa_register_send(ngx_http_request_t *r, ngx_ioa_registry_ctx_t *rctx,
+    ngx_ioa_embed_result_t *res)
 {
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_REGISTER, ngx_ioa_register_done,
-                            3, rctx->argc, rctx->argv, rctx->argvlen)
+    ngx_ioa_args_t        a;
+    ngx_tm_t             *tm;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+    tm = &rctx->tm;
+
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &rctx->agent_key);
+    ngx_ioa_args_str(&a, &rctx->agents_key);
+    ngx_ioa_args_str(&a, &rctx->stats_key);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_str(&a, &rctx->name);
+    ngx_ioa_args_str(&a, &rctx->type);
+
+    if (rctx->desc.len) {
+        ngx_ioa_args_str(&a, &rctx->desc);
+
+    } else {
+        ngx_ioa_args_cstr(&a, "");
+    }
+
+    ngx_ioa_args_str(&a, &rctx->tags_json);
+    ngx_ioa_args_cstr(&a, rctx->proto ? "1" : "0");
+    ngx_ioa_args_fmt(&a, "%L", rctx->now);
+    ngx_ioa_args_fmt(&a, "%4d-%02d-%02d-%02d-%02d-%02d",
+                     tm->ngx_tm_year, tm->ngx_tm_mon, tm->ngx_tm_mday,
+                     tm->ngx_tm_hour, tm->ngx_tm_min, tm->ngx_tm_sec);
+    ngx_ioa_args_fmt(&a, "%ui", mcf->max_agents);
+    ngx_ioa_args_str(&a, &rctx->terms);
+
+    if (res) {
+        ngx_ioa_args_str(&a, &mcf->embed_model);
+        ngx_ioa_args_buf(&a, (u_char *) res->vecs, res->dim * sizeof(float));
+
+    } else {
+        ngx_ioa_args_cstr(&a, "");      /* no embedding (yet) */
+        ngx_ioa_args_cstr(&a, "");
+    }
+
+    if (rctx->a2a_url.len) {
+        ngx_ioa_args_str(&a, &rctx->a2a_url);
+
+    } else {
+        ngx_ioa_args_cstr(&a, "");
+    }
+
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_REGISTER,
+                                 ngx_ioa_register_done, 3, &a)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -500,23 +517,19 @@ ngx_ioa_register_done(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_register_index(ngx_http_request_t *r, ngx_ioa_registry_ctx_t *rctx)
 {
-    const char           *argv[4];
-    size_t                argvlen[4];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) mcf->index_agents_key.data;
-    argvlen[0] = mcf->index_agents_key.len;
-    argv[1] = (const char *) mcf->reg_base.data;
-    argvlen[1] = mcf->reg_base.len;
-    argv[2] = "names";
-    argvlen[2] = 5;
-    argv[3] = (const char *) rctx->name.data;
-    argvlen[3] = rctx->name.len;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &mcf->index_agents_key);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_cstr(&a, "names");
+    ngx_ioa_args_str(&a, &rctx->name);
 
-    return ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_INDEX_FETCH,
-                               ngx_ioa_register_indexed, 1, 4, argv, argvlen);
+    return ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_INDEX_FETCH,
+                                    ngx_ioa_register_indexed, 1, &a);
 }
 
 
@@ -550,13 +563,11 @@ ngx_ioa_retrieve_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char                *now, *limit;
-    size_t                 i, n;
+    size_t                 i;
     int64_t                lim;
     yajl_val               doc, caps, v;
-    ngx_str_t              sender, s, terms, stats_key, online_key;
+    ngx_str_t              sender, s;
     ngx_ioa_retrieve_t    *rt;
-    ngx_ioa_main_conf_t   *mcf;
 
     doc = ngx_ioa_body_json(r, body);
     if (doc == NULL) {
@@ -620,14 +631,11 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    mcf = ngx_ioa_main_conf();
-
     rt = ngx_pcalloc(r->pool, sizeof(ngx_ioa_retrieve_t));
-    now = ngx_pnalloc(r->pool, NGX_INT64_LEN + NGX_INT_T_LEN);
 
-    if (rt == NULL || now == NULL
-        || ngx_ioa_reg_key(r, "stats", NULL, &stats_key) != NGX_OK
-        || ngx_ioa_reg_key(r, "online", NULL, &online_key) != NGX_OK)
+    if (rt == NULL
+        || ngx_ioa_reg_key(r, "stats", NULL, &rt->stats_key) != NGX_OK
+        || ngx_ioa_reg_key(r, "online", NULL, &rt->online_key) != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
@@ -637,25 +645,7 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
     rt->limit = (ngx_uint_t) lim;
     rt->online_only = v && YAJL_IS_TRUE(v);
     rt->sender = sender;
-    limit = now + NGX_INT64_LEN;
-
-    /* the arguments of retrieve.lua, kept for when Redis answers */
-    rt->argv[0] = (const char *) stats_key.data;
-    rt->argvlen[0] = stats_key.len;
-    rt->argv[1] = (const char *) online_key.data;
-    rt->argvlen[1] = online_key.len;
-    rt->argv[2] = (const char *) mcf->reg_base.data;
-    rt->argvlen[2] = mcf->reg_base.len;
-    rt->argv[3] = (const char *) now;
-    rt->argvlen[3] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    rt->argv[4] = (const char *) limit;
-    rt->argvlen[4] = ngx_sprintf(limit, "%L", lim) - limit;
-    rt->argv[5] = rt->online_only ? "1" : "0";
-    rt->argvlen[5] = 1;
-    rt->argv[6] = (const char *) sender.data;
-    rt->argvlen[6] = sender.len;
-
-    n = 7;
+    rt->now = ngx_ioa_now_ms();
 
     for (i = 0; i < caps->u.array.len; i++) {
         if (ngx_ioa_json_string(caps->u.array.values[i], &s) != NGX_OK
@@ -667,20 +657,14 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
             return;
         }
 
-        if (ngx_ioa_reg_terms(r, &s, 1, &terms) != NGX_OK) {
+        if (ngx_ioa_reg_terms(r, &s, 1, &rt->terms[rt->nq]) != NGX_OK) {
             ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
             return;
         }
 
         /* the index reads the text itself (ngx_ioa_index_rank.c) */
         rt->texts[rt->nq++] = s;
-
-        rt->argv[n] = (const char *) terms.data;
-        rt->argvlen[n] = terms.len;
-        n++;
     }
-
-    rt->argc = n;
 
     ngx_ioa_rest_set_data(r, rt);
 
@@ -700,8 +684,11 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
 static void
 ngx_ioa_retrieve_answer(ngx_http_request_t *r, ngx_ioa_retrieve_t *rt)
 {
-    ngx_int_t        rc;
-    ngx_ioa_jbuf_t   b;
+    ngx_int_t             rc;
+    ngx_uint_t            i;
+    ngx_ioa_args_t        a;
+    ngx_ioa_jbuf_t        b;
+    ngx_ioa_main_conf_t  *mcf;
 
     if (ngx_ioa_index_usable()) {
 
@@ -737,10 +724,29 @@ ngx_ioa_retrieve_answer(ngx_http_request_t *r, ngx_ioa_retrieve_t *rt)
         }
     }
 
-    if (ngx_ioa_discovery_header(r, "redis") != NGX_OK
-        || ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_RETRIEVE, ngx_ioa_retrieve_done,
-                               2, rt->argc, rt->argv, rt->argvlen)
-           != NGX_OK)
+    if (ngx_ioa_discovery_header(r, "redis") != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
+        return;
+    }
+
+    mcf = ngx_ioa_main_conf();
+
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &rt->stats_key);
+    ngx_ioa_args_str(&a, &rt->online_key);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_fmt(&a, "%L", rt->now);
+    ngx_ioa_args_fmt(&a, "%L", (int64_t) rt->limit);
+    ngx_ioa_args_cstr(&a, rt->online_only ? "1" : "0");
+    ngx_ioa_args_str(&a, &rt->sender);
+
+    for (i = 0; i < rt->nq; i++) {
+        ngx_ioa_args_str(&a, &rt->terms[i]);
+    }
+
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_RETRIEVE,
+                                 ngx_ioa_retrieve_done, 2, &a)
+        != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
     }
@@ -842,46 +848,27 @@ static void
 ngx_ioa_embed_store(ngx_str_t *names, ngx_str_t *descs, float *vecs,
     ngx_uint_t n, ngx_uint_t dim)
 {
-    ngx_uint_t            i, argc;
-    const char          **argv;
-    size_t               *argvlen;
+    ngx_uint_t            i;
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
-    argc = 3 + 3 * n;
 
-    argv = ngx_alloc(argc * sizeof(char *), ngx_cycle->log);
-    argvlen = ngx_alloc(argc * sizeof(size_t), ngx_cycle->log);
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &mcf->index_agents_key);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_str(&a, &mcf->embed_model);
 
-    if (argv && argvlen) {
-        argv[0] = (const char *) mcf->index_agents_key.data;
-        argvlen[0] = mcf->index_agents_key.len;
-        argv[1] = (const char *) mcf->reg_base.data;
-        argvlen[1] = mcf->reg_base.len;
-        argv[2] = (const char *) mcf->embed_model.data;
-        argvlen[2] = mcf->embed_model.len;
-
-        for (i = 0; i < n; i++) {
-            argv[3 + 3 * i] = (const char *) names[i].data;
-            argvlen[3 + 3 * i] = names[i].len;
-            argv[4 + 3 * i] = (const char *) descs[i].data;
-            argvlen[4 + 3 * i] = descs[i].len;
-            argv[5 + 3 * i] = (const char *) &vecs[i * dim];
-            argvlen[5 + 3 * i] = dim * sizeof(float);
-        }
-
-        /* hiredis copies the arguments into its buffer at once */
-        (void) ngx_ioa_redis_script(NGX_IOA_SCRIPT_EMBED_STORE, NULL, NULL, 1,
-                                    argc, argv, argvlen);
+    for (i = 0; i < n; i++) {
+        ngx_ioa_args_str(&a, &names[i]);
+        ngx_ioa_args_str(&a, &descs[i]);
+        ngx_ioa_args_buf(&a, (u_char *) &vecs[i * dim], dim * sizeof(float));
     }
 
-    if (argv) {
-        ngx_free(argv);
-    }
-
-    if (argvlen) {
-        ngx_free(argvlen);
-    }
+    /* the send formats the command at once: the vectors need not outlive
+     * it */
+    (void) ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_EMBED_STORE, NULL, NULL, 1,
+                                     &a);
 }
 
 
@@ -1025,12 +1012,10 @@ ngx_ioa_query_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char                   now[NGX_INT64_LEN];
     size_t                   i, n;
     yajl_val                 doc, v;
     ngx_str_t                s, online_key;
-    const char             **argv;
-    size_t                  *argvlen;
+    ngx_ioa_args_t           a;
     ngx_ioa_main_conf_t     *mcf;
     ngx_ioa_registry_ctx_t  *rctx;
     u_char                   why[NGX_IOA_NAME_WHY_LEN];
@@ -1061,29 +1046,23 @@ ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
     rctx->single = YAJL_IS_STRING(v);
     n = rctx->single ? 1 : v->u.array.len;
 
-    argv = ngx_palloc(r->pool, (n + 3) * sizeof(char *));
-    argvlen = ngx_palloc(r->pool, (n + 3) * sizeof(size_t));
-
-    if (argv == NULL || argvlen == NULL
-        || ngx_ioa_reg_key(r, "online", NULL, &online_key) != NGX_OK)
-    {
+    if (ngx_ioa_reg_key(r, "online", NULL, &online_key) != NGX_OK) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) online_key.data;
-    argvlen[0] = online_key.len;
-    argv[1] = (const char *) mcf->reg_base.data;
-    argvlen[1] = mcf->reg_base.len;
-    argv[2] = (const char *) now;
-    argvlen[2] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &online_key);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_fmt(&a, "%L", ngx_ioa_now_ms());
 
     for (i = 0; i < n; i++) {
         if (ngx_ioa_json_string(rctx->single ? v : v->u.array.values[i], &s)
             != NGX_OK)
         {
+            ngx_ioa_args_free(&a);
             ngx_ioa_finish(r, ngx_ioa_invalid(r, "name",
                            "every name must be a name: "
                            NGX_IOA_NAME_RULE));
@@ -1091,18 +1070,18 @@ ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
         }
 
         if (ngx_ioa_name_check(&s, why) != NGX_OK) {
+            ngx_ioa_args_free(&a);
             ngx_ioa_finish(r, ngx_ioa_invalid_name(r, "name", why));
             return;
         }
 
-        argv[i + 3] = (const char *) s.data;
-        argvlen[i + 3] = s.len;
+        ngx_ioa_args_str(&a, &s);
     }
 
     ngx_ioa_rest_set_data(r, rctx);
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_QUERY, ngx_ioa_query_done,
-                            1, n + 3, argv, argvlen)
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_QUERY, ngx_ioa_query_done,
+                                 1, &a)
         != NGX_OK)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
@@ -1183,11 +1162,9 @@ ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply)
 ngx_int_t
 ngx_ioa_list_agents_handler(ngx_http_request_t *r)
 {
-    u_char                now[NGX_INT64_LEN];
     ngx_int_t             offset, limit;
     ngx_str_t             v, agents_key, online_key;
-    const char           *argv[6];
-    size_t                argvlen[6];
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     offset = 0;
@@ -1219,32 +1196,20 @@ ngx_ioa_list_agents_handler(ngx_http_request_t *r)
 
     mcf = ngx_ioa_main_conf();
 
-    argv[0] = (const char *) agents_key.data;
-    argvlen[0] = agents_key.len;
-    argv[1] = (const char *) online_key.data;
-    argvlen[1] = online_key.len;
-    argv[2] = (const char *) mcf->reg_base.data;
-    argvlen[2] = mcf->reg_base.len;
-    argv[3] = (const char *) now;
-    argvlen[3] = ngx_sprintf(now, "%L", ngx_ioa_now_ms()) - now;
-    argv[4] = (const char *) ngx_pnalloc(r->pool, NGX_INT_T_LEN);
-    argv[5] = (const char *) ngx_pnalloc(r->pool, NGX_INT_T_LEN);
-
-    if (argv[4] == NULL || argv[5] == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    argvlen[4] = ngx_sprintf((u_char *) argv[4], "%i", offset)
-                 - (u_char *) argv[4];
-    argvlen[5] = ngx_sprintf((u_char *) argv[5], "%i", limit)
-                 - (u_char *) argv[5];
-
     if (ngx_http_discard_request_body(r) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    if (ngx_ioa_rest_script(r, NGX_IOA_SCRIPT_LIST_AGENTS, ngx_ioa_list_done,
-                            2, 6, argv, argvlen)
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_str(&a, &agents_key);
+    ngx_ioa_args_str(&a, &online_key);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_fmt(&a, "%L", ngx_ioa_now_ms());
+    ngx_ioa_args_fmt(&a, "%i", offset);
+    ngx_ioa_args_fmt(&a, "%i", limit);
+
+    if (ngx_ioa_rest_script_args(r, NGX_IOA_SCRIPT_LIST_AGENTS,
+                                 ngx_ioa_list_done, 2, &a)
         != NGX_OK)
     {
         return ngx_ioa_send_unavailable(r);
@@ -1516,12 +1481,10 @@ ngx_ioa_holder(void)
 void
 ngx_ioa_presence_set(ngx_str_t *names, ngx_uint_t n, ngx_uint_t online)
 {
-    u_char                key[256], expiry[NGX_INT64_LEN], now[NGX_INT64_LEN];
     int64_t               ms;
     ngx_str_t            *holder;
     ngx_uint_t            i;
-    const char          **argv;
-    size_t               *argvlen;
+    ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
     if (!ngx_ioa_redis_ready()) {
@@ -1530,47 +1493,22 @@ ngx_ioa_presence_set(ngx_str_t *names, ngx_uint_t n, ngx_uint_t online)
 
     holder = ngx_ioa_holder();
 
-    argv = ngx_alloc((n + 5) * sizeof(char *), ngx_cycle->log);
-    argvlen = ngx_alloc((n + 5) * sizeof(size_t), ngx_cycle->log);
-
-    if (argv == NULL || argvlen == NULL) {
-        goto done;
-    }
-
     mcf = ngx_ioa_main_conf();
     ms = ngx_ioa_now_ms();
 
-    argv[0] = (const char *) key;
-    argvlen[0] = ngx_snprintf(key, sizeof(key), "%Vonline", &mcf->reg_base)
-                 - key;
-    argv[1] = (const char *) mcf->reg_base.data;
-    argvlen[1] = mcf->reg_base.len;
-    argv[2] = (const char *) holder->data;
-    argvlen[2] = holder->len;
-    argv[3] = (const char *) expiry;
-    argvlen[3] = ngx_sprintf(expiry, "%L", online ? ms + mcf->presence_ttl : 0)
-                 - expiry;
-    argv[4] = (const char *) now;
-    argvlen[4] = ngx_sprintf(now, "%L", ms) - now;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%Vonline", &mcf->reg_base);
+    ngx_ioa_args_str(&a, &mcf->reg_base);
+    ngx_ioa_args_str(&a, holder);
+    ngx_ioa_args_fmt(&a, "%L", online ? ms + mcf->presence_ttl : 0);
+    ngx_ioa_args_fmt(&a, "%L", ms);
 
     for (i = 0; i < n; i++) {
-        argv[i + 5] = (const char *) names[i].data;
-        argvlen[i + 5] = names[i].len;
+        ngx_ioa_args_str(&a, &names[i]);
     }
 
-    (void) ngx_ioa_redis_script(NGX_IOA_SCRIPT_PRESENCE,
-                                ngx_ioa_presence_done, NULL, 1, n + 5, argv,
-                                argvlen);
-
-done:
-
-    if (argv) {
-        ngx_free(argv);
-    }
-
-    if (argvlen) {
-        ngx_free(argvlen);
-    }
+    (void) ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_PRESENCE,
+                                     ngx_ioa_presence_done, NULL, 1, &a);
 }
 
 

@@ -140,8 +140,6 @@ typedef struct {
 /* how long an entry keeps to its instance's own bucket once Redis failed */
 #define NGX_IOA_LIMIT_FALLBACK   1000
 
-#define NGX_IOA_LIMIT_KEY_MAX    512
-
 
 static ngx_int_t ngx_ioa_limit_init_zone(ngx_shm_zone_t *zone, void *data);
 static ngx_ioa_limit_node_t *ngx_ioa_limit_get(ngx_ioa_limit_ctx_t *ctx,
@@ -866,23 +864,13 @@ static void
 ngx_ioa_limit_ask(u_char kind, ngx_str_t *name, ngx_ioa_limit_rate_t *rate,
     ngx_uint_t want)
 {
-    u_char                key[NGX_IOA_LIMIT_KEY_MAX], r[NGX_INT_T_LEN];
-    u_char                b[NGX_INT_T_LEN], w[NGX_INT_T_LEN];
-    size_t                argvlen[4];
-    const char           *argv[4];
+    ngx_ioa_args_t        a;
     ngx_ioa_limit_ask_t  *ask;
     ngx_ioa_main_conf_t  *mcf;
 
     mcf = ngx_ioa_main_conf();
 
     ngx_ioa_stat_add(NGX_IOA_STAT_LEASES + NGX_IOA_LEASE_ASKED, 1);
-
-    if (mcf->redis_prefix.len + name->len + sizeof("{lim:x:}")
-        > NGX_IOA_LIMIT_KEY_MAX)
-    {
-        ngx_ioa_limit_failed(kind, name);
-        return;
-    }
 
     ask = ngx_alloc(offsetof(ngx_ioa_limit_ask_t, data) + name->len,
                     ngx_cycle->log);
@@ -896,19 +884,14 @@ ngx_ioa_limit_ask(u_char kind, ngx_str_t *name, ngx_ioa_limit_rate_t *rate,
     ask->len = name->len;
     ngx_memcpy(ask->data, name->data, name->len);
 
-    argv[0] = (const char *) key;
-    argvlen[0] = ngx_sprintf(key, "%V{lim:%c:%V}", &mcf->redis_prefix,
-                             kind, name)
-                 - key;
-    argv[1] = (const char *) r;
-    argvlen[1] = ngx_sprintf(r, "%ui", rate->rate) - r;
-    argv[2] = (const char *) b;
-    argvlen[2] = ngx_sprintf(b, "%ui", rate->burst) - b;
-    argv[3] = (const char *) w;
-    argvlen[3] = ngx_sprintf(w, "%ui", want) - w;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{lim:%c:%V}", &mcf->redis_prefix, kind, name);
+    ngx_ioa_args_fmt(&a, "%ui", rate->rate);
+    ngx_ioa_args_fmt(&a, "%ui", rate->burst);
+    ngx_ioa_args_fmt(&a, "%ui", want);
 
-    if (ngx_ioa_redis_script(NGX_IOA_SCRIPT_LIMIT_LEASE, ngx_ioa_limit_leased,
-                             ask, 1, 4, argv, argvlen)
+    if (ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_LIMIT_LEASE,
+                                  ngx_ioa_limit_leased, ask, 1, &a)
         == NULL)
     {
         ngx_free(ask);

@@ -158,44 +158,26 @@ static ngx_int_t
 ngx_ioa_limit_conn_fleet_send(ngx_str_t *name, ngx_uint_t count,
     ngx_uint_t limit, ngx_ioa_limit_conn_t *lc)
 {
-    u_char                *key, n[NGX_INT_T_LEN], ttl[NGX_INT_T_LEN],
-                           lim[NGX_INT_T_LEN];
-    size_t                 argvlen[5];
-    const char            *argv[5];
     ngx_str_t             *holder;
+    ngx_ioa_args_t         a;
     ngx_ioa_main_conf_t   *mcf;
     ngx_ioa_redis_req_t   *req;
 
     mcf = ngx_ioa_main_conf();
     holder = ngx_ioa_holder();
 
-    key = ngx_alloc(mcf->redis_prefix.len + sizeof("{conn:}") - 1
-                    + name->len, ngx_cycle->log);
-    if (key == NULL) {
-        return NGX_ERROR;
-    }
-
-    argv[0] = (const char *) key;
-    argvlen[0] = ngx_sprintf(key, "%V{conn:%V}", &mcf->redis_prefix, name)
-                 - key;
-    argv[1] = (const char *) holder->data;
-    argvlen[1] = holder->len;
-    argv[2] = (const char *) n;
-    argvlen[2] = ngx_sprintf(n, "%ui", count) - n;
-    argv[3] = (const char *) ttl;
+    ngx_ioa_args_init(&a);
+    ngx_ioa_args_fmt(&a, "%V{conn:%V}", &mcf->redis_prefix, name);
+    ngx_ioa_args_str(&a, holder);
+    ngx_ioa_args_fmt(&a, "%ui", count);
     /* two heartbeats at least, so a live worker's entry never lapses */
-    argvlen[3] = ngx_sprintf(ttl, "%M",
-                             ngx_max(mcf->presence_ttl, 2 * NGX_IOA_TICK))
-                 - ttl;
-    argv[4] = (const char *) lim;
-    argvlen[4] = ngx_sprintf(lim, "%ui", limit) - lim;
+    ngx_ioa_args_fmt(&a, "%M", ngx_max(mcf->presence_ttl, 2 * NGX_IOA_TICK));
+    ngx_ioa_args_fmt(&a, "%ui", limit);
 
-    req = ngx_ioa_redis_script(NGX_IOA_SCRIPT_CONN_COUNT,
-                               lc ? ngx_ioa_limit_conn_fleet_checked : NULL,
-                               lc, 1, 5, argv, argvlen);
-
-    /* the command copied its arguments */
-    ngx_free(key);
+    req = ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_CONN_COUNT,
+                                    lc ? ngx_ioa_limit_conn_fleet_checked
+                                       : NULL,
+                                    lc, 1, &a);
 
     if (lc) {
         lc->req = req;
