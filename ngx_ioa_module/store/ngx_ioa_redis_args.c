@@ -50,7 +50,6 @@ struct ngx_ioa_args_chunk_s {
 };
 
 
-static ngx_int_t ngx_ioa_args_grow(ngx_ioa_args_t *a);
 static u_char *ngx_ioa_args_space(ngx_ioa_args_t *a, size_t len);
 
 
@@ -87,33 +86,8 @@ ngx_ioa_args_free(ngx_ioa_args_t *a)
 }
 
 
-/* bytes the caller keeps alive until the send */
-
-void
-ngx_ioa_args_buf(ngx_ioa_args_t *a, const u_char *data, size_t len)
-{
-    if (a->n == a->nalloc && ngx_ioa_args_grow(a) != NGX_OK) {
-        return;
-    }
-
-    a->argv[a->n] = (const char *) data;
-    a->argvlen[a->n] = len;
-    a->n++;
-}
-
-
-void
-ngx_ioa_args_cstr(ngx_ioa_args_t *a, const char *s)
-{
-    ngx_ioa_args_buf(a, (const u_char *) s, ngx_strlen(s));
-}
-
-
-void
-ngx_ioa_args_str(ngx_ioa_args_t *a, ngx_str_t *s)
-{
-    ngx_ioa_args_buf(a, s->data, s->len);
-}
+/* ngx_ioa_args_buf(), ngx_ioa_args_str(), ngx_ioa_args_cstr() are inline
+ * in ngx_ioa.h: bytes the caller keeps alive until the send */
 
 
 /* a copy into the builder's own space: for what does not outlive the
@@ -191,7 +165,7 @@ ngx_ioa_args_fmt(ngx_ioa_args_t *a, const char *fmt, ...)
 }
 
 
-static ngx_int_t
+ngx_int_t
 ngx_ioa_args_grow(ngx_ioa_args_t *a)
 {
     size_t        *argvlen;
