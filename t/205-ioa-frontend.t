@@ -35,6 +35,8 @@ use IoaTest::Agent qw(json);
 use IoaTest::Api;
 use IoaTest::Goals;
 use IoaTest::SSE;
+use IO::Socket::INET ();
+use Socket ();
 
 no_root_location();
 no_shuffle();
@@ -71,6 +73,20 @@ sub fill_room {
         redis_cmd('XADD', "ioa:{room:$cid}:log", '*',
                   e => qq({"sender":"Alice","comm_id":"$cid","content":"$_ $pad"}))
     } 1 .. $n;
+}
+
+# POST /fetch_chat_record on a socket that never reads the answer, followed
+# on the same connection by a pipelined request
+sub stalled_fetch {
+    my ($ctx, $port, $json) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => $ctx->host, PeerPort => $port,
+                                  Proto => 'tcp') or die "connect: $!\n";
+    setsockopt $s, Socket::SOL_SOCKET(), Socket::SO_RCVBUF(), 4096;
+    print {$s} "POST /fetch_chat_record HTTP/1.1\r\nHost: x\r\n"
+             . "Content-Type: application/json\r\nContent-Length: "
+             . length($json) . "\r\n\r\n$json"
+             . "GET /health_check HTTP/1.1\r\nHost: x\r\n\r\n";
+    return $s;
 }
 
 sub teamup {
@@ -309,6 +325,42 @@ gives its newest envelopes, oldest first, with "older"; a page asked for
         'three more envelopes: the newest 25 move on by three';
 --- no_error_log
 [error]
+[alert]
+[crit]
+[emerg]
+
+
+
+=== TEST 3b: clients that never read a long room's newest page keep no one else waiting
+Three clients ask for {} and a 6 MB room's newest page, each with a request
+pipelined behind, and never read: another client is answered at once, and
+a reader then gets the newest page whole and in order (the asan pass runs
+it under ASan).
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_chat_record_latest 200; }
+--- ioa_scenario
+    fresh($ctx);
+    for my $n (qw(Alice Bob)) {
+        api($ctx, POST => '/register', { name => $n, type => 'Human Assistant', desc => $n });
+    }
+    my $big = teamup($ctx, 'Alice', 'Bob');
+    my @ids = fill_room($big, 300, 20_000);
+    my @stalled = map { stalled_fetch($ctx, $ctx->port, $_) }
+                  '{}', jenc({ comm_id => $big }), jenc({ comm_id => [ $big, $big ] });
+    sleep 1;
+    my $t0 = time;
+    my ($code, $doc) = api($ctx, POST => '/fetch_chat_record', { comm_id => $big, limit => 5 });
+    is $code, 200, 'meanwhile another request is answered';
+    ok time - $t0 < 2, '... at once';
+    close $_ for @stalled;
+    my (undef, $d, undef, $raw) = curl_json('http://127.0.0.1:' . $ctx->port . '/fetch_chat_record',
+                                            method => 'POST', body => '{}', max_time => 30);
+    is_deeply [ map { $_->{id} } @{ $d->{$big}{chat_record} } ], [ @ids[100 .. 299] ],
+        'a reader: the newest 200, in order';
+    is $d->{$big}{older}, JSON::PP::true, '... "older": true';
+--- no_error_log
 [alert]
 [crit]
 [emerg]
