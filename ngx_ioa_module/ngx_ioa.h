@@ -27,10 +27,15 @@
  *   store/       Redis, and pub/sub
  *     ngx_ioa_redis_adapter.c  hiredis async <-> nginx event loop glue;
  *     ngx_ioa_redis.c        the per-worker Redis client: connections,
- *                            reconnects, timeouts, scripts, pub/sub,
- *                            MOVED/ASK, and the hooks its users register
- *                            (ngx_ioa_redis_hooks_t): it calls none of
- *                            them by name;
+ *                            reconnects, timeouts, scripts, pub/sub
+ *                            replies, MOVED/ASK, and the hooks its users
+ *                            register (ngx_ioa_redis_hooks_t): it calls
+ *                            none of them by name;
+ *     ngx_ioa_sub.c          subscriptions: one object (state, node, kind,
+ *                            handler table) for a room's channel, the
+ *                            observers' pattern, the registry's events
+ *                            and the index's shard channel, and how each
+ *                            follows Redis;
  *     ngx_ioa_redis_args.c   a command's arguments built in order (no
  *                            numbered slots), and the sends that take them;
  *     ngx_ioa_redis_cluster.c  Redis Cluster: setup detection, key slots,
@@ -39,7 +44,7 @@
  *
  *   rooms/       envelopes and the rooms they travel in
  *     ngx_ioa_envelope.c     IoA AgentMessage parse/validate/normalise;
- *     ngx_ioa_room.c         rooms and their per-worker subscriptions;
+ *     ngx_ioa_room.c         rooms, their subscriptions' owner;
  *     ngx_ioa_link.c         links: catch-up from the room Stream, then
  *                            live fan-out, exactly once and in order;
  *     ngx_ioa_client.c       clients: agents' rooms, resume, presence;
@@ -438,6 +443,8 @@ struct ngx_ioa_link_s {
 };
 
 
+/* a subscription (store/ngx_ioa_sub.c says how it goes) */
+
 typedef enum {
     NGX_IOA_SUB_NONE = 0,
     NGX_IOA_SUB_PENDING,
@@ -446,14 +453,48 @@ typedef enum {
 } ngx_ioa_sub_state_e;
 
 
+typedef enum {
+    NGX_IOA_SUB_CHANNEL = 0,     /* SUBSCRIBE; SSUBSCRIBE on a Cluster */
+    NGX_IOA_SUB_SHARD,           /* SSUBSCRIBE on both setups */
+    NGX_IOA_SUB_PATTERN          /* PSUBSCRIBE, on any node */
+} ngx_ioa_sub_kind_e;
+
+
+typedef struct ngx_ioa_sub_s  ngx_ioa_sub_t;
+
+typedef struct {
+    /* a message; for a pattern, channel is the one that matched */
+    void                    (*message)(ngx_ioa_sub_t *sub,
+                                       ngx_str_t *channel,
+                                       ngx_str_t *payload);
+    /* confirmed: nothing published from now on is missed */
+    void                    (*ready)(ngx_ioa_sub_t *sub);
+    /* wanted, and gone unasked: it is subscribed again, ready follows */
+    void                    (*lost)(ngx_ioa_sub_t *sub);
+    /* not wanted, and nothing in flight: the owner may free it */
+    void                    (*gone)(ngx_ioa_sub_t *sub);
+} ngx_ioa_sub_handler_t;
+
+
+struct ngx_ioa_sub_s {
+    ngx_str_node_t                 sn;        /* key: channel or pattern */
+    ngx_ioa_sub_kind_e             kind;
+    ngx_ioa_sub_state_e            state;
+    ngx_ioa_redis_node_t          *node;      /* where it was sent */
+    ngx_uint_t                     slot;      /* the master it goes to */
+    const ngx_ioa_sub_handler_t   *handler;
+    ngx_queue_t                    work_q;    /* during a walk */
+    unsigned                       want:1;
+    unsigned                       listed:1;  /* in the tree */
+    unsigned                       retry_later:1;  /* after the next map */
+};
+
+
 struct ngx_ioa_room_s {
     ngx_str_node_t            sn;            /* key: comm_id */
     ngx_queue_t               links;
     ngx_uint_t                nlinks;
-    ngx_ioa_sub_state_e       sub;
-    ngx_ioa_redis_node_t     *sub_node;      /* where sub was sent */
-    ngx_uint_t                slot;          /* Cluster slot of its keys */
-    ngx_str_t                 channel;
+    ngx_ioa_sub_t             sub;           /* its channel */
     ngx_str_t                 log_key;
     ngx_msec_t                idle_since;
     ngx_queue_t               idle_q;
@@ -543,13 +584,12 @@ typedef enum {
 
 
 /*
- * What the Redis layer tells its users (rooms, the discovery index, goals)
- * of its connections and of pub/sub: each registers its hooks once per
- * worker, before ngx_ioa_redis_init_process(), and the layer calls them in
- * the order they were registered; a hook may be NULL.  Pub/sub traffic
- * goes to the user whose owns() claims the channel, else to the one
- * without owns() (the rooms: every other channel is a room's or the
- * registry's).  So ngx_ioa_redis*.c know no user by name.
+ * What the Redis layer tells its users (rooms, goals) of its command
+ * connections: each registers its hooks once per worker, before
+ * ngx_ioa_redis_init_process(), and the layer calls them in the order they
+ * were registered; a hook may be NULL.  Pub/sub reaches its users through
+ * their subscriptions (ngx_ioa_sub_t), a lost connection through their
+ * requests' NULL replies.  So ngx_ioa_redis*.c know no user by name.
  */
 typedef struct {
     const char  *name;
@@ -557,21 +597,6 @@ typedef struct {
     void       (*node_up)(ngx_ioa_redis_node_t *node);
     /* commands can go again: a node came up, or the Cluster healed */
     void       (*cmd_ready)(void);
-    /* the Cluster's slot map changed */
-    void       (*map_changed)(void);
-    /* a node's pub/sub connection is ready, or lost */
-    void       (*sub_ready)(ngx_ioa_redis_node_t *node);
-    void       (*sub_lost)(ngx_ioa_redis_node_t *node);
-    /* a (un)subscribe was refused: the slot of a MOVED, or -1 */
-    void       (*sub_refused)(ngx_ioa_redis_node_t *node, ngx_int_t slot);
-    /* pub/sub: whose channel it is, its messages, its confirmations */
-    ngx_uint_t (*owns)(ngx_str_t *channel, ngx_uint_t pattern);
-    void       (*message)(ngx_str_t *channel, ngx_str_t *payload,
-                          ngx_uint_t pattern);
-    void       (*subscribed)(ngx_ioa_redis_node_t *node, ngx_str_t *channel,
-                             ngx_uint_t pattern);
-    void       (*unsubscribed)(ngx_ioa_redis_node_t *node,
-                               ngx_str_t *channel, ngx_uint_t pattern);
 } ngx_ioa_redis_hooks_t;
 
 ngx_int_t ngx_ioa_redis_add_hooks(const ngx_ioa_redis_hooks_t *hooks);
@@ -632,14 +657,18 @@ ngx_ioa_redis_req_t *ngx_ioa_redis_command_args(
 ngx_ioa_redis_req_t *ngx_ioa_redis_script_args(ngx_ioa_script_e script,
     ngx_ioa_redis_handler_pt handler, void *data, int nkeys,
     ngx_ioa_args_t *a);
-ngx_int_t ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern,
-    ngx_ioa_redis_node_t **node);
-ngx_int_t ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern,
-    ngx_ioa_redis_node_t *node);
-ngx_int_t ngx_ioa_redis_subscribe_shard(ngx_str_t *channel,
-    ngx_ioa_redis_node_t **node);
-ngx_int_t ngx_ioa_redis_unsubscribe_shard(ngx_str_t *channel,
-    ngx_ioa_redis_node_t *node);
+
+/* store/ngx_ioa_sub.c: subscriptions */
+void ngx_ioa_sub_init_process(void);
+void ngx_ioa_sub_init(ngx_ioa_sub_t *sub, ngx_ioa_sub_kind_e kind,
+    ngx_str_t *name, ngx_uint_t slot, const ngx_ioa_sub_handler_t *handler);
+void ngx_ioa_sub_start(ngx_ioa_sub_t *sub);
+ngx_int_t ngx_ioa_sub_stop(ngx_ioa_sub_t *sub);
+#define ngx_ioa_sub_active(sub)  ((sub)->state == NGX_IOA_SUB_ACTIVE)
+/* the struct a subscription is the member of */
+#define ngx_ioa_sub_owner(sub, type, member)                                 \
+    ((type *) ((u_char *) (sub) - offsetof(type, member)))
+
 extern redisReplyObjectFunctions  ngx_ioa_redis_reply_functions;
 ngx_int_t ngx_ioa_redis_error(redisReply *reply, ngx_str_t *code,
     ngx_str_t *text);
@@ -675,22 +704,11 @@ void ngx_ioa_redis_wrote(redisAsyncContext *ac);
 /* ngx_ioa_room.c: rooms and subscriptions */
 ngx_int_t ngx_ioa_room_init_process(ngx_cycle_t *cycle);
 void ngx_ioa_room_exit_process(ngx_cycle_t *cycle);
-void ngx_ioa_room_on_sub_ready(ngx_ioa_redis_node_t *node);
-void ngx_ioa_room_on_sub_lost(ngx_ioa_redis_node_t *node);
-void ngx_ioa_room_on_sub_refused(ngx_ioa_redis_node_t *node, ngx_int_t slot);
-void ngx_ioa_room_on_map_changed(void);
-void ngx_ioa_room_on_cmd_ready(void);
-void ngx_ioa_room_on_subscribed(ngx_ioa_redis_node_t *node,
-    ngx_str_t *channel, ngx_uint_t pattern);
-void ngx_ioa_room_on_unsubscribed(ngx_ioa_redis_node_t *node,
-    ngx_str_t *channel, ngx_uint_t pattern);
 
 /* the room code's periodic work: presence, idle rooms, retention */
 #define NGX_IOA_TICK  5000
 
 /* ngx_ioa_link.c: links, catch-up, fan-out, messages */
-void ngx_ioa_room_on_message(ngx_str_t *channel, ngx_str_t *data,
-    ngx_uint_t pattern);
 void ngx_ioa_msg_release(ngx_ioa_msg_t *m);
 ngx_int_t ngx_ioa_msg_sse(ngx_ioa_msg_t *m);
 ngx_int_t ngx_ioa_parse_sid(u_char *p, size_t len, ngx_ioa_sid_t *sid);
@@ -921,11 +939,6 @@ ngx_uint_t ngx_ioa_index_unembedded(ngx_pool_t *pool, ngx_uint_t max,
 void ngx_ioa_index_init_process(ngx_cycle_t *cycle);
 void ngx_ioa_index_exit_process(void);
 void ngx_ioa_index_exit_process_sync(void);
-ngx_uint_t ngx_ioa_index_channel(ngx_str_t *channel);
-void ngx_ioa_index_on_subscribed(ngx_ioa_redis_node_t *node);
-void ngx_ioa_index_on_sub_ready(ngx_ioa_redis_node_t *node);
-void ngx_ioa_index_on_sub_lost(ngx_ioa_redis_node_t *node);
-void ngx_ioa_index_on_message(ngx_str_t *msg);
 void ngx_ioa_index_apply(redisReply *reply);
 u_char *ngx_ioa_index_metrics(u_char *p, u_char *last);
 

@@ -991,6 +991,10 @@ ngx_ioa_init_process(ngx_cycle_t *cycle)
     (void) mallopt(M_MMAP_THRESHOLD, NGX_IOA_MMAP_THRESHOLD);
 #endif
 
+    /* the subscriptions' tree first: rooms, observers and the index make
+     * theirs as they start */
+    ngx_ioa_sub_init_process();
+
     if (ngx_ioa_room_init_process(cycle) != NGX_OK) {
         return NGX_ERROR;
     }

@@ -1486,7 +1486,7 @@ ngx_ioa_goal_node_up(ngx_ioa_redis_node_t *node)
 static const ngx_ioa_redis_hooks_t  ngx_ioa_goal_redis_hooks = {
     "goals",
     ngx_ioa_goal_node_up,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    NULL                                   /* cmd_ready */
 };
 
 

@@ -10,9 +10,10 @@
  * worker exits), so an instance has one keeper whatever its workers do,
  * and a new one within seconds of a crash or a reload.
  *
- * The keeper subscribes to the registry's shard channel B..'index' (SSUBSCRIBE
- * on a standalone Redis too: the scripts SPUBLISH, which on a Cluster stays
- * on the registry's node).  The scripts that change what discovery shows
+ * The keeper subscribes to the registry's shard channel B..'index' (a
+ * subscription of the SHARD kind, store/ngx_ioa_sub.c: SSUBSCRIBE on a
+ * standalone Redis too, since the scripts SPUBLISH, which on a Cluster
+ * stays on the registry's node).  The scripts that change what discovery shows
  * publish there:
  *
  *   "c<name>"                            register.lua, agent_forget.lua,
@@ -78,13 +79,6 @@
 
 
 typedef enum {
-    NGX_IOA_IXS_SUB_NONE = 0,
-    NGX_IOA_IXS_SUB_PENDING,
-    NGX_IOA_IXS_SUB_ACTIVE
-} ngx_ioa_ixs_sub_e;
-
-
-typedef enum {
     NGX_IOA_IXS_REFRESH_NONE = 0,
     NGX_IOA_IXS_REFRESH_WANTED,
     NGX_IOA_IXS_REFRESH_RUNNING
@@ -95,9 +89,7 @@ typedef struct {
     ngx_event_t               timer;
     ngx_event_t               flush;          /* posted: read changes */
     ngx_uint_t                keeping;
-    ngx_ioa_ixs_sub_e         sub;
-    ngx_msec_t                asked;          /* when SSUBSCRIBE went */
-    ngx_ioa_redis_node_t     *node;
+    ngx_ioa_sub_t             sub;            /* the registry's channel */
     ngx_ioa_ixs_refresh_e     refresh;
     ngx_msec_t                started;
     ngx_uint_t                seq;            /* of the running refresh */
@@ -125,70 +117,43 @@ static void ngx_ioa_ixs_presence(ngx_str_t *msg);
 static uint64_t ngx_ioa_ixs_count(redisReply *r);
 static void ngx_ioa_ixs_epoch(void);
 static void ngx_ioa_ixs_epoch_done(redisReply *reply, void *data);
+static void ngx_ioa_ixs_message(ngx_ioa_sub_t *sub, ngx_str_t *channel,
+    ngx_str_t *msg);
+static void ngx_ioa_ixs_ready(ngx_ioa_sub_t *sub);
 
 
 static ngx_ioa_ixs_t  ngx_ioa_ixs;
 
 
-/* what the index hears from the Redis layer: its own channel, and the
- * connections that carry it */
+/* what the index hears from the Redis layer: its own channel; a lost
+ * subscription is subscribed again, and ready refreshes */
 
-static ngx_uint_t
-ngx_ioa_ixs_owns(ngx_str_t *channel, ngx_uint_t pattern)
-{
-    return !pattern && ngx_ioa_index_channel(channel);
-}
-
-
-static void
-ngx_ioa_ixs_message(ngx_str_t *channel, ngx_str_t *payload,
-    ngx_uint_t pattern)
-{
-    ngx_ioa_index_on_message(payload);
-}
-
-
-static void
-ngx_ioa_ixs_subscribed(ngx_ioa_redis_node_t *node, ngx_str_t *channel,
-    ngx_uint_t pattern)
-{
-    ngx_ioa_index_on_subscribed(node);
-}
-
-
-static void
-ngx_ioa_ixs_unsubscribed(ngx_ioa_redis_node_t *node, ngx_str_t *channel,
-    ngx_uint_t pattern)
-{
-    ngx_ioa_index_on_sub_lost(node);
-}
-
-
-static const ngx_ioa_redis_hooks_t  ngx_ioa_ixs_redis_hooks = {
-    "discovery index",
-    NULL,                                  /* node_up */
-    NULL,                                  /* cmd_ready */
-    NULL,                                  /* map_changed */
-    ngx_ioa_index_on_sub_ready,
-    ngx_ioa_index_on_sub_lost,
-    NULL,                                  /* sub_refused */
-    ngx_ioa_ixs_owns,
+static const ngx_ioa_sub_handler_t  ngx_ioa_ixs_sub_handler = {
     ngx_ioa_ixs_message,
-    ngx_ioa_ixs_subscribed,
-    ngx_ioa_ixs_unsubscribed
+    ngx_ioa_ixs_ready,
+    NULL,                                  /* lost */
+    NULL                                   /* gone */
 };
 
 
 void
 ngx_ioa_index_init_process(ngx_cycle_t *cycle)
 {
-    (void) ngx_ioa_redis_add_hooks(&ngx_ioa_ixs_redis_hooks);
+    ngx_ioa_main_conf_t  *mcf;
 
     ngx_memzero(&ngx_ioa_ixs, sizeof(ngx_ioa_ixs_t));
 
     if (ngx_ioa_ix_ctx() == NULL) {
         return;
     }
+
+    mcf = ngx_ioa_main_conf();
+
+    ngx_ioa_sub_init(&ngx_ioa_ixs.sub, NGX_IOA_SUB_SHARD,
+                     &mcf->index_channel,
+                     ngx_ioa_redis_key_slot(mcf->index_channel.data,
+                                            mcf->index_channel.len),
+                     &ngx_ioa_ixs_sub_handler);
 
     ngx_ioa_ixs.timer.handler = ngx_ioa_ixs_tick;
     ngx_ioa_ixs.timer.log = cycle->log;
@@ -239,23 +204,10 @@ ngx_ioa_ixs_tick(ngx_event_t *ev)
 
     if (ngx_ioa_ixs.keeping) {
 
-        if (ngx_ioa_ixs.sub == NGX_IOA_IXS_SUB_PENDING
-            && ngx_current_msec - ngx_ioa_ixs.asked > NGX_IOA_IXS_LEASE)
-        {
-            /* no confirmation: the connection it went on is gone */
-            ngx_ioa_ixs.sub = NGX_IOA_IXS_SUB_NONE;
-        }
+        /* subscribed now, or as soon as pub/sub is there */
+        ngx_ioa_sub_start(&ngx_ioa_ixs.sub);
 
-        if (ngx_ioa_ixs.sub == NGX_IOA_IXS_SUB_NONE && ngx_ioa_redis_ready()
-            && ngx_ioa_redis_subscribe_shard(&ngx_ioa_main_conf()->index_channel,
-                                             &ngx_ioa_ixs.node)
-               == NGX_OK)
-        {
-            ngx_ioa_ixs.sub = NGX_IOA_IXS_SUB_PENDING;
-            ngx_ioa_ixs.asked = ngx_current_msec;
-        }
-
-        if (ngx_ioa_ixs.sub == NGX_IOA_IXS_SUB_ACTIVE) {
+        if (ngx_ioa_sub_active(&ngx_ioa_ixs.sub)) {
             ngx_ioa_ixs_epoch();
 
             if (ngx_ioa_ixs.refresh == NGX_IOA_IXS_REFRESH_WANTED) {
@@ -263,13 +215,10 @@ ngx_ioa_ixs_tick(ngx_event_t *ev)
             }
         }
 
-    } else if (ngx_ioa_ixs.sub != NGX_IOA_IXS_SUB_NONE) {
+    } else if (ngx_ioa_ixs.sub.want) {
         /* the lease went to another worker (this one was too slow to renew
          * it): that one refreshes; stop listening */
-        (void) ngx_ioa_redis_unsubscribe_shard(
-                                       &ngx_ioa_main_conf()->index_channel,
-                                       ngx_ioa_ixs.node);
-        ngx_ioa_ixs.sub = NGX_IOA_IXS_SUB_NONE;
+        (void) ngx_ioa_sub_stop(&ngx_ioa_ixs.sub);
         ngx_ioa_ixs.refresh = NGX_IOA_IXS_REFRESH_NONE;
     }
 
@@ -406,34 +355,11 @@ ngx_ioa_ixs_epoch_done(redisReply *reply, void *data)
 }
 
 
-/* the registry's channel: is it ours, and what to do about it */
+/* (re)subscribed: whatever happened while nobody listened is read whole */
 
-ngx_uint_t
-ngx_ioa_index_channel(ngx_str_t *channel)
+static void
+ngx_ioa_ixs_ready(ngx_ioa_sub_t *sub)
 {
-    ngx_str_t  *ours;
-
-    if (ngx_ioa_ix_ctx() == NULL) {
-        return 0;
-    }
-
-    ours = &ngx_ioa_main_conf()->index_channel;
-
-    return channel->len == ours->len
-           && ngx_memcmp(channel->data, ours->data, ours->len) == 0;
-}
-
-
-void
-ngx_ioa_index_on_subscribed(ngx_ioa_redis_node_t *node)
-{
-    if (ngx_ioa_ixs.sub != NGX_IOA_IXS_SUB_PENDING || node != ngx_ioa_ixs.node)
-    {
-        return;
-    }
-
-    ngx_ioa_ixs.sub = NGX_IOA_IXS_SUB_ACTIVE;
-
     ngx_log_error(NGX_LOG_INFO, ngx_cycle->log, 0,
                   "ioa discovery index: following %V; reading the registry",
                   &ngx_ioa_main_conf()->index_channel);
@@ -444,41 +370,12 @@ ngx_ioa_index_on_subscribed(ngx_ioa_redis_node_t *node)
 }
 
 
-/* a pub/sub connection is up: the keeper need not wait for its tick */
-
-void
-ngx_ioa_index_on_sub_ready(ngx_ioa_redis_node_t *node)
-{
-    if (ngx_ioa_ixs.keeping && ngx_ioa_ixs.sub == NGX_IOA_IXS_SUB_NONE
-        && ngx_ioa_ixs.timer.timer_set)
-    {
-        ngx_del_timer(&ngx_ioa_ixs.timer);
-        ngx_ioa_ixs_tick(&ngx_ioa_ixs.timer);
-    }
-}
-
-
-/* the pub/sub connection went, or (a Cluster) the registry's slot moved
- * to another master, which drops its shard channels and says so */
-
-void
-ngx_ioa_index_on_sub_lost(ngx_ioa_redis_node_t *node)
-{
-    if (ngx_ioa_ixs.sub != NGX_IOA_IXS_SUB_NONE && node == ngx_ioa_ixs.node) {
-        /* the next tick subscribes again, and that refreshes */
-        ngx_ioa_ixs.sub = NGX_IOA_IXS_SUB_NONE;
-        ngx_ioa_ixs.node = NULL;
-    }
-}
-
-
-void
-ngx_ioa_index_on_message(ngx_str_t *msg)
+static void
+ngx_ioa_ixs_message(ngx_ioa_sub_t *sub, ngx_str_t *channel, ngx_str_t *msg)
 {
     ngx_str_t  name;
 
-    if (!ngx_ioa_ixs.keeping || ngx_ioa_ixs.sub != NGX_IOA_IXS_SUB_ACTIVE
-        || msg->len < 2)
+    if (!ngx_ioa_ixs.keeping || msg->len < 2)
     {
         return;
     }

@@ -142,7 +142,7 @@ ngx_ioa_link(ngx_ioa_client_t *cl, ngx_str_t *comm_id, ngx_ioa_sid_t *after)
 
     ngx_ioa_room_link_added(room);
 
-    if (room->sub == NGX_IOA_SUB_ACTIVE) {
+    if (ngx_ioa_sub_active(&room->sub)) {
         ngx_ioa_link_catchup(lk);
     }
 
@@ -233,7 +233,7 @@ ngx_ioa_catchup_slot_free(void)
         lk = ngx_queue_data(q, ngx_ioa_link_t, catchup_q);
         lk->catchup_q.next = NULL;
 
-        if (lk->room->sub != NGX_IOA_SUB_ACTIVE) {
+        if (!ngx_ioa_sub_active(&lk->room->sub)) {
             /* its room is being resubscribed: it starts over then */
             lk->state = NGX_IOA_LINK_WAIT_SUB;
             continue;
@@ -349,7 +349,7 @@ ngx_ioa_link_catchup_reply(redisReply *reply, void *data)
         return;
     }
 
-    if (lk->room->sub != NGX_IOA_SUB_ACTIVE) {
+    if (!ngx_ioa_sub_active(&lk->room->sub)) {
         /* the subscription was lost meanwhile: start over after it is
          * restored, or live traffic could slip between read and resubscribe */
         lk->state = NGX_IOA_LINK_WAIT_SUB;
@@ -659,56 +659,45 @@ ngx_ioa_link_resume(ngx_ioa_link_t *lk, ngx_ioa_sid_t *sid)
 }
 
 
-void
-ngx_ioa_room_on_message(ngx_str_t *channel, ngx_str_t *data,
-    ngx_uint_t pattern)
+/* "<id> <envelope json>", as post.lua publishes it */
+
+ngx_int_t
+ngx_ioa_msg_split(ngx_str_t *data, ngx_str_t *sid, ngx_str_t *json)
 {
-    u_char            *sp;
-    ngx_str_t          comm_id, sid, json;
-    ngx_queue_t       *q, *next;
-    ngx_ioa_msg_t     *m;
-    ngx_ioa_link_t    *lk;
-    ngx_ioa_room_t    *room;
-
-    if (channel->len == ngx_ioa_main_conf()->events_channel.len
-        && ngx_strncmp(channel->data, ngx_ioa_main_conf()->events_channel.data,
-                       channel->len) == 0)
-    {
-        ngx_ioa_registry_event(data);
-        return;
-    }
-
-    if (ngx_ioa_comm_id_from_channel(channel, &comm_id) != NGX_OK) {
-        return;
-    }
-
-    /* "<id> <envelope json>", as post.lua publishes it */
+    u_char  *sp;
 
     sp = ngx_strlchr(data->data, data->data + data->len, ' ');
     if (sp == NULL) {
-        return;
+        return NGX_DECLINED;
     }
 
-    sid.data = data->data;
-    sid.len = sp - data->data;
-    json.data = sp + 1;
-    json.len = data->data + data->len - json.data;
+    sid->data = data->data;
+    sid->len = sp - data->data;
+    json->data = sp + 1;
+    json->len = data->data + data->len - json->data;
 
-    if (pattern) {
-        ngx_ioa_observer_feed(&comm_id, &sid, &json);
-        return;
-    }
+    return NGX_OK;
+}
 
-    room = ngx_ioa_room_get(&comm_id, 0);
 
-    if (room == NULL || room->nlinks == 0) {
+/* a message on the room's channel, to each of its links */
+
+void
+ngx_ioa_room_deliver(ngx_ioa_room_t *room, ngx_str_t *data)
+{
+    ngx_str_t          sid, json;
+    ngx_queue_t       *q, *next;
+    ngx_ioa_msg_t     *m;
+    ngx_ioa_link_t    *lk;
+
+    if (room->nlinks == 0 || ngx_ioa_msg_split(data, &sid, &json) != NGX_OK) {
         return;
     }
 
     ngx_ioa_room_entry_seen(room, json.len);
     ngx_ioa_linger_note();
 
-    m = ngx_ioa_msg_create(&comm_id, &sid, &json, 0);
+    m = ngx_ioa_msg_create(&room->sn.str, &sid, &json, 0);
     if (m == NULL) {
         return;
     }
@@ -961,7 +950,7 @@ ngx_ioa_links_retry(void)
             continue;
         }
 
-        if (lk->room->sub == NGX_IOA_SUB_ACTIVE) {
+        if (ngx_ioa_sub_active(&lk->room->sub)) {
             ngx_ioa_link_catchup(lk);
 
         } else {

@@ -5,9 +5,9 @@
  * Observers and the registry's events inside one nginx worker.
  *
  * An observer (IoA's frontend, the console) sees every room: the worker
- * PSUBSCRIBEs the rooms' pattern while it has one (ngx_ioa_room.c keeps
- * that subscription) and sends each envelope to every local observer,
- * built once with "frontend_type":"message" as IoA's frontend expects.
+ * PSUBSCRIBEs the rooms' pattern while it has one (a subscription of its
+ * own, kept here) and sends each envelope to every local observer, built
+ * once with "frontend_type":"message" as IoA's frontend expects.
  *
  * Observers PSUBSCRIBE a pattern, which shard channels never reach, and a
  * plain PUBLISH on a Cluster is copied to every node: paying that for
@@ -31,7 +31,9 @@
  * GET /goals/{id}/events.  No room is named so: the hub makes every
  * comm_id, 32 hex digits (ngx_ioa_rest.c).
  *
- * The registry's event channel carries teamup events: the local members
+ * The registry's event channel (subscribed for as long as the worker
+ * runs, following its slot on a Cluster) carries teamup events: the local
+ * members
  * of a new room start reading it from its beginning, and observers see it
  * as IoA's frontend does ("frontend_type":"teamup").  It carries the
  * deletions too, "agent_deleted" and "room_deleted" (ngx_ioa_delete.c
@@ -51,6 +53,34 @@
 
 static void ngx_ioa_observers_mark(ngx_uint_t present);
 static void ngx_ioa_observers_count_reply(redisReply *reply, void *data);
+static void ngx_ioa_observer_feed(ngx_ioa_sub_t *sub, ngx_str_t *channel,
+    ngx_str_t *payload);
+static void ngx_ioa_registry_event(ngx_ioa_sub_t *sub, ngx_str_t *channel,
+    ngx_str_t *data);
+static void ngx_ioa_registry_events_ready(ngx_ioa_sub_t *sub);
+
+
+static const ngx_ioa_sub_handler_t  ngx_ioa_feed_handler = {
+    ngx_ioa_observer_feed,
+    NULL,                               /* ready: a live view, no resume */
+    NULL,                               /* lost */
+    NULL                                /* gone */
+};
+
+
+/* teamup events published while nobody listened are lost; the agents'
+ * room sets in Redis are not: they are read again once it is ready */
+
+static const ngx_ioa_sub_handler_t  ngx_ioa_events_handler = {
+    ngx_ioa_registry_event,
+    ngx_ioa_registry_events_ready,
+    NULL,                               /* lost */
+    NULL                                /* gone */
+};
+
+
+static ngx_ioa_sub_t       ngx_ioa_feed_sub;
+static ngx_ioa_sub_t       ngx_ioa_events_sub;
 
 
 static ngx_queue_t         ngx_ioa_observers;
@@ -62,7 +92,29 @@ static ngx_uint_t          ngx_ioa_feed_remote;
 ngx_int_t
 ngx_ioa_observer_init(ngx_cycle_t *cycle)
 {
+    ngx_str_t            *reg;
+    ngx_ioa_main_conf_t  *mcf;
+
+    mcf = ngx_ioa_main_conf();
+
     ngx_queue_init(&ngx_ioa_observers);
+
+    /* on a Cluster the pattern goes to the registry's master, as good a
+     * node as any: the PUBLISH copies it hears reach every node */
+    reg = &mcf->reg_base;
+
+    ngx_ioa_sub_init(&ngx_ioa_feed_sub, NGX_IOA_SUB_PATTERN,
+                     &mcf->feed_pattern,
+                     ngx_ioa_redis_key_slot(reg->data, reg->len),
+                     &ngx_ioa_feed_handler);
+
+    ngx_ioa_sub_init(&ngx_ioa_events_sub, NGX_IOA_SUB_CHANNEL,
+                     &mcf->events_channel,
+                     ngx_ioa_redis_key_slot(mcf->events_channel.data,
+                                            mcf->events_channel.len),
+                     &ngx_ioa_events_handler);
+
+    ngx_ioa_sub_start(&ngx_ioa_events_sub);
 
     return NGX_OK;
 }
@@ -74,7 +126,7 @@ ngx_ioa_observer_attach(ngx_ioa_client_t *cl)
     ngx_queue_insert_tail(&ngx_ioa_observers, &cl->agent_q);
 
     if (ngx_ioa_nobservers++ == 0) {
-        ngx_ioa_room_feed_subscribe();
+        ngx_ioa_sub_start(&ngx_ioa_feed_sub);
         ngx_ioa_observers_mark(1);
     }
 }
@@ -90,14 +142,7 @@ ngx_ioa_observer_detach(ngx_ioa_client_t *cl)
     }
 
     ngx_ioa_observers_mark(0);
-    ngx_ioa_room_feed_unsubscribe();
-}
-
-
-ngx_uint_t
-ngx_ioa_observers_local(void)
-{
-    return ngx_ioa_nobservers;
+    (void) ngx_ioa_sub_stop(&ngx_ioa_feed_sub);
 }
 
 
@@ -117,26 +162,31 @@ ngx_ioa_observers_tick(void)
 }
 
 
-/* an envelope from the pattern subscription: "<sid> <json>" taken apart */
+/* an envelope from the pattern subscription, to every local observer */
 
-void
-ngx_ioa_observer_feed(ngx_str_t *comm_id, ngx_str_t *sid, ngx_str_t *json)
+static void
+ngx_ioa_observer_feed(ngx_ioa_sub_t *sub, ngx_str_t *channel,
+    ngx_str_t *payload)
 {
+    ngx_str_t          comm_id, sid, json;
     ngx_queue_t       *q, *next;
     ngx_ioa_msg_t     *m;
     ngx_ioa_client_t  *cl;
 
-    if (ngx_queue_empty(&ngx_ioa_observers)) {
+    if (ngx_queue_empty(&ngx_ioa_observers)
+        || ngx_ioa_comm_id_from_channel(channel, &comm_id) != NGX_OK
+        || ngx_ioa_msg_split(payload, &sid, &json) != NGX_OK)
+    {
         return;
     }
 
-    if (comm_id->len > sizeof("goal-") - 1
-        && ngx_strncmp(comm_id->data, "goal-", sizeof("goal-") - 1) == 0)
+    if (comm_id.len > sizeof("goal-") - 1
+        && ngx_strncmp(comm_id.data, "goal-", sizeof("goal-") - 1) == 0)
     {
         return;                         /* a goal's feed, not a room */
     }
 
-    m = ngx_ioa_msg_create(comm_id, sid, json, 1);
+    m = ngx_ioa_msg_create(&comm_id, &sid, &json, 1);
     if (m == NULL) {
         return;
     }
@@ -158,10 +208,18 @@ ngx_ioa_observer_feed(ngx_str_t *comm_id, ngx_str_t *sid, ngx_str_t *json)
 }
 
 
+static void
+ngx_ioa_registry_events_ready(ngx_ioa_sub_t *sub)
+{
+    ngx_ioa_clients_reload_rooms();
+}
+
+
 /* a teamup event: {"comm_id":"...","agent_names":[...],"team_name":...} */
 
-void
-ngx_ioa_registry_event(ngx_str_t *data)
+static void
+ngx_ioa_registry_event(ngx_ioa_sub_t *sub, ngx_str_t *channel,
+    ngx_str_t *data)
 {
     size_t             i;
     yajl_val           ev, id, names, v;

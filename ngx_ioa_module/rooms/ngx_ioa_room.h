@@ -49,12 +49,13 @@ typedef struct {
 ngx_ioa_room_t *ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create);
 void ngx_ioa_room_link_added(ngx_ioa_room_t *room);
 void ngx_ioa_room_link_removed(ngx_ioa_room_t *room);
-void ngx_ioa_room_feed_subscribe(void);
-void ngx_ioa_room_feed_unsubscribe(void);
 ngx_int_t ngx_ioa_comm_id_from_channel(ngx_str_t *channel,
     ngx_str_t *comm_id);
 
 /* ngx_ioa_link.c: links, catch-up and fan-out */
+void ngx_ioa_room_deliver(ngx_ioa_room_t *room, ngx_str_t *data);
+ngx_int_t ngx_ioa_msg_split(ngx_str_t *data, ngx_str_t *sid,
+    ngx_str_t *json);
 ngx_int_t ngx_ioa_link_init(ngx_cycle_t *cycle);
 ngx_int_t ngx_ioa_link(ngx_ioa_client_t *cl, ngx_str_t *comm_id,
     ngx_ioa_sid_t *after);
@@ -83,12 +84,8 @@ void ngx_ioa_clients_presence(void);
 ngx_int_t ngx_ioa_observer_init(ngx_cycle_t *cycle);
 void ngx_ioa_observer_attach(ngx_ioa_client_t *cl);
 void ngx_ioa_observer_detach(ngx_ioa_client_t *cl);
-ngx_uint_t ngx_ioa_observers_local(void);
 ngx_uint_t ngx_ioa_observed(void);
 void ngx_ioa_observers_tick(void);
-void ngx_ioa_observer_feed(ngx_str_t *comm_id, ngx_str_t *sid,
-    ngx_str_t *json);
-void ngx_ioa_registry_event(ngx_str_t *data);
 
 /* ngx_ioa_post.c: envelopes from clients into Redis */
 ngx_int_t ngx_ioa_post_init(ngx_cycle_t *cycle);

@@ -67,18 +67,16 @@
  * would hit an assertion there.  Our read handler takes every reply off the
  * connection's reader itself and dispatches on its first element, for all
  * three kinds alike; commands are appended to the connection's buffer and
- * hiredis only writes them.  A standalone Redis gets SUBSCRIBE (rooms) and
- * PSUBSCRIBE (the observer feed) as before; a Cluster gets SSUBSCRIBE on the
- * master that owns the room's slot.  Messages go to the user that owns
- * their channel; after a pub/sub connection comes back, or a slot moves,
- * the room code resubscribes and every client catches up from the room
- * Streams, so traffic published meanwhile is not lost.
+ * hiredis only writes them.  What the replies mean for a subscription,
+ * and where it goes, is ngx_ioa_sub.c's: this file hands it each message,
+ * confirmation, end and refusal, and tells it when a pub/sub connection is
+ * ready or lost.
  *
- * The layer knows its users only by the hooks they registered
- * (ngx_ioa_redis_hooks_t, in ngx_ioa.h): the rooms, the discovery index
- * and the goals hear through them when a connection comes up or is lost,
- * when the Cluster's map changes, and what pub/sub brings, as hiredis'
- * adapters and nginx's upstream call up through function pointers.
+ * The layer knows its users only by what they registered: subscriptions
+ * (ngx_ioa_sub_t) for pub/sub, and hooks (ngx_ioa_redis_hooks_t, in
+ * ngx_ioa.h) through which the rooms and the goals hear when a command
+ * connection comes up, as hiredis' adapters and nginx's upstream call up
+ * through function pointers.
  */
 
 
@@ -126,10 +124,6 @@ struct ngx_ioa_redis_req_s {
 };
 
 
-static const ngx_ioa_redis_hooks_t *ngx_ioa_redis_channel_user(
-    ngx_str_t *channel, ngx_uint_t pattern);
-static void ngx_ioa_redis_hooks_sub_ready(ngx_ioa_redis_node_t *node);
-static void ngx_ioa_redis_hooks_sub_lost(ngx_ioa_redis_node_t *node);
 static ngx_ioa_redis_req_t *ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler,
     void *data, ngx_int_t script, int nkeys, int argc, const char **argv,
     const size_t *argvlen);
@@ -163,8 +157,6 @@ static void ngx_ioa_redis_ignore_reply(redisAsyncContext *ac, void *r,
     void *data);
 static void ngx_ioa_redis_load_reply(redisAsyncContext *ac, void *r,
     void *data);
-static ngx_int_t ngx_ioa_redis_sub_send(ngx_ioa_redis_node_t *node,
-    const char *cmd, ngx_str_t *channel);
 static void ngx_ioa_redis_sub_read(ngx_event_t *ev);
 static void ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc,
     redisReply *reply);
@@ -232,75 +224,6 @@ ngx_ioa_redis_hooks_cmd_ready(void)
             ngx_ioa_redis_hooks[i]->cmd_ready();
         }
     }
-}
-
-
-void
-ngx_ioa_redis_hooks_map_changed(void)
-{
-    ngx_uint_t  i;
-
-    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
-        if (ngx_ioa_redis_hooks[i]->map_changed) {
-            ngx_ioa_redis_hooks[i]->map_changed();
-        }
-    }
-}
-
-
-static void
-ngx_ioa_redis_hooks_sub_ready(ngx_ioa_redis_node_t *node)
-{
-    ngx_uint_t  i;
-
-    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
-        if (ngx_ioa_redis_hooks[i]->sub_ready) {
-            ngx_ioa_redis_hooks[i]->sub_ready(node);
-        }
-    }
-}
-
-
-static void
-ngx_ioa_redis_hooks_sub_lost(ngx_ioa_redis_node_t *node)
-{
-    ngx_uint_t  i;
-
-    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
-        if (ngx_ioa_redis_hooks[i]->sub_lost) {
-            ngx_ioa_redis_hooks[i]->sub_lost(node);
-        }
-    }
-}
-
-
-/* whose channel: the user that claims it, else the one that claims none */
-
-static const ngx_ioa_redis_hooks_t *
-ngx_ioa_redis_channel_user(ngx_str_t *channel, ngx_uint_t pattern)
-{
-    ngx_uint_t                    i;
-    const ngx_ioa_redis_hooks_t  *h, *rest;
-
-    rest = NULL;
-
-    for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
-        h = ngx_ioa_redis_hooks[i];
-
-        if (h->owns == NULL) {
-            if (rest == NULL && (h->message || h->subscribed)) {
-                rest = h;
-            }
-
-            continue;
-        }
-
-        if (h->owns(channel, pattern)) {
-            return h;
-        }
-    }
-
-    return rest;
 }
 
 
@@ -477,7 +400,7 @@ ngx_ioa_redis_conn_close(ngx_ioa_redis_conn_t *rc)
 
     if (rc->is_sub && state == NGX_IOA_REDIS_READY && !ngx_ioa_redis_exiting)
     {
-        ngx_ioa_redis_hooks_sub_lost(rc->node);
+        ngx_ioa_sub_node_lost(rc->node);
     }
 }
 
@@ -767,7 +690,7 @@ static void
 ngx_ioa_redis_usable(ngx_ioa_redis_conn_t *rc)
 {
     if (rc->is_sub) {
-        ngx_ioa_redis_hooks_sub_ready(rc->node);
+        ngx_ioa_sub_node_ready(rc->node);
         return;
     }
 
@@ -842,7 +765,7 @@ ngx_ioa_redis_on_disconnect(const redisAsyncContext *ac, int status)
     }
 
     if (rc->is_sub) {
-        ngx_ioa_redis_hooks_sub_lost(rc->node);
+        ngx_ioa_sub_node_lost(rc->node);
 
     } else {
         ngx_ioa_redis_node_lost(rc->node);
@@ -1468,120 +1391,9 @@ ngx_ioa_redis_ignore_reply(redisAsyncContext *ac, void *r, void *data)
 }
 
 
-/* pub/sub */
+/* pub/sub: a (un)subscribe for ngx_ioa_sub.c */
 
 ngx_int_t
-ngx_ioa_redis_subscribe(ngx_str_t *channel, ngx_uint_t pattern,
-    ngx_ioa_redis_node_t **node)
-{
-    ngx_ioa_redis_node_t  *n;
-    ngx_ioa_main_conf_t   *mcf;
-
-    mcf = ngx_ioa_main_conf();
-
-    if (ngx_ioa_redis_mode != NGX_IOA_REDIS_CLUSTER) {
-        n = ngx_ioa_redis_route(-1);
-
-        if (n == NULL
-            || ngx_ioa_redis_sub_send(n, pattern ? "PSUBSCRIBE" : "SUBSCRIBE",
-                                      channel)
-               != NGX_OK)
-        {
-            return NGX_DECLINED;
-        }
-
-        *node = n;
-        return NGX_OK;
-    }
-
-    /* a Cluster: a room's shard channel on the master of its slot; the
-     * feed pattern sees the plain PUBLISH copies, which reach every node,
-     * so any one will do, the registry's as well as another */
-
-    n = ngx_ioa_redis_route(pattern
-                            ? ngx_ioa_redis_key_slot(mcf->reg_base.data,
-                                                     mcf->reg_base.len)
-                            : ngx_ioa_redis_key_slot(channel->data,
-                                                     channel->len));
-
-    if (n == NULL
-        || ngx_ioa_redis_sub_send(n, pattern ? "PSUBSCRIBE" : "SSUBSCRIBE",
-                                  channel)
-           != NGX_OK)
-    {
-        return NGX_DECLINED;
-    }
-
-    *node = n;
-
-    return NGX_OK;
-}
-
-
-/* a shard channel on both setups (SPUBLISH reaches SSUBSCRIBE on a
- * standalone Redis too): on a Cluster, on the master of the channel's
- * slot, so a script's SPUBLISH crosses no other node */
-
-ngx_int_t
-ngx_ioa_redis_subscribe_shard(ngx_str_t *channel, ngx_ioa_redis_node_t **node)
-{
-    ngx_ioa_redis_node_t  *n;
-
-    n = ngx_ioa_redis_route(ngx_ioa_redis_mode == NGX_IOA_REDIS_CLUSTER
-                            ? (ngx_int_t) ngx_ioa_redis_key_slot(channel->data,
-                                                                 channel->len)
-                            : -1);
-
-    if (n == NULL || ngx_ioa_redis_sub_send(n, "SSUBSCRIBE", channel) != NGX_OK)
-    {
-        return NGX_DECLINED;
-    }
-
-    *node = n;
-
-    return NGX_OK;
-}
-
-
-ngx_int_t
-ngx_ioa_redis_unsubscribe_shard(ngx_str_t *channel, ngx_ioa_redis_node_t *node)
-{
-    if (node == NULL
-        || ngx_ioa_redis_sub_send(node, "SUNSUBSCRIBE", channel) != NGX_OK)
-    {
-        return NGX_DECLINED;
-    }
-
-    return NGX_OK;
-}
-
-
-ngx_int_t
-ngx_ioa_redis_unsubscribe(ngx_str_t *channel, ngx_uint_t pattern,
-    ngx_ioa_redis_node_t *node)
-{
-    const char  *cmd;
-
-    if (pattern) {
-        cmd = "PUNSUBSCRIBE";
-
-    } else if (ngx_ioa_redis_mode == NGX_IOA_REDIS_CLUSTER) {
-        cmd = "SUNSUBSCRIBE";
-
-    } else {
-        cmd = "UNSUBSCRIBE";
-    }
-
-    if (node == NULL || ngx_ioa_redis_sub_send(node, cmd, channel) != NGX_OK)
-    {
-        return NGX_DECLINED;
-    }
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
 ngx_ioa_redis_sub_send(ngx_ioa_redis_node_t *node, const char *cmd,
     ngx_str_t *channel)
 {
@@ -1681,12 +1493,11 @@ ngx_ioa_redis_sub_read(ngx_event_t *ev)
 static void
 ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
 {
-    ngx_int_t                     slot;
-    ngx_str_t                     t, channel, payload;
-    ngx_uint_t                    i, ask, pattern;
-    redisReply                   *type, *chan, *msg;
-    ngx_ioa_redis_node_t         *node;
-    const ngx_ioa_redis_hooks_t  *owner;
+    ngx_int_t              slot;
+    ngx_str_t              t, name, channel, payload;
+    ngx_uint_t             ask, pattern;
+    redisReply            *type, *chan, *msg;
+    ngx_ioa_redis_node_t  *node;
 
     if (rc->authing) {
         /* the first answer on a new connection: AUTH's */
@@ -1713,22 +1524,21 @@ ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
         }
 
         ngx_ioa_redis_refresh(1);
-
-        for (i = 0; i < ngx_ioa_redis_nhooks; i++) {
-            if (ngx_ioa_redis_hooks[i]->sub_refused) {
-                ngx_ioa_redis_hooks[i]->sub_refused(rc->node, slot);
-            }
-        }
+        ngx_ioa_sub_refused(rc->node, slot);
 
         return;
     }
 
     if (reply->type != REDIS_REPLY_ARRAY
         || reply->elements < 3
-        || reply->element[0]->type != REDIS_REPLY_STRING)
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[1]->type != REDIS_REPLY_STRING)
     {
         return;
     }
+
+    /* [type, channel or pattern, payload or count], and for a pattern's
+     * message [pmessage, pattern, channel, payload] */
 
     type = reply->element[0];
     t.data = (u_char *) type->str;
@@ -1736,49 +1546,37 @@ ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
 
     pattern = (t.data[0] == 'p');
 
-    if (pattern && reply->elements == 4) {
-        /* pmessage, pattern, channel, payload */
-        chan = reply->element[2];
-        msg = reply->element[3];
-
-    } else {
-        chan = reply->element[1];
-        msg = reply->element[2];
-    }
-
-    if (chan->type != REDIS_REPLY_STRING) {
-        return;
-    }
-
-    channel.data = (u_char *) chan->str;
-    channel.len = chan->len;
+    name.data = (u_char *) reply->element[1]->str;
+    name.len = reply->element[1]->len;
 
     if (ngx_ioa_redis_is(&t, "message")) {
-        if (msg->type != REDIS_REPLY_STRING) {
+        if (pattern && reply->elements == 4) {
+            chan = reply->element[2];
+            msg = reply->element[3];
+
+        } else {
+            chan = reply->element[1];
+            msg = reply->element[2];
+        }
+
+        if (chan->type != REDIS_REPLY_STRING
+            || msg->type != REDIS_REPLY_STRING)
+        {
             return;
         }
 
+        channel.data = (u_char *) chan->str;
+        channel.len = chan->len;
         payload.data = (u_char *) msg->str;
         payload.len = msg->len;
 
-        owner = ngx_ioa_redis_channel_user(&channel, pattern);
-
-        if (owner && owner->message) {
-            owner->message(&channel, &payload, pattern);
-        }
-
+        ngx_ioa_sub_message(&name, pattern, &channel, &payload);
         return;
     }
 
     if (ngx_ioa_redis_is(&t, "subscribe")) {
         ngx_ioa_redis_replied(rc);
-
-        owner = ngx_ioa_redis_channel_user(&channel, pattern);
-
-        if (owner && owner->subscribed) {
-            owner->subscribed(rc->node, &channel, pattern);
-        }
-
+        ngx_ioa_sub_confirmed(rc->node, &name, pattern);
         return;
     }
 
@@ -1786,13 +1584,7 @@ ngx_ioa_redis_sub_reply(ngx_ioa_redis_conn_t *rc, redisReply *reply)
         /* also unasked: a Cluster node that loses a slot drops the shard
          * channels of that slot and says so */
         ngx_ioa_redis_replied(rc);
-
-        owner = ngx_ioa_redis_channel_user(&channel, pattern);
-
-        if (owner && owner->unsubscribed) {
-            owner->unsubscribed(rc->node, &channel, pattern);
-        }
-
+        ngx_ioa_sub_ended(rc->node, &name, pattern);
         return;
     }
 }

@@ -90,10 +90,25 @@ void ngx_ioa_redis_node_up(ngx_ioa_redis_node_t *node);
 /* the users' hooks (ngx_ioa_redis_hooks_t), for the layer's own files */
 void ngx_ioa_redis_hooks_node_up(ngx_ioa_redis_node_t *node);
 void ngx_ioa_redis_hooks_cmd_ready(void);
-void ngx_ioa_redis_hooks_map_changed(void);
+ngx_int_t ngx_ioa_redis_sub_send(ngx_ioa_redis_node_t *node, const char *cmd,
+    ngx_str_t *channel);
 ngx_ioa_redis_req_t *ngx_ioa_redis_node_command(ngx_ioa_redis_node_t *node,
     ngx_ioa_redis_handler_pt handler, void *data, int argc,
     const char **argv, const size_t *argvlen);
+
+
+/* ngx_ioa_sub.c: what pub/sub replies and connections mean for the
+ * subscriptions */
+void ngx_ioa_sub_message(ngx_str_t *name, ngx_uint_t pattern,
+    ngx_str_t *channel, ngx_str_t *payload);
+void ngx_ioa_sub_confirmed(ngx_ioa_redis_node_t *node, ngx_str_t *name,
+    ngx_uint_t pattern);
+void ngx_ioa_sub_ended(ngx_ioa_redis_node_t *node, ngx_str_t *name,
+    ngx_uint_t pattern);
+void ngx_ioa_sub_node_ready(ngx_ioa_redis_node_t *node);
+void ngx_ioa_sub_node_lost(ngx_ioa_redis_node_t *node);
+void ngx_ioa_sub_refused(ngx_ioa_redis_node_t *node, ngx_int_t slot);
+void ngx_ioa_sub_map_changed(void);
 
 
 /* ngx_ioa_redis_resolve.c */

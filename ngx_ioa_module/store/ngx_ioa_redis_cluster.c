@@ -853,8 +853,8 @@ ngx_ioa_redis_slots_reply(redisReply *reply, void *data)
         ngx_ioa_redis_trouble = 1;
     }
 
-    /* rooms follow their slots to the new owners */
-    ngx_ioa_redis_hooks_map_changed();
+    /* subscriptions follow their slots to the new owners */
+    ngx_ioa_sub_map_changed();
 
     healthy = ngx_ioa_redis_healthy();
     ngx_ioa_redis_note_health();
