@@ -69,7 +69,7 @@ IOA_REDIS_PORT ?= 7789
 DEPS := bash $(REPO)/scripts/deps.sh install
 
 MODULE_SRCS := $(wildcard ngx_ioa_module/*.[ch] ngx_ioa_module/*/*.[ch]) \
-    $(wildcard redis-scripts/*.lua) config
+    $(wildcard lib/*.[ch] redis-scripts/*.lua) config
 
 .PHONY: test-build bench-bins asan-fuzz-build test-fast fuzz-run-ci fuzz-run-regress
 .PHONY: all deps $(addprefix deps-,$(DEPS_SETS)) node-deps run stop test test-cluster test-asan asan-workers clean \
@@ -119,14 +119,13 @@ $(MODULE): $(MODULE_SRCS)
 	cp $(BUILD)/nginx/ngx_http_ioa_module.so $(MODULE).tmp
 	mv -f $(MODULE).tmp $(MODULE)
 
-# scripts/ioa-terms.c: the module's own tokenizer file, so that tests and
-# the bench give the scripts the terms the hub would
-$(TERMS): scripts/ioa-terms.c ngx_ioa_module/registry/ngx_ioa_tokenize.c \
-          ngx_ioa_module/registry/ngx_ioa_tokenize.h
+# scripts/ioa-terms.c: the tokenizer the hub and the worker build from
+# (lib/), so that tests and the bench give the scripts the terms the hub
+# would
+$(TERMS): scripts/ioa-terms.c lib/ioa_tokenize.c lib/ioa_tokenize.h
 	@mkdir -p $(BUILD)
 	$(CC) -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -pedantic -g -O2 \
-	    -Ingx_ioa_module/registry -o $@ scripts/ioa-terms.c \
-	    ngx_ioa_module/registry/ngx_ioa_tokenize.c
+	    -Ilib -o $@ scripts/ioa-terms.c lib/ioa_tokenize.c
 
 run: deps-run
 	@$(MAKE) -s $(MODULE) agent worker

@@ -90,8 +90,13 @@ if [[ " $BUILDS " == *" base "* ]]; then
         tmp="$base.tmp.$$"
         log "building the base worker of $BASE_REF ($sha) in $base"
         rm -rf "$tmp" && mkdir -p "$tmp/src"
-        git -C "$REPO" archive "$sha" workers ngx_ioa_module/ngx_ioa_tokenize.c \
-            ngx_ioa_module/ngx_ioa_tokenize.h | tar -x -C "$tmp/src"
+        # what the worker builds from, wherever that commit kept it: lib/
+        # now, the module's tokenizer file (in registry/ or above it) before
+        git -C "$REPO" archive "$sha" $(git -C "$REPO" ls-tree --name-only \
+            "$sha" workers lib ngx_ioa_module/ngx_ioa_tokenize.c \
+            ngx_ioa_module/ngx_ioa_tokenize.h \
+            ngx_ioa_module/registry/ngx_ioa_tokenize.c \
+            ngx_ioa_module/registry/ngx_ioa_tokenize.h) | tar -x -C "$tmp/src"
         make -s -C "$tmp/src/workers/worker" BUILD="$tmp/build" >"$tmp/build.log" 2>&1 \
             || { log "the base build failed: $tmp/build.log"; exit 1; }
         mv -T "$tmp" "$base" 2>/dev/null || rm -rf "$tmp"

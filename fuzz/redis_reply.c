@@ -12,7 +12,7 @@
  * (ngx_ioa_redis_error, which MOVED/ASK/TRYAGAIN/NOSCRIPT and the scripts'
  * own codes go through), the stream-id parser used on every entry and
  * pub/sub message (ngx_ioa_parse_sid), and the key-slot hash applied to
- * strings (ngx_ioa_redis_key_slot).  The stateful consumers (the slot map,
+ * strings (ioa_key_slot, lib/).  The stateful consumers (the slot map,
  * redirections, catch-up) are exercised against real Redis and Redis
  * Cluster faults in t/070-redis-client.t and t/130-cluster.t.
  */
@@ -49,7 +49,7 @@ ioa_fuzz_reply(redisReply *r, ngx_uint_t depth)
         || r->type == REDIS_REPLY_ERROR)
     {
         (void) ngx_ioa_parse_sid((u_char *) r->str, r->len, &sid);
-        assert(ngx_ioa_redis_key_slot((u_char *) r->str, r->len) < 16384);
+        assert(ioa_key_slot(r->str, r->len) < IOA_KEY_SLOTS);
     }
 
     if (r->type == REDIS_REPLY_ARRAY) {

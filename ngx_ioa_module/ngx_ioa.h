@@ -38,8 +38,9 @@
  *                            follows Redis;
  *     ngx_ioa_redis_args.c   a command's arguments built in order (no
  *                            numbered slots), and the sends that take them;
- *     ngx_ioa_redis_cluster.c  Redis Cluster: setup detection, key slots,
- *                            the slot map and its refresh;
+ *     ngx_ioa_redis_cluster.c  Redis Cluster: setup detection, a
+ *                            command's key slot (lib/ioa_key_slot.c), the
+ *                            slot map and its refresh;
  *     ngx_ioa_redis_reply.c, ngx_ioa_redis_resolve.c  replies, addresses;
  *
  *   rooms/       envelopes and the rooms they travel in
@@ -56,8 +57,6 @@
  *     ngx_ioa_registry.c     /register, /retrieve_assistant, ... presence;
  *     ngx_ioa_index*.c       the discovery index: BM25 inside nginx, in a
  *                            shared memory zone that follows Redis;
- *     ngx_ioa_tokenize.c     the one tokenizer of descriptions and queries
- *                            (the worker compiles it too);
  *     ngx_ioa_embed.c        embeddings for semantic discovery, through a
  *                            subrequest to a proxied /v1/embeddings;
  *     ngx_ioa_name.c         the one rule for agent names (libunistring);
@@ -97,6 +96,12 @@
  *     ngx_ioa_stats.c        the instance's counters for /metrics (shm);
  *     ngx_ioa_metrics*.c     /metrics, this instance's and the fleet's.
  *
+ * Beside the module, lib/ holds what the hub and the worker both build
+ * from, plain C with no nginx type (lib/README.md): the Cluster key slot
+ * (ioa_key_slot.c), the one tokenizer of descriptions and queries
+ * (ioa_tokenize.c, which the index and /register use), and the list of
+ * the hub's scripts (ioa_scripts.h), which numbers ngx_ioa_script_e below.
+ *
  * A "client" is anything that receives room traffic: a WebSocket agent, an
  * SSE inbox or an observer feed.  Rooms hold links to clients; a link keeps
  * the client's position in that room's Stream, which is what makes resume
@@ -115,6 +120,9 @@
 
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
+
+#include "ioa_key_slot.h"
+#include "ioa_scripts.h"
 
 #include "ngx_ioa_json.h"
 #include "ngx_ioa_envelope.h"
@@ -548,37 +556,11 @@ typedef void (*ngx_ioa_redis_handler_pt)(redisReply *reply, void *data);
 
 typedef struct ngx_ioa_redis_req_s  ngx_ioa_redis_req_t;
 
+/* the hub's scripts, in the order config embeds them (lib/ioa_scripts.h) */
+#define NGX_IOA_SCRIPT_ENUM(NAME, file)  NGX_IOA_SCRIPT_##NAME,
+
 typedef enum {
-    NGX_IOA_SCRIPT_POST = 0,
-    NGX_IOA_SCRIPT_REGISTER,
-    NGX_IOA_SCRIPT_RETRIEVE,
-    NGX_IOA_SCRIPT_QUERY,
-    NGX_IOA_SCRIPT_LIST_AGENTS,
-    NGX_IOA_SCRIPT_TEAMUP_MEMBERS,
-    NGX_IOA_SCRIPT_AGENT_ROOMS,
-    NGX_IOA_SCRIPT_ROOM_CREATE,
-    NGX_IOA_SCRIPT_ROOM_RECORD,
-    NGX_IOA_SCRIPT_PRESENCE,
-    NGX_IOA_SCRIPT_GOAL_CANCEL,
-    NGX_IOA_SCRIPT_GOAL_MESSAGE,
-    NGX_IOA_SCRIPT_POSITION_SAVE,
-    NGX_IOA_SCRIPT_POSITION_LOAD,
-    NGX_IOA_SCRIPT_ROOM_EXPIRE,
-    NGX_IOA_SCRIPT_ROOM_FORGET,
-    NGX_IOA_SCRIPT_AGENT_FORGET,
-    NGX_IOA_SCRIPT_INDEX_FETCH,
-    NGX_IOA_SCRIPT_EMBED_STORE,
-    NGX_IOA_SCRIPT_VERIFY,
-    NGX_IOA_SCRIPT_GOAL_INDEX,
-    NGX_IOA_SCRIPT_GOAL_LIST,
-    NGX_IOA_SCRIPT_WORKER_LIST,
-    NGX_IOA_SCRIPT_LIMIT_LEASE,
-    NGX_IOA_SCRIPT_ROOM_ERASE,
-    NGX_IOA_SCRIPT_ROOM_GOALS,
-    NGX_IOA_SCRIPT_GOAL_FEED_ERASE,
-    NGX_IOA_SCRIPT_GOAL_ERASE,
-    NGX_IOA_SCRIPT_CONN_COUNT,
-    NGX_IOA_SCRIPT_ROOM_TAIL,
+    IOA_HUB_SCRIPTS(NGX_IOA_SCRIPT_ENUM, NGX_IOA_SCRIPT_ENUM)
     NGX_IOA_SCRIPT_N
 } ngx_ioa_script_e;
 
@@ -683,7 +665,6 @@ ngx_uint_t ngx_ioa_redis_ready(void);
 ngx_uint_t ngx_ioa_redis_healthy(void);
 void ngx_ioa_redis_note_health(void);
 ngx_ioa_redis_node_t *ngx_ioa_redis_data_node(ngx_uint_t i);
-ngx_uint_t ngx_ioa_redis_key_slot(u_char *key, size_t len);
 ngx_ioa_redis_node_t *ngx_ioa_redis_owner(ngx_uint_t slot);
 /* a Cluster's slot map is read again soon (trouble: work that failed is
  * retried once every slot has its master); nothing on a standalone Redis */

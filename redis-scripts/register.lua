@@ -16,7 +16,7 @@
 --                          agents always pass
 -- ARGV[10] terms           the document's terms joined by single spaces: the
 --                          terms of desc, then those of each tag in order
---                          (ngx_ioa_token_join() over desc and each tag);
+--                          (ioa_token_join() over desc and each tag);
 --                          "" when there are none
 -- ARGV[11] vec_model       the model desc was embedded with (semantic
 --                          discovery, ngx_ioa_embed.c); "" or absent: none
@@ -40,8 +40,8 @@
 -- Document indexed = tokens of desc, then the tokens of each tag once more
 -- (tags are words the agent chose to be found by, so they weigh a little more
 -- than a passing mention in desc).  The script does not tokenize: the caller
--- does, with the one tokenizer there is (ngx_ioa_module/registry/ngx_ioa_tokenize.c,
--- which the module and the worker compile), and passes the terms in ARGV[10].
+-- does, with the one tokenizer there is (lib/ioa_tokenize.c, which the
+-- module and the worker compile), and passes the terms in ARGV[10].
 -- Terms are taken as they are, repeats included: a term's count is its tf,
 -- the number of terms is the document's length.  desc and tags_json are only
 -- stored (and tags_json checked).

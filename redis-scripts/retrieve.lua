@@ -8,7 +8,7 @@
 -- ARGV[4]  online_only     "1" keep only online agents, "0" keep all
 -- ARGV[5]  exclude         a name never returned (the sender), "" for none
 -- ARGV[6..] queries        one or more queries, each its terms joined by
---                          single spaces (ngx_ioa_token_join() over the
+--                          single spaces (ioa_token_join() over the
 --                          capability text; "" when it has none)
 --
 -- Returns  a flat array of 8-tuples, one per agent:
@@ -31,9 +31,9 @@
 -- share the {reg} hash tag with the declared keys.
 --
 -- The script does not tokenize: the caller does, with the tokenizer that
--- made the index's terms (ngx_ioa_module/registry/ngx_ioa_tokenize.c, compiled into
--- the module and the worker), so a query and a description can never
--- disagree on what a term is.
+-- made the index's terms (lib/ioa_tokenize.c, compiled into the module
+-- and the worker), so a query and a description can never disagree on what
+-- a term is.
 --
 -- The answer is exactly the BM25 top of scoring every agent that has a term
 -- (the same floating-point numbers, the same ties), without reading whole

@@ -58,7 +58,7 @@ build() {
     # as soon as http_request sends a pipelined request; this takes the
     # byte-wise branch nginx builds on strict-alignment machines, so the
     # alignment check stays on for the module's own code
-    if [[ ! -e $OUT/obj/Makefile || -n $(find "$REPO/config" "$REPO/ngx_ioa_module" "$REPO/redis-scripts" "$REPO/scripts/fuzz.sh" -newer "$OUT/obj/Makefile" 2>/dev/null | head -1) ]]; then
+    if [[ ! -e $OUT/obj/Makefile || -n $(find "$REPO/config" "$REPO/ngx_ioa_module" "$REPO/lib" "$REPO/redis-scripts" "$REPO/scripts/fuzz.sh" -newer "$OUT/obj/Makefile" 2>/dev/null | head -1) ]]; then
         log "configuring nginx with clang"
         (cd "$src" && CC=clang ./configure --builddir="$OUT/obj" \
             --with-debug --with-threads --with-http_ssl_module \
@@ -88,7 +88,8 @@ build() {
             -I "$src/src/core" -I "$src/src/event" -I "$src/src/event/modules" \
             -I "$src/src/os/unix" -I "$src/src/http" -I "$src/src/http/v2" \
             -I "$src/src/http/modules" -I "$OUT/obj" -I "$OUT/obj/addon/ioa" \
-            -I "$REPO/ngx_ioa_module" $(printf -- '-I %s ' "$REPO"/ngx_ioa_module/*/) -I "$REPO/fuzz" \
+            -I "$REPO/ngx_ioa_module" $(printf -- '-I %s ' "$REPO"/ngx_ioa_module/*/) \
+            -I "$REPO/lib" -I "$REPO/fuzz" \
             "$REPO/fuzz/$h.c" "$REPO/fuzz/fuzz_common.c" $objs "$OUT/nginx-nomain.o" \
             -lcrypt -lpcre2-8 -lssl -lcrypto -lz -lhiredis -lyajl -lunistring -lpthread \
             -o "$OUT/bin/$h"

@@ -1,7 +1,7 @@
 /*
  * ioa-terms: the discovery terms of texts, from the one tokenizer the hub
- * and the worker use (ngx_ioa_module/registry/ngx_ioa_tokenize.c), for whoever calls
- * register.lua or retrieve.lua without going through them: the tests
+ * and the worker use (lib/ioa_tokenize.c), for whoever calls register.lua
+ * or retrieve.lua without going through them: the tests
  * (t/redis-scripts.t, t/031-tokenizer.t) and the discovery bench's direct
  * mode (bench/discovery/client.py).  Built by `make` into build/ioa-terms.
  *
@@ -15,7 +15,7 @@
  * spaces, as the scripts take them; an empty line when it has none.  Each
  * line is flushed at once, so a test can keep one process and ask it one
  * text at a time.  The output buffer is allocated at exactly the size
- * ngx_ioa_token_join() asks for, so that a sanitizer or valgrind run sees
+ * ioa_token_join() asks for, so that a sanitizer or valgrind run sees
  * any byte it writes beyond.
  *
  * The name is not "ioa-tokenize" so that it is not mistaken for
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ngx_ioa_tokenize.h"
+#include "ioa_tokenize.h"
 
 
 static int ioa_terms_write(const unsigned char *terms, size_t n);
@@ -57,8 +57,8 @@ main(int argc, char **argv)
         n = 0;
 
         for (i = 2; i < argc; i++) {
-            n = ngx_ioa_token_join(out, n, (unsigned char *) argv[i],
-                                   strlen(argv[i]));
+            n = ioa_token_join(out, n, (unsigned char *) argv[i],
+                               strlen(argv[i]));
         }
 
         i = ioa_terms_write(out, n);
@@ -93,7 +93,7 @@ main(int argc, char **argv)
             return 1;
         }
 
-        n = ngx_ioa_token_join(out, 0, (unsigned char *) rec, (size_t) len);
+        n = ioa_token_join(out, 0, (unsigned char *) rec, (size_t) len);
 
         if (ioa_terms_write(out, n) != 0) {
             return 1;

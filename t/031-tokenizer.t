@@ -1,4 +1,4 @@
-# t/031-tokenizer.t -- the discovery tokenizer, ngx_ioa_module/registry/ngx_ioa_tokenize.c,
+# t/031-tokenizer.t -- the discovery tokenizer, lib/ioa_tokenize.c,
 # the one definition of a term (the hub's /register and /retrieve_assistant,
 # the worker's queries; the Redis scripts take its terms as they are).
 #
@@ -110,7 +110,7 @@ is($bad, 0, "random texts: the C tokenizer gives the Perl rules' terms on all $n
 # --------------------------------------------------- a document of several texts
 #
 # /register indexes a description and then each tag in one argument
-# (ngx_ioa_token_join() on one buffer of the texts' lengths plus one each);
+# (ioa_token_join() on one buffer of the texts' lengths plus one each);
 # ioa-terms -- DESC TAG... does the same with an exact-size buffer.
 
 sub doc {

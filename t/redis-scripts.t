@@ -93,7 +93,7 @@ for my $name (qw(register retrieve query list_agents teamup_members
 {
     for my $name (qw(register retrieve)) {
         unlike(slurp("$scripts/$name.lua"), qr/string\.lower|\bSTOP\b|BEGIN tokenizer/,
-               "$name.lua carries no tokenizer: ngx_ioa_tokenize.c is the only one");
+               "$name.lua carries no tokenizer: ioa_tokenize.c is the only one");
     }
     my ($a) = slurp("$scripts/query.lua") =~ /(-- BEGIN record.*?-- END record)/s;
     ($b) = slurp("$scripts/retrieve.lua") =~ /(-- BEGIN record.*?-- END record)/s;

@@ -22,9 +22,9 @@
 
 register.lua and retrieve.lua take terms, not text: whatever goes straight
 into Redis is tokenized first by --terms, build/ioa-terms, which is the hub's
-own tokenizer (ngx_ioa_module/registry/ngx_ioa_tokenize.c) as a filter, so the index
-and the queries are the ones nginx would make.  The previous scripts of step
-4 still tokenize in Lua (with the same rules) and get the texts.
+own tokenizer (lib/ioa_tokenize.c) as a filter, so the index and the queries
+are the ones nginx would make.  The previous scripts of step 4 still
+tokenize in Lua (with the same rules) and get the texts.
 
 Requests are built once before the clock starts.  Plain sockets: nothing
 outside Debian's python3 standard library.

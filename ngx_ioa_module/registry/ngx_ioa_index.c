@@ -55,7 +55,7 @@
 
 #include "ngx_ioa.h"
 #include "ngx_ioa_index.h"
-#include "ngx_ioa_tokenize.h"
+#include "ioa_tokenize.h"
 
 
 static ngx_int_t ngx_ioa_ix_init_zone(ngx_shm_zone_t *zone, void *data);
@@ -1082,7 +1082,7 @@ ngx_ioa_ix_document(ngx_pool_t *pool, ngx_ioa_ix_input_t *in,
             }
 
             tok->data = buf;
-            tok->len = ngx_ioa_token_next(&p, end, buf);
+            tok->len = ioa_token_next(&p, end, buf);
 
             if (tok->len == 0) {
                 all.nelts--;

@@ -48,7 +48,7 @@
 
 #include "ngx_ioa.h"
 #include "ngx_ioa_index.h"
-#include "ngx_ioa_tokenize.h"
+#include "ioa_tokenize.h"
 
 #include <math.h>
 
@@ -298,7 +298,7 @@ ngx_ioa_rank_query(ngx_ioa_rank_t *rk, ngx_str_t *query)
     end = p + query->len;
 
     while (rk->nterms < NGX_IOA_RANK_TERMS
-           && (len = ngx_ioa_token_next(&p, end, buf)))
+           && (len = ioa_token_next(&p, end, buf)))
     {
         t = ngx_ioa_ix_term(rk->sh, buf, len);
 

@@ -151,8 +151,8 @@ ngx_ioa_index_init_process(ngx_cycle_t *cycle)
 
     ngx_ioa_sub_init(&ngx_ioa_ixs.sub, NGX_IOA_SUB_SHARD,
                      &mcf->index_channel,
-                     ngx_ioa_redis_key_slot(mcf->index_channel.data,
-                                            mcf->index_channel.len),
+                     ioa_key_slot(mcf->index_channel.data,
+                                  mcf->index_channel.len),
                      &ngx_ioa_ixs_sub_handler);
 
     ngx_ioa_ixs.timer.handler = ngx_ioa_ixs_tick;

@@ -11,8 +11,8 @@
  * their descriptions and tags that register.lua keeps exact on every
  * (re-)registration.  The scripts take terms, not text: this file turns a
  * description and its tags, and each capability of a query, into terms with
- * ngx_ioa_tokenize.c, the one tokenizer, which the worker compiles too, so
- * that indexing and querying cannot disagree whoever calls the scripts.
+ * lib/ioa_tokenize.c, the one tokenizer, which the worker compiles too,
+ * so that indexing and querying cannot disagree whoever calls the scripts.
  * This file validates input (names through the configured PCRE2 pattern
  * before they become Redis keys), calls the scripts and writes IoA's JSON
  * shapes, with our extra fields (tags, online, score, speaks_protocol) added
@@ -27,7 +27,7 @@
 #include <sys/random.h>
 
 #include "ngx_ioa.h"
-#include "ngx_ioa_tokenize.h"
+#include "ioa_tokenize.h"
 
 
 #define NGX_IOA_DESC_MAX       8192
@@ -1415,7 +1415,7 @@ ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix, ngx_str_t *name,
  * The terms of texts, in order, joined by single spaces: the argument
  * register.lua (a description and its tags) and retrieve.lua (one
  * capability) take.  A text's terms never take more than its length plus
- * one byte (ngx_ioa_token_join()), so one allocation is enough.
+ * one byte (ioa_token_join()), so one allocation is enough.
  */
 
 static ngx_int_t
@@ -1439,8 +1439,8 @@ ngx_ioa_reg_terms(ngx_http_request_t *r, ngx_str_t *texts, ngx_uint_t n,
     terms->len = 0;
 
     for (i = 0; i < n; i++) {
-        terms->len = ngx_ioa_token_join(terms->data, terms->len,
-                                        texts[i].data, texts[i].len);
+        terms->len = ioa_token_join(terms->data, terms->len,
+                                    texts[i].data, texts[i].len);
     }
 
     return NGX_OK;

@@ -105,13 +105,13 @@ ngx_ioa_observer_init(ngx_cycle_t *cycle)
 
     ngx_ioa_sub_init(&ngx_ioa_feed_sub, NGX_IOA_SUB_PATTERN,
                      &mcf->feed_pattern,
-                     ngx_ioa_redis_key_slot(reg->data, reg->len),
+                     ioa_key_slot(reg->data, reg->len),
                      &ngx_ioa_feed_handler);
 
     ngx_ioa_sub_init(&ngx_ioa_events_sub, NGX_IOA_SUB_CHANNEL,
                      &mcf->events_channel,
-                     ngx_ioa_redis_key_slot(mcf->events_channel.data,
-                                            mcf->events_channel.len),
+                     ioa_key_slot(mcf->events_channel.data,
+                                  mcf->events_channel.len),
                      &ngx_ioa_events_handler);
 
     ngx_ioa_sub_start(&ngx_ioa_events_sub);

@@ -185,7 +185,7 @@ ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create)
     ngx_queue_init(&room->links);
 
     ngx_ioa_sub_init(&room->sub, NGX_IOA_SUB_CHANNEL, &channel,
-                     ngx_ioa_redis_key_slot(channel.data, channel.len),
+                     ioa_key_slot(channel.data, channel.len),
                      &ngx_ioa_room_sub_handler);
 
     ngx_rbtree_insert(&ngx_ioa_rooms, &room->sn.node);

@@ -1023,8 +1023,7 @@ ngx_ioa_redis_req(ngx_ioa_redis_handler_pt handler, void *data,
 
     } else if (script >= 0) {
         req->slot = (nkeys > 0 && argc > 0)
-                    ? (ngx_int_t) ngx_ioa_redis_key_slot((u_char *) argv[0],
-                                                         argvlen[0])
+                    ? (ngx_int_t) ioa_key_slot(argv[0], argvlen[0])
                     : -1;
 
     } else {

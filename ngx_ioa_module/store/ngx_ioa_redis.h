@@ -25,9 +25,6 @@
 #include "ngx_ioa.h"
 
 
-#define NGX_IOA_REDIS_SLOTS   16384
-
-
 typedef enum {
     NGX_IOA_REDIS_DOWN = 0,
     NGX_IOA_REDIS_CONNECTING,

@@ -5,9 +5,10 @@
  * Redis Cluster: which node a command goes to.
  *
  * hiredis 0.14 knows nothing of Cluster, so this file is the part of a
- * cluster client that is not I/O: key slots (CRC16, hash tags), the key of
- * a command, the nodes, the slot map, MOVED/ASK parsing and the refresh of
- * the map.  ngx_ioa_redis.c does the I/O and asks here where to send.
+ * cluster client that is not I/O: the key of a command (its slot is
+ * lib/ioa_key_slot.c's, the worker's too), the nodes, the slot map,
+ * MOVED/ASK parsing and the refresh of the map.  ngx_ioa_redis.c does the
+ * I/O and asks here where to send.
  *
  * Setup is detected, not configured: the first command on the first
  * connection to any address of ioa_redis is CLUSTER SLOTS.  A standalone
@@ -74,8 +75,8 @@ ngx_ioa_redis_mode_e             ngx_ioa_redis_mode;
 
 static ngx_array_t              *ngx_ioa_redis_nodes;
 static ngx_ioa_redis_node_t     *ngx_ioa_redis_single;
-static ngx_ioa_redis_node_t     *ngx_ioa_redis_slots[NGX_IOA_REDIS_SLOTS];
-static ngx_ioa_redis_node_t     *ngx_ioa_redis_new[NGX_IOA_REDIS_SLOTS];
+static ngx_ioa_redis_node_t     *ngx_ioa_redis_slots[IOA_KEY_SLOTS];
+static ngx_ioa_redis_node_t     *ngx_ioa_redis_new[IOA_KEY_SLOTS];
 static ngx_uint_t                ngx_ioa_redis_covered;
 static ngx_uint_t                ngx_ioa_redis_refreshing;
 static ngx_uint_t                ngx_ioa_redis_trouble;
@@ -475,50 +476,6 @@ ngx_ioa_redis_owner(ngx_uint_t slot)
 }
 
 
-/*
- * Key slots, as Redis computes them: CRC16 (the XMODEM variant: polynomial
- * 0x1021, initial value 0, no reflection) of the key, or of its hash tag,
- * modulo 16384.  The hash tag is what lies between the first "{" and the
- * first "}" after it, when that is not empty.  Our keys are short, so the
- * bitwise form is fast enough and needs no table.
- */
-
-ngx_uint_t
-ngx_ioa_redis_key_slot(u_char *key, size_t len)
-{
-    u_char      *p, *last, *open, *close;
-    uint16_t     crc;
-    ngx_uint_t   i;
-
-    p = key;
-    last = key + len;
-
-    open = ngx_strlchr(p, last, '{');
-
-    if (open) {
-        close = ngx_strlchr(open + 1, last, '}');
-
-        if (close && close > open + 1) {
-            p = open + 1;
-            last = close;
-        }
-    }
-
-    crc = 0;
-
-    while (p < last) {
-        crc ^= (uint16_t) (*p++ << 8);
-
-        for (i = 0; i < 8; i++) {
-            crc = (crc & 0x8000) ? (uint16_t) ((crc << 1) ^ 0x1021)
-                                 : (uint16_t) (crc << 1);
-        }
-    }
-
-    return crc & (NGX_IOA_REDIS_SLOTS - 1);
-}
-
-
 /* the slot of a command's first key, -1 for a command without keys; only
  * the commands the module sends need to be known here */
 
@@ -575,7 +532,7 @@ ngx_ioa_redis_command_slot(int argc, const char **argv,
         return -1;
     }
 
-    return ngx_ioa_redis_key_slot((u_char *) argv[key], argvlen[key]);
+    return ioa_key_slot(argv[key], argvlen[key]);
 }
 
 
@@ -632,7 +589,7 @@ ngx_ioa_redis_redirect(redisReply *reply, ngx_int_t *slot, ngx_uint_t *ask)
 
     n = ngx_atoi(s, p - s);
 
-    if (n < 0 || n >= NGX_IOA_REDIS_SLOTS) {
+    if (n < 0 || n >= IOA_KEY_SLOTS) {
         return NULL;
     }
 
@@ -912,7 +869,7 @@ ngx_ioa_redis_apply(redisReply *reply, ngx_ioa_redis_node_t *from)
         start = r->element[0]->integer;
         end = r->element[1]->integer;
 
-        if (start < 0 || end >= NGX_IOA_REDIS_SLOTS || start > end) {
+        if (start < 0 || end >= IOA_KEY_SLOTS || start > end) {
             rc = NGX_ERROR;
             continue;
         }
@@ -944,7 +901,7 @@ ngx_ioa_redis_apply(redisReply *reply, ngx_ioa_redis_node_t *from)
         ngx_ioa_redis_node(n)->master = 0;
     }
 
-    for (s = 0; s < NGX_IOA_REDIS_SLOTS; s++) {
+    for (s = 0; s < IOA_KEY_SLOTS; s++) {
         node = ngx_ioa_redis_new[s];
         ngx_ioa_redis_slots[s] = node;
 

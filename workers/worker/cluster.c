@@ -8,10 +8,10 @@
  *   - iw_cmd_info() reads the command's first key back out of the
  *     formatted bytes (the argument after EVALSHA's numkeys, after
  *     XREADGROUP's STREAMS, the stream of XGROUP, else the first
- *     argument), and iw_key_slot() hashes it to its slot (CRC16/XMODEM of
- *     the key or of its {hash tag}, modulo 16384); a command without a key
- *     goes to the master of slot 0, so that every worker reads TIME from
- *     the same node;
+ *     argument), and ioa_key_slot() hashes it to its slot (CRC16/XMODEM of
+ *     the key or of its {hash tag}, modulo 16384; lib/, the hub's very
+ *     function); a command without a key goes to the master of slot 0, so
+ *     that every worker reads TIME from the same node;
  *   - iw_cluster_conn() is the connection to a master (rconn.c), opened
  *     the first time that master is needed, with AUTH and CLIENT SETNAME
  *     like any (redis.c); a node that could not be reached is not tried
@@ -29,15 +29,13 @@
  * completed its connect only marks its node as unreachable.
  */
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "ioa_key_slot.h"
 #include "iw.h"
 
-
-#define IW_SLOTS              16384
 
 /* a node that refused a connection is not tried again sooner: a failover
  * takes seconds, and each try is a line in the log */
@@ -67,7 +65,7 @@ static int iw_arg_is(iw_arg_t *a, const char *word);
 
 static iw_node_t  *iw_nodes;
 static int         iw_nnodes;
-static int         iw_slot_node[IW_SLOTS];
+static int         iw_slot_node[IOA_KEY_SLOTS];
 static int         iw_cluster_active;
 
 
@@ -323,7 +321,7 @@ iw_cluster_apply(redisReply *r, int from)
         return IW_ERROR;
     }
 
-    for (s = 0; s < IW_SLOTS; s++) {
+    for (s = 0; s < IOA_KEY_SLOTS; s++) {
         iw_slot_node[s] = -1;
     }
 
@@ -344,7 +342,7 @@ iw_cluster_apply(redisReply *r, int from)
         start = e->element[0]->integer;
         end = e->element[1]->integer;
 
-        if (start < 0 || end >= IW_SLOTS || start > end) {
+        if (start < 0 || end >= IOA_KEY_SLOTS || start > end) {
             continue;
         }
 
@@ -395,7 +393,7 @@ iw_cluster_redirect(redisReply *r, int *slot, int *node)
 
     n = strtol(p, &end, 10);
 
-    if (end == p || *end != ' ' || n < 0 || n >= IW_SLOTS) {
+    if (end == p || *end != ' ' || n < 0 || n >= IOA_KEY_SLOTS) {
         return IW_ERROR;
     }
 
@@ -488,7 +486,7 @@ iw_cmd_info(const char *cmd, size_t len, iw_cmd_info_t *info)
         return;
     }
 
-    info->slot = (int) iw_key_slot(a[key].p, a[key].len);
+    info->slot = (int) ioa_key_slot(a[key].p, a[key].len);
 }
 
 
@@ -538,48 +536,4 @@ static int
 iw_arg_is(iw_arg_t *a, const char *word)
 {
     return a->len == strlen(word) && strncasecmp(a->p, word, a->len) == 0;
-}
-
-
-/*
- * Key slots, as Redis computes them: CRC16 (the XMODEM variant: polynomial
- * 0x1021, initial value 0, no reflection) of the key, or of its hash tag,
- * modulo 16384.  The hash tag is what lies between the first "{" and the
- * first "}" after it, when that is not empty.
- */
-
-unsigned
-iw_key_slot(const char *key, size_t len)
-{
-    int             i;
-    unsigned        crc;
-    const char     *open, *close, *last;
-    const uint8_t  *p;
-
-    p = (const uint8_t *) key;
-    last = key + len;
-
-    open = memchr(key, '{', len);
-
-    if (open) {
-        close = memchr(open + 1, '}', (size_t) (last - open - 1));
-
-        if (close && close > open + 1) {
-            p = (const uint8_t *) open + 1;
-            last = close;
-        }
-    }
-
-    crc = 0;
-
-    while ((const char *) p < last) {
-        crc ^= (unsigned) *p++ << 8;
-
-        for (i = 0; i < 8; i++) {
-            crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff
-                                 : (crc << 1) & 0xffff;
-        }
-    }
-
-    return crc & (IW_SLOTS - 1);
 }

@@ -22,7 +22,9 @@
  *
  * Naming: the worker's own code is prefixed iw_ (ioa worker); what it
  * shares with ioa-agent (allocation, buffers, JSON, clocks, ids) lives in
- * workers/common/ under the project's ioa_ prefix (ioa_common.h).  Files
+ * workers/common/ under the project's ioa_ prefix (ioa_common.h), and what
+ * it shares with the hub (the Cluster key slot, the discovery tokenizer,
+ * the list of the hub's scripts) in lib/, under the same prefix.  Files
  * are named for their one concern, and the goal's code runs one way, from
  * the top down:
  *
@@ -60,6 +62,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "ioa_common.h"
+#include "ioa_scripts.h"
 
 
 /* results of the operations that can be interrupted */
@@ -212,21 +215,20 @@ void iw_rconn_close(iw_rconn_t *c, const char *why);
 
 
 /* redis.c */
+
+/* the scripts the worker runs: the hub's that lib/ioa_scripts.h marks W
+ * (read from --scripts DIR), then its own (lua/, compiled in) */
+#define IW_LUA_NONE(NAME, file)
+#define IW_LUA_ENUM(NAME, file)  IW_LUA_##NAME,
+
 typedef enum {
-    IW_LUA_POST = 0,
-    IW_LUA_REGISTER,
-    IW_LUA_RETRIEVE,
-    IW_LUA_QUERY,
-    IW_LUA_TEAMUP_MEMBERS,
-    IW_LUA_ROOM_CREATE,
+    IOA_HUB_SCRIPTS(IW_LUA_NONE, IW_LUA_ENUM)
     IW_LUA_GOAL_EVENT,
     IW_LUA_JOB_TOUCH,
     IW_LUA_META_STATE,
     IW_LUA_FSM_SAVE,
     IW_LUA_GOAL_SPAWN,
-    IW_LUA_VERIFY,
     IW_LUA_REP_RECORD,
-    IW_LUA_GOAL_INDEX,
     IW_LUA_WORKER_BEAT,
     IW_LUA_N
 } iw_lua_e;
@@ -323,7 +325,6 @@ iw_rconn_t *iw_cluster_any_conn(void);
 int iw_cluster_apply(redisReply *r, int from);
 int iw_cluster_redirect(redisReply *r, int *slot, int *node);
 void iw_cmd_info(const char *cmd, size_t len, iw_cmd_info_t *info);
-unsigned iw_key_slot(const char *key, size_t len);
 
 
 /* jobs.c */

@@ -52,6 +52,7 @@
 
 #include <event2/event.h>
 
+#include "ioa_key_slot.h"
 #include "iw.h"
 
 
@@ -356,7 +357,7 @@ iw_chan_subscribe(iw_chan_t *ch)
     node = -1;
 
     if (iw_redis_cluster()) {
-        node = iw_cluster_node_of((int) iw_key_slot(ch->name, ch->len));
+        node = iw_cluster_node_of((int) ioa_key_slot(ch->name, ch->len));
         if (node < 0) {
             iw_pubsub_later();
             return;

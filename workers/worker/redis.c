@@ -141,22 +141,20 @@ static void             (*iw_redis_hook)(void);
 static iw_rcall_t        *iw_rcalls;           /* unfinished calls */
 static int                iw_redis_closing;
 
+/* a hub script's file is named by lib/ioa_scripts.h; the worker's own have
+ * none, their bodies are compiled in (iw_redis_init()) */
+#define IW_LUA_HUB(NAME, file)                                                \
+    [IW_LUA_##NAME] = { #file, #file ".lua", NULL, "" },
+
 static iw_lua_t  iw_lua[IW_LUA_N] = {
-    { "post", "post.lua", NULL, "" },
-    { "register", "register.lua", NULL, "" },
-    { "retrieve", "retrieve.lua", NULL, "" },
-    { "query", "query.lua", NULL, "" },
-    { "teamup_members", "teamup_members.lua", NULL, "" },
-    { "room_create", "room_create.lua", NULL, "" },
-    { "goal_event", NULL, NULL, "" },
-    { "job_touch", NULL, NULL, "" },
-    { "meta_state", NULL, NULL, "" },
-    { "fsm_save", NULL, NULL, "" },
-    { "goal_spawn", NULL, NULL, "" },
-    { "verify", "verify.lua", NULL, "" },
-    { "rep_record", NULL, NULL, "" },
-    { "goal_index", "goal_index.lua", NULL, "" },
-    { "worker_beat", NULL, NULL, "" },
+    IOA_HUB_SCRIPTS(IW_LUA_NONE, IW_LUA_HUB)
+    [IW_LUA_GOAL_EVENT] = { "goal_event", NULL, NULL, "" },
+    [IW_LUA_JOB_TOUCH] = { "job_touch", NULL, NULL, "" },
+    [IW_LUA_META_STATE] = { "meta_state", NULL, NULL, "" },
+    [IW_LUA_FSM_SAVE] = { "fsm_save", NULL, NULL, "" },
+    [IW_LUA_GOAL_SPAWN] = { "goal_spawn", NULL, NULL, "" },
+    [IW_LUA_REP_RECORD] = { "rep_record", NULL, NULL, "" },
+    [IW_LUA_WORKER_BEAT] = { "worker_beat", NULL, NULL, "" },
 };
 
 

@@ -7,8 +7,8 @@
  * what it does is exactly what /register, /query_assistant,
  * /retrieve_assistant and /teamup do, and nginx stays out of the path.
  * register.lua and retrieve.lua take terms, not text: they are made here
- * by the hub's own tokenizer, ngx_ioa_module/registry/ngx_ioa_tokenize.c, which the
- * Makefile compiles into the worker, so the coordinator's queries find what
+ * by the hub's own tokenizer, lib/ioa_tokenize.c, which the Makefile
+ * compiles into the worker, so the coordinator's queries find what
  * /register indexed.
  *
  * A teamup is the three steps of /teamup plus its event: teamup_members.lua
@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "iw.h"
-#include "ngx_ioa_tokenize.h"
+#include "ioa_tokenize.h"
 
 
 /* the coordinator's description: stored as it is, indexed as its terms */
@@ -95,7 +95,7 @@ iw_reg_register(const iw_conf_t *conf)
 }
 
 
-/* text's terms as one argument, joined by spaces (ngx_ioa_tokenize.h) */
+/* text's terms as one argument, joined by spaces (ioa_tokenize.h) */
 
 static void
 iw_args_add_terms(iw_args_t *a, const char *text)
@@ -106,7 +106,7 @@ iw_args_add_terms(iw_args_t *a, const char *text)
     len = strlen(text);
     terms = ioa_alloc(len + 1);
 
-    n = ngx_ioa_token_join(terms, 0, (const unsigned char *) text, len);
+    n = ioa_token_join(terms, 0, (const unsigned char *) text, len);
 
     iw_args_addn(a, (char *) terms, n);
     free(terms);

@@ -1,8 +1,8 @@
 # IoaTest::Terms -- discovery terms for tests.
 #
 # register.lua and retrieve.lua take terms, not text: the caller tokenizes
-# with ngx_ioa_module/registry/ngx_ioa_tokenize.c, the one tokenizer.  Tests that run
-# the scripts straight in Redis get their terms from that same C file, through
+# with lib/ioa_tokenize.c, the one tokenizer.  Tests that run the scripts
+# straight in Redis get their terms from that same C file, through
 # build/ioa-terms (scripts/ioa-terms.c, built by `make`), so they never carry
 # a tokenizer of their own that could drift from the hub's.
 #
@@ -88,7 +88,7 @@ sub doc_terms {
 
 # ---------------------------------------------------------- the rules in Perl
 #
-# Written from the rules as documented (ngx_ioa_tokenize.c's header), not from
+# Written from the rules as documented (ioa_tokenize.c's header), not from
 # its code: words are runs of ASCII letters and digits and bytes >= 0x80;
 # ASCII is lowercased, other bytes kept; words of one byte and stopwords are
 # dropped; then "ies" becomes "y" in a word of more than 4 bytes, or else a

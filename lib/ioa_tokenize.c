@@ -2,7 +2,7 @@
 /*
  * Copyright (C) ioa authors
  *
- * The discovery tokenizer (see ngx_ioa_tokenize.h for who uses it).
+ * The discovery tokenizer (see ioa_tokenize.h for who uses it).
  *
  * A word is a run of ASCII letters and digits and of bytes >= 0x80, so a
  * UTF-8 word of any script survives whole (splitting inside it would cut a
@@ -23,11 +23,11 @@
 
 #include <string.h>
 
-#include "ngx_ioa_tokenize.h"
+#include "ioa_tokenize.h"
 
 
 /* sorted, for bsearch(); the list of the earlier scripts */
-static const char  *ngx_ioa_stopwords[] = {
+static const char  *ioa_stopwords[] = {
     "about", "all", "an", "and", "any", "are", "as", "at", "be", "been",
     "but", "by", "can", "could", "do", "does", "for", "from", "had", "has",
     "have", "he", "her", "his", "how", "if", "in", "into", "is", "it",
@@ -37,18 +37,18 @@ static const char  *ngx_ioa_stopwords[] = {
     "were", "what", "which", "who", "will", "with", "would", "you", "your"
 };
 
-#define NGX_IOA_NSTOPWORDS                                                    \
-    (sizeof(ngx_ioa_stopwords) / sizeof(ngx_ioa_stopwords[0]))
+#define IOA_NSTOPWORDS                                                        \
+    (sizeof(ioa_stopwords) / sizeof(ioa_stopwords[0]))
 
 /* the longest stopword: longer words need no lookup */
-#define NGX_IOA_STOPWORD_MAX  6
+#define IOA_STOPWORD_MAX  6
 
 
-static int ngx_ioa_token_stopword(const unsigned char *w, size_t len);
+static int ioa_token_stopword(const unsigned char *w, size_t len);
 
 
 static int
-ngx_ioa_token_byte(unsigned char c)
+ioa_token_byte(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
            || (c >= '0' && c <= '9') || c >= 0x80;
@@ -56,7 +56,7 @@ ngx_ioa_token_byte(unsigned char c)
 
 
 size_t
-ngx_ioa_token_next(const unsigned char **pos, const unsigned char *end,
+ioa_token_next(const unsigned char **pos, const unsigned char *end,
     unsigned char *out)
 {
     size_t               len;
@@ -66,7 +66,7 @@ ngx_ioa_token_next(const unsigned char **pos, const unsigned char *end,
     p = *pos;
 
     for ( ;; ) {
-        while (p < end && !ngx_ioa_token_byte(*p)) {
+        while (p < end && !ioa_token_byte(*p)) {
             p++;
         }
 
@@ -77,13 +77,13 @@ ngx_ioa_token_next(const unsigned char **pos, const unsigned char *end,
 
         len = 0;
 
-        while (p < end && ngx_ioa_token_byte(*p)) {
+        while (p < end && ioa_token_byte(*p)) {
             c = *p++;
             out[len++] = (c >= 'A' && c <= 'Z') ? (unsigned char) (c | 0x20)
                                                 : c;
         }
 
-        if (len < 2 || ngx_ioa_token_stopword(out, len)) {
+        if (len < 2 || ioa_token_stopword(out, len)) {
             continue;
         }
 
@@ -102,7 +102,7 @@ ngx_ioa_token_next(const unsigned char **pos, const unsigned char *end,
 
 
 size_t
-ngx_ioa_token_join(unsigned char *out, size_t n, const unsigned char *text,
+ioa_token_join(unsigned char *out, size_t n, const unsigned char *text,
     size_t len)
 {
     size_t                tl;
@@ -113,7 +113,7 @@ ngx_ioa_token_join(unsigned char *out, size_t n, const unsigned char *text,
 
     /*
      * The term goes straight to its place in out, one byte after the
-     * previous one (for the space), and ngx_ioa_token_next() may fill up
+     * previous one (for the space), and ioa_token_next() may fill up
      * to end - p bytes there.  That stays within n + len + 1 because the
      * byte after a word is never part of the next one (a word is a
      * maximal run), so stepping over it pays for the space: a term and
@@ -121,7 +121,7 @@ ngx_ioa_token_join(unsigned char *out, size_t n, const unsigned char *text,
      */
 
     for ( ;; ) {
-        tl = ngx_ioa_token_next(&p, end, out + n + (n > 0));
+        tl = ioa_token_next(&p, end, out + n + (n > 0));
 
         if (tl == 0) {
             return n;
@@ -141,22 +141,22 @@ ngx_ioa_token_join(unsigned char *out, size_t n, const unsigned char *text,
 
 
 static int
-ngx_ioa_token_stopword(const unsigned char *w, size_t len)
+ioa_token_stopword(const unsigned char *w, size_t len)
 {
     int          c;
     size_t       lo, hi, mid;
     const char  *s;
 
-    if (len > NGX_IOA_STOPWORD_MAX) {
+    if (len > IOA_STOPWORD_MAX) {
         return 0;
     }
 
     lo = 0;
-    hi = NGX_IOA_NSTOPWORDS;
+    hi = IOA_NSTOPWORDS;
 
     while (lo < hi) {
         mid = (lo + hi) / 2;
-        s = ngx_ioa_stopwords[mid];
+        s = ioa_stopwords[mid];
 
         c = strncmp(s, (const char *) w, len);
 
