@@ -8,6 +8,8 @@
  * folder per subsystem (config lists them):
  *
  *   ngx_ioa_module.c         directives, configuration, worker start/stop;
+ *   ngx_ioa_conf.c           the configuration as the parts read it, so
+ *                            that none of them names the face above;
  *   ngx_ioa_conf_file.c      files the configuration names (keys,
  *                            passwords);
  *
@@ -510,10 +512,21 @@ struct ngx_ioa_room_s {
 };
 
 
-/* ngx_ioa_module.c, ngx_ioa_api.c, ngx_ioa_name.c */
-extern ngx_module_t  ngx_http_ioa_module;
+/* ngx_ioa_conf.c: the configuration as the parts read it, handed over by
+ * ngx_ioa_module.c (so that no part names the module's face) */
+extern ngx_uint_t  ngx_ioa_ctx_index;
 
+void ngx_ioa_conf_set_index(ngx_uint_t ctx_index);
+void ngx_ioa_conf_set_main(ngx_ioa_main_conf_t *mcf);
 ngx_ioa_main_conf_t *ngx_ioa_main_conf(void);
+#define ngx_ioa_loc_conf(r)                                                  \
+    ((ngx_ioa_loc_conf_t *) (r)->loc_conf[ngx_ioa_ctx_index])
+#define ngx_ioa_get_ctx(r)        (r)->ctx[ngx_ioa_ctx_index]
+#define ngx_ioa_set_ctx(r, c)     (r)->ctx[ngx_ioa_ctx_index] = c
+/* the tag of the module's shared memory zones */
+#define NGX_IOA_SHM_TAG           ((void *) &ngx_ioa_ctx_index)
+
+/* ngx_ioa_api.c, ngx_ioa_name.c */
 ngx_int_t ngx_ioa_api_handler(ngx_http_request_t *r);
 /* an agent name: characters and bytes (ngx_ioa_valid_name) */
 #define NGX_IOA_NAME_MAX_CHARS    64
@@ -1067,7 +1080,6 @@ ngx_int_t ngx_ioa_audit_handler(ngx_http_request_t *r);
 /* one entry of <prefix>{audit}:log: at, action, actor, target, detail */
 void ngx_ioa_audit(const char *action, ngx_str_t *actor, ngx_str_t *target,
     ngx_str_t *detail);
-void ngx_ioa_delete_event(ngx_pool_t *pool, yajl_val ev, ngx_str_t *event);
 
 
 /* ngx_ioa_mcp.c */

@@ -444,17 +444,6 @@ ngx_module_t  ngx_http_ioa_module = {
 };
 
 
-/* the main configuration of the running cycle, for code without a request */
-static ngx_ioa_main_conf_t  *ngx_ioa_mcf;
-
-
-ngx_ioa_main_conf_t *
-ngx_ioa_main_conf(void)
-{
-    return ngx_ioa_mcf;
-}
-
-
 static void *
 ngx_ioa_create_main_conf(ngx_conf_t *cf)
 {
@@ -464,6 +453,9 @@ ngx_ioa_create_main_conf(ngx_conf_t *cf)
     if (mcf == NULL) {
         return NULL;
     }
+
+    /* what the parts read a request's configuration and context by */
+    ngx_ioa_conf_set_index(ngx_http_ioa_module.ctx_index);
 
     /*
      * set by ngx_pcalloc():
@@ -622,7 +614,7 @@ pattern_done:
     ngx_sprintf(mcf->index_channel.data, "%Vindex", &mcf->reg_base);
     ngx_sprintf(mcf->index_agents_key.data, "%Vagents", &mcf->reg_base);
 
-    ngx_ioa_mcf = mcf;
+    ngx_ioa_conf_set_main(mcf);
 
     return NGX_CONF_OK;
 }
@@ -985,7 +977,7 @@ ngx_ioa_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
-    ngx_ioa_mcf = mcf;
+    ngx_ioa_conf_set_main(mcf);
 
 #if (NGX_LINUX) && defined(__GLIBC__)
     (void) mallopt(M_MMAP_THRESHOLD, NGX_IOA_MMAP_THRESHOLD);
@@ -1012,7 +1004,7 @@ ngx_ioa_init_process(ngx_cycle_t *cycle)
 static void
 ngx_ioa_exit_process(ngx_cycle_t *cycle)
 {
-    if (ngx_ioa_mcf == NULL || !ngx_ioa_mcf->used) {
+    if (ngx_ioa_main_conf() == NULL || !ngx_ioa_main_conf()->used) {
         return;
     }
 

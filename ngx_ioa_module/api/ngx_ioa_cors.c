@@ -97,7 +97,7 @@ ngx_ioa_cors(ngx_http_request_t *r)
     ngx_table_elt_t     *origin, *method, *headers;
     ngx_ioa_loc_conf_t  *lcf;
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     if (lcf->cors_origins == NULL) {
         return NGX_DECLINED;

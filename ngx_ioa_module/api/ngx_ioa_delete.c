@@ -60,7 +60,8 @@
  *
  * The events go on the registry's event channel (the teamup events'), to
  * which every nginx worker of every instance is subscribed
- * (ngx_ioa_room.c); ngx_ioa_registry_event() hands them here.  A worker
+ * (ngx_ioa_observer.c), which ends the local connections and links they
+ * name (ngx_ioa_registry_deleted()).  A worker
  * whose pub/sub connection is down at that moment misses the event: its
  * connections of a deleted agent stay open (they are in no room any more,
  * and the agent is no longer registered) until they close; its links to a
@@ -90,9 +91,6 @@
 /* entries GET /audit returns at most, and by default */
 #define NGX_IOA_AUDIT_COUNT_MAX   1000
 #define NGX_IOA_AUDIT_COUNT       100
-
-#define NGX_IOA_DELETE_REASON     "agent deleted"
-
 
 typedef struct {
     ngx_str_t                 target;     /* the agent's name, a comm_id */
@@ -887,124 +885,6 @@ ngx_ioa_delete_publish(ngx_pool_t *pool, const char *event,
     }
 
     return NGX_OK;
-}
-
-
-/*
- * A registry event of a deletion, in every nginx worker
- * (ngx_ioa_registry_event()): the agent's local connections close with
- * 1008; the room's local links get its final envelope, then go.
- */
-
-void
-ngx_ioa_delete_event(ngx_pool_t *pool, yajl_val ev, ngx_str_t *event)
-{
-    ngx_str_t          name, comm_id, sid, env;
-    yajl_val           v;
-    ngx_uint_t         n;
-    ngx_ioa_jbuf_t     b;
-    ngx_queue_t       *q;
-    ngx_ioa_msg_t     *m;
-    ngx_ioa_link_t    *lk;
-    ngx_ioa_room_t    *room;
-    ngx_ioa_agent_t   *a;
-    ngx_ioa_client_t  *cl;
-
-    if (event->len == sizeof("agent_deleted") - 1
-        && ngx_strncmp(event->data, "agent_deleted", event->len) == 0)
-    {
-        v = ngx_ioa_json_get(ev, "name");
-
-        if (v == NULL || ngx_ioa_json_string(v, &name) != NGX_OK) {
-            return;
-        }
-
-        /* a close detaches the client at once, and the last one frees
-         * the agent: look it up again each time; n bounds the loop should
-         * a transport ever keep a client attached while it closes */
-
-        a = ngx_ioa_agent_get(&name, 0);
-        n = a ? a->n : 0;
-
-        while (n-- && (a = ngx_ioa_agent_get(&name, 0)) != NULL
-               && !ngx_queue_empty(&a->clients))
-        {
-            q = ngx_queue_head(&a->clients);
-            cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
-
-            cl->transport->close(cl, NGX_IOA_WS_POLICY,
-                                 NGX_IOA_DELETE_REASON);
-        }
-
-        return;
-    }
-
-    /* room_deleted */
-
-    v = ngx_ioa_json_get(ev, "comm_id");
-
-    if (v == NULL || ngx_ioa_json_string(v, &comm_id) != NGX_OK) {
-        return;
-    }
-
-    room = ngx_ioa_room_get(&comm_id, 0);
-    if (room == NULL || ngx_queue_empty(&room->links)) {
-        return;
-    }
-
-    v = ngx_ioa_json_get(ev, "id");
-
-    if (v == NULL || ngx_ioa_json_string(v, &sid) != NGX_OK) {
-        return;
-    }
-
-    v = ngx_ioa_json_get(ev, "envelope");
-    m = NULL;
-
-    if (v && YAJL_IS_OBJECT(v) && ngx_ioa_jbuf_init(&b, pool, 512) == NGX_OK)
-    {
-        ngx_ioa_jbuf_val(&b, v);
-
-        if (ngx_ioa_jbuf_done(&b, &env) == NGX_OK) {
-            m = ngx_ioa_msg_create(&comm_id, &sid, &env, 0);
-        }
-    }
-
-    if (m) {
-        m->refs++;
-    }
-
-    /* a link's removal may free the room once it has none: count first */
-
-    n = room->nlinks;
-
-    while (n--) {
-        room = ngx_ioa_room_get(&comm_id, 0);
-        if (room == NULL || ngx_queue_empty(&room->links)) {
-            break;
-        }
-
-        q = ngx_queue_head(&room->links);
-        lk = ngx_queue_data(q, ngx_ioa_link_t, room_q);
-        cl = lk->client;
-
-        ngx_ioa_link_free(lk);
-
-        if (m && cl->kind != NGX_IOA_CLIENT_OBSERVER) {
-            if (cl->transport->send(cl, m) == NGX_ERROR) {
-                continue;
-            }
-        }
-
-        if (cl->kind == NGX_IOA_CLIENT_FOLLOWER) {
-            /* it followed this room only: its stream is over */
-            cl->transport->close(cl, NGX_IOA_WS_NORMAL, "room deleted");
-        }
-    }
-
-    if (m) {
-        ngx_ioa_msg_release(m);
-    }
 }
 
 

@@ -201,7 +201,7 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
      * "wait", "respond-async") choose per request.
      */
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
     g->wait = lcf->launch_goal_wait ? 1 : 0;
 
     h = ngx_ioa_header_in(r, "Prefer");
@@ -434,7 +434,7 @@ ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
     }
 
     /* how long a goal may wait for its person: the operator's ceiling */
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
     v = ngx_ioa_json_get(doc, "input_timeout_s");
 
     if (v && YAJL_IS_INTEGER(v)
@@ -1093,7 +1093,7 @@ ngx_ioa_goal_events_owner(ngx_http_request_t *r, redisReply *reply)
 
     /* the stream keeps the module's context slot for itself from here (the
      * REST context's cleanup holds its own pointer) */
-    ngx_http_set_ctx(r, NULL, ngx_http_ioa_module);
+    ngx_ioa_set_ctx(r, NULL);
 
     ngx_ioa_finish(r, ngx_ioa_goal_follow(r, &gr->goal_id, gr->who));
 }

@@ -167,7 +167,7 @@ ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
 
     ngx_ioa_rest_set_data(r, rec);
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
     rec->limit = NGX_IOA_RECORD_LIMIT;
     /* a page is asked for with "limit" or "after"; without either (IoA's
      * own request) a room gives its newest envelopes */

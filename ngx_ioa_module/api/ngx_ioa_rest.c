@@ -77,7 +77,7 @@ ngx_ioa_rest_ctx(ngx_http_request_t *r)
     ngx_ioa_rest_ctx_t      *ctx;
     ngx_http_cleanup_t      *cln;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    ctx = ngx_ioa_get_ctx(r);
     if (ctx) {
         return ctx;
     }
@@ -96,7 +96,7 @@ ngx_ioa_rest_ctx(ngx_http_request_t *r)
     cln->data = ctx;
 
     ctx->request = r;
-    ngx_http_set_ctx(r, ctx, ngx_http_ioa_module);
+    ngx_ioa_set_ctx(r, ctx);
 
     return ctx;
 }
@@ -126,7 +126,7 @@ ngx_ioa_rest_identity(ngx_http_request_t *r)
 {
     ngx_ioa_rest_ctx_t  *ctx;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    ctx = ngx_ioa_get_ctx(r);
 
     return ctx ? ctx->identity : NULL;
 }
@@ -168,7 +168,7 @@ ngx_ioa_read_body(ngx_http_request_t *r, ngx_ioa_body_handler_pt handler)
     ngx_ioa_rest_ctx_t  *ctx;
     ngx_ioa_loc_conf_t  *lcf;
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     /* refused before a byte of it is read */
     if (r->headers_in.content_length_n > (off_t) lcf->max_message_size) {
@@ -211,8 +211,8 @@ ngx_ioa_body_read(ngx_http_request_t *r)
     ngx_ioa_rest_ctx_t  *ctx;
     ngx_ioa_loc_conf_t  *lcf;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    ctx = ngx_ioa_get_ctx(r);
+    lcf = ngx_ioa_loc_conf(r);
 
     body.len = 0;
     body.data = (u_char *) "";
@@ -334,7 +334,7 @@ ngx_ioa_body_json(ngx_http_request_t *r, ngx_str_t *body)
     ngx_ioa_error_t      err;
     ngx_ioa_loc_conf_t  *lcf;
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     v = ngx_ioa_json_parse(r->pool, body->data, body->len,
                            lcf->max_json_depth, &err);
@@ -517,7 +517,7 @@ ngx_ioa_rest_get_embed(ngx_http_request_t *r)
 {
     ngx_ioa_rest_ctx_t  *ctx;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    ctx = ngx_ioa_get_ctx(r);
 
     return ctx ? ctx->embed : NULL;
 }
@@ -528,7 +528,7 @@ ngx_ioa_rest_get_data(ngx_http_request_t *r)
 {
     ngx_ioa_rest_ctx_t  *ctx;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    ctx = ngx_ioa_get_ctx(r);
 
     return ctx ? ctx->data : NULL;
 }
@@ -779,7 +779,7 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    ctx = ngx_ioa_get_ctx(r);
     mcf = ngx_ioa_main_conf();
 
     t = ngx_pcalloc(r->pool, sizeof(ngx_ioa_teamup_t));
@@ -1011,7 +1011,7 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
     ngx_ioa_rest_ctx_t   *ctx;
     ngx_ioa_main_conf_t  *mcf;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    ctx = ngx_ioa_get_ctx(r);
     t = ctx->data;
     mcf = ngx_ioa_main_conf();
 
@@ -1092,7 +1092,7 @@ ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
     ngx_ioa_rest_ctx_t   *ctx;
     ngx_ioa_main_conf_t  *mcf;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    ctx = ngx_ioa_get_ctx(r);
     t = ctx->data;
     mcf = ngx_ioa_main_conf();
 
@@ -1153,7 +1153,7 @@ ngx_ioa_teamup_published(ngx_http_request_t *r, redisReply *reply)
     ngx_ioa_teamup_t    *t;
     ngx_ioa_rest_ctx_t  *ctx;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    ctx = ngx_ioa_get_ctx(r);
     t = ctx->data;
 
     /* the room exists even if the event was lost: members' workers find it

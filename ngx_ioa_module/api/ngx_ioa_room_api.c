@@ -219,7 +219,7 @@ ngx_ioa_room_api_allowed(ngx_http_request_t *r, redisReply *reply)
 
     /* the stream keeps the module's context slot for itself from here (the
      * REST context's cleanup holds its own pointer) */
-    ngx_http_set_ctx(r, NULL, ngx_http_ioa_module);
+    ngx_ioa_set_ctx(r, NULL);
 
     ngx_ioa_finish(r, ngx_ioa_inbox_handler(r, &ra->comm_id,
                                             NGX_IOA_CLIENT_FOLLOWER,

@@ -232,7 +232,7 @@ ngx_ioa_a2a_handler(ngx_http_request_t *r)
         return ngx_ioa_a2a_not_allowed(r);
     }
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     a = ngx_pcalloc(r->pool, sizeof(ngx_ioa_a2a_t));
     if (a == NULL) {

@@ -60,7 +60,7 @@ ngx_ioa_a2a_card_listed(ngx_http_request_t *r, void *data)
     ngx_ioa_jbuf_t       b;
     ngx_ioa_loc_conf_t  *lcf;
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
     auth = lcf->auth;
 
     list = a->call.status == NGX_HTTP_OK ? ngx_ioa_call_answer(r, &a->call)

@@ -204,7 +204,7 @@ ngx_ioa_a2a_closing(ngx_ioa_sse_t *sse, ngx_uint_t expired,
         }
 
     } else {
-        lcf = ngx_http_get_module_loc_conf(a->request, ngx_http_ioa_module);
+        lcf = ngx_ioa_loc_conf(a->request);
         method = a->v10 ? "SubscribeToTask" : "tasks/resubscribe";
 
         if (ngx_ioa_jbuf_init(&b, pool, 256) != NGX_OK) {
@@ -256,7 +256,7 @@ ngx_ioa_a2a_feed(ngx_ioa_a2a_t *a, ngx_pool_t *pool, ngx_ioa_msg_t *m,
 
     *n = 0;
 
-    lcf = ngx_http_get_module_loc_conf(a->request, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(a->request);
 
     /* an envelope nests up to ioa_max_json_depth inside the event */
     ev = ngx_ioa_json_parse(pool, m->payload, m->payload_len,

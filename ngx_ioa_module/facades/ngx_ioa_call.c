@@ -248,7 +248,7 @@ ngx_ioa_call_answer(ngx_http_request_t *r, ngx_ioa_call_t *call)
         return NULL;
     }
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     /* envelopes nest up to ioa_max_json_depth inside a record */
     return ngx_ioa_json_parse(r->pool, call->body.data, call->body.len,

@@ -44,7 +44,7 @@ ngx_ioa_jsonrpc_parse(ngx_http_request_t *r, ngx_str_t *body,
     ngx_memzero(rpc, sizeof(ngx_ioa_jsonrpc_t));
     ngx_str_set(&rpc->id, "null");
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     msg = ngx_ioa_json_parse(r->pool, body->data, body->len,
                              lcf->max_json_depth, &err);

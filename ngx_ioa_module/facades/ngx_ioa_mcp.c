@@ -381,7 +381,7 @@ ngx_ioa_mcp_handler(ngx_http_request_t *r)
         return rc;
     }
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     m = ngx_pcalloc(r->pool, sizeof(ngx_ioa_mcp_t));
     if (m == NULL) {

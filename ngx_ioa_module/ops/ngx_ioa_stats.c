@@ -313,7 +313,7 @@ ngx_ioa_stats_init_conf(ngx_conf_t *cf)
            + 8 * ngx_pagesize;
 
     ngx_ioa_stats_zone = ngx_shared_memory_add(cf, &name, size,
-                                               &ngx_http_ioa_module);
+                                               NGX_IOA_SHM_TAG);
     if (ngx_ioa_stats_zone == NULL) {
         return NGX_ERROR;
     }

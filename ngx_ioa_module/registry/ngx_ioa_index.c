@@ -138,7 +138,7 @@ ngx_ioa_index_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf)
     ngx_str_set(&name, "ioa_discovery");
 
     mcf->index_zone = ngx_shared_memory_add(cf, &name, mcf->index_zone_size,
-                                            &ngx_http_ioa_module);
+                                            NGX_IOA_SHM_TAG);
     if (mcf->index_zone == NULL) {
         return NGX_CONF_ERROR;
     }

@@ -97,7 +97,7 @@ ngx_ioa_client_follower(ngx_ioa_client_t *cl, ngx_http_request_t *r,
     cl->data = data;
     cl->pool = r->pool;
     cl->log = r->connection->log;
-    cl->lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    cl->lcf = ngx_ioa_loc_conf(r);
     cl->echo = 1;
     cl->name = *stream;
     cl->follow = *stream;

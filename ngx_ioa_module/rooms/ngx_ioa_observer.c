@@ -33,11 +33,11 @@
  *
  * The registry's event channel (subscribed for as long as the worker
  * runs, following its slot on a Cluster) carries teamup events: the local
- * members
- * of a new room start reading it from its beginning, and observers see it
- * as IoA's frontend does ("frontend_type":"teamup").  It carries the
- * deletions too, "agent_deleted" and "room_deleted" (ngx_ioa_delete.c
- * acts on them), which observers see with that frontend_type.
+ * members of a new room start reading it from its beginning, and
+ * observers see it as IoA's frontend does ("frontend_type":"teamup").  It
+ * carries the deletions too, "agent_deleted" and "room_deleted"
+ * (published by ngx_ioa_delete.c): this file ends the local connections
+ * and links they name, and observers see them with that frontend_type.
  */
 
 
@@ -58,6 +58,8 @@ static void ngx_ioa_observer_feed(ngx_ioa_sub_t *sub, ngx_str_t *channel,
 static void ngx_ioa_registry_event(ngx_ioa_sub_t *sub, ngx_str_t *channel,
     ngx_str_t *data);
 static void ngx_ioa_registry_events_ready(ngx_ioa_sub_t *sub);
+static void ngx_ioa_registry_deleted(ngx_pool_t *pool, yajl_val ev,
+    ngx_str_t *event);
 
 
 static const ngx_ioa_sub_handler_t  ngx_ioa_feed_handler = {
@@ -258,7 +260,7 @@ ngx_ioa_registry_event(ngx_ioa_sub_t *sub, ngx_str_t *channel,
             goto done;
         }
 
-        ngx_ioa_delete_event(pool, ev, &type);
+        ngx_ioa_registry_deleted(pool, ev, &type);
 
         goto observers;
     }
@@ -390,5 +392,123 @@ ngx_ioa_observers_count_reply(redisReply *reply, void *data)
 {
     if (reply && reply->type == REDIS_REPLY_INTEGER) {
         ngx_ioa_feed_remote = (reply->integer > 0);
+    }
+}
+
+
+/*
+ * A registry event of a deletion (api/ngx_ioa_delete.c publishes it), in
+ * every nginx worker: the agent's local connections close with 1008; the
+ * room's local links get its final envelope, then go.
+ */
+
+static void
+ngx_ioa_registry_deleted(ngx_pool_t *pool, yajl_val ev, ngx_str_t *event)
+{
+    ngx_str_t          name, comm_id, sid, env;
+    yajl_val           v;
+    ngx_uint_t         n;
+    ngx_ioa_jbuf_t     b;
+    ngx_queue_t       *q;
+    ngx_ioa_msg_t     *m;
+    ngx_ioa_link_t    *lk;
+    ngx_ioa_room_t    *room;
+    ngx_ioa_agent_t   *a;
+    ngx_ioa_client_t  *cl;
+
+    if (event->len == sizeof("agent_deleted") - 1
+        && ngx_strncmp(event->data, "agent_deleted", event->len) == 0)
+    {
+        v = ngx_ioa_json_get(ev, "name");
+
+        if (v == NULL || ngx_ioa_json_string(v, &name) != NGX_OK) {
+            return;
+        }
+
+        /* a close detaches the client at once, and the last one frees
+         * the agent: look it up again each time; n bounds the loop should
+         * a transport ever keep a client attached while it closes */
+
+        a = ngx_ioa_agent_get(&name, 0);
+        n = a ? a->n : 0;
+
+        while (n-- && (a = ngx_ioa_agent_get(&name, 0)) != NULL
+               && !ngx_queue_empty(&a->clients))
+        {
+            q = ngx_queue_head(&a->clients);
+            cl = ngx_queue_data(q, ngx_ioa_client_t, agent_q);
+
+            cl->transport->close(cl, NGX_IOA_WS_POLICY,
+                                 "agent deleted");
+        }
+
+        return;
+    }
+
+    /* room_deleted */
+
+    v = ngx_ioa_json_get(ev, "comm_id");
+
+    if (v == NULL || ngx_ioa_json_string(v, &comm_id) != NGX_OK) {
+        return;
+    }
+
+    room = ngx_ioa_room_get(&comm_id, 0);
+    if (room == NULL || ngx_queue_empty(&room->links)) {
+        return;
+    }
+
+    v = ngx_ioa_json_get(ev, "id");
+
+    if (v == NULL || ngx_ioa_json_string(v, &sid) != NGX_OK) {
+        return;
+    }
+
+    v = ngx_ioa_json_get(ev, "envelope");
+    m = NULL;
+
+    if (v && YAJL_IS_OBJECT(v) && ngx_ioa_jbuf_init(&b, pool, 512) == NGX_OK)
+    {
+        ngx_ioa_jbuf_val(&b, v);
+
+        if (ngx_ioa_jbuf_done(&b, &env) == NGX_OK) {
+            m = ngx_ioa_msg_create(&comm_id, &sid, &env, 0);
+        }
+    }
+
+    if (m) {
+        m->refs++;
+    }
+
+    /* a link's removal may free the room once it has none: count first */
+
+    n = room->nlinks;
+
+    while (n--) {
+        room = ngx_ioa_room_get(&comm_id, 0);
+        if (room == NULL || ngx_queue_empty(&room->links)) {
+            break;
+        }
+
+        q = ngx_queue_head(&room->links);
+        lk = ngx_queue_data(q, ngx_ioa_link_t, room_q);
+        cl = lk->client;
+
+        ngx_ioa_link_free(lk);
+
+        if (m && cl->kind != NGX_IOA_CLIENT_OBSERVER) {
+            if (cl->transport->send(cl, m) == NGX_ERROR) {
+                continue;
+            }
+        }
+
+        if (cl->kind == NGX_IOA_CLIENT_FOLLOWER) {
+            /* it followed this room only: its stream is over */
+            cl->transport->close(cl, NGX_IOA_WS_NORMAL, "room deleted");
+        }
+    }
+
+    if (m) {
+        ngx_ioa_msg_release(m);
     }
 }

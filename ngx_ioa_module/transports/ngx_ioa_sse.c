@@ -177,7 +177,7 @@ ngx_ioa_http_post_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_ioa_redis_req_t  *req;
 
     hp = ngx_ioa_rest_get_data(r);
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     ngx_ioa_stat_add(NGX_IOA_STAT_RECEIVED_BYTES + NGX_IOA_VIA_HTTP,
                      body->len);
@@ -279,7 +279,7 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
     ngx_ioa_loc_conf_t   *lcf;
     u_char                why[NGX_IOA_NAME_WHY_LEN];
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     if (kind == NGX_IOA_CLIENT_AGENT
         && ngx_ioa_name_check(name, why) != NGX_OK)
@@ -302,7 +302,7 @@ ngx_ioa_inbox_handler(ngx_http_request_t *r, ngx_str_t *name,
     sse->out_tail = &sse->out;
     sse->who = id;
 
-    ngx_http_set_ctx(r, sse, ngx_http_ioa_module);
+    ngx_ioa_set_ctx(r, sse);
 
     sse->client.kind = kind;
     sse->client.transport = &ngx_ioa_sse_transport;
@@ -425,7 +425,7 @@ ngx_ioa_sse_follow(ngx_http_request_t *r, ngx_str_t *stream,
 
     /* the stream keeps the module's context slot for itself from here
      * (the REST context's cleanup holds its own pointer) */
-    ngx_http_set_ctx(r, sse, ngx_http_ioa_module);
+    ngx_ioa_set_ctx(r, sse);
 
     ngx_ioa_client_follower(&sse->client, r, &ngx_ioa_sse_transport, sse,
                             stream);
@@ -1010,7 +1010,7 @@ ngx_ioa_sse_write_handler(ngx_http_request_t *r)
 {
     ngx_ioa_sse_t       *sse;
 
-    sse = ngx_http_get_module_ctx(r, ngx_http_ioa_module);
+    sse = ngx_ioa_get_ctx(r);
 
     if (sse == NULL || sse->finalized) {
         return;

@@ -202,7 +202,7 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
     u_char                     why[NGX_IOA_NAME_WHY_LEN];
 
     c = r->connection;
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     if (ngx_ioa_ws_check(r, &key, &err, &status) != NGX_OK) {
 
@@ -284,7 +284,7 @@ ngx_ioa_ws_handler(ngx_http_request_t *r, ngx_str_t *name,
     ws->connection = c;
     ws->out_tail = &ws->out;
 
-    ngx_http_set_ctx(r, ws, ngx_http_ioa_module);
+    ngx_ioa_set_ctx(r, ws);
 
     /* the location's configuration outlives the request */
     clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);

@@ -324,7 +324,7 @@ ngx_ioa_auth_check(ngx_http_request_t *r, ngx_uint_t scope, ngx_str_t *name,
     ngx_ioa_identity_t  *id;
     ngx_ioa_loc_conf_t  *lcf;
 
-    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ioa_module);
+    lcf = ngx_ioa_loc_conf(r);
 
     *idp = NULL;
 

@@ -420,7 +420,7 @@ ngx_ioa_limit_init_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf)
     ngx_str_set(&name, "ioa_limits");
 
     mcf->limit_zone = ngx_shared_memory_add(cf, &name, mcf->limit_zone_size,
-                                            &ngx_http_ioa_module);
+                                            NGX_IOA_SHM_TAG);
     if (mcf->limit_zone == NULL) {
         return NGX_CONF_ERROR;
     }
