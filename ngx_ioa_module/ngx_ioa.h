@@ -70,6 +70,8 @@
  *     ngx_ioa_rest.c         request bodies, JSON answers, /teamup,
  *                            /health_check;
  *     ngx_ioa_json.c         JSON helpers for REST bodies and answers;
+ *     ngx_ioa_body.c         REST bodies declared as tables of fields, and
+ *                            their one checker;
  *     ngx_ioa_cors.c         ioa_cors_origins;
  *     ngx_ioa_record.c       /fetch_chat_record, streamed in pieces;
  *     ngx_ioa_room_api.c     one room's events and verify for non-members;
@@ -127,6 +129,7 @@
 #include "ioa_scripts.h"
 
 #include "ngx_ioa_json.h"
+#include "ngx_ioa_body.h"
 #include "ngx_ioa_envelope.h"
 
 

@@ -58,6 +58,7 @@ typedef struct {
     ngx_str_t                 goal_id;
     ngx_str_t                 sender;     /* the token's subject, or "" */
     ngx_str_t                 owner;      /* see ngx_ioa_goal_owner() */
+    ngx_str_t                 content;    /* the body's */
 } ngx_ioa_goal_msg_t;
 
 
@@ -67,6 +68,16 @@ typedef struct {
     ngx_str_t                 owner;      /* see ngx_ioa_goal_owner() */
     ngx_ioa_identity_t       *who;        /* its token's expiry counts */
 } ngx_ioa_goal_req_t;
+
+
+/* a launch's body, as checked (ngx_ioa_launch_fields) */
+typedef struct {
+    ngx_str_t                 goal;
+    ngx_str_t                 comm_id;
+    int64_t                   depth;      /* team_up_depth, -1: none */
+    ngx_str_t                 person;
+    yajl_val                  cont_input;
+} ngx_ioa_launch_in_t;
 
 
 /* the longest message a person may post into a goal, and the most a
@@ -81,10 +92,10 @@ typedef struct {
 
 
 static void ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body);
-static ngx_int_t ngx_ioa_launch_person(ngx_http_request_t *r, yajl_val doc,
-    ngx_str_t *person, ngx_ioa_error_t *err);
+static ngx_int_t ngx_ioa_launch_person(ngx_http_request_t *r,
+    ngx_str_t *named, ngx_str_t *person, ngx_ioa_error_t *err);
 static ngx_int_t ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
-    ngx_ioa_error_t *err);
+    ngx_ioa_launch_in_t *in, ngx_ioa_error_t *err);
 static void ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_launch_forget(ngx_ioa_goal_ctx_t *g);
@@ -149,7 +160,7 @@ static void
 ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
 {
     u_char               rnd[16], *hex;
-    yajl_val             doc, v;
+    yajl_val             doc;
     ngx_str_t            s, request, person;
     ngx_table_elt_t     *h;
     ngx_ioa_loc_conf_t  *lcf;
@@ -160,18 +171,21 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_str_t           *launcher;
     ngx_ioa_goal_ctx_t  *g;
     ngx_ioa_identity_t  *who;
+    ngx_ioa_launch_in_t  in;
 
     doc = ngx_ioa_body_json(r, body);
     if (doc == NULL) {
         return;
     }
 
-    if (ngx_ioa_launch_check(r, doc, &err) != NGX_OK) {
+    ngx_memzero(&in, sizeof(ngx_ioa_launch_in_t));
+
+    if (ngx_ioa_launch_check(r, doc, &in, &err) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
         return;
     }
 
-    if (ngx_ioa_launch_person(r, doc, &person, &err) != NGX_OK) {
+    if (ngx_ioa_launch_person(r, &in.person, &person, &err) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err));
         return;
     }
@@ -276,20 +290,16 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_ioa_args_cstr(&a, "parent");
     ngx_ioa_args_cstr(&a, "");
 
-    v = ngx_ioa_json_get(doc, "goal");
-    if (v && ngx_ioa_json_string(v, &s) == NGX_OK) {
-        ngx_ioa_args_cstr(&a, "goal");
-        ngx_ioa_args_buf(&a, s.data ? s.data : (u_char *) "", s.len);
-        g->goal = s;
-    }
+    ngx_ioa_args_cstr(&a, "goal");
+    ngx_ioa_args_str(&a, &in.goal);
+    g->goal = in.goal;
 
     g->person = person;
     g->launcher = *launcher;
 
-    v = ngx_ioa_json_get(doc, "comm_id");
-    if (v && ngx_ioa_json_string(v, &s) == NGX_OK && s.len) {
+    if (in.comm_id.len) {
         ngx_ioa_args_cstr(&a, "comm_id");
-        ngx_ioa_args_str(&a, &s);
+        ngx_ioa_args_str(&a, &in.comm_id);
     }
 
     /* the person in the goal's room (workers/worker/person.c): the
@@ -304,11 +314,10 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_ioa_args_cstr(&a, "launcher_admin");
     ngx_ioa_args_cstr(&a, s.len ? "0" : "1");
 
-    v = ngx_ioa_json_get(doc, "team_up_depth");
     ngx_ioa_args_cstr(&a, "depth");
 
-    if (v && YAJL_IS_INTEGER(v)) {
-        ngx_ioa_args_int(&a, YAJL_GET_INTEGER(v));
+    if (in.depth >= 0) {
+        ngx_ioa_args_int(&a, in.depth);
 
     } else {
         ngx_ioa_args_cstr(&a, "");
@@ -320,42 +329,80 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
 }
 
 
-/* IoA's field types; a bad one is named in the 400 */
+/*
+ * POST /launch_goal's body (IoA's LaunchGoalParam and ours), in two steps
+ * because "goal" may be empty only when the goal continues a room: that
+ * rule is checked between them, where it always was.
+ */
 
-typedef struct {
-    const char               *name;
-    ngx_uint_t                boolean;
-    int64_t                   min;
-    int64_t                   max;
-} ngx_ioa_launch_scalar_t;
+#define NGX_IOA_LAUNCH_NAMES_MAX  64
+#define NGX_IOA_LAUNCH_GOAL_TEXT  "\"goal\" must be a non-empty string"
 
 
-static ngx_ioa_launch_scalar_t  ngx_ioa_launch_scalars[] = {
-    { "team_up_depth", 0, 0, 16 },
-    { "max_turns", 0, 1, 10000 },
-    { "deadline_s", 0, 1, 86400 },
-    { "input_timeout_s", 0, 0, 86400 },
-    { "is_collaborative_planning_enabled", 1, 0, 0 },
-    { "skip_naming", 1, 0, 0 },
-    { NULL, 0, 0, 0 }
+static ngx_ioa_body_field_t  ngx_ioa_launch_member = {
+    NULL, NGX_IOA_BODY_NAME, 0, 0, 0, NULL, NULL, NULL, NGX_IOA_BODY_NONE
+};
+
+
+static ngx_ioa_body_field_t  ngx_ioa_launch_fields[] = {
+
+    { "comm_id", NGX_IOA_BODY_STRING, NGX_IOA_BODY_NULL,
+      0, NGX_IOA_COMM_ID_MAX, NULL, NULL,
+      "\"comm_id\" must be a room id or null",
+      offsetof(ngx_ioa_launch_in_t, comm_id) },
+
+    { "goal", NGX_IOA_BODY_STRING, NGX_IOA_BODY_REQUIRED, 0, 0, NULL, NULL,
+      NGX_IOA_LAUNCH_GOAL_TEXT,
+      offsetof(ngx_ioa_launch_in_t, goal) },
+
+    ngx_ioa_body_step,
+
+    { "team_member_names", NGX_IOA_BODY_ARRAY, NGX_IOA_BODY_NULL,
+      1, NGX_IOA_LAUNCH_NAMES_MAX, NULL, &ngx_ioa_launch_member,
+      "\"team_member_names\" must be a list of 1 to "
+      ngx_value(NGX_IOA_LAUNCH_NAMES_MAX) " agent names, or null",
+      NGX_IOA_BODY_NONE },
+
+    { "team_up_depth", NGX_IOA_BODY_INTEGER, NGX_IOA_BODY_NULL, 0, 16,
+      NULL, NULL, NULL, offsetof(ngx_ioa_launch_in_t, depth) },
+
+    { "max_turns", NGX_IOA_BODY_INTEGER, NGX_IOA_BODY_NULL, 1, 10000,
+      NULL, NULL, NULL, NGX_IOA_BODY_NONE },
+
+    { "deadline_s", NGX_IOA_BODY_INTEGER, NGX_IOA_BODY_NULL, 1, 86400,
+      NULL, NULL, NULL, NGX_IOA_BODY_NONE },
+
+    /* and ioa_goal_input_timeout_max, checked before the tables */
+    { "input_timeout_s", NGX_IOA_BODY_INTEGER, NGX_IOA_BODY_NULL, 0, 86400,
+      NULL, NULL, NULL, NGX_IOA_BODY_NONE },
+
+    { "is_collaborative_planning_enabled", NGX_IOA_BODY_BOOLEAN,
+      NGX_IOA_BODY_NULL, 0, 0, NULL, NULL, NULL, NGX_IOA_BODY_NONE },
+
+    { "skip_naming", NGX_IOA_BODY_BOOLEAN, NGX_IOA_BODY_NULL, 0, 0,
+      NULL, NULL, NULL, NGX_IOA_BODY_NONE },
+
+    { "person", NGX_IOA_BODY_NAME, NGX_IOA_BODY_NULL, 0, 0, NULL, NULL,
+      "\"person\" must be an agent name, or null",
+      offsetof(ngx_ioa_launch_in_t, person) },
+
+    /* a string or {"sender","content"}: checked after the tables */
+    { "cont_input", NGX_IOA_BODY_VALUE, NGX_IOA_BODY_NULL, 0, 0,
+      NULL, NULL, NULL, offsetof(ngx_ioa_launch_in_t, cont_input) },
+
+    ngx_ioa_body_null_field
 };
 
 
 /*
- * The fields a goal's request may carry (IoA's LaunchGoalParam and ours).
- * Others are kept with the goal's record as they came (IoA's clients may
- * send fields of their own), but only up to NGX_IOA_LAUNCH_EXTRA_MAX bytes
- * in all: the record lives for ioa_goal_retention, and a launcher must not
- * park megabytes in Redis with each goal.
+ * Fields the tables do not name are kept with the goal's record as they
+ * came (IoA's clients may send fields of their own), but only up to
+ * NGX_IOA_LAUNCH_EXTRA_MAX bytes in all: the record lives for
+ * ioa_goal_retention, and a launcher must not park megabytes in Redis
+ * with each goal.
  */
 
 #define NGX_IOA_LAUNCH_EXTRA_MAX  4096
-
-static const char  *ngx_ioa_launch_fields[] = {
-    "goal", "team_member_names", "team_up_depth", "max_turns", "comm_id",
-    "cont_input", "is_collaborative_planning_enabled", "skip_naming",
-    "deadline_s", "input_timeout_s", "person", NULL
-};
 
 
 static ngx_int_t
@@ -364,20 +411,16 @@ ngx_ioa_launch_extra(ngx_http_request_t *r, yajl_val doc,
 {
     size_t           i, total;
     ngx_str_t        out;
-    const char     **k, *first;
+    const char      *key, *first;
     ngx_ioa_jbuf_t   b;
 
     total = 0;
     first = NULL;
 
     for (i = 0; i < doc->u.object.len; i++) {
-        for (k = ngx_ioa_launch_fields; *k; k++) {
-            if (ngx_strcmp(*k, doc->u.object.keys[i]) == 0) {
-                break;
-            }
-        }
+        key = doc->u.object.keys[i];
 
-        if (*k) {
+        if (ngx_ioa_body_field(ngx_ioa_launch_fields, key)) {
             continue;
         }
 
@@ -391,10 +434,10 @@ ngx_ioa_launch_extra(ngx_http_request_t *r, yajl_val doc,
             return NGX_ERROR;
         }
 
-        total += ngx_strlen(doc->u.object.keys[i]) + out.len;
+        total += ngx_strlen(key) + out.len;
 
         if (first == NULL) {
-            first = doc->u.object.keys[i];
+            first = key;
         }
 
         if (total > NGX_IOA_LAUNCH_EXTRA_MAX) {
@@ -412,24 +455,14 @@ ngx_ioa_launch_extra(ngx_http_request_t *r, yajl_val doc,
 
 static ngx_int_t
 ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
-    ngx_ioa_error_t *err)
+    ngx_ioa_launch_in_t *in, ngx_ioa_error_t *err)
 {
-    u_char                    why[NGX_IOA_NAME_WHY_LEN];
-    size_t                    i;
-    yajl_val                  v, w;
-    ngx_str_t                 s;
-    ngx_int_t                 rc;
-    ngx_ioa_loc_conf_t       *lcf;
-    ngx_ioa_launch_scalar_t  *f;
+    yajl_val             v;
+    ngx_ioa_loc_conf_t  *lcf;
 
-    if (!YAJL_IS_OBJECT(doc)) {
-        ngx_ioa_error_set(err, "invalid_request", NULL,
-                          "the body must be a JSON object");
-        return NGX_ERROR;
-    }
-
-    rc = ngx_ioa_launch_extra(r, doc, err);
-    if (rc != NGX_OK) {
+    if (ngx_ioa_body_object(doc, err) != NGX_OK
+        || ngx_ioa_launch_extra(r, doc, err) != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
@@ -447,114 +480,37 @@ ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
         return NGX_ERROR;
     }
 
-    v = ngx_ioa_json_get(doc, "comm_id");
+    in->depth = -1;
 
-    if (v && !YAJL_IS_NULL(v)
-        && (ngx_ioa_json_string(v, &s) != NGX_OK || s.len > 64))
-    {
-        ngx_ioa_error_set(err, "invalid_request", "comm_id",
-                          "\"comm_id\" must be a room id or null");
+    if (ngx_ioa_body_check(doc, ngx_ioa_launch_fields, 0, in, err) != NGX_OK) {
         return NGX_ERROR;
     }
 
-    v = ngx_ioa_json_get(doc, "goal");
-
-    if (v == NULL || ngx_ioa_json_string(v, &s) != NGX_OK
-        || (s.len == 0 && ngx_ioa_json_get(doc, "comm_id") == NULL))
-    {
+    /* a goal continuing a room (any "comm_id", null too) may leave its
+     * words to cont_input */
+    if (in->goal.len == 0 && ngx_ioa_json_get(doc, "comm_id") == NULL) {
         ngx_ioa_error_set(err, "invalid_request", "goal",
-                          "\"goal\" must be a non-empty string");
+                          NGX_IOA_LAUNCH_GOAL_TEXT);
         return NGX_ERROR;
     }
 
-    v = ngx_ioa_json_get(doc, "team_member_names");
-
-    if (v && !YAJL_IS_NULL(v)) {
-        if (!YAJL_IS_ARRAY(v) || v->u.array.len == 0
-            || v->u.array.len > 64)
-        {
-            goto bad_names;
-        }
-
-        for (i = 0; i < v->u.array.len; i++) {
-            w = v->u.array.values[i];
-
-            if (ngx_ioa_json_string(w, &s) != NGX_OK) {
-                goto bad_names;
-            }
-
-            if (ngx_ioa_name_check(&s, why) != NGX_OK) {
-                ngx_ioa_error_set(err, "invalid_request", "team_member_names",
-                                  "\"team_member_names\"[%uz] is not a "
-                                  "name: %s", i, why);
-                return NGX_ERROR;
-            }
-        }
-    }
-
-    for (f = ngx_ioa_launch_scalars; f->name; f++) {
-        v = ngx_ioa_json_get(doc, f->name);
-
-        if (v == NULL || YAJL_IS_NULL(v)) {
-            continue;
-        }
-
-        if (f->boolean) {
-            if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v)) {
-                ngx_ioa_error_set(err, "invalid_request", f->name,
-                                  "\"%s\" must be true or false", f->name);
-                return NGX_ERROR;
-            }
-
-            continue;
-        }
-
-        if (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < f->min
-            || YAJL_GET_INTEGER(v) > f->max)
-        {
-            ngx_ioa_error_set(err, "invalid_request", f->name,
-                              "\"%s\" must be an integer from %L to %L, "
-                              "or null", f->name, f->min, f->max);
-            return NGX_ERROR;
-        }
-    }
-
-    v = ngx_ioa_json_get(doc, "person");
-
-    if (v && !YAJL_IS_NULL(v) && ngx_ioa_json_string(v, &s) != NGX_OK) {
-        ngx_ioa_error_set(err, "invalid_request", "person",
-                          "\"person\" must be an agent name, or null");
+    if (ngx_ioa_body_check(doc, ngx_ioa_launch_fields, 1, in, err) != NGX_OK) {
         return NGX_ERROR;
     }
 
-    if (v && !YAJL_IS_NULL(v) && ngx_ioa_name_check(&s, why) != NGX_OK) {
-        ngx_ioa_error_set(err, "invalid_request", "person",
-                          "\"person\" is not a name: %s", why);
+    v = in->cont_input;
+
+    if (v && !YAJL_IS_STRING(v)
+        && (!YAJL_IS_OBJECT(v)
+            || !YAJL_IS_STRING(ngx_ioa_json_get(v, "content"))))
+    {
+        ngx_ioa_error_set(err, "invalid_request", "cont_input",
+                          "\"cont_input\" must be a string, "
+                          "{\"sender\",\"content\"}, or null");
         return NGX_ERROR;
-    }
-
-    v = ngx_ioa_json_get(doc, "cont_input");
-
-    if (v && !YAJL_IS_NULL(v) && !YAJL_IS_STRING(v)) {
-        if (!YAJL_IS_OBJECT(v)
-            || (w = ngx_ioa_json_get(v, "content")) == NULL
-            || !YAJL_IS_STRING(w))
-        {
-            ngx_ioa_error_set(err, "invalid_request", "cont_input",
-                              "\"cont_input\" must be a string, "
-                              "{\"sender\",\"content\"}, or null");
-            return NGX_ERROR;
-        }
     }
 
     return NGX_OK;
-
-bad_names:
-
-    ngx_ioa_error_set(err, "invalid_request", "team_member_names",
-                      "\"team_member_names\" must be a list of 1 to 64 agent "
-                      "names, or null");
-    return NGX_ERROR;
 }
 
 
@@ -568,31 +524,22 @@ bad_names:
  */
 
 static ngx_int_t
-ngx_ioa_launch_person(ngx_http_request_t *r, yajl_val doc, ngx_str_t *person,
-    ngx_ioa_error_t *err)
+ngx_ioa_launch_person(ngx_http_request_t *r, ngx_str_t *named,
+    ngx_str_t *person, ngx_ioa_error_t *err)
 {
-    yajl_val             v;
-    ngx_str_t            named;
     ngx_ioa_identity_t  *id;
 
-    ngx_str_null(&named);
     ngx_str_null(person);
-
-    v = ngx_ioa_json_get(doc, "person");
-
-    if (v && YAJL_IS_STRING(v)) {
-        (void) ngx_ioa_json_string(v, &named);
-    }
 
     id = ngx_ioa_rest_identity(r);
 
     if (id == NULL || id->open) {
-        *person = named;
+        *person = *named;
         return NGX_OK;
     }
 
-    if (named.len
-        && ngx_ioa_auth_allows(id, 0, &named, err) != NGX_OK)
+    if (named->len
+        && ngx_ioa_auth_allows(id, 0, named, err) != NGX_OK)
     {
         err->field.data = (u_char *) "person";
         err->field.len = sizeof("person") - 1;
@@ -1326,12 +1273,34 @@ ngx_ioa_goal_message_handler(ngx_http_request_t *r, ngx_str_t *id,
 }
 
 
+/*
+ * POST /goals/{goal_id}/messages' body.  "sender" is the body's only in
+ * open mode (with a token it is the token's subject) and has no null.
+ */
+
+static ngx_ioa_body_field_t  ngx_ioa_goal_message_fields[] = {
+
+    { "content", NGX_IOA_BODY_STRING, NGX_IOA_BODY_REQUIRED,
+      1, NGX_IOA_GOAL_MESSAGE_MAX, NULL, NULL,
+      "\"content\" must be a string of 1 to "
+      ngx_value(NGX_IOA_GOAL_MESSAGE_MAX) " bytes",
+      offsetof(ngx_ioa_goal_msg_t, content) },
+
+    ngx_ioa_body_step,
+
+    { "sender", NGX_IOA_BODY_NAME, 0, 0, 0, NULL, NULL,
+      "\"sender\" must be a name as agents have",
+      offsetof(ngx_ioa_goal_msg_t, sender) },
+
+    ngx_ioa_body_null_field
+};
+
+
 static void
 ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char              why[NGX_IOA_NAME_WHY_LEN];
-    yajl_val            doc, v;
-    ngx_str_t           content, meta, inbox, control;
+    yajl_val            doc;
+    ngx_str_t           meta, inbox, control;
     ngx_ioa_args_t      a;
     ngx_ioa_error_t     err;
     ngx_ioa_goal_msg_t *gm;
@@ -1343,37 +1312,20 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    v = ngx_ioa_json_get(doc, "content");
-
-    if (v == NULL || ngx_ioa_json_string(v, &content) != NGX_OK
-        || content.len == 0 || content.len > NGX_IOA_GOAL_MESSAGE_MAX)
+    if (ngx_ioa_body_check(doc, ngx_ioa_goal_message_fields, 0, gm, &err)
+        != NGX_OK)
     {
-        ngx_ioa_error_set(&err, "invalid_request", "content",
-                          "\"content\" must be a string of 1 to %d bytes",
-                          NGX_IOA_GOAL_MESSAGE_MAX);
-        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
-        return;
+        goto invalid;
     }
 
     if (gm->sender.len == 0) {
-        v = ngx_ioa_json_get(doc, "sender");
+        /* open mode: the body's, or IoA's "user" */
+        ngx_str_set(&gm->sender, "user");
 
-        if (v == NULL) {
-            ngx_str_set(&gm->sender, "user");
-
-        } else if (ngx_ioa_json_string(v, &gm->sender) != NGX_OK) {
-            ngx_ioa_error_set(&err, "invalid_request", "sender",
-                              "\"sender\" must be a name as agents have");
-            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                                 &err));
-            return;
-
-        } else if (ngx_ioa_name_check(&gm->sender, why) != NGX_OK) {
-            ngx_ioa_error_set(&err, "invalid_request", "sender",
-                              "\"sender\" is not a name: %s", why);
-            ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                                 &err));
-            return;
+        if (ngx_ioa_body_check(doc, ngx_ioa_goal_message_fields, 1, gm, &err)
+            != NGX_OK)
+        {
+            goto invalid;
         }
     }
 
@@ -1390,7 +1342,7 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
     ngx_ioa_args_str(&a, &meta);
     ngx_ioa_args_str(&a, &inbox);
     ngx_ioa_args_str(&a, &gm->sender);
-    ngx_ioa_args_str(&a, &content);
+    ngx_ioa_args_str(&a, &gm->content);
     ngx_ioa_args_int(&a, ngx_ioa_now_ms());
     ngx_ioa_args_cstr(&a, NGX_IOA_GOAL_INBOX_MAX);
     ngx_ioa_args_str(&a, &gm->owner);
@@ -1405,6 +1357,12 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
     {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
     }
+
+    return;
+
+invalid:
+
+    ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
 }
 
 

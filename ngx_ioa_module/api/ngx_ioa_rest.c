@@ -45,11 +45,14 @@ typedef struct {
     ngx_str_t                 team_name;
     ngx_uint_t                has_team_name;
     ngx_str_t                 creator;
+    yajl_val                  names;       /* the body's agent_names */
     ngx_array_t               members;     /* of ngx_str_t */
     ngx_msec_t                retention;   /* its own, 0: none */
 } ngx_ioa_teamup_t;
 
 
+/* the bytes of a team's name */
+#define NGX_IOA_TEAM_NAME_MAX  256
 
 
 static ngx_ioa_rest_ctx_t *ngx_ioa_rest_ctx(ngx_http_request_t *r);
@@ -742,6 +745,47 @@ ngx_ioa_health_done(ngx_http_request_t *r, redisReply *reply)
 
 
 /*
+ * POST /teamup's body, in three steps as it has always been checked: the
+ * sender (a team is formed by one of its members, as itself: a 403 comes
+ * before the rest), the fields, then after retention_s (bounded by
+ * configuration, so code) each member's name.
+ */
+
+static ngx_ioa_body_field_t  ngx_ioa_teamup_member = {
+    NULL, NGX_IOA_BODY_NAME, 0, 0, 0, NULL, NULL,
+    "\"agent_names\"[%uz] is not a valid agent name", NGX_IOA_BODY_NONE
+};
+
+
+static ngx_ioa_body_field_t  ngx_ioa_teamup_fields[] = {
+
+    { "sender", NGX_IOA_BODY_NAME, NGX_IOA_BODY_REQUIRED, 0, 0, NULL, NULL,
+      "\"sender\" must be a registered agent name",
+      offsetof(ngx_ioa_teamup_t, creator) },
+
+    ngx_ioa_body_step,
+
+    { "agent_names", NGX_IOA_BODY_ARRAY, NGX_IOA_BODY_REQUIRED, 0, 0,
+      NULL, NULL, "\"agent_names\" must be an array of agent names",
+      offsetof(ngx_ioa_teamup_t, names) },
+
+    { "team_name", NGX_IOA_BODY_STRING, NGX_IOA_BODY_NULL,
+      0, NGX_IOA_TEAM_NAME_MAX, NULL, NULL,
+      "\"team_name\" must be a string of at most "
+      ngx_value(NGX_IOA_TEAM_NAME_MAX) " bytes, or null",
+      offsetof(ngx_ioa_teamup_t, team_name) },
+
+    ngx_ioa_body_step,
+
+    /* again, now for each member's name */
+    { "agent_names", NGX_IOA_BODY_ARRAY, NGX_IOA_BODY_REQUIRED, 0, 0,
+      NULL, &ngx_ioa_teamup_member, NULL, NGX_IOA_BODY_NONE },
+
+    ngx_ioa_body_null_field
+};
+
+
+/*
  * POST /teamup {"sender":..,"agent_names":[..],"team_name":..}, and ours:
  * "retention_s" (the room's own retention, see ngx_ioa_retention.c)
  *
@@ -763,10 +807,9 @@ static void
 ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
 {
     u_char                rnd[16], *hex;
-    u_char                why[NGX_IOA_NAME_WHY_LEN];
     ngx_msec_t            retry;
     size_t                i, j, n;
-    yajl_val              doc, sender, names, team, v;
+    yajl_val              doc;
     ngx_str_t             s, *m;
     ngx_ioa_error_t       err;
     ngx_ioa_teamup_t     *t;
@@ -793,76 +836,34 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
 
     ctx->data = t;
 
-    sender = ngx_ioa_json_get(doc, "sender");
-    names = ngx_ioa_json_get(doc, "agent_names");
-    team = ngx_ioa_json_get(doc, "team_name");
-
-    if (!YAJL_IS_OBJECT(doc)
-        || sender == NULL || ngx_ioa_json_string(sender, &t->creator) != NGX_OK)
-    {
-        ngx_ioa_error_set(&err, "invalid_request", "sender",
-                          "\"sender\" must be a registered agent name");
+    if (ngx_ioa_body_check(doc, ngx_ioa_teamup_fields, 0, t, &err) != NGX_OK) {
         goto invalid;
     }
 
-    if (ngx_ioa_name_check(&t->creator, why) != NGX_OK) {
-        ngx_ioa_error_set(&err, "invalid_request", "sender",
-                          "\"sender\" is not a name: %s", why);
-        goto invalid;
-    }
-
-    /* a team is formed by one of its members, as itself */
     if (ngx_ioa_rest_acts_as(r, &t->creator) != NGX_OK) {
         return;
     }
 
-    if (names == NULL || !YAJL_IS_ARRAY(names)) {
-        ngx_ioa_error_set(&err, "invalid_request", "agent_names",
-                          "\"agent_names\" must be an array of agent names");
-        goto invalid;
-    }
-
-    if (team && !YAJL_IS_NULL(team)) {
-        if (ngx_ioa_json_string(team, &t->team_name) != NGX_OK
-            || t->team_name.len > 256)
-        {
-            ngx_ioa_error_set(&err, "invalid_request", "team_name",
-                              "\"team_name\" must be a string of at most "
-                              "256 bytes, or null");
-            goto invalid;
-        }
-
-        t->has_team_name = 1;
-    }
-
-    if (ngx_ioa_teamup_retention(t, ngx_ioa_json_get(doc, "retention_s"),
-                                 &err)
-        != NGX_OK)
+    if (ngx_ioa_body_check(doc, ngx_ioa_teamup_fields, 1, t, &err) != NGX_OK
+        || ngx_ioa_teamup_retention(t, ngx_ioa_json_get(doc, "retention_s"),
+                                    &err)
+           != NGX_OK
+        || ngx_ioa_body_check(doc, ngx_ioa_teamup_fields, 2, t, &err)
+           != NGX_OK)
     {
         goto invalid;
     }
 
+    /* a null team_name is none */
+    t->has_team_name = (t->team_name.data != NULL);
+
     /* members: agent_names then the sender, without duplicates, in IoA's
      * order */
 
-    for (i = 0; i <= names->u.array.len; i++) {
+    for (i = 0; i <= t->names->u.array.len; i++) {
 
-        if (i < names->u.array.len) {
-            v = names->u.array.values[i];
-
-            if (ngx_ioa_json_string(v, &s) != NGX_OK) {
-                ngx_ioa_error_set(&err, "invalid_request", "agent_names",
-                                  "\"agent_names\"[%uz] is not a valid "
-                                  "agent name", i);
-                goto invalid;
-            }
-
-            if (ngx_ioa_name_check(&s, why) != NGX_OK) {
-                ngx_ioa_error_set(&err, "invalid_request", "agent_names",
-                                  "\"agent_names\"[%uz] is not a name: %s",
-                                  i, why);
-                goto invalid;
-            }
+        if (i < t->names->u.array.len) {
+            (void) ngx_ioa_json_string(t->names->u.array.values[i], &s);
 
         } else {
             s = t->creator;

@@ -32,6 +32,7 @@
 
 #define NGX_IOA_DESC_MAX       8192
 #define NGX_IOA_TAGS_MAX       32
+#define NGX_IOA_TAG_MAX        64      /* bytes of one tag */
 #define NGX_IOA_QUERIES_MAX    16
 #define NGX_IOA_RETRIEVE_MAX   50
 
@@ -74,6 +75,7 @@ typedef struct {
     ngx_str_t                 stats_key;
     ngx_str_t                 type;
     ngx_str_t                 desc;
+    yajl_val                  tags;       /* register: the body's */
     ngx_str_t                 tags_json;
     ngx_str_t                 terms;
     ngx_str_t                 a2a_url;
@@ -115,6 +117,9 @@ static ngx_int_t ngx_ioa_discovery_header(ngx_http_request_t *r,
 #define NGX_IOA_LIST_TUPLE      8
 /* an agent's A2A card URL (ioa-agent --a2a) */
 #define NGX_IOA_A2A_URL_MAX     2048
+#define NGX_IOA_A2A_URL_TEXT                                                  \
+    "\"a2a_url\" must be an http:// or https:// URL of at most "            \
+    ngx_value(NGX_IOA_A2A_URL_MAX) " bytes, without spaces"
 
 static void ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body);
 static void ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply);
@@ -140,6 +145,56 @@ static ngx_str_t  ngx_ioa_agent_types[] = {
 
 
 /*
+ * POST /register's body.  The name comes first and alone: an agent
+ * registers itself only, and a token acting for another is refused (403)
+ * before the rest of the body is looked at.
+ */
+
+static ngx_ioa_body_field_t  ngx_ioa_register_tag = {
+    NULL, NGX_IOA_BODY_STRING, 0, 1, NGX_IOA_TAG_MAX, NULL, NULL, NULL,
+    NGX_IOA_BODY_NONE
+};
+
+
+static ngx_ioa_body_field_t  ngx_ioa_register_fields[] = {
+
+    { "name", NGX_IOA_BODY_NAME, NGX_IOA_BODY_REQUIRED, 0, 0, NULL, NULL,
+      "\"name\" must be a name: " NGX_IOA_NAME_RULE,
+      offsetof(ngx_ioa_registry_ctx_t, name) },
+
+    ngx_ioa_body_step,
+
+    { "type", NGX_IOA_BODY_STRING, NGX_IOA_BODY_REQUIRED, 0, 0,
+      ngx_ioa_agent_types, NULL,
+      "\"type\" must be \"Human Assistant\" or \"Thing Assistant\"",
+      offsetof(ngx_ioa_registry_ctx_t, type) },
+
+    { "desc", NGX_IOA_BODY_STRING, NGX_IOA_BODY_REQUIRED,
+      0, NGX_IOA_DESC_MAX, NULL, NULL,
+      "\"desc\" must be a string of at most " ngx_value(NGX_IOA_DESC_MAX)
+      " bytes",
+      offsetof(ngx_ioa_registry_ctx_t, desc) },
+
+    { "tags", NGX_IOA_BODY_ARRAY, NGX_IOA_BODY_NULL, 0, NGX_IOA_TAGS_MAX,
+      NULL, &ngx_ioa_register_tag,
+      "\"tags\" must be an array of at most " ngx_value(NGX_IOA_TAGS_MAX)
+      " non-empty strings of at most " ngx_value(NGX_IOA_TAG_MAX) " bytes",
+      offsetof(ngx_ioa_registry_ctx_t, tags) },
+
+    { "speaks_protocol", NGX_IOA_BODY_BOOLEAN, NGX_IOA_BODY_NULL, 0, 0,
+      NULL, NULL, NULL,
+      offsetof(ngx_ioa_registry_ctx_t, proto) },
+
+    /* and an http(s) URL without spaces: below */
+    { "a2a_url", NGX_IOA_BODY_STRING, NGX_IOA_BODY_NULL,
+      0, NGX_IOA_A2A_URL_MAX, NULL, NULL, NGX_IOA_A2A_URL_TEXT,
+      offsetof(ngx_ioa_registry_ctx_t, a2a_url) },
+
+    ngx_ioa_body_null_field
+};
+
+
+/*
  * POST /register {"name","type","desc"} as IoA, plus optional "tags"
  * (capability tags, indexed with the description), "speaks_protocol"
  * (true: the agent runs its own conversation turns) and "a2a_url" (the
@@ -159,164 +214,18 @@ static void
 ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 {
     size_t                   i;
-    time_t                   sec;
-    yajl_val                 doc, v, tags, proto;
-    ngx_tm_t                 tm;
-    ngx_str_t                name, type, desc, s, tags_json, terms, *t;
-    ngx_str_t                a2a_url;
+    yajl_val                 doc;
+    ngx_str_t                s;
     ngx_str_t                texts[1 + NGX_IOA_TAGS_MAX];
     ngx_uint_t               ntexts;
     ngx_ioa_jbuf_t           b;
-    ngx_str_t                agent_key, agents_key, stats_key;
+    ngx_ioa_error_t          err;
     ngx_ioa_registry_ctx_t  *rctx;
-    u_char                   why[NGX_IOA_NAME_WHY_LEN];
 
     doc = ngx_ioa_body_json(r, body);
     if (doc == NULL) {
         return;
     }
-
-    if (!YAJL_IS_OBJECT(doc)) {
-        ngx_ioa_finish(r, ngx_ioa_invalid(r, NULL,
-                                          "the body must be a JSON object"));
-        return;
-    }
-
-    v = ngx_ioa_json_get(doc, "name");
-
-    if (v == NULL || ngx_ioa_json_string(v, &name) != NGX_OK) {
-        ngx_ioa_finish(r, ngx_ioa_invalid(r, "name",
-                       "\"name\" must be a name: " NGX_IOA_NAME_RULE));
-        return;
-    }
-
-    if (ngx_ioa_name_check(&name, why) != NGX_OK) {
-        ngx_ioa_finish(r, ngx_ioa_invalid_name(r, "name", why));
-        return;
-    }
-
-    /* an agent registers itself only */
-    if (ngx_ioa_rest_acts_as(r, &name) != NGX_OK) {
-        return;
-    }
-
-    v = ngx_ioa_json_get(doc, "type");
-
-    if (v == NULL || ngx_ioa_json_string(v, &type) != NGX_OK) {
-        goto bad_type;
-    }
-
-    for (t = ngx_ioa_agent_types; t->len; t++) {
-        if (t->len == type.len && ngx_strncmp(t->data, type.data, type.len)
-                                  == 0)
-        {
-            break;
-        }
-    }
-
-    if (t->len == 0) {
-        goto bad_type;
-    }
-
-    v = ngx_ioa_json_get(doc, "desc");
-
-    if (v == NULL || ngx_ioa_json_string(v, &desc) != NGX_OK
-        || desc.len > NGX_IOA_DESC_MAX)
-    {
-        ngx_ioa_finish(r, ngx_ioa_invalid(r, "desc",
-                       "\"desc\" must be a string of at most 8192 bytes"));
-        return;
-    }
-
-    /* tags: re-serialised by us, so the script gets a clean JSON array */
-
-    if (ngx_ioa_jbuf_init(&b, r->pool, 64) != NGX_OK) {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    ngx_ioa_jbuf_byte(&b, '[');
-
-    /* the document indexed: desc, then each tag (see register.lua) */
-    texts[0] = desc;
-    ntexts = 1;
-
-    tags = ngx_ioa_json_get(doc, "tags");
-
-    if (tags && !YAJL_IS_NULL(tags)) {
-        if (!YAJL_IS_ARRAY(tags) || tags->u.array.len > NGX_IOA_TAGS_MAX) {
-            goto bad_tags;
-        }
-
-        for (i = 0; i < tags->u.array.len; i++) {
-            if (ngx_ioa_json_string(tags->u.array.values[i], &s) != NGX_OK
-                || s.len == 0 || s.len > 64)
-            {
-                goto bad_tags;
-            }
-
-            if (i) {
-                ngx_ioa_jbuf_byte(&b, ',');
-            }
-
-            ngx_ioa_jbuf_str(&b, &s);
-            texts[ntexts++] = s;
-        }
-    }
-
-    ngx_ioa_jbuf_byte(&b, ']');
-
-    if (ngx_ioa_jbuf_done(&b, &tags_json) != NGX_OK
-        || ngx_ioa_reg_terms(r, texts, ntexts, &terms) != NGX_OK)
-    {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    proto = ngx_ioa_json_get(doc, "speaks_protocol");
-
-    if (proto && !YAJL_IS_TRUE(proto) && !YAJL_IS_FALSE(proto)
-        && !YAJL_IS_NULL(proto))
-    {
-        ngx_ioa_finish(r, ngx_ioa_invalid(r, "speaks_protocol",
-                       "\"speaks_protocol\" must be true or false"));
-        return;
-    }
-
-    /* an A2A agent's card (ioa-agent --a2a registers it): stored and
-     * shown, never fetched by the hub */
-    ngx_str_null(&a2a_url);
-    v = ngx_ioa_json_get(doc, "a2a_url");
-
-    if (v && !YAJL_IS_NULL(v)) {
-        if (ngx_ioa_json_string(v, &a2a_url) != NGX_OK
-            || a2a_url.len > NGX_IOA_A2A_URL_MAX
-            || !((a2a_url.len > 7
-                  && ngx_strncmp(a2a_url.data, "http://", 7) == 0)
-                 || (a2a_url.len > 8
-                     && ngx_strncmp(a2a_url.data, "https://", 8) == 0)))
-        {
-            goto bad_a2a_url;
-        }
-
-        for (i = 0; i < a2a_url.len; i++) {
-            if (a2a_url.data[i] <= ' ' || a2a_url.data[i] == 0x7f) {
-                goto bad_a2a_url;
-            }
-        }
-    }
-
-    if (ngx_ioa_reg_key(r, "agent:", &name, &agent_key) != NGX_OK
-        || ngx_ioa_reg_key(r, "agents", NULL, &agents_key) != NGX_OK
-        || ngx_ioa_reg_key(r, "stats", NULL, &stats_key) != NGX_OK)
-    {
-        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    /* IoA's created_at format, "%Y-%m-%d-%H-%M-%S", in UTC */
-    sec = ngx_time();
-    ngx_gmtime(sec, &tm);
 
     /* kept in the pool: with semantic discovery the script runs once the
      * description is embedded */
@@ -327,23 +236,85 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    rctx->agent_key = agent_key;
-    rctx->agents_key = agents_key;
-    rctx->stats_key = stats_key;
-    rctx->type = type;
-    rctx->desc = desc;
-    rctx->tags_json = tags_json;
-    rctx->terms = terms;
-    rctx->a2a_url = a2a_url;
-    rctx->proto = (proto && YAJL_IS_TRUE(proto));
-    rctx->now = ngx_ioa_now_ms();
-    rctx->tm = tm;
+    if (ngx_ioa_body_object(doc, &err) != NGX_OK
+        || ngx_ioa_body_check(doc, ngx_ioa_register_fields, 0, rctx, &err)
+           != NGX_OK)
+    {
+        goto invalid;
+    }
 
-    rctx->name = name;
+    if (ngx_ioa_rest_acts_as(r, &rctx->name) != NGX_OK) {
+        return;
+    }
+
+    if (ngx_ioa_body_check(doc, ngx_ioa_register_fields, 1, rctx, &err)
+        != NGX_OK)
+    {
+        goto invalid;
+    }
+
+    /* an A2A agent's card (ioa-agent --a2a registers it): stored and
+     * shown, never fetched by the hub */
+    s = rctx->a2a_url;
+
+    if (s.data
+        && !((s.len > 7 && ngx_strncmp(s.data, "http://", 7) == 0)
+             || (s.len > 8 && ngx_strncmp(s.data, "https://", 8) == 0)))
+    {
+        goto bad_a2a_url;
+    }
+
+    for (i = 0; i < s.len; i++) {
+        if (s.data[i] <= ' ' || s.data[i] == 0x7f) {
+            goto bad_a2a_url;
+        }
+    }
+
+    /* tags: re-serialised by us, so the script gets a clean JSON array;
+     * the document indexed is desc, then each tag (see register.lua) */
+
+    if (ngx_ioa_jbuf_init(&b, r->pool, 64) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_ioa_jbuf_byte(&b, '[');
+
+    texts[0] = rctx->desc;
+    ntexts = 1;
+
+    for (i = 0; rctx->tags && i < rctx->tags->u.array.len; i++) {
+        (void) ngx_ioa_json_string(rctx->tags->u.array.values[i], &s);
+
+        if (i) {
+            ngx_ioa_jbuf_byte(&b, ',');
+        }
+
+        ngx_ioa_jbuf_str(&b, &s);
+        texts[ntexts++] = s;
+    }
+
+    ngx_ioa_jbuf_byte(&b, ']');
+
+    if (ngx_ioa_jbuf_done(&b, &rctx->tags_json) != NGX_OK
+        || ngx_ioa_reg_terms(r, texts, ntexts, &rctx->terms) != NGX_OK
+        || ngx_ioa_reg_key(r, "agent:", &rctx->name, &rctx->agent_key)
+           != NGX_OK
+        || ngx_ioa_reg_key(r, "agents", NULL, &rctx->agents_key) != NGX_OK
+        || ngx_ioa_reg_key(r, "stats", NULL, &rctx->stats_key) != NGX_OK)
+    {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    /* IoA's created_at format, "%Y-%m-%d-%H-%M-%S", in UTC */
+    ngx_gmtime(ngx_time(), &rctx->tm);
+    rctx->now = ngx_ioa_now_ms();
+
     ngx_ioa_rest_set_data(r, rctx);
 
-    if (ngx_ioa_embed_on() && desc.len
-        && ngx_ioa_embed(r, &desc, 1, ngx_ioa_register_embedded, rctx)
+    if (ngx_ioa_embed_on() && rctx->desc.len
+        && ngx_ioa_embed(r, &rctx->desc, 1, ngx_ioa_register_embedded, rctx)
            == NGX_OK)
     {
         return;
@@ -355,23 +326,12 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 
 bad_a2a_url:
 
-    ngx_ioa_finish(r, ngx_ioa_invalid(r, "a2a_url",
-                   "\"a2a_url\" must be an http:// or https:// URL of at "
-                   "most 2048 bytes, without spaces"));
-    return;
+    ngx_ioa_error_set(&err, "invalid_request", "a2a_url",
+                      NGX_IOA_A2A_URL_TEXT);
 
-bad_type:
+invalid:
 
-    ngx_ioa_finish(r, ngx_ioa_invalid(r, "type",
-                   "\"type\" must be \"Human Assistant\" or "
-                   "\"Thing Assistant\""));
-    return;
-
-bad_tags:
-
-    ngx_ioa_finish(r, ngx_ioa_invalid(r, "tags",
-                   "\"tags\" must be an array of at most 32 non-empty "
-                   "strings of at most 64 bytes"));
+    ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
 }
 
 
@@ -560,75 +520,82 @@ ngx_ioa_retrieve_handler(ngx_http_request_t *r)
 }
 
 
+/*
+ * POST /retrieve_assistant's body: the sender first and alone, since only
+ * one's own name may be left out of the answer (a 403 before the rest);
+ * each capability's bytes are checked as it is tokenized.
+ */
+
+typedef struct {
+    ngx_str_t                 sender;
+    yajl_val                  caps;
+    int64_t                   limit;
+    ngx_uint_t                online_only;
+} ngx_ioa_retrieve_in_t;
+
+
+static ngx_ioa_body_field_t  ngx_ioa_retrieve_fields[] = {
+
+    { "sender", NGX_IOA_BODY_STRING, NGX_IOA_BODY_NULL, 0, 0, NULL, NULL,
+      "\"sender\" must be a string",
+      offsetof(ngx_ioa_retrieve_in_t, sender) },
+
+    ngx_ioa_body_step,
+
+    { "capabilities", NGX_IOA_BODY_ARRAY, NGX_IOA_BODY_REQUIRED,
+      1, NGX_IOA_QUERIES_MAX, NULL, NULL,
+      "\"capabilities\" must be an array of 1 to "
+      ngx_value(NGX_IOA_QUERIES_MAX) " strings",
+      offsetof(ngx_ioa_retrieve_in_t, caps) },
+
+    { "limit", NGX_IOA_BODY_INTEGER, NGX_IOA_BODY_NULL,
+      1, NGX_IOA_RETRIEVE_MAX, NULL, NULL,
+      "\"limit\" must be an integer from 1 to "
+      ngx_value(NGX_IOA_RETRIEVE_MAX),
+      offsetof(ngx_ioa_retrieve_in_t, limit) },
+
+    { "online_only", NGX_IOA_BODY_BOOLEAN, NGX_IOA_BODY_NULL, 0, 0,
+      NULL, NULL, NULL, offsetof(ngx_ioa_retrieve_in_t, online_only) },
+
+    ngx_ioa_body_null_field
+};
+
+
 static void
 ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    size_t                 i;
-    int64_t                lim;
-    yajl_val               doc, caps, v;
-    ngx_str_t              sender, s;
-    ngx_ioa_retrieve_t    *rt;
+    size_t                  i;
+    yajl_val                doc;
+    ngx_str_t               s;
+    ngx_ioa_error_t         err;
+    ngx_ioa_retrieve_t     *rt;
+    ngx_ioa_retrieve_in_t   in;
 
     doc = ngx_ioa_body_json(r, body);
     if (doc == NULL) {
         return;
     }
 
-    if (!YAJL_IS_OBJECT(doc)) {
-        ngx_ioa_finish(r, ngx_ioa_invalid(r, NULL,
-                                          "the body must be a JSON object"));
-        return;
-    }
+    ngx_memzero(&in, sizeof(ngx_ioa_retrieve_in_t));
+    ngx_str_set(&in.sender, "");
+    in.limit = 3;
 
-    sender.len = 0;
-    sender.data = (u_char *) "";
-
-    v = ngx_ioa_json_get(doc, "sender");
-
-    if (v && !YAJL_IS_NULL(v) && ngx_ioa_json_string(v, &sender) != NGX_OK) {
-        ngx_ioa_finish(r, ngx_ioa_invalid(r, "sender",
-                                          "\"sender\" must be a string"));
-        return;
+    if (ngx_ioa_body_object(doc, &err) != NGX_OK
+        || ngx_ioa_body_check(doc, ngx_ioa_retrieve_fields, 0, &in, &err)
+           != NGX_OK)
+    {
+        goto invalid;
     }
 
     /* the sender is left out of the answer: only one's own name */
-    if (sender.len && ngx_ioa_rest_acts_as(r, &sender) != NGX_OK) {
+    if (in.sender.len && ngx_ioa_rest_acts_as(r, &in.sender) != NGX_OK) {
         return;
     }
 
-    caps = ngx_ioa_json_get(doc, "capabilities");
-
-    if (caps == NULL || !YAJL_IS_ARRAY(caps) || caps->u.array.len == 0
-        || caps->u.array.len > NGX_IOA_QUERIES_MAX)
+    if (ngx_ioa_body_check(doc, ngx_ioa_retrieve_fields, 1, &in, &err)
+        != NGX_OK)
     {
-        ngx_ioa_finish(r, ngx_ioa_invalid(r, "capabilities",
-                       "\"capabilities\" must be an array of 1 to 16 "
-                       "strings"));
-        return;
-    }
-
-    lim = 3;
-
-    v = ngx_ioa_json_get(doc, "limit");
-
-    if (v && !YAJL_IS_NULL(v)) {
-        if (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 1
-            || YAJL_GET_INTEGER(v) > NGX_IOA_RETRIEVE_MAX)
-        {
-            ngx_ioa_finish(r, ngx_ioa_invalid(r, "limit",
-                           "\"limit\" must be an integer from 1 to 50"));
-            return;
-        }
-
-        lim = YAJL_GET_INTEGER(v);
-    }
-
-    v = ngx_ioa_json_get(doc, "online_only");
-
-    if (v && !YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v) && !YAJL_IS_NULL(v)) {
-        ngx_ioa_finish(r, ngx_ioa_invalid(r, "online_only",
-                       "\"online_only\" must be true or false"));
-        return;
+        goto invalid;
     }
 
     rt = ngx_pcalloc(r->pool, sizeof(ngx_ioa_retrieve_t));
@@ -642,13 +609,13 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
     }
 
     rt->t0 = ngx_ioa_stats_now_us();
-    rt->limit = (ngx_uint_t) lim;
-    rt->online_only = v && YAJL_IS_TRUE(v);
-    rt->sender = sender;
+    rt->limit = (ngx_uint_t) in.limit;
+    rt->online_only = in.online_only;
+    rt->sender = in.sender;
     rt->now = ngx_ioa_now_ms();
 
-    for (i = 0; i < caps->u.array.len; i++) {
-        if (ngx_ioa_json_string(caps->u.array.values[i], &s) != NGX_OK
+    for (i = 0; i < in.caps->u.array.len; i++) {
+        if (ngx_ioa_json_string(in.caps->u.array.values[i], &s) != NGX_OK
             || s.len > 1024)
         {
             ngx_ioa_finish(r, ngx_ioa_invalid(r, "capabilities",
@@ -675,6 +642,12 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
     }
 
     ngx_ioa_retrieve_answer(r, rt);
+
+    return;
+
+invalid:
+
+    ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
 }
 
 
