@@ -21,11 +21,16 @@
  * limit is written once.
  *
  * What a table cannot say stays code in the endpoint, after or between
- * tables: a rule over two fields, a bound set by configuration, acting as
+ * steps: a rule over two fields, a bound set by configuration, acting as
  * the body's agent (a 403 that must come before the fields after the
  * name), a value of two shapes.  Fields the table does not name are left
  * alone: IoA's clients send fields of their own, and the hub has always
  * taken them.
+ *
+ * The MCP facade keeps its own tables (ngx_ioa_mcp_param_t): they also
+ * make the tools' input schemas, refuse unknown arguments and answer in
+ * JSON-RPC's words, and what they pass on is a REST body that is checked
+ * here again.
  */
 
 
@@ -274,7 +279,7 @@ static void
 ngx_ioa_body_refuse(const ngx_ioa_body_field_t *f, ngx_ioa_error_t *err)
 {
     if (f->text) {
-        ngx_ioa_error_set(err, "invalid_request", f->name, f->text);
+        ngx_ioa_error_set(err, "invalid_request", f->name, "%s", f->text);
         return;
     }
 

@@ -113,6 +113,13 @@ typedef struct {
 } ngx_ioa_record_t;
 
 
+/* a /fetch_chat_record body's paging fields (ngx_ioa_record_fields) */
+typedef struct {
+    int64_t                   limit;        /* 0: not given */
+    ngx_str_t                 after;
+} ngx_ioa_record_in_t;
+
+
 static void ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body);
 static ngx_int_t ngx_ioa_record_ids(ngx_http_request_t *r,
     ngx_ioa_record_t *rec, yajl_val id, ngx_ioa_error_t *err);
@@ -338,45 +345,64 @@ invalid:
 }
 
 
+/*
+ * /fetch_chat_record's paging fields.  "comm_id", a room id or a list of
+ * them, is checked room by room with each room's access
+ * (ngx_ioa_record_ids()); "after" must also be an envelope id, which the
+ * table cannot say.  A page asked for with either is not the newest.
+ */
+
+#define NGX_IOA_RECORD_AFTER_TEXT                                             \
+    "\"after\" must be an envelope id such as 1700000000000-0 (the page "    \
+    "starts after it), or null"
+
+
+static ngx_ioa_body_field_t  ngx_ioa_record_fields[] = {
+
+    { "limit", NGX_IOA_BODY_INTEGER, NGX_IOA_BODY_NULL,
+      1, NGX_IOA_RECORD_LIMIT_MAX, NULL, NULL,
+      "\"limit\" must be an integer from 1 to "
+      ngx_value(NGX_IOA_RECORD_LIMIT_MAX) " (envelopes per room), or null "
+      "for " ngx_value(NGX_IOA_RECORD_LIMIT),
+      offsetof(ngx_ioa_record_in_t, limit) },
+
+    { "after", NGX_IOA_BODY_STRING, NGX_IOA_BODY_NULL, 0, 0, NULL, NULL,
+      NGX_IOA_RECORD_AFTER_TEXT, offsetof(ngx_ioa_record_in_t, after) },
+
+    ngx_ioa_body_null_field
+};
+
+
 static ngx_int_t
 ngx_ioa_record_options(ngx_ioa_record_t *rec, yajl_val doc,
     ngx_ioa_error_t *err)
 {
-    yajl_val       v;
-    ngx_str_t      s;
-    ngx_ioa_sid_t  sid;
+    ngx_ioa_sid_t        sid;
+    ngx_ioa_record_in_t  in;
 
-    v = ngx_ioa_json_get(doc, "limit");
+    ngx_memzero(&in, sizeof(ngx_ioa_record_in_t));
 
-    if (v && !YAJL_IS_NULL(v)) {
-        if (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 1
-            || YAJL_GET_INTEGER(v) > NGX_IOA_RECORD_LIMIT_MAX)
-        {
-            ngx_ioa_error_set(err, "invalid_request", "limit",
-                              "\"limit\" must be an integer from 1 to %d "
-                              "(envelopes per room), or null for %d",
-                              NGX_IOA_RECORD_LIMIT_MAX, NGX_IOA_RECORD_LIMIT);
-            return NGX_ERROR;
-        }
+    if (ngx_ioa_body_check(doc, ngx_ioa_record_fields, 0, &in, err)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
 
-        rec->limit = (ngx_uint_t) YAJL_GET_INTEGER(v);
+    if (in.after.data
+        && ngx_ioa_parse_sid(in.after.data, in.after.len, &sid) != NGX_OK)
+    {
+        ngx_ioa_error_set(err, "invalid_request", "after",
+                          NGX_IOA_RECORD_AFTER_TEXT);
+        return NGX_ERROR;
+    }
+
+    if (in.limit) {
+        rec->limit = (ngx_uint_t) in.limit;
         rec->latest = 0;
     }
 
-    v = ngx_ioa_json_get(doc, "after");
-
-    if (v && !YAJL_IS_NULL(v)) {
-        if (ngx_ioa_json_string(v, &s) != NGX_OK
-            || ngx_ioa_parse_sid(s.data, s.len, &sid) != NGX_OK)
-        {
-            ngx_ioa_error_set(err, "invalid_request", "after",
-                              "\"after\" must be an envelope id such as "
-                              "1700000000000-0 (the page starts after it), "
-                              "or null");
-            return NGX_ERROR;
-        }
-
-        rec->after = s;
+    if (in.after.data) {
+        rec->after = in.after;
         rec->latest = 0;
     }
 

@@ -63,6 +63,15 @@ typedef struct {
 } ngx_ioa_retrieve_t;
 
 
+/* a /retrieve_assistant body, as checked (ngx_ioa_retrieve_fields) */
+typedef struct {
+    ngx_str_t                 sender;
+    yajl_val                  caps;
+    int64_t                   limit;
+    ngx_uint_t                online_only;
+} ngx_ioa_retrieve_in_t;
+
+
 typedef struct {
     ngx_uint_t                single;     /* query_assistant with a string */
     ngx_str_t                 name;       /* register: the agent */
@@ -525,14 +534,6 @@ ngx_ioa_retrieve_handler(ngx_http_request_t *r)
  * one's own name may be left out of the answer (a 403 before the rest);
  * each capability's bytes are checked as it is tokenized.
  */
-
-typedef struct {
-    ngx_str_t                 sender;
-    yajl_val                  caps;
-    int64_t                   limit;
-    ngx_uint_t                online_only;
-} ngx_ioa_retrieve_in_t;
-
 
 static ngx_ioa_body_field_t  ngx_ioa_retrieve_fields[] = {
 
