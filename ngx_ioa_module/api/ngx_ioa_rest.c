@@ -68,6 +68,7 @@ static void ngx_ioa_teamup_published(ngx_http_request_t *r,
     redisReply *reply);
 static ngx_int_t ngx_ioa_teamup_retention(ngx_ioa_teamup_t *t, yajl_val v,
     ngx_ioa_error_t *err);
+static ngx_int_t ngx_ioa_teamup_members(ngx_ioa_teamup_t *t);
 static ngx_int_t ngx_ioa_teamup_event(ngx_http_request_t *r,
     ngx_ioa_teamup_t *t, ngx_uint_t event, ngx_str_t *out);
 
@@ -808,9 +809,9 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
 {
     u_char                rnd[16], *hex;
     ngx_msec_t            retry;
-    size_t                i, j, n;
+    size_t                i, n;
     yajl_val              doc;
-    ngx_str_t             s, *m;
+    ngx_str_t            *m;
     ngx_ioa_error_t       err;
     ngx_ioa_teamup_t     *t;
     ngx_ioa_args_t        a;
@@ -857,38 +858,9 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
     /* a null team_name is none */
     t->has_team_name = (t->team_name.data != NULL);
 
-    /* members: agent_names then the sender, without duplicates, in IoA's
-     * order */
-
-    for (i = 0; i <= t->names->u.array.len; i++) {
-
-        if (i < t->names->u.array.len) {
-            (void) ngx_ioa_json_string(t->names->u.array.values[i], &s);
-
-        } else {
-            s = t->creator;
-        }
-
-        m = t->members.elts;
-
-        for (j = 0; j < t->members.nelts; j++) {
-            if (m[j].len == s.len && ngx_strncmp(m[j].data, s.data, s.len) == 0)
-            {
-                break;
-            }
-        }
-
-        if (j < t->members.nelts) {
-            continue;
-        }
-
-        m = ngx_array_push(&t->members);
-        if (m == NULL) {
-            ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-            return;
-        }
-
-        *m = s;
+    if (ngx_ioa_teamup_members(t) != NGX_OK) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
     }
 
     if (t->members.nelts > ngx_ioa_main_conf()->max_room_members) {
@@ -955,6 +927,48 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
 invalid:
 
     ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+}
+
+
+/* members: agent_names then the sender, without duplicates, in IoA's order */
+
+static ngx_int_t
+ngx_ioa_teamup_members(ngx_ioa_teamup_t *t)
+{
+    size_t      i, j;
+    ngx_str_t   s, *m;
+
+    for (i = 0; i <= t->names->u.array.len; i++) {
+
+        if (i < t->names->u.array.len) {
+            (void) ngx_ioa_json_string(t->names->u.array.values[i], &s);
+
+        } else {
+            s = t->creator;
+        }
+
+        m = t->members.elts;
+
+        for (j = 0; j < t->members.nelts; j++) {
+            if (m[j].len == s.len && ngx_strncmp(m[j].data, s.data, s.len) == 0)
+            {
+                break;
+            }
+        }
+
+        if (j < t->members.nelts) {
+            continue;
+        }
+
+        m = ngx_array_push(&t->members);
+        if (m == NULL) {
+            return NGX_ERROR;
+        }
+
+        *m = s;
+    }
+
+    return NGX_OK;
 }
 
 
