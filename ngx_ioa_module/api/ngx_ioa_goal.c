@@ -96,6 +96,7 @@ static ngx_int_t ngx_ioa_launch_person(ngx_http_request_t *r,
     ngx_str_t *named, ngx_str_t *person, ngx_ioa_error_t *err);
 static ngx_int_t ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
     ngx_ioa_launch_in_t *in, ngx_ioa_error_t *err);
+static ngx_uint_t ngx_ioa_launch_wait(ngx_http_request_t *r);
 static void ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_launch_forget(ngx_ioa_goal_ctx_t *g);
@@ -162,8 +163,6 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     u_char               rnd[16], *hex;
     yajl_val             doc;
     ngx_str_t            s, request, person;
-    ngx_table_elt_t     *h;
-    ngx_ioa_loc_conf_t  *lcf;
     ngx_ioa_args_t       a;
     ngx_ioa_error_t      err;
     ngx_ioa_jbuf_t       b;
@@ -208,37 +207,7 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    /*
-     * Blocking (IoA's [comm_id, conclusion]) or not (202 and where to
-     * follow): ioa_launch_goal_wait sets the location's default, so IoA's
-     * own scripts need nothing but the host; ?wait= and Prefer (RFC 7240:
-     * "wait", "respond-async") choose per request.
-     */
-
-    lcf = ngx_ioa_loc_conf(r);
-    g->wait = lcf->launch_goal_wait ? 1 : 0;
-
-    h = ngx_ioa_header_in(r, "Prefer");
-
-    if (h && ngx_strlcasestrn(h->value.data, h->value.data + h->value.len,
-                              (u_char *) "respond-async", 13 - 1)
-             != NULL)
-    {
-        g->wait = 0;
-
-    } else if (h && ngx_strlcasestrn(h->value.data,
-                                     h->value.data + h->value.len,
-                                     (u_char *) "wait", 4 - 1)
-                    != NULL)
-    {
-        g->wait = 1;
-    }
-
-    if (ngx_http_arg(r, (u_char *) "wait", 4, &s) == NGX_OK && s.len == 1
-        && (s.data[0] == '1' || s.data[0] == '0'))
-    {
-        g->wait = (s.data[0] == '1');
-    }
+    g->wait = ngx_ioa_launch_wait(r);
 
     /* goal ids look like room ids: 128 random bits in hex */
 
@@ -326,6 +295,50 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     if (ngx_ioa_rest_command_args(r, ngx_ioa_launch_stored, &a) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
     }
+}
+
+
+/*
+ * Blocking (IoA's [comm_id, conclusion]) or not (202 and where to
+ * follow): ioa_launch_goal_wait sets the location's default, so IoA's own
+ * scripts need nothing but the host; ?wait= and Prefer (RFC 7240: "wait",
+ * "respond-async") choose per request.
+ */
+
+static ngx_uint_t
+ngx_ioa_launch_wait(ngx_http_request_t *r)
+{
+    ngx_str_t            s;
+    ngx_uint_t           wait;
+    ngx_table_elt_t     *h;
+    ngx_ioa_loc_conf_t  *lcf;
+
+    lcf = ngx_ioa_loc_conf(r);
+    wait = lcf->launch_goal_wait ? 1 : 0;
+
+    h = ngx_ioa_header_in(r, "Prefer");
+
+    if (h && ngx_strlcasestrn(h->value.data, h->value.data + h->value.len,
+                              (u_char *) "respond-async", 13 - 1)
+             != NULL)
+    {
+        wait = 0;
+
+    } else if (h && ngx_strlcasestrn(h->value.data,
+                                     h->value.data + h->value.len,
+                                     (u_char *) "wait", 4 - 1)
+                    != NULL)
+    {
+        wait = 1;
+    }
+
+    if (ngx_http_arg(r, (u_char *) "wait", 4, &s) == NGX_OK && s.len == 1
+        && (s.data[0] == '1' || s.data[0] == '0'))
+    {
+        wait = (s.data[0] == '1');
+    }
+
+    return wait;
 }
 
 
