@@ -38,7 +38,7 @@ typedef struct ngx_ioa_body_field_s  ngx_ioa_body_field_t;
 
 /*
  * One field of a body.  min and max bound a string's bytes, an integer's
- * value or an array's items (0, 0: no bound); "item" is the field every
+ * value or an array's items (max 0: no upper bound); "item" is the field every
  * item of an array must be, NULL for any.  "text" is the refusal for a
  * value of another type or out of bounds (NULL: the type's own, naming
  * the bounds); an item's text may print its index with "%uz".
@@ -70,9 +70,9 @@ struct ngx_ioa_body_field_s {
  * Walks step "step" (0 for the first) of the table over a parsed body in
  * order and stores each value present at its offset in out; absent ones
  * are left as the caller set them.  A body that is not an object has
- * every field absent.  Fields not in the table are not looked at.  On a refusal err
- * is filled ("invalid_request", naming the field: a 400) and NGX_ERROR
- * returned.
+ * every field absent.  Fields not in the table are not looked at.  On a
+ * refusal err is filled ("invalid_request", naming the field: a 400) and
+ * NGX_ERROR returned.
  */
 ngx_int_t ngx_ioa_body_check(yajl_val doc, const ngx_ioa_body_field_t *f,
     ngx_uint_t step, void *out, ngx_ioa_error_t *err);
