@@ -40,6 +40,8 @@
  *                            follows Redis;
  *     ngx_ioa_redis_args.c   a command's arguments built in order (no
  *                            numbered slots), and the sends that take them;
+ *     ngx_ioa_keys.c         the Redis key schema: every key the module
+ *                            names, written in one place;
  *     ngx_ioa_redis_cluster.c  Redis Cluster: setup detection, a
  *                            command's key slot (lib/ioa_key_slot.c), the
  *                            slot map and its refresh;
@@ -667,6 +669,81 @@ ngx_int_t ngx_ioa_sub_stop(ngx_ioa_sub_t *sub);
 #define ngx_ioa_sub_owner(sub, type, member)                                 \
     ((type *) ((u_char *) (sub) - offsetof(type, member)))
 
+/* the Redis key schema, README's "What Redis holds" (store/ngx_ioa_keys.c) */
+#define NGX_IOA_KEY_MAX          320
+
+typedef enum {
+    NGX_IOA_KEY_ROOMLIST = 0,           /* <p>{reg}:roomlist */
+    NGX_IOA_KEY_ROOMDUE,                /* <p>{reg}:roomdue */
+    NGX_IOA_KEY_SWEEP,                  /* <p>{reg}:sweep */
+    NGX_IOA_KEY_AGENTS,                 /* <p>{reg}:agents */
+    NGX_IOA_KEY_STATS,                  /* <p>{reg}:stats */
+    NGX_IOA_KEY_SEEN,                   /* <p>{reg}:seen */
+    NGX_IOA_KEY_ONLINE,                 /* <p>{reg}:online */
+    NGX_IOA_KEY_EPOCH,                  /* <p>{reg}:epoch */
+    NGX_IOA_KEY_OBSERVERS,              /* <p>{reg}:observers */
+    NGX_IOA_KEY_EVENTS,                 /* <p>{reg}:events, a channel */
+    NGX_IOA_KEY_INDEX,                  /* <p>{reg}:index, a channel */
+    NGX_IOA_KEY_REG,                    /* <p>{reg}:, for the scripts */
+    NGX_IOA_KEY_JOBS,                   /* <p>{jobs}:goals */
+    NGX_IOA_KEY_GOALS,                  /* <p>{goals}:, goal_index.lua's */
+    NGX_IOA_KEY_AUDIT,                  /* <p>{audit}:log */
+    NGX_IOA_KEY_WORKERS                 /* <p>{workers}:, worker_list.lua's */
+} ngx_ioa_key_e;
+
+typedef enum {                          /* <p>{room:<comm_id>}... */
+    NGX_IOA_ROOM_META = 0,
+    NGX_IOA_ROOM_MEMBERS,
+    NGX_IOA_ROOM_LOG,
+    NGX_IOA_ROOM_FLOOR,
+    NGX_IOA_ROOM_CHAIN,
+    NGX_IOA_ROOM_EXPIRED,
+    NGX_IOA_ROOM_LOG_RW,
+    NGX_IOA_ROOM_LOG_RWQ,
+    NGX_IOA_ROOM_CH                     /* the room's channel */
+} ngx_ioa_room_key_e;
+
+typedef enum {
+    NGX_IOA_AGENT_ROOMS = 0,            /* <p>{reg}:rooms:<name> */
+    NGX_IOA_AGENT_RECORD                /* <p>{reg}:agent:<name> */
+} ngx_ioa_agent_key_e;
+
+typedef enum {                          /* <p>{goal:<id>}... */
+    NGX_IOA_GOAL_META = 0,
+    NGX_IOA_GOAL_FSM,
+    NGX_IOA_GOAL_CONTROL,
+    NGX_IOA_GOAL_INBOX
+} ngx_ioa_goal_key_e;
+
+ngx_int_t ngx_ioa_keys_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf);
+void ngx_ioa_key(ngx_ioa_args_t *a, ngx_ioa_key_e which);
+ngx_int_t ngx_ioa_key_alloc(ngx_pool_t *pool, ngx_ioa_key_e which,
+    ngx_str_t *key);
+void ngx_ioa_key_room(ngx_ioa_args_t *a, ngx_str_t *comm_id,
+    ngx_ioa_room_key_e which);
+ngx_int_t ngx_ioa_key_room_alloc(ngx_pool_t *pool, ngx_str_t *comm_id,
+    ngx_ioa_room_key_e which, ngx_str_t *key);
+size_t ngx_ioa_key_room_len(ngx_str_t *comm_id, ngx_ioa_room_key_e which);
+u_char *ngx_ioa_key_room_write(u_char *p, ngx_str_t *comm_id,
+    ngx_ioa_room_key_e which);
+ngx_int_t ngx_ioa_key_room_set(u_char *buf, size_t size, ngx_str_t *comm_id,
+    const ngx_ioa_room_key_e *which, ngx_uint_t n, ngx_str_t *keys);
+ngx_int_t ngx_ioa_comm_id_from_channel(ngx_str_t *channel,
+    ngx_str_t *comm_id);
+void ngx_ioa_key_agent(ngx_ioa_args_t *a, ngx_ioa_agent_key_e which,
+    ngx_str_t *name);
+ngx_int_t ngx_ioa_key_agent_alloc(ngx_pool_t *pool, ngx_ioa_agent_key_e which,
+    ngx_str_t *name, ngx_str_t *key);
+void ngx_ioa_key_conn(ngx_ioa_args_t *a, ngx_str_t *name);
+void ngx_ioa_key_limit(ngx_ioa_args_t *a, u_char kind, ngx_str_t *name);
+ngx_int_t ngx_ioa_key_position_alloc(ngx_pool_t *pool, ngx_str_t *cursor,
+    ngx_str_t *key);
+void ngx_ioa_key_goal(ngx_ioa_args_t *a, ngx_str_t *goal_id,
+    ngx_ioa_goal_key_e which);
+ngx_int_t ngx_ioa_key_goal_alloc(ngx_pool_t *pool, ngx_str_t *goal_id,
+    ngx_ioa_goal_key_e which, ngx_str_t *key);
+void ngx_ioa_key_goal_feed(ngx_ioa_args_t *a, ngx_str_t *goal_id,
+    ngx_ioa_room_key_e which);
 extern redisReplyObjectFunctions  ngx_ioa_redis_reply_functions;
 ngx_int_t ngx_ioa_redis_error(redisReply *reply, ngx_str_t *code,
     ngx_str_t *text);
@@ -1051,8 +1128,6 @@ ngx_int_t ngx_ioa_room_events_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
 ngx_int_t ngx_ioa_room_verify_handler(ngx_http_request_t *r,
     ngx_str_t *comm_id, ngx_ioa_identity_t *who);
-ngx_int_t ngx_ioa_room_api_key(ngx_http_request_t *r, ngx_str_t *id,
-    const char *suffix, ngx_str_t *key);
 ngx_int_t ngx_ioa_room_api_copy(ngx_http_request_t *r, redisReply *reply,
     size_t i, ngx_str_t *s);
 

@@ -575,44 +575,9 @@ ngx_ioa_init_main_conf(ngx_conf_t *cf, void *conf)
 
 pattern_done:
 
-    mcf->reg_base.len = mcf->redis_prefix.len + sizeof("{reg}:") - 1;
-    mcf->reg_base.data = ngx_pnalloc(cf->pool, mcf->reg_base.len);
-    if (mcf->reg_base.data == NULL) {
+    if (ngx_ioa_keys_conf(cf, mcf) != NGX_OK) {
         return NGX_CONF_ERROR;
     }
-
-    ngx_sprintf(mcf->reg_base.data, "%V{reg}:", &mcf->redis_prefix);
-
-    mcf->events_channel.len = mcf->reg_base.len + sizeof("events") - 1;
-    mcf->events_channel.data = ngx_pnalloc(cf->pool, mcf->events_channel.len);
-    if (mcf->events_channel.data == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    ngx_sprintf(mcf->events_channel.data, "%Vevents", &mcf->reg_base);
-
-    mcf->feed_pattern.len = mcf->redis_prefix.len + sizeof("{room:*}:ch") - 1;
-    mcf->feed_pattern.data = ngx_pnalloc(cf->pool, mcf->feed_pattern.len);
-    if (mcf->feed_pattern.data == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    ngx_sprintf(mcf->feed_pattern.data, "%V{room:*}:ch", &mcf->redis_prefix);
-
-    mcf->index_channel.len = mcf->reg_base.len + sizeof("index") - 1;
-    mcf->index_channel.data = ngx_pnalloc(cf->pool, mcf->index_channel.len);
-    mcf->index_agents_key.len = mcf->reg_base.len + sizeof("agents") - 1;
-    mcf->index_agents_key.data = ngx_pnalloc(cf->pool,
-                                             mcf->index_agents_key.len);
-
-    if (mcf->index_channel.data == NULL
-        || mcf->index_agents_key.data == NULL)
-    {
-        return NGX_CONF_ERROR;
-    }
-
-    ngx_sprintf(mcf->index_channel.data, "%Vindex", &mcf->reg_base);
-    ngx_sprintf(mcf->index_agents_key.data, "%Vagents", &mcf->reg_base);
 
     ngx_ioa_conf_set_main(mcf);
 

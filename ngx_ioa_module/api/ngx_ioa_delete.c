@@ -221,8 +221,7 @@ ngx_ioa_agent_delete_handler(ngx_http_request_t *r, ngx_str_t *name,
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "EXISTS");
-    ngx_ioa_args_fmt(&a, "%Vagent:%V", &ngx_ioa_main_conf()->reg_base,
-                     &d->target);
+    ngx_ioa_key_agent(&a, NGX_IOA_AGENT_RECORD, &d->target);
 
     if (ngx_ioa_rest_command_args(r, ngx_ioa_agent_delete_exists, &a)
         != NGX_OK)
@@ -288,8 +287,7 @@ ngx_ioa_agent_delete_exists(ngx_http_request_t *r, redisReply *reply)
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "SMEMBERS");
-    ngx_ioa_args_fmt(&a, "%Vrooms:%V", &ngx_ioa_main_conf()->reg_base,
-                     &d->target);
+    ngx_ioa_key_agent(&a, NGX_IOA_AGENT_ROOMS, &d->target);
 
     if (ngx_ioa_rest_command_args(r, ngx_ioa_agent_delete_rooms, &a)
         != NGX_OK)
@@ -356,8 +354,8 @@ ngx_ioa_agent_delete_next(ngx_http_request_t *r)
 
     if (d->next < d->nsets) {
         ngx_ioa_args_cstr(&a, "SREM");
-        ngx_ioa_args_fmt(&a, "%V{room:%V}:%s", &mcf->redis_prefix,
-                         &d->sets[d->next], d->floor ? "floor" : "members");
+        ngx_ioa_key_room(&a, &d->sets[d->next],
+                         d->floor ? NGX_IOA_ROOM_FLOOR : NGX_IOA_ROOM_MEMBERS);
         ngx_ioa_args_str(&a, &d->target);
 
         if (ngx_ioa_rest_command_args(r, ngx_ioa_agent_delete_left, &a)
@@ -371,10 +369,10 @@ ngx_ioa_agent_delete_next(ngx_http_request_t *r)
         return NGX_DONE;
     }
 
-    ngx_ioa_args_fmt(&a, "%Vagent:%V", &mcf->reg_base, &d->target);
-    ngx_ioa_args_fmt(&a, "%Vagents", &mcf->reg_base);
-    ngx_ioa_args_fmt(&a, "%Vstats", &mcf->reg_base);
-    ngx_ioa_args_fmt(&a, "%Vseen", &mcf->reg_base);
+    ngx_ioa_key_agent(&a, NGX_IOA_AGENT_RECORD, &d->target);
+    ngx_ioa_key(&a, NGX_IOA_KEY_AGENTS);
+    ngx_ioa_key(&a, NGX_IOA_KEY_STATS);
+    ngx_ioa_key(&a, NGX_IOA_KEY_SEEN);
     ngx_ioa_args_str(&a, &mcf->reg_base);
     ngx_ioa_args_str(&a, &d->target);
     ngx_ioa_args_int(&a, ngx_ioa_now_ms());
@@ -530,8 +528,7 @@ ngx_ioa_room_delete_handler(ngx_http_request_t *r, ngx_str_t *comm_id,
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "HGET");
-    ngx_ioa_args_fmt(&a, "%V{room:%V}:meta",
-                     &ngx_ioa_main_conf()->redis_prefix, &d->target);
+    ngx_ioa_key_room(&a, &d->target, NGX_IOA_ROOM_META);
     ngx_ioa_args_cstr(&a, "creator");
 
     if (ngx_ioa_rest_command_args(r, ngx_ioa_room_delete_meta, &a)
@@ -589,8 +586,7 @@ ngx_ioa_room_delete_meta(ngx_http_request_t *r, redisReply *reply)
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "SMEMBERS");
-    ngx_ioa_args_fmt(&a, "%V{room:%V}:members",
-                     &ngx_ioa_main_conf()->redis_prefix, &d->target);
+    ngx_ioa_key_room(&a, &d->target, NGX_IOA_ROOM_MEMBERS);
 
     if (ngx_ioa_rest_command_args(r, ngx_ioa_room_delete_members, &a)
         != NGX_OK)
@@ -620,8 +616,8 @@ ngx_ioa_room_delete_members(ngx_http_request_t *r, redisReply *reply)
     }
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%Vroomlist", &mcf->reg_base);
-    ngx_ioa_args_fmt(&a, "%Vroomdue", &mcf->reg_base);
+    ngx_ioa_key(&a, NGX_IOA_KEY_ROOMLIST);
+    ngx_ioa_key(&a, NGX_IOA_KEY_ROOMDUE);
     ngx_ioa_args_str(&a, &mcf->reg_base);
     ngx_ioa_args_str(&a, &d->target);
 
@@ -642,12 +638,9 @@ ngx_ioa_room_delete_members(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_room_delete_forgotten(ngx_http_request_t *r, redisReply *reply)
 {
-    ngx_uint_t            i;
-    ngx_ioa_args_t        a;
-    ngx_ioa_delete_t     *d;
-    ngx_ioa_main_conf_t  *mcf;
-    static const char    *names[] = { "meta", "members", "log", "floor",
-                                      "chain", "expired" };
+    ngx_uint_t         i;
+    ngx_ioa_args_t     a;
+    ngx_ioa_delete_t  *d;
 
     d = ngx_ioa_rest_get_data(r);
 
@@ -663,13 +656,11 @@ ngx_ioa_room_delete_forgotten(ngx_http_request_t *r, redisReply *reply)
         return;
     }
 
-    mcf = ngx_ioa_main_conf();
-
     ngx_ioa_args_init(&a);
 
-    for (i = 0; i < 6; i++) {
-        ngx_ioa_args_fmt(&a, "%V{room:%V}:%s", &mcf->redis_prefix,
-                         &d->target, names[i]);
+    /* room_expire.lua's KEYS: meta to expired, in the schema's order */
+    for (i = NGX_IOA_ROOM_META; i <= NGX_IOA_ROOM_EXPIRED; i++) {
+        ngx_ioa_key_room(&a, &d->target, i);
     }
 
     ngx_ioa_args_int(&a, ngx_ioa_now_ms());
@@ -894,14 +885,11 @@ void
 ngx_ioa_audit(const char *action, ngx_str_t *actor, ngx_str_t *target,
     ngx_str_t *detail)
 {
-    ngx_ioa_args_t        a;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
+    ngx_ioa_args_t  a;
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "XADD");
-    ngx_ioa_args_fmt(&a, "%V{audit}:log", &mcf->redis_prefix);
+    ngx_ioa_key(&a, NGX_IOA_KEY_AUDIT);
     ngx_ioa_args_cstr(&a, "MAXLEN");
     ngx_ioa_args_cstr(&a, "~");
     ngx_ioa_args_cstr(&a, NGX_IOA_AUDIT_MAXLEN);
@@ -969,7 +957,7 @@ ngx_ioa_audit_handler(ngx_http_request_t *r)
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "XREVRANGE");
-    ngx_ioa_args_fmt(&a, "%V{audit}:log", &ngx_ioa_main_conf()->redis_prefix);
+    ngx_ioa_key(&a, NGX_IOA_KEY_AUDIT);
     ngx_ioa_args_cstr(&a, "+");
     ngx_ioa_args_cstr(&a, "-");
     ngx_ioa_args_cstr(&a, "COUNT");

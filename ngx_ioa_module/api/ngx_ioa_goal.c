@@ -121,8 +121,6 @@ static void ngx_ioa_goal_events_owner(ngx_http_request_t *r,
 static ngx_int_t ngx_ioa_goal_follow(ngx_http_request_t *r, ngx_str_t *id,
     ngx_ioa_identity_t *who);
 static ngx_int_t ngx_ioa_goal_bad_id(ngx_http_request_t *r);
-static ngx_int_t ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id,
-    const char *suffix, ngx_str_t *key);
 static ngx_int_t ngx_ioa_goal_index(ngx_http_request_t *r,
     ngx_ioa_goal_ctx_t *g, ngx_str_t *id, const char *state);
 
@@ -226,7 +224,8 @@ ngx_ioa_launch_body(ngx_http_request_t *r, ngx_str_t *body)
     g->goal_id.data = hex;
     g->goal_id.len = 32;
 
-    if (ngx_ioa_goal_key(r, &g->goal_id, ":meta", &g->meta) != NGX_OK
+    if (ngx_ioa_key_goal_alloc(r->pool, &g->goal_id, NGX_IOA_GOAL_META,
+                               &g->meta) != NGX_OK
         || ngx_ioa_jbuf_init(&b, r->pool, body->len + 16) != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
@@ -595,13 +594,11 @@ ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply)
 {
-    ngx_ioa_args_t        a;
-    ngx_ioa_error_t       err;
-    ngx_ioa_goal_ctx_t   *g;
-    ngx_ioa_main_conf_t  *mcf;
+    ngx_ioa_args_t       a;
+    ngx_ioa_error_t      err;
+    ngx_ioa_goal_ctx_t  *g;
 
     g = ngx_ioa_rest_get_data(r);
-    mcf = ngx_ioa_main_conf();
 
     if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
         ngx_ioa_launch_forget(g);
@@ -639,7 +636,7 @@ ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply)
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "XADD");
-    ngx_ioa_args_fmt(&a, "%V{jobs}:goals", &mcf->redis_prefix);
+    ngx_ioa_key(&a, NGX_IOA_KEY_JOBS);
     ngx_ioa_args_cstr(&a, "*");
     ngx_ioa_args_cstr(&a, "goal_id");
     ngx_ioa_args_str(&a, &g->goal_id);
@@ -873,7 +870,8 @@ ngx_ioa_goal_handler(ngx_http_request_t *r, ngx_str_t *id,
     }
 
     if (ngx_http_discard_request_body(r) != NGX_OK
-        || ngx_ioa_goal_key(r, id, ":meta", &key) != NGX_OK
+        || ngx_ioa_key_goal_alloc(r->pool, id, NGX_IOA_GOAL_META, &key)
+           != NGX_OK
         || ngx_ioa_goal_req(r, id, who) == NULL)
     {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -1006,7 +1004,9 @@ ngx_ioa_goal_events_handler(ngx_http_request_t *r, ngx_str_t *id,
 
     /* only its launcher follows a goal: who that is, first */
 
-    if (ngx_ioa_goal_key(r, id, ":meta", &key) != NGX_OK) {
+    if (ngx_ioa_key_goal_alloc(r->pool, id, NGX_IOA_GOAL_META, &key)
+        != NGX_OK)
+    {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
@@ -1169,8 +1169,10 @@ ngx_ioa_goal_cancel_handler(ngx_http_request_t *r, ngx_str_t *id,
 
     if (gr == NULL
         || ngx_http_discard_request_body(r) != NGX_OK
-        || ngx_ioa_goal_key(r, id, ":meta", &meta) != NGX_OK
-        || ngx_ioa_goal_key(r, id, ":control", &control) != NGX_OK)
+        || ngx_ioa_key_goal_alloc(r->pool, id, NGX_IOA_GOAL_META, &meta)
+           != NGX_OK
+        || ngx_ioa_key_goal_alloc(r->pool, id, NGX_IOA_GOAL_CONTROL, &control)
+           != NGX_OK)
     {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -1342,9 +1344,12 @@ ngx_ioa_goal_message_body(ngx_http_request_t *r, ngx_str_t *body)
         }
     }
 
-    if (ngx_ioa_goal_key(r, &gm->goal_id, ":meta", &meta) != NGX_OK
-        || ngx_ioa_goal_key(r, &gm->goal_id, ":inbox", &inbox) != NGX_OK
-        || ngx_ioa_goal_key(r, &gm->goal_id, ":control", &control)
+    if (ngx_ioa_key_goal_alloc(r->pool, &gm->goal_id, NGX_IOA_GOAL_META,
+                               &meta) != NGX_OK
+        || ngx_ioa_key_goal_alloc(r->pool, &gm->goal_id, NGX_IOA_GOAL_INBOX,
+                                  &inbox) != NGX_OK
+        || ngx_ioa_key_goal_alloc(r->pool, &gm->goal_id, NGX_IOA_GOAL_CONTROL,
+                                  &control)
            != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
@@ -1471,15 +1476,12 @@ ngx_ioa_goal_init_process(ngx_cycle_t *cycle)
 void
 ngx_ioa_goal_ensure_group(void)
 {
-    ngx_ioa_args_t        a;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
+    ngx_ioa_args_t  a;
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "XGROUP");
     ngx_ioa_args_cstr(&a, "CREATE");
-    ngx_ioa_args_fmt(&a, "%V{jobs}:goals", &mcf->redis_prefix);
+    ngx_ioa_key(&a, NGX_IOA_KEY_JOBS);
     ngx_ioa_args_cstr(&a, "workers");
     ngx_ioa_args_cstr(&a, "0");
     ngx_ioa_args_cstr(&a, "MKSTREAM");
@@ -1524,28 +1526,6 @@ ngx_ioa_goal_bad_id(ngx_http_request_t *r)
 }
 
 
-static ngx_int_t
-ngx_ioa_goal_key(ngx_http_request_t *r, ngx_str_t *id, const char *suffix,
-    ngx_str_t *key)
-{
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
-
-    key->data = ngx_pnalloc(r->pool, mcf->redis_prefix.len + id->len
-                                     + sizeof("{goal:}") + ngx_strlen(suffix));
-    if (key->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    key->len = ngx_sprintf(key->data, "%V{goal:%V}%s", &mcf->redis_prefix, id,
-                           suffix)
-               - key->data;
-
-    return NGX_OK;
-}
-
-
 /*
  * goal_index.lua: the goal's state in the hub's goal index, P{goals}:...
  * (its keys and rules are described there).  nginx writes the two states
@@ -1566,7 +1546,7 @@ ngx_ioa_goal_index(ngx_http_request_t *r, ngx_ioa_goal_ctx_t *g,
     mcf = ngx_ioa_main_conf();
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{goals}:", &mcf->redis_prefix);
+    ngx_ioa_key(&a, NGX_IOA_KEY_GOALS);
     ngx_ioa_args_str(&a, id);
     ngx_ioa_args_cstr(&a, state);
     ngx_ioa_args_cstr(&a, "0");         /* only a worker ends a goal */

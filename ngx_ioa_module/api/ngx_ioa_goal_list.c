@@ -67,7 +67,6 @@ ngx_ioa_goal_list_handler(ngx_http_request_t *r, ngx_ioa_identity_t *who)
     ngx_str_t             state, before, limit;
     ngx_ioa_args_t        a;
     ngx_ioa_goal_list_t  *gl;
-    ngx_ioa_main_conf_t  *mcf;
 
     if (ngx_http_discard_request_body(r) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -110,10 +109,8 @@ ngx_ioa_goal_list_handler(ngx_http_request_t *r, ngx_ioa_identity_t *who)
     gl->before = before;
     ngx_ioa_rest_set_data(r, gl);
 
-    mcf = ngx_ioa_main_conf();
-
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{goals}:", &mcf->redis_prefix);
+    ngx_ioa_key(&a, NGX_IOA_KEY_GOALS);
     ngx_ioa_args_buf(&a, state.len ? state.data : (u_char *) "", state.len);
     ngx_ioa_args_buf(&a, gl->owner.len ? gl->owner.data : (u_char *) "",
                      gl->owner.len);

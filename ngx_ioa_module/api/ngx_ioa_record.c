@@ -151,13 +151,12 @@ ngx_ioa_fetch_record_handler(ngx_http_request_t *r)
 static void
 ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    yajl_val              doc, id;
-    ngx_ioa_args_t        a;
-    ngx_ioa_error_t       err;
-    ngx_ioa_record_t     *rec;
-    ngx_ioa_identity_t   *who;
-    ngx_ioa_loc_conf_t   *lcf;
-    ngx_ioa_main_conf_t  *mcf;
+    yajl_val             doc, id;
+    ngx_ioa_args_t       a;
+    ngx_ioa_error_t      err;
+    ngx_ioa_record_t    *rec;
+    ngx_ioa_identity_t  *who;
+    ngx_ioa_loc_conf_t  *lcf;
 
     who = ngx_ioa_rest_identity(r);
 
@@ -246,11 +245,10 @@ ngx_ioa_record_body(ngx_http_request_t *r, ngx_str_t *body)
     }
 
     rec->all = 1;
-    mcf = ngx_ioa_main_conf();
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "ZREVRANGE");
-    ngx_ioa_args_fmt(&a, "%Vroomlist", &mcf->reg_base);
+    ngx_ioa_key(&a, NGX_IOA_KEY_ROOMLIST);
     ngx_ioa_args_cstr(&a, "0");
     ngx_ioa_args_cstr(&a, NGX_IOA_RECORD_LAST_ROOM);
 
@@ -451,10 +449,9 @@ ngx_ioa_record_listed(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_record_ask(ngx_http_request_t *r)
 {
-    ngx_str_t            *id, start;
-    ngx_ioa_args_t        a;
-    ngx_ioa_record_t     *rec;
-    ngx_ioa_main_conf_t  *mcf;
+    ngx_str_t         *id, start;
+    ngx_ioa_args_t     a;
+    ngx_ioa_record_t  *rec;
 
     rec = ngx_ioa_rest_get_data(r);
 
@@ -487,13 +484,12 @@ ngx_ioa_record_ask(ngx_http_request_t *r)
     }
 
     id = (ngx_str_t *) rec->ids.elts + rec->next;
-    mcf = ngx_ioa_main_conf();
 
     if (!rec->sending) {
         ngx_ioa_args_init(&a);
-        ngx_ioa_args_fmt(&a, "%V{room:%V}:meta", &mcf->redis_prefix, id);
-        ngx_ioa_args_fmt(&a, "%V{room:%V}:members", &mcf->redis_prefix, id);
-        ngx_ioa_args_fmt(&a, "%V{room:%V}:log", &mcf->redis_prefix, id);
+        ngx_ioa_key_room(&a, id, NGX_IOA_ROOM_META);
+        ngx_ioa_key_room(&a, id, NGX_IOA_ROOM_MEMBERS);
+        ngx_ioa_key_room(&a, id, NGX_IOA_ROOM_LOG);
         ngx_ioa_args_cstr(&a, "-");
         ngx_ioa_args_cstr(&a, "-1");    /* the room and its members only */
 
@@ -521,7 +517,7 @@ ngx_ioa_record_ask(ngx_http_request_t *r)
     if (rec->latest && !rec->in_room && !rec->tail_done) {
         /* room_tail.lua reads the log only */
         ngx_ioa_args_init(&a);
-        ngx_ioa_args_fmt(&a, "%V{room:%V}:log", &mcf->redis_prefix, id);
+        ngx_ioa_key_room(&a, id, NGX_IOA_ROOM_LOG);
 
         if (rec->start.len) {
             ngx_ioa_args_str(&a, &rec->start);
@@ -560,9 +556,9 @@ ngx_ioa_record_ask(ngx_http_request_t *r)
     }
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{room:%V}:meta", &mcf->redis_prefix, id);
-    ngx_ioa_args_fmt(&a, "%V{room:%V}:members", &mcf->redis_prefix, id);
-    ngx_ioa_args_fmt(&a, "%V{room:%V}:log", &mcf->redis_prefix, id);
+    ngx_ioa_key_room(&a, id, NGX_IOA_ROOM_META);
+    ngx_ioa_key_room(&a, id, NGX_IOA_ROOM_MEMBERS);
+    ngx_ioa_key_room(&a, id, NGX_IOA_ROOM_LOG);
     ngx_ioa_args_str(&a, &start);
     ngx_ioa_args_fmt(&a, "%ui",
                      ngx_min(rec->limit - rec->sent,

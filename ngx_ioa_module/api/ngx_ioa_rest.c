@@ -904,7 +904,7 @@ ngx_ioa_teamup_body(ngx_http_request_t *r, ngx_str_t *body)
     n = t->members.nelts;
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%Vagents", &mcf->reg_base);
+    ngx_ioa_key(&a, NGX_IOA_KEY_AGENTS);
     ngx_ioa_args_str(&a, &mcf->reg_base);
     ngx_ioa_args_str(&a, &t->comm_id);
     ngx_ioa_args_fmt(&a, "%ui", mcf->max_agent_rooms);
@@ -1018,17 +1018,15 @@ ngx_ioa_teamup_retention(ngx_ioa_teamup_t *t, yajl_val v,
 static void
 ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
 {
-    size_t                i, n;
-    ngx_str_t             code, text, *m;
-    ngx_ioa_args_t        a;
-    ngx_ioa_error_t       err;
-    ngx_ioa_teamup_t     *t;
-    ngx_ioa_rest_ctx_t   *ctx;
-    ngx_ioa_main_conf_t  *mcf;
+    size_t               i, n;
+    ngx_str_t            code, text, *m;
+    ngx_ioa_args_t       a;
+    ngx_ioa_error_t      err;
+    ngx_ioa_teamup_t    *t;
+    ngx_ioa_rest_ctx_t  *ctx;
 
     ctx = ngx_ioa_get_ctx(r);
     t = ctx->data;
-    mcf = ngx_ioa_main_conf();
 
     if (ngx_ioa_redis_error(reply, &code, &text) != NGX_OK) {
 
@@ -1063,10 +1061,8 @@ ngx_ioa_teamup_members_done(ngx_http_request_t *r, redisReply *reply)
     n = t->members.nelts;
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{room:%V}:meta", &mcf->redis_prefix,
-                     &t->comm_id);
-    ngx_ioa_args_fmt(&a, "%V{room:%V}:members", &mcf->redis_prefix,
-                     &t->comm_id);
+    ngx_ioa_key_room(&a, &t->comm_id, NGX_IOA_ROOM_META);
+    ngx_ioa_key_room(&a, &t->comm_id, NGX_IOA_ROOM_MEMBERS);
     ngx_ioa_args_str(&a, &t->comm_id);
     ngx_ioa_args_buf(&a, t->team_name.data ? t->team_name.data
                                            : (u_char *) "",
@@ -1125,7 +1121,7 @@ ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "ZADD");
-    ngx_ioa_args_fmt(&a, "%Vroomlist", &mcf->reg_base);
+    ngx_ioa_key(&a, NGX_IOA_KEY_ROOMLIST);
     ngx_ioa_args_int(&a, ms);
     ngx_ioa_args_str(&a, &t->comm_id);
 
@@ -1134,7 +1130,7 @@ ngx_ioa_teamup_room_done(ngx_http_request_t *r, redisReply *reply)
     if (t->retention) {
         ngx_ioa_args_init(&a);
         ngx_ioa_args_cstr(&a, "ZADD");
-        ngx_ioa_args_fmt(&a, "%Vroomdue", &mcf->reg_base);
+        ngx_ioa_key(&a, NGX_IOA_KEY_ROOMDUE);
         ngx_ioa_args_int(&a, ms + (int64_t) t->retention);
         ngx_ioa_args_str(&a, &t->comm_id);
 

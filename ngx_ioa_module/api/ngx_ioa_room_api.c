@@ -140,7 +140,9 @@ ngx_ioa_room_api_start(ngx_http_request_t *r, ngx_str_t *comm_id,
         return ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err);
     }
 
-    if (ngx_ioa_room_api_key(r, comm_id, ":members", &ra->key) != NGX_OK) {
+    if (ngx_ioa_key_room_alloc(r->pool, comm_id, NGX_IOA_ROOM_MEMBERS, &ra->key)
+        != NGX_OK)
+    {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
@@ -202,8 +204,10 @@ ngx_ioa_room_api_allowed(ngx_http_request_t *r, redisReply *reply)
     }
 
     if (ra->what == NGX_IOA_ROOM_API_VERIFY) {
-        if (ngx_ioa_room_api_key(r, &ra->comm_id, ":log", &ra->key) != NGX_OK
-            || ngx_ioa_room_api_key(r, &ra->comm_id, ":chain", &ra->head)
+        if (ngx_ioa_key_room_alloc(r->pool, &ra->comm_id, NGX_IOA_ROOM_LOG,
+                                   &ra->key) != NGX_OK
+            || ngx_ioa_key_room_alloc(r->pool, &ra->comm_id, NGX_IOA_ROOM_CHAIN,
+                                      &ra->head)
                != NGX_OK)
         {
             ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
@@ -384,31 +388,6 @@ ngx_ioa_room_verify_answer(ngx_http_request_t *r, const char *status,
     out.len = p - out.data;
 
     return ngx_ioa_send_json(r, NGX_HTTP_OK, &out);
-}
-
-
-/* "<prefix>{room:<comm_id>}<suffix>" (also for ngx_ioa_room_erase.c) */
-
-ngx_int_t
-ngx_ioa_room_api_key(ngx_http_request_t *r, ngx_str_t *id, const char *suffix,
-    ngx_str_t *key)
-{
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
-
-    key->data = ngx_pnalloc(r->pool, mcf->redis_prefix.len
-                                     + sizeof("{room:}") - 1 + id->len
-                                     + ngx_strlen(suffix));
-    if (key->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    key->len = ngx_sprintf(key->data, "%V{room:%V}%s", &mcf->redis_prefix,
-                           id, suffix)
-               - key->data;
-
-    return NGX_OK;
 }
 
 

@@ -467,8 +467,7 @@ ngx_ioa_erase_room(ngx_http_request_t *r)
     /* a parent goal: its room is in its record */
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "HGET");
-    ngx_ioa_args_fmt(&a, "%V{goal:%V}:meta",
-                     &ngx_ioa_main_conf()->redis_prefix, &rm->goal);
+    ngx_ioa_key_goal(&a, &rm->goal, NGX_IOA_GOAL_META);
     ngx_ioa_args_cstr(&a, "comm_id");
 
     if (ngx_ioa_rest_command_args(r, ngx_ioa_erase_located, &a) != NGX_OK)
@@ -550,14 +549,19 @@ ngx_ioa_erase_open(ngx_http_request_t *r)
 
     if (er->seeds == NULL
         || ngx_ioa_erase_texts(r, er->seeds, rm->texts) != NGX_OK
-        || ngx_ioa_room_api_key(r, &er->comm_id, ":log", &er->log) != NGX_OK
-        || ngx_ioa_room_api_key(r, &er->comm_id, ":log:rw", &er->copy)
+        || ngx_ioa_key_room_alloc(r->pool, &er->comm_id, NGX_IOA_ROOM_LOG,
+                                  &er->log) != NGX_OK
+        || ngx_ioa_key_room_alloc(r->pool, &er->comm_id, NGX_IOA_ROOM_LOG_RW,
+                                  &er->copy)
            != NGX_OK
-        || ngx_ioa_room_api_key(r, &er->comm_id, ":log:rwq", &er->quoted)
+        || ngx_ioa_key_room_alloc(r->pool, &er->comm_id, NGX_IOA_ROOM_LOG_RWQ,
+                                  &er->quoted)
            != NGX_OK
-        || ngx_ioa_room_api_key(r, &er->comm_id, ":chain", &er->head)
+        || ngx_ioa_key_room_alloc(r->pool, &er->comm_id, NGX_IOA_ROOM_CHAIN,
+                                  &er->head)
            != NGX_OK
-        || ngx_ioa_room_api_key(r, &er->comm_id, ":members", &members)
+        || ngx_ioa_key_room_alloc(r->pool, &er->comm_id, NGX_IOA_ROOM_MEMBERS,
+                                  &members)
            != NGX_OK)
     {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -698,11 +702,10 @@ ngx_ioa_erase_scanned(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_erase_check(ngx_http_request_t *r)
 {
-    ngx_ioa_args_t          a;
-    ngx_ioa_erase_t        *er;
-    ngx_ioa_erase_goal_t   *g;
-    ngx_ioa_erase_room_t   *rm;
-    ngx_ioa_main_conf_t    *mcf;
+    ngx_ioa_args_t         a;
+    ngx_ioa_erase_t       *er;
+    ngx_ioa_erase_goal_t  *g;
+    ngx_ioa_erase_room_t  *rm;
 
     er = ngx_ioa_rest_get_data(r);
 
@@ -717,12 +720,9 @@ ngx_ioa_erase_check(ngx_http_request_t *r)
     rm = er->rooms.elts;
     rm = &rm[er->room];
 
-    mcf = ngx_ioa_main_conf();
-
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{goal:%V}:meta", &mcf->redis_prefix,
-                     &g->goal_id);
-    ngx_ioa_args_fmt(&a, "%V{goal:%V}:fsm", &mcf->redis_prefix, &g->goal_id);
+    ngx_ioa_key_goal(&a, &g->goal_id, NGX_IOA_GOAL_META);
+    ngx_ioa_key_goal(&a, &g->goal_id, NGX_IOA_GOAL_FSM);
     ngx_ioa_args_str(&a, &er->sender);
     ngx_ioa_args_buf(&a, er->at, er->at_len);
     ngx_ioa_args_str(&a, &er->actor);
@@ -934,11 +934,10 @@ ngx_ioa_erase_rewritten(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_erase_feed(ngx_http_request_t *r)
 {
-    ngx_ioa_args_t          a;
-    ngx_ioa_erase_t        *er;
-    ngx_ioa_erase_goal_t   *g;
-    ngx_ioa_erase_room_t   *rm;
-    ngx_ioa_main_conf_t    *mcf;
+    ngx_ioa_args_t         a;
+    ngx_ioa_erase_t       *er;
+    ngx_ioa_erase_goal_t  *g;
+    ngx_ioa_erase_room_t  *rm;
 
     er = ngx_ioa_rest_get_data(r);
 
@@ -951,15 +950,10 @@ ngx_ioa_erase_feed(ngx_http_request_t *r)
     rm = er->rooms.elts;
     rm = &rm[er->room];
 
-    mcf = ngx_ioa_main_conf();
-
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{room:goal-%V}:log", &mcf->redis_prefix,
-                     &g->goal_id);
-    ngx_ioa_args_fmt(&a, "%V{room:goal-%V}:log:rw", &mcf->redis_prefix,
-                     &g->goal_id);
-    ngx_ioa_args_fmt(&a, "%V{room:goal-%V}:log:rwq", &mcf->redis_prefix,
-                     &g->goal_id);
+    ngx_ioa_key_goal_feed(&a, &g->goal_id, NGX_IOA_ROOM_LOG);
+    ngx_ioa_key_goal_feed(&a, &g->goal_id, NGX_IOA_ROOM_LOG_RW);
+    ngx_ioa_key_goal_feed(&a, &g->goal_id, NGX_IOA_ROOM_LOG_RWQ);
     ngx_ioa_args_str(&a, &er->sender);
     ngx_ioa_args_buf(&a, er->at, er->at_len);
     ngx_ioa_args_str(&a, &er->actor);
@@ -1035,11 +1029,10 @@ ngx_ioa_erase_fed(ngx_http_request_t *r, redisReply *reply)
 static ngx_int_t
 ngx_ioa_erase_record(ngx_http_request_t *r)
 {
-    ngx_ioa_args_t          a;
-    ngx_ioa_erase_t        *er;
-    ngx_ioa_erase_goal_t   *g;
-    ngx_ioa_erase_room_t   *rm;
-    ngx_ioa_main_conf_t    *mcf;
+    ngx_ioa_args_t         a;
+    ngx_ioa_erase_t       *er;
+    ngx_ioa_erase_goal_t  *g;
+    ngx_ioa_erase_room_t  *rm;
 
     er = ngx_ioa_rest_get_data(r);
     g = er->goals.elts;
@@ -1052,12 +1045,9 @@ ngx_ioa_erase_record(ngx_http_request_t *r)
         return ngx_ioa_erase_feed(r);
     }
 
-    mcf = ngx_ioa_main_conf();
-
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{goal:%V}:meta", &mcf->redis_prefix,
-                     &g->goal_id);
-    ngx_ioa_args_fmt(&a, "%V{goal:%V}:fsm", &mcf->redis_prefix, &g->goal_id);
+    ngx_ioa_key_goal(&a, &g->goal_id, NGX_IOA_GOAL_META);
+    ngx_ioa_key_goal(&a, &g->goal_id, NGX_IOA_GOAL_FSM);
     ngx_ioa_args_str(&a, &er->sender);
     ngx_ioa_args_buf(&a, er->at, er->at_len);
     ngx_ioa_args_str(&a, &er->actor);

@@ -429,15 +429,11 @@ ngx_ioa_a2a_dispatch(ngx_http_request_t *r, ngx_ioa_a2a_t *a,
 static void
 ngx_ioa_a2a_locate(ngx_http_request_t *r, ngx_ioa_a2a_t *a)
 {
-    ngx_ioa_args_t        args;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
+    ngx_ioa_args_t  args;
 
     ngx_ioa_args_init(&args);
     ngx_ioa_args_cstr(&args, "XREVRANGE");
-    ngx_ioa_args_fmt(&args, "%V{room:goal-%V}:log", &mcf->redis_prefix,
-                     &a->goal_id);
+    ngx_ioa_key_goal_feed(&args, &a->goal_id, NGX_IOA_ROOM_LOG);
     ngx_ioa_args_cstr(&args, "+");
     ngx_ioa_args_cstr(&args, "-");
     ngx_ioa_args_cstr(&args, "COUNT");

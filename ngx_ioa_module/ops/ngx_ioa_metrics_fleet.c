@@ -215,18 +215,15 @@ void
 ngx_ioa_fleet_ask(ngx_http_request_t *r, ngx_ioa_fleet_t *f,
     void (*done)(ngx_http_request_t *r))
 {
-    ngx_ioa_args_t        a;
-    ngx_ioa_main_conf_t  *mcf;
+    ngx_ioa_args_t  a;
 
     f->data = ngx_ioa_rest_get_data(r);
     f->done = done;
 
     ngx_ioa_rest_set_data(r, f);
 
-    mcf = ngx_ioa_main_conf();
-
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{goals}:", &mcf->redis_prefix);
+    ngx_ioa_key(&a, NGX_IOA_KEY_GOALS);
     ngx_ioa_args_cstr(&a, "");
     ngx_ioa_args_cstr(&a, "");
     ngx_ioa_args_cstr(&a, "0");         /* the counts only */
@@ -290,13 +287,10 @@ ngx_ioa_fleet_goals(ngx_http_request_t *r, redisReply *reply)
 static void
 ngx_ioa_fleet_workers(ngx_http_request_t *r)
 {
-    ngx_ioa_args_t        a;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
+    ngx_ioa_args_t  a;
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{workers}:", &mcf->redis_prefix);
+    ngx_ioa_key(&a, NGX_IOA_KEY_WORKERS);
     ngx_ioa_args_fmt(&a, "%d", NGX_IOA_FLEET_WORKERS);
     ngx_ioa_args_cstr(&a, NGX_IOA_FLEET_STALE);
 

@@ -277,11 +277,8 @@ ngx_ioa_ixs_release(void)
 static void
 ngx_ioa_ixs_epoch(void)
 {
-    u_char                rnd[8], epoch[16];
-    ngx_ioa_args_t        a;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
+    u_char          rnd[8], epoch[16];
+    ngx_ioa_args_t  a;
 
     if (ngx_ioa_ixs.epoch_req) {
         return;
@@ -300,7 +297,7 @@ ngx_ioa_ixs_epoch(void)
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "SET");
-    ngx_ioa_args_fmt(&a, "%Vepoch", &mcf->reg_base);
+    ngx_ioa_key(&a, NGX_IOA_KEY_EPOCH);
     ngx_ioa_args_buf(&a, epoch, sizeof(epoch));
     ngx_ioa_args_cstr(&a, "NX");
     ngx_ioa_args_cstr(&a, "GET");

@@ -135,8 +135,6 @@ static void ngx_ioa_query_done(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_list_done(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f,
     ngx_uint_t created, ngx_uint_t score, ngx_uint_t record, ngx_uint_t a2a);
-static ngx_int_t ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix,
-    ngx_str_t *name, ngx_str_t *key);
 static ngx_int_t ngx_ioa_reg_terms(ngx_http_request_t *r, ngx_str_t *texts,
     ngx_uint_t n, ngx_str_t *terms);
 static void ngx_ioa_presence_done(redisReply *reply, void *data);
@@ -307,10 +305,13 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
 
     if (ngx_ioa_jbuf_done(&b, &rctx->tags_json) != NGX_OK
         || ngx_ioa_reg_terms(r, texts, ntexts, &rctx->terms) != NGX_OK
-        || ngx_ioa_reg_key(r, "agent:", &rctx->name, &rctx->agent_key)
+        || ngx_ioa_key_agent_alloc(r->pool, NGX_IOA_AGENT_RECORD,
+                                   &rctx->name, &rctx->agent_key)
            != NGX_OK
-        || ngx_ioa_reg_key(r, "agents", NULL, &rctx->agents_key) != NGX_OK
-        || ngx_ioa_reg_key(r, "stats", NULL, &rctx->stats_key) != NGX_OK)
+        || ngx_ioa_key_alloc(r->pool, NGX_IOA_KEY_AGENTS, &rctx->agents_key)
+           != NGX_OK
+        || ngx_ioa_key_alloc(r->pool, NGX_IOA_KEY_STATS, &rctx->stats_key)
+           != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
@@ -602,8 +603,10 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
     rt = ngx_pcalloc(r->pool, sizeof(ngx_ioa_retrieve_t));
 
     if (rt == NULL
-        || ngx_ioa_reg_key(r, "stats", NULL, &rt->stats_key) != NGX_OK
-        || ngx_ioa_reg_key(r, "online", NULL, &rt->online_key) != NGX_OK)
+        || ngx_ioa_key_alloc(r->pool, NGX_IOA_KEY_STATS, &rt->stats_key)
+           != NGX_OK
+        || ngx_ioa_key_alloc(r->pool, NGX_IOA_KEY_ONLINE, &rt->online_key)
+           != NGX_OK)
     {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
@@ -1020,7 +1023,7 @@ ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
     rctx->single = YAJL_IS_STRING(v);
     n = rctx->single ? 1 : v->u.array.len;
 
-    if (ngx_ioa_reg_key(r, "online", NULL, &online_key) != NGX_OK) {
+    if (ngx_ioa_key_alloc(r->pool, NGX_IOA_KEY_ONLINE, &online_key) != NGX_OK) {
         ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
@@ -1162,8 +1165,9 @@ ngx_ioa_list_agents_handler(ngx_http_request_t *r)
         }
     }
 
-    if (ngx_ioa_reg_key(r, "agents", NULL, &agents_key) != NGX_OK
-        || ngx_ioa_reg_key(r, "online", NULL, &online_key) != NGX_OK)
+    if (ngx_ioa_key_alloc(r->pool, NGX_IOA_KEY_AGENTS, &agents_key) != NGX_OK
+        || ngx_ioa_key_alloc(r->pool, NGX_IOA_KEY_ONLINE, &online_key)
+           != NGX_OK)
     {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -1355,36 +1359,6 @@ ngx_ioa_agent_json(ngx_ioa_jbuf_t *b, redisReply **f, ngx_uint_t created,
 }
 
 
-static ngx_int_t
-ngx_ioa_reg_key(ngx_http_request_t *r, const char *suffix, ngx_str_t *name,
-    ngx_str_t *key)
-{
-    u_char               *p;
-    size_t                slen;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
-    slen = ngx_strlen(suffix);
-
-    key->data = ngx_pnalloc(r->pool, mcf->reg_base.len + slen
-                                     + (name ? name->len : 0));
-    if (key->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    p = ngx_cpymem(key->data, mcf->reg_base.data, mcf->reg_base.len);
-    p = ngx_cpymem(p, suffix, slen);
-
-    if (name) {
-        p = ngx_cpymem(p, name->data, name->len);
-    }
-
-    key->len = p - key->data;
-
-    return NGX_OK;
-}
-
-
 /*
  * The terms of texts, in order, joined by single spaces: the argument
  * register.lua (a description and its tags) and retrieve.lua (one
@@ -1471,7 +1445,7 @@ ngx_ioa_presence_set(ngx_str_t *names, ngx_uint_t n, ngx_uint_t online)
     ms = ngx_ioa_now_ms();
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%Vonline", &mcf->reg_base);
+    ngx_ioa_key(&a, NGX_IOA_KEY_ONLINE);
     ngx_ioa_args_str(&a, &mcf->reg_base);
     ngx_ioa_args_str(&a, holder);
     ngx_ioa_args_fmt(&a, "%L", online ? ms + mcf->presence_ttl : 0);

@@ -305,8 +305,7 @@ ngx_ioa_agent_get(ngx_str_t *name, ngx_uint_t create)
 void
 ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl)
 {
-    ngx_ioa_args_t        a;
-    ngx_ioa_main_conf_t  *mcf;
+    ngx_ioa_args_t  a;
 
     if (cl->rooms_req || cl->closed) {
         return;
@@ -327,10 +326,8 @@ ngx_ioa_client_load_rooms(ngx_ioa_client_t *cl)
         return;
     }
 
-    mcf = ngx_ioa_main_conf();
-
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%Vrooms:%V", &mcf->reg_base, &cl->name);
+    ngx_ioa_key_agent(&a, NGX_IOA_AGENT_ROOMS, &cl->name);
     ngx_ioa_args_cstr(&a, (const char *) cl->rooms_cursor);
     ngx_ioa_args_cstr(&a, NGX_IOA_ROOMS_BATCH);
 

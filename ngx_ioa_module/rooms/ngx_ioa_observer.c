@@ -349,28 +349,26 @@ done:
 static void
 ngx_ioa_observers_mark(ngx_uint_t present)
 {
-    ngx_str_t            *holder;
-    ngx_ioa_args_t        a;
-    ngx_ioa_main_conf_t  *mcf;
+    ngx_str_t       *holder;
+    ngx_ioa_args_t   a;
 
     if (!ngx_ioa_redis_cluster() || !ngx_ioa_redis_ready()) {
         return;
     }
 
-    mcf = ngx_ioa_main_conf();
     holder = ngx_ioa_holder();
 
     ngx_ioa_args_init(&a);
 
     if (present) {
         ngx_ioa_args_cstr(&a, "ZADD");
-        ngx_ioa_args_fmt(&a, "%Vobservers", &mcf->reg_base);
+        ngx_ioa_key(&a, NGX_IOA_KEY_OBSERVERS);
         ngx_ioa_args_fmt(&a, "%L", ngx_ioa_now_ms() + 3 * NGX_IOA_TICK);
         ngx_ioa_args_str(&a, holder);
 
     } else {
         ngx_ioa_args_cstr(&a, "ZREM");
-        ngx_ioa_args_fmt(&a, "%Vobservers", &mcf->reg_base);
+        ngx_ioa_key(&a, NGX_IOA_KEY_OBSERVERS);
         ngx_ioa_args_str(&a, holder);
     }
 
@@ -378,7 +376,7 @@ ngx_ioa_observers_mark(ngx_uint_t present)
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "ZCOUNT");
-    ngx_ioa_args_fmt(&a, "%Vobservers", &mcf->reg_base);
+    ngx_ioa_key(&a, NGX_IOA_KEY_OBSERVERS);
     ngx_ioa_args_fmt(&a, "(%L", ngx_ioa_now_ms());
     ngx_ioa_args_cstr(&a, "+inf");
 

@@ -28,10 +28,24 @@
 #include "ngx_ioa_room.h"
 
 
-static u_char *ngx_ioa_post_key(ngx_ioa_args_t *a, u_char *p,
-    ngx_str_t *base, const char *suffix);
+/* post.lua's KEYS, then the room's channel, one of its ARGV */
+#define NGX_IOA_POST_NKEYS  5
+#define NGX_IOA_POST_KEYS   6
+
+
 static void ngx_ioa_post_reply(redisReply *reply, void *data);
 
+
+static const ngx_ioa_room_key_e  ngx_ioa_post_keys[] = {
+    NGX_IOA_ROOM_MEMBERS,
+    NGX_IOA_ROOM_LOG,
+    NGX_IOA_ROOM_FLOOR,
+    NGX_IOA_ROOM_META,
+    /* the hash chain's head: declared, so that a slot migration answers
+     * TRYAGAIN rather than the script failing on a key that moved */
+    NGX_IOA_ROOM_CHAIN,
+    NGX_IOA_ROOM_CH
+};
 
 /* scratch memory for parsing an envelope, see ngx_ioa_client_post() */
 static ngx_pool_t         *ngx_ioa_post_pool;
@@ -242,9 +256,9 @@ ngx_ioa_redis_req_t *
 ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
     ngx_ioa_redis_handler_pt handler, void *data)
 {
-    u_char               *p, keys[7 * NGX_IOA_KEY_MAX];  /* base, 6 keys */
+    u_char                buf[NGX_IOA_POST_KEYS * NGX_IOA_KEY_MAX];
     u_char                maxlen[NGX_INT_T_LEN], type[NGX_INT_T_LEN];
-    ngx_str_t             base, *speaker;
+    ngx_str_t             keys[NGX_IOA_POST_KEYS], *speaker;
     ngx_uint_t            i, n;
     const char           *flags;
     ngx_ioa_args_t        a;
@@ -252,38 +266,23 @@ ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
 
     mcf = ngx_ioa_main_conf();
 
-    base.len = mcf->redis_prefix.len + sizeof("{room:}") - 1
-               + env->comm_id.len;
+    /* the room's keys in buf, which the builder points to: this runs for
+     * every envelope, and the schema writes them with no formatting */
 
-    if (base.len + sizeof(":members") - 1 > NGX_IOA_KEY_MAX) {
+    if (ngx_ioa_key_room_set(buf, sizeof(buf), &env->comm_id,
+                             ngx_ioa_post_keys, NGX_IOA_POST_KEYS, keys)
+        != NGX_OK)
+    {
         ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
                       "ioa: room key for \"%V\" too long", &env->comm_id);
         return NULL;
     }
 
-    /*
-     * KEYS: "<prefix>{room:<id>}" is written once and each key copies it
-     * with its suffix into keys[], which the builder points to (this runs
-     * for every envelope: formatting each key, ngx_ioa_args_fmt(), cost the
-     * post path 5% more instructions per envelope, bench/callgrind.sh)
-     */
-
-    p = keys;
-    base.data = p;
-    p = ngx_cpymem(p, mcf->redis_prefix.data, mcf->redis_prefix.len);
-    p = ngx_cpymem(p, "{room:", sizeof("{room:") - 1);
-    p = ngx_cpymem(p, env->comm_id.data, env->comm_id.len);
-    *p++ = '}';
-
     ngx_ioa_args_init(&a);
 
-    p = ngx_ioa_post_key(&a, p, &base, ":members");
-    p = ngx_ioa_post_key(&a, p, &base, ":log");
-    p = ngx_ioa_post_key(&a, p, &base, ":floor");
-    p = ngx_ioa_post_key(&a, p, &base, ":meta");
-    /* the hash chain's head: declared, so that a slot migration answers
-     * TRYAGAIN rather than the script failing on a key that moved */
-    p = ngx_ioa_post_key(&a, p, &base, ":chain");
+    for (i = 0; i < NGX_IOA_POST_NKEYS; i++) {
+        ngx_ioa_args_str(&a, &keys[i]);
+    }
 
     /* ARGV */
 
@@ -292,7 +291,7 @@ ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
     ngx_ioa_args_buf(&a, maxlen,
                      ngx_sprintf(maxlen, "%ui", mcf->room_log_maxlen)
                      - maxlen);
-    (void) ngx_ioa_post_key(&a, p, &base, ":ch");
+    ngx_ioa_args_str(&a, &keys[NGX_IOA_POST_NKEYS]);     /* the channel */
     ngx_ioa_args_buf(&a, type,
                      (env->type == NGX_IOA_TYPE_NONE)
                      ? 0 : (size_t) (ngx_sprintf(type, "%i", env->type)
@@ -322,26 +321,8 @@ ngx_ioa_post_send(ngx_str_t *name, ngx_ioa_envelope_t *env,
         ngx_ioa_args_str(&a, &speaker[i]);
     }
 
-    return ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_POST, handler, data, 5,
-                                     &a);
-}
-
-
-/* base and suffix at p, added as the next argument; the end of it */
-
-static u_char *
-ngx_ioa_post_key(ngx_ioa_args_t *a, u_char *p, ngx_str_t *base,
-    const char *suffix)
-{
-    u_char  *key;
-
-    key = p;
-    p = ngx_cpymem(p, base->data, base->len);
-    p = ngx_cpymem(p, suffix, ngx_strlen(suffix));
-
-    ngx_ioa_args_buf(a, key, p - key);
-
-    return p;
+    return ngx_ioa_redis_script_args(NGX_IOA_SCRIPT_POST, handler, data,
+                                     NGX_IOA_POST_NKEYS, &a);
 }
 
 

@@ -151,11 +151,8 @@ static ngx_ioa_sweep_t  ngx_ioa_sweep;
 void
 ngx_ioa_retention_tick(void)
 {
-    ngx_str_t            *holder;
-    ngx_ioa_args_t        a;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
+    ngx_str_t       *holder;
+    ngx_ioa_args_t   a;
 
     if (ngx_ioa_sweep.busy || !ngx_ioa_redis_ready()) {
         return;
@@ -165,7 +162,7 @@ ngx_ioa_retention_tick(void)
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "SET");
-    ngx_ioa_args_fmt(&a, "%Vsweep", &mcf->reg_base);
+    ngx_ioa_key(&a, NGX_IOA_KEY_SWEEP);
     ngx_ioa_args_str(&a, holder);
     ngx_ioa_args_cstr(&a, "NX");
     ngx_ioa_args_cstr(&a, "PX");
@@ -206,7 +203,7 @@ static void
 ngx_ioa_sweep_list(void)
 {
     int64_t               age;
-    const char           *index;
+    ngx_ioa_key_e         index;
     ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
 
@@ -218,24 +215,24 @@ ngx_ioa_sweep_list(void)
     switch (ngx_ioa_sweep.phase) {
 
     case NGX_IOA_SWEEP_ROOMS:
-        index = "roomlist";
+        index = NGX_IOA_KEY_ROOMLIST;
         age = mcf->room_retention;
         break;
 
     case NGX_IOA_SWEEP_DUE:
-        index = "roomdue";
+        index = NGX_IOA_KEY_ROOMDUE;
         age = 0;
         break;
 
     default: /* NGX_IOA_SWEEP_AGENTS */
-        index = "seen";
+        index = NGX_IOA_KEY_SEEN;
         age = mcf->agent_retention;
         break;
     }
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "ZRANGEBYSCORE");
-    ngx_ioa_args_fmt(&a, "%V%s", &mcf->reg_base, index);
+    ngx_ioa_key(&a, index);
     ngx_ioa_args_cstr(&a, "-inf");
     ngx_ioa_args_fmt(&a, "%L", ngx_ioa_now_ms() - age);
     ngx_ioa_args_cstr(&a, "LIMIT");
@@ -322,8 +319,6 @@ ngx_ioa_sweep_next(void)
     ngx_uint_t            i;
     ngx_ioa_args_t        a;
     ngx_ioa_main_conf_t  *mcf;
-    static const char    *names[] = { "meta", "members", "log", "floor",
-                                      "chain", "expired" };
 
     mcf = ngx_ioa_main_conf();
 
@@ -341,9 +336,9 @@ ngx_ioa_sweep_next(void)
 
     ngx_ioa_args_init(&a);
 
-    for (i = 0; i < 6; i++) {
-        ngx_ioa_args_fmt(&a, "%V{room:%V}:%s", &mcf->redis_prefix, id,
-                         names[i]);
+    /* room_expire.lua's KEYS: meta to expired, in the schema's order */
+    for (i = NGX_IOA_ROOM_META; i <= NGX_IOA_ROOM_EXPIRED; i++) {
+        ngx_ioa_key_room(&a, id, i);
     }
 
     ngx_ioa_args_fmt(&a, "%L", ngx_ioa_now_ms());
@@ -396,8 +391,8 @@ ngx_ioa_sweep_expired(redisReply *reply, void *data)
 
             ngx_ioa_args_init(&a);
             ngx_ioa_args_cstr(&a, "ZADD");
-            ngx_ioa_args_fmt(&a, "%V%s", &mcf->reg_base,
-                             i == 1 ? "roomlist" : "roomdue");
+            ngx_ioa_key(&a, i == 1 ? NGX_IOA_KEY_ROOMLIST
+                                   : NGX_IOA_KEY_ROOMDUE);
             ngx_ioa_args_cstr(&a, "XX");
             ngx_ioa_args_buf(&a, (u_char *) reply->element[i]->str,
                              reply->element[i]->len);
@@ -414,8 +409,8 @@ ngx_ioa_sweep_expired(redisReply *reply, void *data)
     /* "expired" with its members, or "gone": out of the registry */
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%Vroomlist", &mcf->reg_base);
-    ngx_ioa_args_fmt(&a, "%Vroomdue", &mcf->reg_base);
+    ngx_ioa_key(&a, NGX_IOA_KEY_ROOMLIST);
+    ngx_ioa_key(&a, NGX_IOA_KEY_ROOMDUE);
     ngx_ioa_args_str(&a, &mcf->reg_base);
     ngx_ioa_args_str(&a, id);
 
@@ -464,10 +459,10 @@ ngx_ioa_sweep_agent(ngx_str_t *name)
     mcf = ngx_ioa_main_conf();
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%Vagent:%V", &mcf->reg_base, name);
-    ngx_ioa_args_fmt(&a, "%Vagents", &mcf->reg_base);
-    ngx_ioa_args_fmt(&a, "%Vstats", &mcf->reg_base);
-    ngx_ioa_args_fmt(&a, "%Vseen", &mcf->reg_base);
+    ngx_ioa_key_agent(&a, NGX_IOA_AGENT_RECORD, name);
+    ngx_ioa_key(&a, NGX_IOA_KEY_AGENTS);
+    ngx_ioa_key(&a, NGX_IOA_KEY_STATS);
+    ngx_ioa_key(&a, NGX_IOA_KEY_SEEN);
     ngx_ioa_args_str(&a, &mcf->reg_base);
     ngx_ioa_args_str(&a, name);
     ngx_ioa_args_fmt(&a, "%L", ngx_ioa_now_ms());
@@ -628,8 +623,7 @@ ngx_ioa_room_gone(ngx_http_request_t *r, ngx_str_t *comm_id)
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "GET");
-    ngx_ioa_args_fmt(&a, "%V{room:%V}:expired",
-                     &ngx_ioa_main_conf()->redis_prefix, comm_id);
+    ngx_ioa_key_room(&a, comm_id, NGX_IOA_ROOM_EXPIRED);
 
     return ngx_ioa_rest_command_args(r, ngx_ioa_room_gone_reply, &a);
 }
@@ -718,8 +712,7 @@ ngx_ioa_client_gone_ask(ngx_ioa_client_t *cl)
 
     ngx_ioa_args_init(&a);
     ngx_ioa_args_cstr(&a, "GET");
-    ngx_ioa_args_fmt(&a, "%V{room:%V}:expired",
-                     &ngx_ioa_main_conf()->redis_prefix, &cl->gone->comm_id);
+    ngx_ioa_key_room(&a, &cl->gone->comm_id, NGX_IOA_ROOM_EXPIRED);
 
     cl->gone_req = ngx_ioa_redis_command_args(ngx_ioa_client_gone_reply, cl,
                                               &a);

@@ -143,7 +143,6 @@ ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create)
     uint32_t              hash;
     ngx_str_t             channel;
     ngx_ioa_room_t       *room;
-    ngx_ioa_main_conf_t  *mcf;
 
     hash = ngx_crc32_short(comm_id->data, comm_id->len);
 
@@ -153,12 +152,9 @@ ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create)
         return room;
     }
 
-    mcf = ngx_ioa_main_conf();
-
-    /* comm_id, "<prefix>{room:<id>}:ch", "<prefix>{room:<id>}:log" */
-    len = comm_id->len
-          + 2 * (mcf->redis_prefix.len + sizeof("{room:}:log") - 1
-                 + comm_id->len);
+    /* comm_id, the room's channel and its log's key */
+    len = comm_id->len + ngx_ioa_key_room_len(comm_id, NGX_IOA_ROOM_CH)
+          + ngx_ioa_key_room_len(comm_id, NGX_IOA_ROOM_LOG);
 
     room = ngx_alloc(sizeof(ngx_ioa_room_t) + len, ngx_cycle->log);
     if (room == NULL) {
@@ -174,11 +170,11 @@ ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create)
     p = ngx_cpymem(p, comm_id->data, comm_id->len);
 
     channel.data = p;
-    p = ngx_sprintf(p, "%V{room:%V}:ch", &mcf->redis_prefix, comm_id);
+    p = ngx_ioa_key_room_write(p, comm_id, NGX_IOA_ROOM_CH);
     channel.len = p - channel.data;
 
     room->log_key.data = p;
-    p = ngx_sprintf(p, "%V{room:%V}:log", &mcf->redis_prefix, comm_id);
+    p = ngx_ioa_key_room_write(p, comm_id, NGX_IOA_ROOM_LOG);
     room->log_key.len = p - room->log_key.data;
 
     room->sn.node.key = hash;
@@ -347,28 +343,4 @@ ngx_ioa_room_tick(ngx_event_t *ev)
     if (!ngx_exiting) {
         ngx_add_timer(ev, NGX_IOA_TICK);
     }
-}
-
-
-ngx_int_t
-ngx_ioa_comm_id_from_channel(ngx_str_t *channel, ngx_str_t *comm_id)
-{
-    size_t                plen;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
-    plen = mcf->redis_prefix.len + sizeof("{room:") - 1;
-
-    /* "<prefix>{room:<comm_id>}:ch" */
-
-    if (channel->len <= plen + sizeof("}:ch") - 1
-        || ngx_strncmp(channel->data + channel->len - 4, "}:ch", 4) != 0)
-    {
-        return NGX_DECLINED;
-    }
-
-    comm_id->data = channel->data + plen;
-    comm_id->len = channel->len - plen - 4;
-
-    return NGX_OK;
 }

@@ -21,9 +21,6 @@
 #include "ngx_ioa.h"
 
 
-#define NGX_IOA_KEY_MAX          320
-
-
 /* the local clients of one agent name (an agent may connect several times) */
 
 typedef struct {
@@ -49,8 +46,6 @@ typedef struct {
 ngx_ioa_room_t *ngx_ioa_room_get(ngx_str_t *comm_id, ngx_uint_t create);
 void ngx_ioa_room_link_added(ngx_ioa_room_t *room);
 void ngx_ioa_room_link_removed(ngx_ioa_room_t *room);
-ngx_int_t ngx_ioa_comm_id_from_channel(ngx_str_t *channel,
-    ngx_str_t *comm_id);
 
 /* ngx_ioa_link.c: links, catch-up and fan-out */
 void ngx_ioa_room_deliver(ngx_ioa_room_t *room, ngx_str_t *data);

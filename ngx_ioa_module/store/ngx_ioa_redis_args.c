@@ -9,7 +9,7 @@
  *     ngx_ioa_args_init(&a);
  *     ngx_ioa_args_cstr(&a, "XGROUP");
  *     ngx_ioa_args_cstr(&a, "CREATE");
- *     ngx_ioa_args_fmt(&a, "%V{jobs}:goals", &mcf->redis_prefix);
+ *     ngx_ioa_key(&a, NGX_IOA_KEY_JOBS);
  *     ...
  *     req = ngx_ioa_redis_command_args(handler, data, &a);
  *

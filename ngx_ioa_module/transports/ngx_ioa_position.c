@@ -307,21 +307,12 @@ ngx_ioa_position_saved(redisReply *reply, void *data)
 static ngx_int_t
 ngx_ioa_position_key(ngx_pool_t *pool, u_char *cursor, ngx_str_t *key)
 {
-    ngx_ioa_main_conf_t  *mcf;
+    ngx_str_t  s;
 
-    mcf = ngx_ioa_main_conf();
+    s.len = NGX_IOA_POSITION_CURSOR;
+    s.data = cursor;
 
-    key->len = mcf->redis_prefix.len + sizeof("{pos:}") - 1
-               + NGX_IOA_POSITION_CURSOR;
-    key->data = ngx_pnalloc(pool, key->len);
-    if (key->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_sprintf(key->data, "%V{pos:%*s}", &mcf->redis_prefix,
-                (size_t) NGX_IOA_POSITION_CURSOR, cursor);
-
-    return NGX_OK;
+    return ngx_ioa_key_position_alloc(pool, &s, key);
 }
 
 

@@ -866,9 +866,6 @@ ngx_ioa_limit_ask(u_char kind, ngx_str_t *name, ngx_ioa_limit_rate_t *rate,
 {
     ngx_ioa_args_t        a;
     ngx_ioa_limit_ask_t  *ask;
-    ngx_ioa_main_conf_t  *mcf;
-
-    mcf = ngx_ioa_main_conf();
 
     ngx_ioa_stat_add(NGX_IOA_STAT_LEASES + NGX_IOA_LEASE_ASKED, 1);
 
@@ -885,7 +882,7 @@ ngx_ioa_limit_ask(u_char kind, ngx_str_t *name, ngx_ioa_limit_rate_t *rate,
     ngx_memcpy(ask->data, name->data, name->len);
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{lim:%c:%V}", &mcf->redis_prefix, kind, name);
+    ngx_ioa_key_limit(&a, kind, name);
     ngx_ioa_args_fmt(&a, "%ui", rate->rate);
     ngx_ioa_args_fmt(&a, "%ui", rate->burst);
     ngx_ioa_args_fmt(&a, "%ui", want);

@@ -167,7 +167,7 @@ ngx_ioa_limit_conn_fleet_send(ngx_str_t *name, ngx_uint_t count,
     holder = ngx_ioa_holder();
 
     ngx_ioa_args_init(&a);
-    ngx_ioa_args_fmt(&a, "%V{conn:%V}", &mcf->redis_prefix, name);
+    ngx_ioa_key_conn(&a, name);
     ngx_ioa_args_str(&a, holder);
     ngx_ioa_args_fmt(&a, "%ui", count);
     /* two heartbeats at least, so a live worker's entry never lapses */
