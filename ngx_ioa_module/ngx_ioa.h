@@ -212,7 +212,7 @@ typedef struct {
 
     ngx_flag_t                used;           /* some location has ioa_api */
 
-    /* key bases built once from the prefix */
+    /* keys built once from the prefix (ngx_ioa_keys_conf) */
     ngx_str_t                 reg_base;       /* "<prefix>{reg}:" */
     ngx_str_t                 events_channel; /* "<prefix>{reg}:events" */
     ngx_str_t                 feed_pattern;   /* "<prefix>{room:*}:ch" */
@@ -703,6 +703,12 @@ typedef enum {                          /* <p>{room:<comm_id>}... */
     NGX_IOA_ROOM_CH                     /* the room's channel */
 } ngx_ioa_room_key_e;
 
+typedef enum {                          /* what an id's keys are */
+    NGX_IOA_KEYS_ROOM = 0,              /* <p>{room:<comm_id>}... */
+    NGX_IOA_KEYS_FEED,                  /* <p>{room:goal-<goal_id>}... */
+    NGX_IOA_KEYS_GOAL                   /* <p>{goal:<goal_id>}... */
+} ngx_ioa_keys_e;
+
 typedef enum {
     NGX_IOA_AGENT_ROOMS = 0,            /* <p>{reg}:rooms:<name> */
     NGX_IOA_AGENT_RECORD                /* <p>{reg}:agent:<name> */
@@ -719,10 +725,20 @@ ngx_int_t ngx_ioa_keys_conf(ngx_conf_t *cf, ngx_ioa_main_conf_t *mcf);
 void ngx_ioa_key(ngx_ioa_args_t *a, ngx_ioa_key_e which);
 ngx_int_t ngx_ioa_key_alloc(ngx_pool_t *pool, ngx_ioa_key_e which,
     ngx_str_t *key);
-void ngx_ioa_key_room(ngx_ioa_args_t *a, ngx_str_t *comm_id,
-    ngx_ioa_room_key_e which);
-ngx_int_t ngx_ioa_key_room_alloc(ngx_pool_t *pool, ngx_str_t *comm_id,
-    ngx_ioa_room_key_e which, ngx_str_t *key);
+void ngx_ioa_key_id(ngx_ioa_args_t *a, ngx_ioa_keys_e keys, ngx_str_t *id,
+    ngx_uint_t which);
+ngx_int_t ngx_ioa_key_id_alloc(ngx_pool_t *pool, ngx_ioa_keys_e keys,
+    ngx_str_t *id, ngx_uint_t which, ngx_str_t *key);
+#define ngx_ioa_key_room(a, comm_id, which)                                  \
+    ngx_ioa_key_id(a, NGX_IOA_KEYS_ROOM, comm_id, which)
+#define ngx_ioa_key_room_alloc(pool, comm_id, which, key)                    \
+    ngx_ioa_key_id_alloc(pool, NGX_IOA_KEYS_ROOM, comm_id, which, key)
+#define ngx_ioa_key_goal_feed(a, goal_id, which)                             \
+    ngx_ioa_key_id(a, NGX_IOA_KEYS_FEED, goal_id, which)
+#define ngx_ioa_key_goal(a, goal_id, which)                                  \
+    ngx_ioa_key_id(a, NGX_IOA_KEYS_GOAL, goal_id, which)
+#define ngx_ioa_key_goal_alloc(pool, goal_id, which, key)                    \
+    ngx_ioa_key_id_alloc(pool, NGX_IOA_KEYS_GOAL, goal_id, which, key)
 size_t ngx_ioa_key_room_len(ngx_str_t *comm_id, ngx_ioa_room_key_e which);
 u_char *ngx_ioa_key_room_write(u_char *p, ngx_str_t *comm_id,
     ngx_ioa_room_key_e which);
@@ -738,12 +754,6 @@ void ngx_ioa_key_conn(ngx_ioa_args_t *a, ngx_str_t *name);
 void ngx_ioa_key_limit(ngx_ioa_args_t *a, u_char kind, ngx_str_t *name);
 ngx_int_t ngx_ioa_key_position_alloc(ngx_pool_t *pool, ngx_str_t *cursor,
     ngx_str_t *key);
-void ngx_ioa_key_goal(ngx_ioa_args_t *a, ngx_str_t *goal_id,
-    ngx_ioa_goal_key_e which);
-ngx_int_t ngx_ioa_key_goal_alloc(ngx_pool_t *pool, ngx_str_t *goal_id,
-    ngx_ioa_goal_key_e which, ngx_str_t *key);
-void ngx_ioa_key_goal_feed(ngx_ioa_args_t *a, ngx_str_t *goal_id,
-    ngx_ioa_room_key_e which);
 extern redisReplyObjectFunctions  ngx_ioa_redis_reply_functions;
 ngx_int_t ngx_ioa_redis_error(redisReply *reply, ngx_str_t *code,
     ngx_str_t *text);

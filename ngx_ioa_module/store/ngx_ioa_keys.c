@@ -4,9 +4,10 @@
  *
  * The Redis key schema: every key, channel and key prefix the module
  * names, in one place.  This is the code's half of README's "What Redis
- * holds" and follows its table's order; the Lua scripts build the keys
- * they derive from the prefixes given to them (redis-scripts/), and the
- * goal worker has its own copy of the goal's keys (workers/).
+ * holds" and follows its table's order, the {reg} keys gathered under
+ * their tag.  The Lua scripts build the keys they derive from the
+ * prefixes given to them (redis-scripts/), and the goal worker has its
+ * own copy of the goal's keys (workers/).
  *
  * <p> is ioa_redis_prefix (it holds no "{", checked at configuration, so
  * the first "{...}" of a key is its Redis Cluster hash tag); the tags are
@@ -17,7 +18,8 @@
  *   :log:rw, :log:rwq, and :ch, the room's channel
  *       a room in one slot: post.lua checks the members and the floor,
  *       appends to the log, moves the chain's head and publishes in one
- *       step; retention, deletion and erasure move a room as a whole.
+ *       step; retention and deletion end a room as a whole
+ *       (room_expire.lua), an erasure rewrites its log and chain.
  *       On a Cluster :ch is a shard channel in that slot, so an envelope
  *       crosses no other node.  The observers' pattern is <p>{room:*}:ch.
  *
@@ -63,6 +65,12 @@
 #include <ngx_core.h>
 
 #include "ngx_ioa.h"
+
+
+typedef struct {
+    ngx_str_t                 head;
+    ngx_str_t                *tails;
+} ngx_ioa_keys_id_t;
 
 
 /* the fixed keys, by ngx_ioa_key_e */
@@ -116,9 +124,16 @@ static ngx_str_t  ngx_ioa_keys_goal[] = {
 };
 
 
-static ngx_str_t  ngx_ioa_keys_room_head = ngx_string("{room:");
-static ngx_str_t  ngx_ioa_keys_feed_head = ngx_string("{room:goal-");
-static ngx_str_t  ngx_ioa_keys_goal_head = ngx_string("{goal:");
+/* the keys of one room or goal, by ngx_ioa_keys_e: the head, before the
+ * id, and the tails after it, by the family's own enum */
+static ngx_ioa_keys_id_t  ngx_ioa_keys_ids[] = {
+    { ngx_string("{room:"), ngx_ioa_keys_room },
+    { ngx_string("{room:goal-"), ngx_ioa_keys_room },
+    { ngx_string("{goal:"), ngx_ioa_keys_goal }
+};
+
+#define ngx_ioa_keys_room_head  ngx_ioa_keys_ids[NGX_IOA_KEYS_ROOM].head
+
 static ngx_str_t  ngx_ioa_keys_conn_head = ngx_string("{conn:");
 static ngx_str_t  ngx_ioa_keys_pos_head = ngx_string("{pos:");
 static ngx_str_t  ngx_ioa_keys_tag_end = ngx_string("}");
@@ -195,24 +210,24 @@ ngx_ioa_key_alloc(ngx_pool_t *pool, ngx_ioa_key_e which, ngx_str_t *key)
 }
 
 
-/* a room's keys */
+/* a room's keys, a goal's feed's, a goal's */
 
 void
-ngx_ioa_key_room(ngx_ioa_args_t *a, ngx_str_t *comm_id,
-    ngx_ioa_room_key_e which)
+ngx_ioa_key_id(ngx_ioa_args_t *a, ngx_ioa_keys_e keys, ngx_str_t *id,
+    ngx_uint_t which)
 {
-    ngx_ioa_key_args(a, &ngx_ioa_keys_room_head, comm_id,
-                     &ngx_ioa_keys_room[which]);
+    ngx_ioa_key_args(a, &ngx_ioa_keys_ids[keys].head, id,
+                     &ngx_ioa_keys_ids[keys].tails[which]);
 }
 
 
 ngx_int_t
-ngx_ioa_key_room_alloc(ngx_pool_t *pool, ngx_str_t *comm_id,
-    ngx_ioa_room_key_e which, ngx_str_t *key)
+ngx_ioa_key_id_alloc(ngx_pool_t *pool, ngx_ioa_keys_e keys, ngx_str_t *id,
+    ngx_uint_t which, ngx_str_t *key)
 {
     return ngx_ioa_key_make(pool, &ngx_ioa_main_conf()->redis_prefix,
-                            &ngx_ioa_keys_room_head, comm_id,
-                            &ngx_ioa_keys_room[which], key);
+                            &ngx_ioa_keys_ids[keys].head, id,
+                            &ngx_ioa_keys_ids[keys].tails[which], key);
 }
 
 
@@ -369,36 +384,6 @@ ngx_ioa_key_position_alloc(ngx_pool_t *pool, ngx_str_t *cursor,
     return ngx_ioa_key_make(pool, &ngx_ioa_main_conf()->redis_prefix,
                             &ngx_ioa_keys_pos_head, cursor,
                             &ngx_ioa_keys_tag_end, key);
-}
-
-
-/* a goal's keys, and its feed's (a room's keys under "goal-<id>") */
-
-void
-ngx_ioa_key_goal(ngx_ioa_args_t *a, ngx_str_t *goal_id,
-    ngx_ioa_goal_key_e which)
-{
-    ngx_ioa_key_args(a, &ngx_ioa_keys_goal_head, goal_id,
-                     &ngx_ioa_keys_goal[which]);
-}
-
-
-ngx_int_t
-ngx_ioa_key_goal_alloc(ngx_pool_t *pool, ngx_str_t *goal_id,
-    ngx_ioa_goal_key_e which, ngx_str_t *key)
-{
-    return ngx_ioa_key_make(pool, &ngx_ioa_main_conf()->redis_prefix,
-                            &ngx_ioa_keys_goal_head, goal_id,
-                            &ngx_ioa_keys_goal[which], key);
-}
-
-
-void
-ngx_ioa_key_goal_feed(ngx_ioa_args_t *a, ngx_str_t *goal_id,
-    ngx_ioa_room_key_e which)
-{
-    ngx_ioa_key_args(a, &ngx_ioa_keys_feed_head, goal_id,
-                     &ngx_ioa_keys_room[which]);
 }
 
 
