@@ -50,6 +50,7 @@ typedef struct {
     ngx_str_t                 launcher;   /* whom the launch is charged */
     int64_t                   created;
     ngx_uint_t                wait;
+    int64_t                   in_flight;  /* a refusal's count */
 } ngx_ioa_goal_ctx_t;
 
 
@@ -99,6 +100,7 @@ static ngx_int_t ngx_ioa_launch_check(ngx_http_request_t *r, yajl_val doc,
 static ngx_uint_t ngx_ioa_launch_wait(ngx_http_request_t *r);
 static void ngx_ioa_launch_stored(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply);
+static void ngx_ioa_launch_refused(ngx_http_request_t *r, redisReply *reply);
 static void ngx_ioa_launch_forget(ngx_ioa_goal_ctx_t *g);
 static void ngx_ioa_launch_queued(ngx_http_request_t *r, redisReply *reply);
 static ngx_int_t ngx_ioa_goal_wait(ngx_http_request_t *r,
@@ -595,7 +597,6 @@ static void
 ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply)
 {
     ngx_ioa_args_t       a;
-    ngx_ioa_error_t      err;
     ngx_ioa_goal_ctx_t  *g;
 
     g = ngx_ioa_rest_get_data(r);
@@ -610,20 +611,24 @@ ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply)
         && reply->element[0]->type == REDIS_REPLY_INTEGER
         && reply->element[0]->integer == -1)
     {
-        /* no worker ever saw it: its record goes, nothing is queued */
-        ngx_ioa_launch_forget(g);
+        /* no worker ever saw it: its record goes, nothing is queued; the
+         * refusal waits for the DEL, so that a launcher told "no goal"
+         * finds none (the same connection would order it anyway, another
+         * one, or another instance's, would not) */
 
-        ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_GOALS_IN_FLIGHT,
-                         1);
-        ngx_ioa_error_set(&err, "too_many_goals", NULL,
-                          "\"%V\" has %L goals in flight, as many as "
-                          "ioa_limit_goals_in_flight allows; no goal was "
-                          "queued, launch again once one of them ends",
-                          &g->launcher,
-                          reply->element[1]->type == REDIS_REPLY_INTEGER
-                          ? reply->element[1]->integer : (long long) 0);
-        ngx_ioa_finish(r, ngx_ioa_send_retry(r, NGX_HTTP_TOO_MANY_REQUESTS,
-                                             NGX_IOA_GOALS_RETRY, &err));
+        g->in_flight = reply->element[1]->type == REDIS_REPLY_INTEGER
+                       ? reply->element[1]->integer : 0;
+
+        ngx_ioa_args_init(&a);
+        ngx_ioa_args_cstr(&a, "DEL");
+        ngx_ioa_args_str(&a, &g->meta);
+
+        if (ngx_ioa_rest_command_args(r, ngx_ioa_launch_refused, &a)
+            != NGX_OK)
+        {
+            ngx_ioa_launch_refused(r, NULL);
+        }
+
         return;
     }
 
@@ -644,6 +649,30 @@ ngx_ioa_launch_admitted(ngx_http_request_t *r, redisReply *reply)
     if (ngx_ioa_rest_command_args(r, ngx_ioa_launch_queued, &a) != NGX_OK) {
         ngx_ioa_finish(r, ngx_ioa_send_unavailable(r));
     }
+}
+
+
+/* past ioa_limit_goals_in_flight, its record gone (or Redis away: the
+ * refusal stands either way) */
+
+static void
+ngx_ioa_launch_refused(ngx_http_request_t *r, redisReply *reply)
+{
+    ngx_ioa_error_t      err;
+    ngx_ioa_goal_ctx_t  *g;
+
+    g = ngx_ioa_rest_get_data(r);
+
+    ngx_ioa_stat_add(NGX_IOA_STAT_LIMITS + NGX_IOA_LIMIT_GOALS_IN_FLIGHT, 1);
+
+    ngx_ioa_error_set(&err, "too_many_goals", NULL,
+                      "\"%V\" has %L goals in flight, as many as "
+                      "ioa_limit_goals_in_flight allows; no goal was "
+                      "queued, launch again once one of them ends",
+                      &g->launcher, g->in_flight);
+
+    ngx_ioa_finish(r, ngx_ioa_send_retry(r, NGX_HTTP_TOO_MANY_REQUESTS,
+                                         NGX_IOA_GOALS_RETRY, &err));
 }
 
 
