@@ -39,7 +39,8 @@
  *                            and the index's shard channel, and how each
  *                            follows Redis;
  *     ngx_ioa_redis_args.c   a command's arguments built in order (no
- *                            numbered slots), and the sends that take them;
+ *                            numbered slots), below the rest of the
+ *                            module (its header names only nginx types);
  *     ngx_ioa_keys.c         the Redis key schema: every key the module
  *                            names, written in one place;
  *     ngx_ioa_redis_cluster.c  Redis Cluster: setup detection, a
@@ -69,8 +70,9 @@
  *     ngx_ioa_api.c          the ioa_api content handler: the endpoints as
  *                            one table (path, methods, scope, handler) and
  *                            the dispatcher that reads it;
- *     ngx_ioa_rest.c         request bodies, JSON answers, /teamup,
- *                            /health_check;
+ *     ngx_ioa_rest.c         request bodies, JSON answers, Redis calls
+ *                            for a request, /health_check;
+ *     ngx_ioa_teamup.c       /teamup;
  *     ngx_ioa_json.c         JSON helpers for REST bodies and answers;
  *     ngx_ioa_body.c         REST bodies declared as tables of fields, and
  *                            their one checker;
@@ -78,8 +80,8 @@
  *     ngx_ioa_record.c       /fetch_chat_record, streamed in pieces;
  *     ngx_ioa_room_api.c     one room's events and verify for non-members;
  *     ngx_ioa_goal.c, ngx_ioa_goal_list.c  /launch_goal, /goals;
- *     ngx_ioa_delete.c       DELETE /agents/{name}, /rooms/{comm_id}, and
- *                            the audit stream;
+ *     ngx_ioa_delete.c       DELETE /agents/{name}, /rooms/{comm_id};
+ *     ngx_ioa_audit.c        the audit stream, GET /audit;
  *     ngx_ioa_room_erase.c   erasure of one sender's envelopes;
  *
  *   facades/     the hub as an MCP server and an A2A agent
@@ -108,6 +110,19 @@
  * (ioa_tokenize.c, which the index and /register use), and the list of
  * the hub's scripts (ioa_scripts.h), which numbers ngx_ioa_script_e below.
  *
+ * The parts call down: the face and the endpoints call the rooms, the
+ * registry, trust and the store; the store calls its users only through
+ * what they registered (subscriptions, hooks); every part reads its
+ * configuration through ngx_ioa_conf.c, never through the face.  Files
+ * call each other both ways in three places only, each one subsystem
+ * whose parts are one machine split by concern: the rooms' routing core
+ * (ngx_ioa_room.c, _link.c, _client.c, _post.c, _observer.c,
+ * _retention.c, with ngx_ioa_expiry.c, which closes and warns clients
+ * that post and read), the Redis client (ngx_ioa_redis.c, _cluster.c,
+ * _adapter.c, _resolve.c, ngx_ioa_sub.c), and the A2A facade
+ * (ngx_ioa_a2a.c, whose operations answer through it, and
+ * ngx_ioa_a2a_task.c).
+ *
  * A "client" is anything that receives room traffic: a WebSocket agent, an
  * SSE inbox or an observer feed.  Rooms hold links to clients; a link keeps
  * the client's position in that room's Stream, which is what makes resume
@@ -129,6 +144,7 @@
 
 #include "ioa_key_slot.h"
 #include "ioa_scripts.h"
+#include "ngx_ioa_redis_args.h"
 
 #include "ngx_ioa_json.h"
 #include "ngx_ioa_body.h"
@@ -609,49 +625,8 @@ ngx_ioa_redis_req_t *ngx_ioa_redis_script(ngx_ioa_script_e script,
     const char **argv, const size_t *argvlen);
 void ngx_ioa_redis_cancel(ngx_ioa_redis_req_t *req);
 
-/* a command's arguments, built in order (store/ngx_ioa_redis_args.c) */
-#define NGX_IOA_ARGS_INLINE   16
-#define NGX_IOA_ARGS_SCRATCH  512
-
-typedef struct ngx_ioa_args_chunk_s  ngx_ioa_args_chunk_t;
-
-typedef struct {
-    ngx_uint_t                n;
-    ngx_uint_t                nalloc;
-    const char              **argv;
-    size_t                   *argvlen;
-    u_char                   *pos;          /* formatted arguments */
-    u_char                   *end;
-    ngx_ioa_args_chunk_t     *chunks;       /* beyond the scratch space */
-    ngx_uint_t                failed;       /* an allocation failed */
-    const char               *argv_inline[NGX_IOA_ARGS_INLINE];
-    size_t                    argvlen_inline[NGX_IOA_ARGS_INLINE];
-    u_char                    scratch[NGX_IOA_ARGS_SCRATCH];
-} ngx_ioa_args_t;
-
-void ngx_ioa_args_init(ngx_ioa_args_t *a);
-void ngx_ioa_args_free(ngx_ioa_args_t *a);
-ngx_int_t ngx_ioa_args_grow(ngx_ioa_args_t *a);
-
-/* inline: a post adds a dozen arguments per envelope (bench/callgrind.sh) */
-static ngx_inline void
-ngx_ioa_args_buf(ngx_ioa_args_t *a, const u_char *data, size_t len)
-{
-    if (a->n == a->nalloc && ngx_ioa_args_grow(a) != NGX_OK) {
-        return;
-    }
-
-    a->argv[a->n] = (const char *) data;
-    a->argvlen[a->n] = len;
-    a->n++;
-}
-
-#define ngx_ioa_args_str(a, s)   ngx_ioa_args_buf(a, (s)->data, (s)->len)
-#define ngx_ioa_args_cstr(a, s)                                              \
-    ngx_ioa_args_buf(a, (const u_char *) (s), ngx_strlen((s)))
-void ngx_ioa_args_copy(ngx_ioa_args_t *a, const u_char *data, size_t len);
-void ngx_ioa_args_int(ngx_ioa_args_t *a, int64_t v);
-void ngx_ioa_args_fmt(ngx_ioa_args_t *a, const char *fmt, ...);
+/* the sends of a builder (ngx_ioa_redis_args.h): formatted now, the
+ * builder released */
 ngx_ioa_redis_req_t *ngx_ioa_redis_command_args(
     ngx_ioa_redis_handler_pt handler, void *data, ngx_ioa_args_t *a);
 ngx_ioa_redis_req_t *ngx_ioa_redis_script_args(ngx_ioa_script_e script,
@@ -937,6 +912,8 @@ ngx_int_t ngx_ioa_auth_check(ngx_http_request_t *r, ngx_uint_t scope,
     ngx_str_t *name, ngx_ioa_identity_t **idp);
 ngx_int_t ngx_ioa_auth_jwt(ngx_pool_t *pool, ngx_ioa_loc_conf_t *lcf,
     ngx_str_t *token, ngx_ioa_identity_t *id, ngx_ioa_error_t *err);
+/* the body's name is the caller's own, else 403 (the request finished) */
+ngx_int_t ngx_ioa_auth_acts_as(ngx_http_request_t *r, ngx_str_t *name);
 ngx_int_t ngx_ioa_auth_allows(ngx_ioa_identity_t *id, ngx_uint_t scope,
     ngx_str_t *name, ngx_ioa_error_t *err);
 ngx_int_t ngx_ioa_auth_room(ngx_ioa_identity_t *id, ngx_str_t *comm_id,
@@ -946,7 +923,6 @@ ngx_int_t ngx_ioa_rest_identified(ngx_http_request_t *r,
 ngx_ioa_identity_t *ngx_ioa_rest_identity(ngx_http_request_t *r);
 void ngx_ioa_rest_set_embed(ngx_http_request_t *r, void *embed);
 void *ngx_ioa_rest_get_embed(ngx_http_request_t *r);
-ngx_int_t ngx_ioa_rest_acts_as(ngx_http_request_t *r, ngx_str_t *name);
 
 ngx_int_t ngx_ioa_send_retry(ngx_http_request_t *r, ngx_uint_t status,
     ngx_msec_t ms, ngx_ioa_error_t *err);

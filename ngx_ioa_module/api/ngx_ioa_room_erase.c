@@ -225,10 +225,22 @@ ngx_ioa_room_erase_handler(ngx_http_request_t *r, ngx_str_t *comm_id,
 }
 
 
+/* POST /rooms/{comm_id}/erase's body: "sender", whose envelopes go */
+
+static ngx_ioa_body_field_t  ngx_ioa_erase_fields[] = {
+
+    { "sender", NGX_IOA_BODY_STRING, NGX_IOA_BODY_REQUIRED, 0, 0, NULL, NULL,
+      "\"sender\" must be the name of the agent whose envelopes to erase",
+      0 },
+
+    ngx_ioa_body_null_field
+};
+
+
 static void
 ngx_ioa_erase_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    yajl_val          doc, v;
+    yajl_val          doc;
     ngx_int_t         rc;
     ngx_str_t         s;
     ngx_ioa_error_t   err;
@@ -241,16 +253,22 @@ ngx_ioa_erase_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    v = ngx_ioa_json_get(doc, "sender");
+    ngx_str_null(&s);
 
-    /* a look-alike sender too: see ngx_ioa_agent_delete_handler() */
-    rc = (v == NULL || ngx_ioa_json_string(v, &s) != NGX_OK)
-         ? NGX_DECLINED : ngx_ioa_valid_name(&s);
+    if (ngx_ioa_body_check(doc, ngx_ioa_erase_fields, 0, &s, &err)
+        != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+        return;
+    }
+
+    /* a look-alike sender too (see ngx_ioa_agent_delete_handler()): more
+     * than the table's name rule lets through */
+    rc = ngx_ioa_valid_name(&s);
 
     if (rc != NGX_OK && rc != NGX_IOA_NAME_LOOKALIKE) {
-        ngx_ioa_error_set(&err, "invalid_request", "sender",
-                          "\"sender\" must be the name of the agent whose "
-                          "envelopes to erase");
+        ngx_ioa_error_set(&err, "invalid_request", "sender", "%s",
+                          ngx_ioa_erase_fields[0].text);
         ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
         return;
     }

@@ -250,7 +250,7 @@ ngx_ioa_register_body(ngx_http_request_t *r, ngx_str_t *body)
         goto invalid;
     }
 
-    if (ngx_ioa_rest_acts_as(r, &rctx->name) != NGX_OK) {
+    if (ngx_ioa_auth_acts_as(r, &rctx->name) != NGX_OK) {
         return;
     }
 
@@ -590,7 +590,7 @@ ngx_ioa_retrieve_body(ngx_http_request_t *r, ngx_str_t *body)
     }
 
     /* the sender is left out of the answer: only one's own name */
-    if (in.sender.len && ngx_ioa_rest_acts_as(r, &in.sender) != NGX_OK) {
+    if (in.sender.len && ngx_ioa_auth_acts_as(r, &in.sender) != NGX_OK) {
         return;
     }
 
@@ -986,6 +986,20 @@ ngx_ioa_query_handler(ngx_http_request_t *r)
 }
 
 
+/* POST /query_assistant's body: "name", one name or a list (checked after) */
+
+#define NGX_IOA_QUERY_NAMES_MAX  1000
+
+static ngx_ioa_body_field_t  ngx_ioa_query_fields[] = {
+
+    { "name", NGX_IOA_BODY_VALUE, NGX_IOA_BODY_REQUIRED, 0, 0, NULL, NULL,
+      "\"name\" must be an agent name or a list of 1 to "
+      ngx_value(NGX_IOA_QUERY_NAMES_MAX) " names", 0 },
+
+    ngx_ioa_body_null_field
+};
+
+
 static void
 ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
 {
@@ -993,6 +1007,7 @@ ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
     yajl_val                 doc, v;
     ngx_str_t                s, online_key;
     ngx_ioa_args_t           a;
+    ngx_ioa_error_t          err;
     ngx_ioa_main_conf_t     *mcf;
     ngx_ioa_registry_ctx_t  *rctx;
     u_char                   why[NGX_IOA_NAME_WHY_LEN];
@@ -1002,15 +1017,23 @@ ngx_ioa_query_body(ngx_http_request_t *r, ngx_str_t *body)
         return;
     }
 
-    v = YAJL_IS_OBJECT(doc) ? ngx_ioa_json_get(doc, "name") : NULL;
+    v = NULL;
 
-    if (v == NULL || (!YAJL_IS_STRING(v) && !YAJL_IS_ARRAY(v))
+    if (ngx_ioa_body_check(doc, ngx_ioa_query_fields, 0, &v, &err) != NGX_OK)
+    {
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_BAD_REQUEST, &err));
+        return;
+    }
+
+    /* one name or a list of them: more than a table says */
+
+    if ((!YAJL_IS_STRING(v) && !YAJL_IS_ARRAY(v))
         || (YAJL_IS_ARRAY(v)
-            && (v->u.array.len == 0 || v->u.array.len > 1000)))
+            && (v->u.array.len == 0
+                || v->u.array.len > NGX_IOA_QUERY_NAMES_MAX)))
     {
         ngx_ioa_finish(r, ngx_ioa_invalid(r, "name",
-                       "\"name\" must be an agent name or a list of 1 to "
-                       "1000 names"));
+                                          ngx_ioa_query_fields[0].text));
         return;
     }
 

@@ -1390,6 +1390,41 @@ ngx_ioa_redis_ignore_reply(redisAsyncContext *ac, void *r, void *data)
 }
 
 
+/* the sends: formatted now, the builder released */
+
+ngx_ioa_redis_req_t *
+ngx_ioa_redis_command_args(ngx_ioa_redis_handler_pt handler, void *data,
+    ngx_ioa_args_t *a)
+{
+    ngx_ioa_redis_req_t  *req;
+
+    req = a->failed ? NULL
+                    : ngx_ioa_redis_command(handler, data, (int) a->n,
+                                            a->argv, a->argvlen);
+
+    ngx_ioa_args_free(a);
+
+    return req;
+}
+
+
+ngx_ioa_redis_req_t *
+ngx_ioa_redis_script_args(ngx_ioa_script_e script,
+    ngx_ioa_redis_handler_pt handler, void *data, int nkeys,
+    ngx_ioa_args_t *a)
+{
+    ngx_ioa_redis_req_t  *req;
+
+    req = a->failed ? NULL
+                    : ngx_ioa_redis_script(script, handler, data, nkeys,
+                                           (int) a->n, a->argv, a->argvlen);
+
+    ngx_ioa_args_free(a);
+
+    return req;
+}
+
+
 /* pub/sub: a (un)subscribe for ngx_ioa_sub.c */
 
 ngx_int_t

@@ -13,8 +13,8 @@
  *     ...
  *     req = ngx_ioa_redis_command_args(handler, data, &a);
  *
- * The sending functions (ngx_ioa_redis_command_args(), _script_args(),
- * ngx_ioa_rest_command_args(), ...) format the command at once (the Redis
+ * The sending functions (ngx_ioa_redis_command_args(), _script_args() in
+ * ngx_ioa_redis.c, ngx_ioa_rest_command_args(), ...) format the command at once (the Redis
  * layer keeps its own formatted copy for resends) and release the
  * builder, so an argument need only live until the send: a string of the
  * request, a literal, a number or a key formatted into the builder's own
@@ -33,7 +33,7 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 
-#include "ngx_ioa.h"
+#include "ngx_ioa_redis_args.h"
 
 
 /* a formatted argument that does not fit what is left of the scratch
@@ -241,39 +241,4 @@ ngx_ioa_args_space(ngx_ioa_args_t *a, size_t len)
     a->end = c->data + size;
 
     return a->pos;
-}
-
-
-/* the sends: formatted now, the builder released */
-
-ngx_ioa_redis_req_t *
-ngx_ioa_redis_command_args(ngx_ioa_redis_handler_pt handler, void *data,
-    ngx_ioa_args_t *a)
-{
-    ngx_ioa_redis_req_t  *req;
-
-    req = a->failed ? NULL
-                    : ngx_ioa_redis_command(handler, data, (int) a->n,
-                                            a->argv, a->argvlen);
-
-    ngx_ioa_args_free(a);
-
-    return req;
-}
-
-
-ngx_ioa_redis_req_t *
-ngx_ioa_redis_script_args(ngx_ioa_script_e script,
-    ngx_ioa_redis_handler_pt handler, void *data, int nkeys,
-    ngx_ioa_args_t *a)
-{
-    ngx_ioa_redis_req_t  *req;
-
-    req = a->failed ? NULL
-                    : ngx_ioa_redis_script(script, handler, data, nkeys,
-                                           (int) a->n, a->argv, a->argvlen);
-
-    ngx_ioa_args_free(a);
-
-    return req;
 }

@@ -1082,3 +1082,31 @@ ngx_ioa_auth_unauthorized(ngx_http_request_t *r, ngx_ioa_error_t *err,
 
     return ngx_ioa_send_error(r, NGX_HTTP_UNAUTHORIZED, err);
 }
+
+
+/*
+ * NGX_OK if the body's name is the caller's own (its token's subject, with
+ * the agent scope); otherwise the 403 is sent and the request finished:
+ * the caller returns.
+ */
+
+ngx_int_t
+ngx_ioa_auth_acts_as(ngx_http_request_t *r, ngx_str_t *name)
+{
+    ngx_ioa_error_t      err;
+    ngx_ioa_identity_t  *id;
+
+    id = ngx_ioa_rest_identity(r);
+
+    if (id == NULL) {
+        ngx_ioa_finish(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_ERROR;
+    }
+
+    if (ngx_ioa_auth_allows(id, NGX_IOA_SCOPE_AGENT, name, &err) != NGX_OK) {
+        ngx_ioa_finish(r, ngx_ioa_send_error(r, NGX_HTTP_FORBIDDEN, &err));
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
