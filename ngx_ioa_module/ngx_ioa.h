@@ -938,22 +938,18 @@ ngx_int_t ngx_ioa_send_unavailable(ngx_http_request_t *r);
 void ngx_ioa_finish(ngx_http_request_t *r, ngx_int_t rc);
 void ngx_ioa_rest_set_data(ngx_http_request_t *r, void *data);
 void *ngx_ioa_rest_get_data(ngx_http_request_t *r);
-ngx_int_t ngx_ioa_rest_script(ngx_http_request_t *r, ngx_ioa_script_e script,
-    ngx_ioa_rest_handler_pt handler, int nkeys, int argc, const char **argv,
-    const size_t *argvlen);
-ngx_int_t ngx_ioa_rest_command(ngx_http_request_t *r,
-    ngx_ioa_rest_handler_pt handler, int argc, const char **argv,
-    const size_t *argvlen);
-ngx_int_t ngx_ioa_rest_node_command(ngx_http_request_t *r,
-    ngx_ioa_redis_node_t *node, ngx_ioa_rest_handler_pt handler, int argc,
-    const char **argv, const size_t *argvlen);
 ngx_int_t ngx_ioa_rest_redis_failed(ngx_http_request_t *r,
     redisReply *reply);
+/* Redis for a request, from a builder the send releases: a script, a
+ * command to its keys' node, a command to one node (NULL: its keys') */
 ngx_int_t ngx_ioa_rest_script_args(ngx_http_request_t *r,
     ngx_ioa_script_e script, ngx_ioa_rest_handler_pt handler, int nkeys,
     ngx_ioa_args_t *a);
 ngx_int_t ngx_ioa_rest_command_args(ngx_http_request_t *r,
     ngx_ioa_rest_handler_pt handler, ngx_ioa_args_t *a);
+ngx_int_t ngx_ioa_rest_node_command_args(ngx_http_request_t *r,
+    ngx_ioa_redis_node_t *node, ngx_ioa_rest_handler_pt handler,
+    ngx_ioa_args_t *a);
 ngx_int_t ngx_ioa_teamup_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_fetch_record_handler(ngx_http_request_t *r);
 ngx_int_t ngx_ioa_health_handler(ngx_http_request_t *r);

@@ -42,6 +42,12 @@ static ngx_ioa_rest_ctx_t *ngx_ioa_rest_ctx(ngx_http_request_t *r);
 static void ngx_ioa_body_read(ngx_http_request_t *r);
 static void ngx_ioa_rest_reply(redisReply *reply, void *data);
 static void ngx_ioa_rest_cleanup(void *data);
+static ngx_int_t ngx_ioa_rest_script(ngx_http_request_t *r,
+    ngx_ioa_script_e script, ngx_ioa_rest_handler_pt handler, int nkeys,
+    int argc, const char **argv, const size_t *argvlen);
+static ngx_int_t ngx_ioa_rest_node_command(ngx_http_request_t *r,
+    ngx_ioa_redis_node_t *node, ngx_ioa_rest_handler_pt handler, int argc,
+    const char **argv, const size_t *argvlen);
 
 
 /* request plumbing */
@@ -481,9 +487,10 @@ ngx_ioa_rest_get_data(ngx_http_request_t *r)
 }
 
 
-/* Redis on behalf of a request */
+/* Redis on behalf of a request: the sends take a builder (the raw forms
+ * below are this file's own) */
 
-ngx_int_t
+static ngx_int_t
 ngx_ioa_rest_script(ngx_http_request_t *r, ngx_ioa_script_e script,
     ngx_ioa_rest_handler_pt handler, int nkeys, int argc, const char **argv,
     const size_t *argvlen)
@@ -502,16 +509,6 @@ ngx_ioa_rest_script(ngx_http_request_t *r, ngx_ioa_script_e script,
     return ctx->req ? NGX_OK : NGX_DECLINED;
 }
 
-
-ngx_int_t
-ngx_ioa_rest_command(ngx_http_request_t *r, ngx_ioa_rest_handler_pt handler,
-    int argc, const char **argv, const size_t *argvlen)
-{
-    return ngx_ioa_rest_node_command(r, NULL, handler, argc, argv, argvlen);
-}
-
-
-/* the same from a builder (ngx_ioa_args_t), which the send releases */
 
 ngx_int_t
 ngx_ioa_rest_script_args(ngx_http_request_t *r, ngx_ioa_script_e script,
@@ -533,10 +530,22 @@ ngx_int_t
 ngx_ioa_rest_command_args(ngx_http_request_t *r,
     ngx_ioa_rest_handler_pt handler, ngx_ioa_args_t *a)
 {
+    return ngx_ioa_rest_node_command_args(r, NULL, handler, a);
+}
+
+
+/* the same to one Redis node, whatever the keys (INFO for /metrics); a
+ * NULL node: the node of the command's keys */
+
+ngx_int_t
+ngx_ioa_rest_node_command_args(ngx_http_request_t *r,
+    ngx_ioa_redis_node_t *node, ngx_ioa_rest_handler_pt handler,
+    ngx_ioa_args_t *a)
+{
     ngx_int_t  rc;
 
     rc = a->failed ? NGX_ERROR
-                   : ngx_ioa_rest_node_command(r, NULL, handler, (int) a->n,
+                   : ngx_ioa_rest_node_command(r, node, handler, (int) a->n,
                                                a->argv, a->argvlen);
 
     ngx_ioa_args_free(a);
@@ -545,10 +554,7 @@ ngx_ioa_rest_command_args(ngx_http_request_t *r,
 }
 
 
-/* the same to one Redis node, whatever the keys (INFO for /metrics); a
- * NULL node: the node of the command's keys */
-
-ngx_int_t
+static ngx_int_t
 ngx_ioa_rest_node_command(ngx_http_request_t *r, ngx_ioa_redis_node_t *node,
     ngx_ioa_rest_handler_pt handler, int argc, const char **argv,
     const size_t *argvlen)

@@ -123,13 +123,6 @@ ngx_ioa_metrics_ask(ngx_http_request_t *r)
 
     m = ngx_ioa_rest_get_data(r);
 
-    /* ngx_ioa_rest_node_command() has no builder variant: it is given the
-     * builder's arrays, so the builder is released here, not by the send */
-
-    ngx_ioa_args_init(&a);
-    ngx_ioa_args_cstr(&a, "INFO");
-    ngx_ioa_args_cstr(&a, "memory");
-
     while (m->n < NGX_IOA_METRICS_NODES) {
         node = ngx_ioa_redis_data_node(m->n);
 
@@ -140,21 +133,20 @@ ngx_ioa_metrics_ask(ngx_http_request_t *r)
         mn = &m->nodes[m->n];
         mn->addr = node->addr;
 
-        rc = a.failed ? NGX_ERROR
-                      : ngx_ioa_rest_node_command(r, node,
-                                                  ngx_ioa_metrics_info,
-                                                  (int) a.n, a.argv,
-                                                  a.argvlen);
+        /* built again for each node tried: a send releases its builder */
+        ngx_ioa_args_init(&a);
+        ngx_ioa_args_cstr(&a, "INFO");
+        ngx_ioa_args_cstr(&a, "memory");
+
+        rc = ngx_ioa_rest_node_command_args(r, node, ngx_ioa_metrics_info,
+                                            &a);
 
         if (rc == NGX_OK) {
-            ngx_ioa_args_free(&a);
             return;
         }
 
         m->n++;                         /* not connected: up 0 */
     }
-
-    ngx_ioa_args_free(&a);
 
     m->fleet = ngx_ioa_fleet_create(r->pool);
     if (m->fleet == NULL) {
