@@ -4,9 +4,9 @@
  *
  * Links, catch-up and fan-out: how an envelope published in a room reaches
  * every local client in it exactly once and in order.  This is the hot
- * path: ngx_ioa_room_on_message() takes each envelope from the pub/sub
- * connection, builds it once (ngx_ioa_msg_create) and hands it to each
- * link of its room.
+ * path: ngx_ioa_room_deliver() takes each envelope of a room's channel
+ * (its subscription's message handler, ngx_ioa_room.c), builds it once
+ * (ngx_ioa_msg_create) and hands it to each link of the room.
  *
  * Every envelope is appended to its room's Stream and published on the
  * room's channel by one Lua script (post.lua), so a published envelope is
