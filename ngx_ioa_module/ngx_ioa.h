@@ -866,6 +866,7 @@ ngx_int_t ngx_ioa_read_body(ngx_http_request_t *r,
     ngx_ioa_body_handler_pt handler);
 yajl_val ngx_ioa_body_json(ngx_http_request_t *r, ngx_str_t *body);
 ngx_int_t ngx_ioa_cors(ngx_http_request_t *r);
+ngx_int_t ngx_ioa_origin_check(ngx_http_request_t *r, ngx_str_t *origin);
 char *ngx_ioa_cors_origins_slot(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_table_elt_t *ngx_ioa_header_in(ngx_http_request_t *r, const char *name);
@@ -1203,6 +1204,10 @@ void ngx_ioa_jsonrpc_error(ngx_http_request_t *r, ngx_str_t *id,
     ngx_uint_t status, ngx_int_t code, ngx_str_t *message);
 void ngx_ioa_jsonrpc_refuse(ngx_http_request_t *r, ngx_str_t *id,
     ngx_uint_t status, ngx_int_t code, const char *message);
+ngx_int_t ngx_ioa_jsonrpc_refuse_early(ngx_http_request_t *r,
+    ngx_uint_t status, ngx_int_t code, ngx_str_t *message);
+ngx_int_t ngx_ioa_jsonrpc_refuse_origin(ngx_http_request_t *r,
+    ngx_str_t *origin);
 ngx_int_t ngx_ioa_jsonrpc_accepted(ngx_http_request_t *r);
 
 

@@ -180,6 +180,73 @@ required and checked, parse errors, batches, protocol versions.
 
 
 
+=== TEST 2b: a browser page of an origin not listed is refused 403 (DNS rebinding)
+ioa_mcp and the A2A endpoint refuse an Origin that ioa_cors_origins does not
+list (none where there is no such directive) with 403 and a JSON-RPC error
+naming it, as MCP requires against DNS rebinding; a listed origin and a
+request without Origin go on; the public agent card stays readable.
+--- http_config
+    ioa_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+    location / { ioa_api; ioa_auth off; subrequest_output_buffer_size 1m; }
+    location = /mcp { ioa_mcp; ioa_auth off; ioa_cors_origins http://app.example; }
+    location = /mcp-closed { ioa_mcp; ioa_auth off; }
+    location = /.well-known/agent-card.json { ioa_a2a url=/a2a; ioa_auth off; }
+    location = /a2a { ioa_a2a; ioa_auth off; ioa_cors_origins http://app.example; }
+--- ioa_scenario
+    fresh_hub($ctx);
+    my $base = 'http://127.0.0.1:' . $ctx->port;
+    my $ua = LWP::UserAgent->new(timeout => 10, keep_alive => 1);
+    my $post = sub {
+        my ($path, $body, %h) = @_;
+        my $req = HTTP::Request->new(POST => "$base$path");
+        $req->header('Content-Type' => 'application/json');
+        $req->header('Accept' => 'application/json, text/event-stream');
+        $req->header($_ => $h{$_}) for keys %h;
+        $req->content(json()->encode($body));
+        my $res = $ua->request($req);
+        return ($res->code, eval { json()->decode($res->content) }, $res);
+    };
+    my $init = { jsonrpc => '2.0', id => 1, method => 'initialize',
+                 params => { protocolVersion => '2025-06-18', capabilities => {},
+                             clientInfo => { name => 'lwp', version => '0' } } };
+
+    my ($code, $doc, $res) = $post->('/mcp', $init, Origin => 'http://evil.example.com',
+                                     Host => 'evil.example.com');
+    is $code, 403, 'MCP: an origin not listed, with its own Host: 403';
+    is $doc->{error}{code}, -32600, 'a JSON-RPC error';
+    is $doc->{id}, undef, 'id null';
+    like $doc->{error}{message}, qr/"http:\/\/evil\.example\.com" may not call this endpoint: it is not in ioa_cors_origins/,
+        'naming the origin and the directive';
+    ($code, $doc, $res) = $post->('/mcp', $init);
+    is $code, 200, 'the same connection then answers a request without Origin: 200';
+    ($code, $doc, $res) = $post->('/mcp', $init, Origin => 'http://app.example');
+    is $code, 200, 'a listed origin: 200';
+    is $res->header('Access-Control-Allow-Origin'), 'http://app.example', 'with CORS';
+    ($code) = $post->('/mcp-closed', $init, Origin => 'http://app.example');
+    is $code, 403, 'no ioa_cors_origins: any Origin is refused';
+    ($code) = $post->('/mcp-closed', $init);
+    is $code, 200, 'and a request without one goes on';
+    my $opt = HTTP::Request->new(OPTIONS => "$base/mcp");
+    $opt->header(Origin => 'http://evil.example.com');
+    $opt->header('Access-Control-Request-Method' => 'POST');
+    is $ua->request($opt)->code, 403, 'a preflight from an origin not listed: 403';
+
+    my $send = { jsonrpc => '2.0', id => 2, method => 'message/send',
+                 params => { message => { role => 'user', messageId => 'm1',
+                                          parts => [{ kind => 'text', text => 'hi' }] } } };
+    ($code, $doc) = $post->('/a2a', $send, Origin => 'http://evil.example.com');
+    is $code, 403, 'A2A: an origin not listed: 403';
+    is $doc->{error}{code}, -32600, 'a JSON-RPC error there too';
+    my $card = HTTP::Request->new(GET => "$base/.well-known/agent-card.json");
+    $card->header(Origin => 'http://evil.example.com');
+    is $ua->request($card)->code, 200, 'the agent card stays public';
+--- no_error_log
+[alert]
+[crit]
+
+
+
 === TEST 3: with tokens an MCP client finds agents and launches, follows, cancels goals
 with tokens: find agents, launch a goal and follow it to its conclusion, read
 its transcript, post to another and cancel it.

@@ -220,3 +220,37 @@ ngx_ioa_cors_header(ngx_http_request_t *r, const char *key, ngx_str_t *value)
 
     return NGX_OK;
 }
+
+
+/*
+ * The facades' guard against DNS rebinding (MCP requires it): a page whose
+ * name an attacker made resolve to the hub sends its own Origin, and the
+ * Host it was loaded from, so neither the token-less open mode nor a Host
+ * check would stop it.  A request with an Origin not in ioa_cors_origins
+ * (none when there is no such directive) is refused; a request without
+ * one is no browser's and goes on.  NGX_OK, or NGX_DECLINED with the
+ * refused origin in *origin.
+ */
+
+ngx_int_t
+ngx_ioa_origin_check(ngx_http_request_t *r, ngx_str_t *origin)
+{
+    ngx_table_elt_t     *h;
+    ngx_ioa_loc_conf_t  *lcf;
+
+    h = ngx_ioa_header_in(r, "Origin");
+
+    if (h == NULL) {
+        return NGX_OK;
+    }
+
+    lcf = ngx_ioa_loc_conf(r);
+
+    if (lcf->cors_origins && ngx_ioa_cors_allowed(lcf, &h->value)) {
+        return NGX_OK;
+    }
+
+    *origin = h->value;
+
+    return NGX_DECLINED;
+}

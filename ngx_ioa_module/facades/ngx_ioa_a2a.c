@@ -219,6 +219,7 @@ ngx_int_t
 ngx_ioa_a2a_handler(ngx_http_request_t *r)
 {
     ngx_int_t            rc;
+    ngx_str_t            origin;
     ngx_ioa_a2a_t       *a;
     ngx_ioa_identity_t  *id;
     ngx_ioa_loc_conf_t  *lcf;
@@ -262,6 +263,12 @@ ngx_ioa_a2a_handler(ngx_http_request_t *r)
         ngx_ioa_a2a_card(r, a);
 
         return NGX_DONE;
+    }
+
+    /* a page of another origin may read the card, not act (see
+     * ngx_ioa_origin_check()) */
+    if (ngx_ioa_origin_check(r, &origin) != NGX_OK) {
+        return ngx_ioa_jsonrpc_refuse_origin(r, &origin);
     }
 
     /* any valid token: each operation's endpoint checks its own scope */

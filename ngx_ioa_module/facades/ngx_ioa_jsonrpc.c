@@ -226,6 +226,56 @@ ngx_ioa_jsonrpc_refuse(ngx_http_request_t *r, ngx_str_t *id,
 }
 
 
+/*
+ * A refusal from a content handler before the body is read: the answer is
+ * sent, and the request finalized, by the refusal itself (ngx_ioa_finish),
+ * while the handler still returns to the content phase, so the reference
+ * taken here is the one that final ngx_http_finalize_request(r, NGX_DONE)
+ * gives back.  The body is discarded first, so that a pipelined request
+ * after it is read as a request.  The handler returns what this returns.
+ */
+
+ngx_int_t
+ngx_ioa_jsonrpc_refuse_early(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_int_t code, ngx_str_t *message)
+{
+    ngx_str_t  id;
+
+    if (ngx_http_discard_request_body(r) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ngx_str_set(&id, "null");
+
+    r->main->count++;
+    ngx_ioa_jsonrpc_error(r, &id, status, code, message);
+
+    return NGX_DONE;
+}
+
+
+/* an Origin ngx_ioa_origin_check() refused: 403 */
+
+ngx_int_t
+ngx_ioa_jsonrpc_refuse_origin(ngx_http_request_t *r, ngx_str_t *origin)
+{
+    ngx_str_t  s;
+
+    s.data = ngx_pnalloc(r->pool, origin->len + 128);
+    if (s.data == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    s.len = ngx_snprintf(s.data, origin->len + 128,
+                         "a page of origin \"%V\" may not call this "
+                         "endpoint: it is not in ioa_cors_origins", origin)
+            - s.data;
+
+    return ngx_ioa_jsonrpc_refuse_early(r, NGX_HTTP_FORBIDDEN,
+                                        NGX_IOA_JSONRPC_INVALID_REQUEST, &s);
+}
+
+
 /* 202, no body: a notification or a response was taken */
 
 ngx_int_t

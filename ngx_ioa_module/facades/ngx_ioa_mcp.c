@@ -361,6 +361,7 @@ ngx_int_t
 ngx_ioa_mcp_handler(ngx_http_request_t *r)
 {
     ngx_int_t            rc;
+    ngx_str_t            origin, text;
     ngx_ioa_mcp_t       *m;
     ngx_table_elt_t     *h;
     ngx_ioa_identity_t  *id;
@@ -369,6 +370,10 @@ ngx_ioa_mcp_handler(ngx_http_request_t *r)
     rc = ngx_ioa_cors(r);
     if (rc != NGX_DECLINED) {
         return rc;
+    }
+
+    if (ngx_ioa_origin_check(r, &origin) != NGX_OK) {
+        return ngx_ioa_jsonrpc_refuse_origin(r, &origin);
     }
 
     if (!(r->method & NGX_HTTP_POST)) {
@@ -403,25 +408,12 @@ ngx_ioa_mcp_handler(ngx_http_request_t *r)
     h = ngx_ioa_header_in(r, "MCP-Protocol-Version");
 
     if (h && ngx_ioa_mcp_version_ok(&h->value) != NGX_OK) {
-        /*
-         * The answer is sent, and the request finalized, by the refusal
-         * itself (ngx_ioa_finish), while the handler still returns to the
-         * content phase: the reference taken here is the one that final
-         * ngx_http_finalize_request(r, NGX_DONE) gives back, as for every
-         * answer of this module that is not the handler's return value.
-         * The body is discarded first, so that a pipelined request after
-         * it is read as a request.
-         */
-        if (ngx_http_discard_request_body(r) != NGX_OK) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        r->main->count++;
-        ngx_ioa_jsonrpc_refuse(r, &m->rpc_id, NGX_HTTP_BAD_REQUEST,
-                           NGX_IOA_JSONRPC_INVALID_REQUEST,
-                           "unsupported MCP-Protocol-Version: this server "
+        ngx_str_set(&text, "unsupported MCP-Protocol-Version: this server "
                            "speaks 2025-11-25 and 2025-06-18");
-        return NGX_DONE;
+
+        return ngx_ioa_jsonrpc_refuse_early(r, NGX_HTTP_BAD_REQUEST,
+                                            NGX_IOA_JSONRPC_INVALID_REQUEST,
+                                            &text);
     }
 
     return ngx_ioa_read_body(r, ngx_ioa_mcp_body);
