@@ -1193,7 +1193,7 @@ typedef struct {
 } ngx_ioa_jsonrpc_t;
 
 ngx_int_t ngx_ioa_jsonrpc_parse(ngx_http_request_t *r, ngx_str_t *body,
-    ngx_ioa_jsonrpc_t *rpc);
+    ngx_uint_t refused, ngx_ioa_jsonrpc_t *rpc);
 ngx_int_t ngx_ioa_jsonrpc_message(ngx_pool_t *pool, ngx_str_t *id,
     const char *member, ngx_str_t *value, ngx_str_t *out);
 ngx_int_t ngx_ioa_jsonrpc_error_object(ngx_pool_t *pool, ngx_int_t code,

@@ -140,6 +140,7 @@ versions through the SDK.
         like $t->{id}, qr/^[0-9a-f]{32}$/, "$v: the task id is the goal id";
         ok scalar(@{ $t->{history} }) > 2, "$v: history: the user's message and the team's";
         is $t->{history}[0]{role}, 'ROLE_USER', "$v: first the user's";
+        like $t->{history}[0]{messageId}, qr/^m-\d+-\d+$/, "$v: with the messageId the client gave";
         ok((grep { ($_->{parts}[0]{text} // '') =~ /^Shouter: .*HELLO WORLD/s } @{ $t->{history} }),
            "$v: the agent's result among them") or diag json()->encode($t->{history});
 
@@ -233,17 +234,24 @@ token, and every malformed request answered with A2A's error.
     my %auth = (Authorization => "Bearer $ann");
     my $msg = sub { { message => { messageId => 'm', role => 'ROLE_USER', parts => [@_] } } };
     my @cases = (
-        [ 'not JSON', [ POST => '/a2a', '{"jsonrpc":', %auth ], 400, -32700 ],
+        # A2A carries every JSON-RPC error in a 200 (its TCK checks it)
+        [ 'not JSON', [ POST => '/a2a', '{"jsonrpc":', %auth ], 200, -32700 ],
         [ 'a batch', [ POST => '/a2a', [{ jsonrpc => '2.0', id => 1, method => 'GetTask' }], %auth ],
-          400, -32600 ],
-        [ 'no jsonrpc', [ POST => '/a2a', { id => 1, method => 'GetTask' }, %auth ], 400, -32600 ],
-        [ 'no method', [ POST => '/a2a', { jsonrpc => '2.0', id => 1 }, %auth ], 400, -32600 ],
+          200, -32600 ],
+        [ 'no jsonrpc', [ POST => '/a2a', { id => 1, method => 'GetTask' }, %auth ], 200, -32600 ],
+        [ 'jsonrpc 1.0', [ POST => '/a2a', { jsonrpc => '1.0', id => 1, method => 'GetTask' }, %auth ],
+          200, -32600 ],
+        [ 'no method', [ POST => '/a2a', { jsonrpc => '2.0', id => 1 }, %auth ], 200, -32600 ],
         [ 'unknown method', [ rpc => 'tasks/delete', {} ], 200, -32601 ],
         [ 'ListTasks', [ rpc => 'ListTasks', {} ], 200, -32601 ],
         [ 'push notifications', [ rpc => 'tasks/pushNotificationConfig/set', {} ], 200, -32003 ],
         [ 'push notifications, 1.0', [ rpc => 'CreateTaskPushNotificationConfig', {} ], 200, -32003 ],
         [ 'no message', [ rpc => 'SendMessage', {} ], 200, -32602 ],
         [ 'no parts', [ rpc => 'message/send', $msg->() ], 200, -32602 ],
+        [ 'no messageId', [ rpc => 'message/send',
+          { message => { role => 'user', parts => [{ kind => 'text', text => 'x' }] } } ], 200, -32602 ],
+        [ 'an empty messageId', [ rpc => 'SendMessage',
+          { message => { messageId => '', role => 'ROLE_USER', parts => [{ text => 'x' }] } } ], 200, -32602 ],
         [ 'an agent\'s message', [ rpc => 'SendMessage',
           { message => { messageId => 'm', role => 'ROLE_AGENT', parts => [{ text => 'x' }] } } ],
           200, -32602 ],

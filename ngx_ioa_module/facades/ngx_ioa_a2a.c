@@ -300,7 +300,7 @@ ngx_ioa_a2a_body(ngx_http_request_t *r, ngx_str_t *body)
 
     a = ngx_ioa_rest_get_data(r);
 
-    rc = ngx_ioa_jsonrpc_parse(r, body, &rpc);
+    rc = ngx_ioa_jsonrpc_parse(r, body, NGX_HTTP_OK, &rpc);
 
     if (rc != NGX_OK) {
         if (rc == NGX_ERROR) {
@@ -610,6 +610,18 @@ ngx_ioa_a2a_send(ngx_http_request_t *r, ngx_ioa_a2a_t *a, yajl_val params)
 
     if (msg == NULL || !YAJL_IS_OBJECT(msg)) {
         ngx_ioa_error_set(&err, "", NULL, "params.message is required");
+        goto invalid;
+    }
+
+    /* the client's own id of its message, which its history shows again
+     * (A2A requires one) */
+    if (ngx_ioa_json_string(ngx_ioa_json_get(msg, "messageId"), &a->user_id)
+        != NGX_OK
+        || a->user_id.len == 0 || a->user_id.len > NGX_IOA_A2A_MESSAGE_ID_MAX)
+    {
+        ngx_ioa_error_set(&err, "", NULL,
+                          "message.messageId is required: a string of 1 to "
+                          "%d bytes", NGX_IOA_A2A_MESSAGE_ID_MAX);
         goto invalid;
     }
 

@@ -26,6 +26,9 @@
 /* messages a blocking answer's history holds, and their bytes */
 #define NGX_IOA_A2A_HISTORY_MAX           100
 #define NGX_IOA_A2A_HISTORY_BYTES         (256 * 1024)
+/* the bytes of a client's messageId */
+#define NGX_IOA_A2A_MESSAGE_ID_MAX   256
+
 /* how long a task waits for its user's input, unless metadata.ioa says */
 #define NGX_IOA_A2A_INPUT_TIMEOUT         "300"
 /* agents the card lists as skills */
@@ -98,6 +101,7 @@ struct ngx_ioa_a2a_s {
     ngx_int_t                 history_length;    /* -1: not asked */
     ngx_str_t                 goal_id;
     ngx_str_t                 user;          /* the user's message, built */
+    ngx_str_t                 user_id;       /* and its messageId */
     ngx_ioa_sid_t             since;         /* Last-Event-ID */
     ngx_uint_t                has_since;
     ngx_ioa_sid_t             from;          /* the feed's end, before */

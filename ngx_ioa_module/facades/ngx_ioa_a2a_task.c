@@ -665,7 +665,7 @@ static void
 ngx_ioa_a2a_task_json(ngx_ioa_a2a_t *a, ngx_ioa_jbuf_t *b)
 {
     ngx_int_t    n, i, from;
-    ngx_str_t   *h, id;
+    ngx_str_t   *h;
 
     ngx_ioa_jbuf_byte(b, '{');
 
@@ -703,8 +703,7 @@ ngx_ioa_a2a_task_json(ngx_ioa_a2a_t *a, ngx_ioa_jbuf_t *b)
         }
 
         if (a->user.len && i == 0) {
-            ngx_str_set(&id, "user");
-            ngx_ioa_a2a_message_json(a, b, 0, &id, &a->user, NULL);
+            ngx_ioa_a2a_message_json(a, b, 0, &a->user_id, &a->user, NULL);
             continue;
         }
 

@@ -6,11 +6,11 @@
  * in ngx_ioa_a2a.c): one message per HTTP request, read here into its id,
  * method and params, and answers written with the request's id.
  *
- * What is refused, and how: a body that is not JSON is -32700 (HTTP 400);
- * a batch, a message without "jsonrpc": "2.0", an id that is neither a
- * string nor an integer, a request without a method are -32600 (HTTP 400);
- * params that are not an object are -32602 (HTTP 200, the request was
- * understood).  Neither MCP (since 2025-06-18) nor A2A has batches, so a
+ * What is refused, and how: a body that is not JSON is -32700; a batch, a
+ * message without "jsonrpc": "2.0", an id that is neither a string nor an
+ * integer, a request without a method are -32600 (these with HTTP 400 on
+ * MCP, 200 on A2A: see ngx_ioa_jsonrpc_parse()); params that are not an
+ * object are -32602 (HTTP 200 on both, the request was understood).  Neither MCP (since 2025-06-18) nor A2A has batches, so a
  * batch is refused whole, never half run.
  *
  * The id is kept as the JSON text it came as, so it goes back byte for byte
@@ -28,12 +28,15 @@
 /*
  * NGX_OK: rpc is the message (a request, a notification, or a response to
  * a request of ours).  NGX_DECLINED: it is refused, and the error answer
- * has been sent with whatever id could be read.
+ * has been sent with whatever id could be read, with HTTP status
+ * "refused": the transports differ there (MCP's Streamable HTTP answers a
+ * message it cannot take with an HTTP error, 400; A2A carries every
+ * JSON-RPC error in a 200, as its TCK checks).
  */
 
 ngx_int_t
 ngx_ioa_jsonrpc_parse(ngx_http_request_t *r, ngx_str_t *body,
-    ngx_ioa_jsonrpc_t *rpc)
+    ngx_uint_t refused, ngx_ioa_jsonrpc_t *rpc)
 {
     yajl_val             msg, v, id;
     ngx_str_t            s;
@@ -52,13 +55,13 @@ ngx_ioa_jsonrpc_parse(ngx_http_request_t *r, ngx_str_t *body,
     if (msg == NULL) {
         s.data = err.text;
         s.len = err.len;
-        ngx_ioa_jsonrpc_error(r, &rpc->id, NGX_HTTP_BAD_REQUEST,
+        ngx_ioa_jsonrpc_error(r, &rpc->id, refused,
                               NGX_IOA_JSONRPC_PARSE_ERROR, &s);
         return NGX_DECLINED;
     }
 
     if (YAJL_IS_ARRAY(msg)) {
-        ngx_ioa_jsonrpc_refuse(r, &rpc->id, NGX_HTTP_BAD_REQUEST,
+        ngx_ioa_jsonrpc_refuse(r, &rpc->id, refused,
                                NGX_IOA_JSONRPC_INVALID_REQUEST,
                                "batches are not supported: send one "
                                "JSON-RPC message per request");
@@ -70,7 +73,7 @@ ngx_ioa_jsonrpc_parse(ngx_http_request_t *r, ngx_str_t *body,
     if (!YAJL_IS_OBJECT(msg) || ngx_ioa_json_string(v, &s) != NGX_OK
         || s.len != 3 || ngx_strncmp(s.data, "2.0", 3) != 0)
     {
-        ngx_ioa_jsonrpc_refuse(r, &rpc->id, NGX_HTTP_BAD_REQUEST,
+        ngx_ioa_jsonrpc_refuse(r, &rpc->id, refused,
                                NGX_IOA_JSONRPC_INVALID_REQUEST,
                                "not a JSON-RPC 2.0 message");
         return NGX_DECLINED;
@@ -80,7 +83,7 @@ ngx_ioa_jsonrpc_parse(ngx_http_request_t *r, ngx_str_t *body,
 
     if (id) {
         if (!YAJL_IS_STRING(id) && !YAJL_IS_INTEGER(id)) {
-            ngx_ioa_jsonrpc_refuse(r, &rpc->id, NGX_HTTP_BAD_REQUEST,
+            ngx_ioa_jsonrpc_refuse(r, &rpc->id, refused,
                                    NGX_IOA_JSONRPC_INVALID_REQUEST,
                                    "\"id\" must be a string or an integer");
             return NGX_DECLINED;
@@ -110,7 +113,7 @@ ngx_ioa_jsonrpc_parse(ngx_http_request_t *r, ngx_str_t *body,
             return NGX_OK;
         }
 
-        ngx_ioa_jsonrpc_refuse(r, &rpc->id, NGX_HTTP_BAD_REQUEST,
+        ngx_ioa_jsonrpc_refuse(r, &rpc->id, refused,
                                NGX_IOA_JSONRPC_INVALID_REQUEST,
                                "a request needs a \"method\"");
         return NGX_DECLINED;

@@ -429,7 +429,7 @@ ngx_ioa_mcp_body(ngx_http_request_t *r, ngx_str_t *body)
 
     m = ngx_ioa_rest_get_data(r);
 
-    rc = ngx_ioa_jsonrpc_parse(r, body, &rpc);
+    rc = ngx_ioa_jsonrpc_parse(r, body, NGX_HTTP_BAD_REQUEST, &rpc);
 
     if (rc != NGX_OK) {
         if (rc == NGX_ERROR) {
