@@ -162,6 +162,24 @@ versions through the SDK.
                  } @ev), "$v: the team's envelopes stream as messages");
         is $got2->{result}{status}{state}, 'TASK_STATE_COMPLETED', "$v: get after the stream";
     }
+
+    # each version's own default: 0.3 answers at once unless blocking is
+    # true, 1.0 waits unless returnImmediately is true
+    my $m03 = { message => { kind => 'message', messageId => 'd1', role => 'user',
+                             parts => [{ kind => 'text', text => 'Shout the words one' }] } };
+    my ($code, $doc) = rpc($ctx, 'message/send', $m03);
+    is $code, 200, '0.3 without configuration: 200';
+    like $doc->{result}{status}{state}, qr/^(submitted|working)$/, '0.3: not blocking by default';
+    ($code, $doc) = rpc($ctx, 'message/send', { %$m03, configuration => { blocking => JSON::PP::true() } });
+    is $doc->{result}{status}{state}, 'completed', '0.3 with blocking true: the ended task';
+    my $m10 = { message => { messageId => 'd2', role => 'ROLE_USER',
+                             parts => [{ text => 'Shout the words two' }] } };
+    ($code, $doc) = rpc($ctx, 'SendMessage', $m10);
+    is $doc->{result}{task}{status}{state} // $doc->{result}{status}{state}, 'TASK_STATE_COMPLETED',
+        '1.0 without configuration: blocking';
+    ($code, $doc) = rpc($ctx, 'SendMessage', { %$m10, configuration => { returnImmediately => JSON::PP::true() } });
+    like $doc->{result}{task}{status}{state} // $doc->{result}{status}{state},
+        qr/^TASK_STATE_(SUBMITTED|WORKING)$/, '1.0 with returnImmediately: at once';
 --- no_error_log
 [alert]
 [crit]

@@ -659,13 +659,18 @@ ngx_ioa_a2a_send(ngx_http_request_t *r, ngx_ioa_a2a_t *a, yajl_val params)
 
     conf = ngx_ioa_json_get(params, "configuration");
 
-    a->blocking = 1;
+    /* each version's own default: 1.0 waits unless returnImmediately is
+     * true, 0.3 answers at once unless blocking is true */
+    a->blocking = a->v10;
 
     if (conf && YAJL_IS_OBJECT(conf)) {
         v = ngx_ioa_json_get(conf, a->v10 ? "returnImmediately" : "blocking");
 
-        if (v && (a->v10 ? YAJL_IS_TRUE(v) : YAJL_IS_FALSE(v))) {
-            a->blocking = 0;
+        if (v && YAJL_IS_TRUE(v)) {
+            a->blocking = !a->v10;
+
+        } else if (v && YAJL_IS_FALSE(v)) {
+            a->blocking = a->v10;
         }
 
         v = ngx_ioa_json_get(conf, "historyLength");
